@@ -1,0 +1,315 @@
+//! Kubernetes manifest streams: what `kubectl apply -f` and `helm template` produce.
+//!
+//! A stream is a sequence of YAML documents separated by `---` lines. Each document is one of:
+//!
+//! - a single Kubernetes object (a mapping);
+//! - a top-level YAML sequence of objects;
+//! - a `kind: List` (or `kind: <Anything>List` with an `items` array) object whose `items` are objects;
+//! - empty (only comments or whitespace), which is kept in place but holds no objects.
+//!
+//! [`Manifest::parse`] splits the stream at document markers itself, so that an error names the
+//! document it is in, then parses each document with `serde-saphyr` into `serde_json::Value`
+//! (YAML types are kept: an unquoted `true` is a boolean). [`Manifest::to_yaml`] writes the
+//! documents back in the same order and shape. Comments and formatting are not preserved.
+//!
+//! Error messages carry the document number and a line/column, never a snippet of the input:
+//! a manifest may hold Secret data.
+
+mod error;
+mod split;
+
+pub use error::ManifestError;
+
+use serde_json::Value;
+
+/// What one YAML document of a stream holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    /// Only comments, whitespace or an explicit `null`.
+    Empty,
+    /// One object (a mapping), or a scalar that is not an object (kept, never treated as one).
+    Single(Value),
+    /// A top-level YAML sequence; every element that is a mapping is an object.
+    Sequence(Vec<Value>),
+    /// A `kind: List` mapping; every element of `items` that is a mapping is an object.
+    List(Value),
+}
+
+/// One document of a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// 1-based position of the document in the stream, counting empty documents.
+    pub number: usize,
+    /// What the document holds.
+    pub body: Body,
+}
+
+/// Where an object sits in a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// 1-based document number.
+    pub document: usize,
+    /// 0-based index inside a sequence or `kind: List`; `None` for a single-object document.
+    pub item: Option<usize>,
+}
+
+/// A parsed manifest stream.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Manifest {
+    /// The documents, in input order.
+    pub documents: Vec<Document>,
+}
+
+impl Manifest {
+    /// Parses a multi-document YAML stream.
+    pub fn parse(text: &str) -> Result<Self, ManifestError> {
+        let mut documents = Vec::new();
+        for (position, source) in split::documents(text).into_iter().enumerate() {
+            let number = position + 1;
+            let value: Value = if split::is_blank(&source) {
+                Value::Null
+            } else {
+                serde_saphyr::from_str(&source).map_err(|error| ManifestError::Yaml {
+                    document: number,
+                    line: error.location().map(|l| l.line()),
+                    column: error.location().map(|l| l.column()),
+                })?
+            };
+            documents.push(Document {
+                number,
+                body: Body::classify(value),
+            });
+        }
+        Ok(Self { documents })
+    }
+
+    /// Every object of the stream, in input order, with its position.
+    pub fn objects(&self) -> impl Iterator<Item = (Position, &Value)> {
+        self.documents.iter().flat_map(|document| {
+            let number = document.number;
+            let items: Box<dyn Iterator<Item = (Option<usize>, &Value)>> = match &document.body {
+                Body::Empty => Box::new(std::iter::empty()),
+                Body::Single(value) => Box::new(std::iter::once((None, value))),
+                Body::Sequence(items) => {
+                    Box::new(items.iter().enumerate().map(|(i, v)| (Some(i), v)))
+                }
+                Body::List(list) => Box::new(
+                    list_items(list)
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (Some(i), v)),
+                ),
+            };
+            items
+                .filter(|(_, value)| value.is_object())
+                .map(move |(item, value)| {
+                    (
+                        Position {
+                            document: number,
+                            item,
+                        },
+                        value,
+                    )
+                })
+        })
+    }
+
+    /// Every object of the stream, mutably, in input order, with its position.
+    pub fn objects_mut(&mut self) -> impl Iterator<Item = (Position, &mut Value)> {
+        self.documents.iter_mut().flat_map(|document| {
+            let number = document.number;
+            let items: Box<dyn Iterator<Item = (Option<usize>, &mut Value)>> =
+                match &mut document.body {
+                    Body::Empty => Box::new(std::iter::empty()),
+                    Body::Single(value) => Box::new(std::iter::once((None, value))),
+                    Body::Sequence(items) => {
+                        Box::new(items.iter_mut().enumerate().map(|(i, v)| (Some(i), v)))
+                    }
+                    Body::List(list) => Box::new(
+                        list_items_mut(list)
+                            .iter_mut()
+                            .enumerate()
+                            .map(|(i, v)| (Some(i), v)),
+                    ),
+                };
+            items
+                .filter(|(_, value)| value.is_object())
+                .map(move |(item, value)| {
+                    (
+                        Position {
+                            document: number,
+                            item,
+                        },
+                        value,
+                    )
+                })
+        })
+    }
+
+    /// Writes the stream back as YAML: the documents in order, separated by `---`, each in the
+    /// shape it was read in. Empty documents are dropped.
+    pub fn to_yaml(&self) -> Result<String, ManifestError> {
+        let mut out = String::new();
+        for document in &self.documents {
+            let value = match &document.body {
+                Body::Empty => continue,
+                Body::Single(value) | Body::List(value) => value,
+                Body::Sequence(items) => {
+                    let text = serde_saphyr::to_string(items).map_err(|_| ManifestError::Emit {
+                        document: document.number,
+                    })?;
+                    push_document(&mut out, &text);
+                    continue;
+                }
+            };
+            let text = serde_saphyr::to_string(value).map_err(|_| ManifestError::Emit {
+                document: document.number,
+            })?;
+            push_document(&mut out, &text);
+        }
+        Ok(out)
+    }
+}
+
+fn push_document(out: &mut String, text: &str) {
+    if !out.is_empty() {
+        out.push_str("---\n");
+    }
+    out.push_str(text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+impl Body {
+    fn classify(value: Value) -> Self {
+        match value {
+            Value::Null => Body::Empty,
+            Value::Array(items) => Body::Sequence(items),
+            value if is_kind_list(&value) => Body::List(value),
+            value => Body::Single(value),
+        }
+    }
+}
+
+/// A `kind: List` (or any `…List` kind) whose `items` is an array.
+fn is_kind_list(value: &Value) -> bool {
+    let kind_is_list = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| kind.ends_with("List"));
+    kind_is_list && value.get("items").is_some_and(Value::is_array)
+}
+
+fn list_items(list: &Value) -> &[Value] {
+    list.get("items")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn list_items_mut(list: &mut Value) -> &mut [Value] {
+    match list.get_mut("items").and_then(Value::as_array_mut) {
+        Some(items) => items.as_mut_slice(),
+        None => &mut [],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn multi_document_stream_with_empty_documents() {
+        let text = "# leading comment\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: b}\n";
+        let manifest = Manifest::parse(text).unwrap();
+        let names: Vec<_> = manifest
+            .objects()
+            .map(|(p, v)| {
+                (
+                    p.document,
+                    v["metadata"]["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(names, vec![(1, "a".to_owned()), (3, "b".to_owned())]);
+    }
+
+    #[test]
+    fn top_level_sequence_and_kind_list() {
+        let text =
+            "- kind: A\n- 3\n- kind: B\n---\nkind: List\napiVersion: v1\nitems:\n- kind: C\n";
+        let manifest = Manifest::parse(text).unwrap();
+        let kinds: Vec<_> = manifest
+            .objects()
+            .map(|(p, v)| (p, v["kind"].as_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (
+                    Position {
+                        document: 1,
+                        item: Some(0)
+                    },
+                    "A".to_owned()
+                ),
+                (
+                    Position {
+                        document: 1,
+                        item: Some(2)
+                    },
+                    "B".to_owned()
+                ),
+                (
+                    Position {
+                        document: 2,
+                        item: Some(0)
+                    },
+                    "C".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn yaml_types_are_kept() {
+        let manifest = Manifest::parse("a: true\nb: \"true\"\nc: 1\nd: 1.5\ne: '01'\n").unwrap();
+        let (_, value) = manifest.objects().next().unwrap();
+        assert_eq!(
+            value,
+            &json!({"a": true, "b": "true", "c": 1, "d": 1.5, "e": "01"})
+        );
+        let again = Manifest::parse(&manifest.to_yaml().unwrap()).unwrap();
+        assert_eq!(again, manifest);
+    }
+
+    #[test]
+    fn invalid_document_is_named_without_its_text() {
+        let text = "kind: A\n---\nkind: B\n---\nkind: [unclosed secret-value\n";
+        let error = Manifest::parse(text).unwrap_err();
+        let ManifestError::Yaml { document, .. } = error else {
+            panic!("unexpected {error:?}")
+        };
+        assert_eq!(document, 3);
+        assert!(!error.to_string().contains("secret-value"), "{error}");
+    }
+
+    #[test]
+    fn round_trip_keeps_shape_and_order() {
+        let text = "- kind: A\n  x: 1\n---\nkind: B\n---\nkind: List\nitems:\n- kind: C\n";
+        let manifest = Manifest::parse(text).unwrap();
+        let again = Manifest::parse(&manifest.to_yaml().unwrap()).unwrap();
+        assert_eq!(again, manifest);
+    }
+
+    #[test]
+    fn mutation_through_objects_mut() {
+        let mut manifest = Manifest::parse("kind: List\nitems:\n- kind: C\n").unwrap();
+        for (_, object) in manifest.objects_mut() {
+            object["seen"] = json!(true);
+        }
+        assert_eq!(manifest.objects().next().unwrap().1["seen"], json!(true));
+    }
+}

@@ -1,0 +1,1 @@
+//! The Restart Consumers HTTP API.

@@ -1,0 +1,50 @@
+//! The `rollsafe` command line: a thin layer over the library crates.
+//!
+//! Each subcommand lives in its own module with an `Args` struct (clap derive, `env` on every
+//! flag) and a `run` function returning the process exit code.
+
+mod input;
+mod refs;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// rollsafe rolls Kubernetes workloads when the Secrets and ConfigMaps they consume change.
+#[derive(Debug, Parser)]
+#[command(name = "rollsafe", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the Secrets and ConfigMaps each workload in a manifest stream references.
+    Refs(refs::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Refs(args) => refs::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("rollsafe: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,80 @@
+//! `rollsafe refs`: the Secrets and ConfigMaps each workload in a manifest stream references.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rollsafe_core::reference::{self, Reference};
+use rollsafe_core::workload::WorkloadKind;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::input;
+
+/// Print, as one JSON array, every Deployment, StatefulSet and DaemonSet in the manifests with
+/// the Secrets and ConfigMaps its pod template references.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Manifest files (multi-document YAML, a YAML list or a `kind: List`); `-` or none reads stdin.
+    pub files: Vec<PathBuf>,
+}
+
+/// One workload's references, as printed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadReferences {
+    kind: WorkloadKind,
+    namespace: Option<String>,
+    name: Option<String>,
+    /// Sorted, unique Secret names under the Restart Consumers policy.
+    secret_consumers: BTreeSet<String>,
+    /// Sorted, unique `ConfigMap/<name>` and `Secret/<name>` under the referenced-config policy.
+    referenced_config: Vec<String>,
+    /// Every reference, in document order.
+    references: Vec<Reference>,
+}
+
+impl WorkloadReferences {
+    /// The references of a workload object, or `None` when it is not a workload.
+    pub fn of(object: &Value) -> Option<Self> {
+        let kind = WorkloadKind::of_object(object)?;
+        let metadata = object.get("metadata");
+        let text = |field: &str| {
+            metadata
+                .and_then(|m| m.get(field))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let template = reference::pod_template(object).unwrap_or(&Value::Null);
+        let references = reference::extract(template);
+        Some(Self {
+            kind,
+            namespace: text("namespace"),
+            name: text("name"),
+            secret_consumers: references
+                .iter()
+                .filter(|r| r.is_restart_consumer())
+                .map(|r| r.name.clone())
+                .collect(),
+            referenced_config: reference::referenced_config(template)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            references,
+        })
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let inputs = input::read_all(&args.files)?;
+    let workloads: Vec<WorkloadReferences> = inputs
+        .iter()
+        .flat_map(|input| input.manifest.objects())
+        .filter_map(|(_, object)| WorkloadReferences::of(object))
+        .collect();
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &workloads)?;
+    writeln!(out)?;
+    Ok(ExitCode::SUCCESS)
+}
