@@ -10,8 +10,7 @@ pub(crate) fn documents(text: &str) -> Vec<String> {
     let mut documents = Vec::new();
     let mut current = String::new();
     let mut started = false; // whether the current document holds anything, marker included
-    let mut line_number = 0usize;
-    for line in text.split_inclusive('\n') {
+    for (line_number, line) in text.split_inclusive('\n').enumerate() {
         if let Some(rest) = marker(line, "---") {
             if started || !is_blank(&current) {
                 documents.push(std::mem::take(&mut current));
@@ -26,7 +25,6 @@ pub(crate) fn documents(text: &str) -> Vec<String> {
         } else {
             current.push_str(line);
         }
-        line_number += 1;
     }
     if started || !is_blank(&current) || documents.is_empty() {
         documents.push(current);

@@ -9,24 +9,15 @@ use rollsafe_manifest::Manifest;
 /// The largest manifest stream read from one input.
 pub const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
 
-/// One named input: a file path, or `-` for stdin.
-#[derive(Debug)]
-pub struct Input {
-    /// How errors name it: the path, or `<stdin>`.
-    pub label: String,
-    /// The parsed stream.
-    pub manifest: Manifest,
-}
-
-/// Reads and parses every input; no paths (or `-`) means stdin. An error names the input and,
+/// Reads and parses every input, in order; no paths (or `-`) means stdin. An error names the input and,
 /// for invalid YAML, the document.
-pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<Vec<Input>> {
+pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<Vec<Manifest>> {
     let stdin = [PathBuf::from("-")];
     let paths = if paths.is_empty() { &stdin[..] } else { paths };
     paths.iter().map(|path| read_one(path)).collect()
 }
 
-fn read_one(path: &PathBuf) -> anyhow::Result<Input> {
+fn read_one(path: &PathBuf) -> anyhow::Result<Manifest> {
     let (label, text) = if path.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -43,6 +34,5 @@ fn read_one(path: &PathBuf) -> anyhow::Result<Input> {
             .with_context(|| format!("{label}: cannot read"))?;
         (label, text)
     };
-    let manifest = Manifest::parse(&text).with_context(|| label.clone())?;
-    Ok(Input { label, manifest })
+    Manifest::parse(&text).with_context(|| label.clone())
 }

@@ -67,10 +67,10 @@ impl WorkloadReferences {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let inputs = input::read_all(&args.files)?;
-    let workloads: Vec<WorkloadReferences> = inputs
+    let manifests = input::read_all(&args.files)?;
+    let workloads: Vec<WorkloadReferences> = manifests
         .iter()
-        .flat_map(|input| input.manifest.objects())
+        .flat_map(|manifest| manifest.objects())
         .filter_map(|(_, object)| WorkloadReferences::of(object))
         .collect();
     let mut out = std::io::stdout().lock();

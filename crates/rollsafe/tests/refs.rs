@@ -17,7 +17,11 @@ fn refs(args: &[&str], stdin: Option<&str>) -> (bool, Value, String) {
     }
     let output = command.output().unwrap();
     let stdout: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-    (output.status.success(), stdout, String::from_utf8_lossy(&output.stderr).into_owned())
+    (
+        output.status.success(),
+        stdout,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 fn fixture(name: &str) -> String {
@@ -99,7 +103,11 @@ fn hand_checked_workloads() {
 
     let (_, argocd, _) = refs(&[&fixture("argocd-ha-install.yaml")], None);
     assert_eq!(
-        summary(workload(&argocd, "StatefulSet", "argocd-application-controller")),
+        summary(workload(
+            &argocd,
+            "StatefulSet",
+            "argocd-application-controller"
+        )),
         json!({"namespace": null, "secretConsumers": ["argocd-redis", "argocd-repo-server-mtls", "argocd-repo-server-tls"],
                "referencedConfig": ["ConfigMap/argocd-cm", "ConfigMap/argocd-cmd-params-cm", "Secret/argocd-redis", "Secret/argocd-repo-server-mtls", "Secret/argocd-repo-server-tls"]})
     );
@@ -107,10 +115,28 @@ fn hand_checked_workloads() {
 
 #[test]
 fn output_keeps_input_order_across_files() {
-    let (ok, list, _) = refs(&[&fixture("calico-etcd.yaml"), &fixture("ingress-nginx-cloud.yaml")], None);
+    let (ok, list, _) = refs(
+        &[
+            &fixture("calico-etcd.yaml"),
+            &fixture("ingress-nginx-cloud.yaml"),
+        ],
+        None,
+    );
     assert!(ok);
-    let names: Vec<_> = list.as_array().unwrap().iter().map(|w| w["name"].clone()).collect();
-    assert_eq!(names, ["calico-node", "calico-kube-controllers", "ingress-nginx-controller"]);
+    let names: Vec<_> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "calico-node",
+            "calico-kube-controllers",
+            "ingress-nginx-controller"
+        ]
+    );
 }
 
 #[test]
@@ -157,12 +183,19 @@ fn invalid_yaml_names_file_and_document() {
     let dir = std::env::temp_dir().join(format!("rollsafe-refs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("broken.yaml");
-    std::fs::write(&path, "kind: A\n---\nkind: B\n---\ndata: {password: [hunter2\n").unwrap();
+    std::fs::write(
+        &path,
+        "kind: A\n---\nkind: B\n---\ndata: {password: [hunter2\n",
+    )
+    .unwrap();
     let (ok, _, stderr) = refs(&[path.to_str().unwrap()], None);
     assert!(!ok);
     assert!(stderr.contains("broken.yaml"), "{stderr}");
     assert!(stderr.contains("document 3"), "{stderr}");
-    assert!(!stderr.contains("hunter2"), "input text must not be echoed: {stderr}");
+    assert!(
+        !stderr.contains("hunter2"),
+        "input text must not be echoed: {stderr}"
+    );
     let (ok, _, stderr) = refs(&[dir.join("missing.yaml").to_str().unwrap()], None);
     assert!(!ok);
     assert!(stderr.contains("missing.yaml"), "{stderr}");
