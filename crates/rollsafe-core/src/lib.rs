@@ -12,5 +12,6 @@ pub mod contract;
 pub mod failure;
 pub mod patch;
 pub mod reference;
+pub mod render;
 pub mod validation;
 pub mod workload;

@@ -1,0 +1,892 @@
+//! The config-hash render engine: which annotation each workload's pod template gets so that
+//! its pods roll when the configuration rendered beside it changes.
+//!
+//! Pure: the input is the list of rendered objects (plus, for referenced-config rollout, the
+//! previous copies of the workloads, and [`Settings`]); the output is a list of [`Update`]s —
+//! annotations to set or remove — or a [`RenderError`] naming the resource. [`render`] plans and
+//! applies in one step.
+//!
+//! # Default mode
+//!
+//! Value-compatible with upstream OpenChoreo's `openchoreo.dev/dp-resource-hash`:
+//!
+//! - With a [`WorkloadType`], the *first* object of that kind (Deployment or StatefulSet) is the
+//!   workload. Every other object is hashed except those of the workload's own kind and
+//!   NetworkPolicies.
+//! - Without one, every Deployment and every StatefulSet is a workload and gets the hash of
+//!   the objects of the other kinds (again without NetworkPolicies). A workload hashed into
+//!   another workload's hash leaves out its pod template's `metadata` too, where this
+//!   feature's own annotation lives, so rendering an output again gives the same output.
+//! - Each hashed object leaves out its top-level `metadata`; the objects are stable-sorted by
+//!   kind, apiVersion, namespace and name; the list is dumped as Go's go-spew `%#v` does
+//!   ([`dump`]), numbers as `float64`; FNV-1a 32-bit; decimal digits mapped through the
+//!   safe-encoding alphabet ([`hash`]).
+//! - When nothing is hashed, the annotation is left as it is (upstream's behaviour).
+//!
+//! # Referenced-config rollout
+//!
+//! The annotation changes only when a resource that matters to the pods changes: a rendered
+//! ConfigMap, Secret or ExternalSecret (by its target Secret name) that the pod template
+//! references, or any resource marked `openchoreo.dev/restart-on-change: "true"`; never one
+//! marked `"false"`. The promises that need memory work from a state annotation kept on the
+//! workload's own `metadata.annotations` (which does not roll pods), read from the previous copy
+//! of the workload:
+//!
+//! - no previous copy is known at all (`previous` is `None`): the annotation is a hash of the
+//!   resources that matter (stateless);
+//! - previous copies are known but this workload is new: the default-mode hash, so turning the
+//!   setting off later restarts nothing when nothing changed;
+//! - the previous copy has no state (the setting was just turned on) or a state under another
+//!   fingerprint key: the previous annotation is kept;
+//! - otherwise the previous annotation is kept unless a resource that matters now changed since
+//!   the previous render, is new and referenced, or mattered before and is no longer rendered;
+//!   then it is chained from the previous value to a new one.
+
+pub mod dump;
+pub mod hash;
+pub mod patch;
+pub mod setting;
+mod state;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt;
+
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use crate::reference::{self, ConfigRef, TargetKind};
+use dump::{NumberType, Sink, Strip};
+use hash::Fnv32a;
+use state::{Digester, State, Tracked};
+
+/// The pod-template annotation that carries the hash.
+pub const HASH_ANNOTATION: &str = "openchoreo.dev/dp-resource-hash";
+/// The per-resource annotation that decides whether a change restarts the pods.
+pub const RESTART_ON_CHANGE_ANNOTATION: &str = "openchoreo.dev/restart-on-change";
+/// The workload `metadata.annotations` key that carries the referenced-config state.
+pub const STATE_ANNOTATION: &str = "rollsafe.dev/referenced-config-state";
+
+const NETWORK_POLICY: &str = "NetworkPolicy";
+const DEPLOYMENT: &str = "Deployment";
+const STATEFUL_SET: &str = "StatefulSet";
+
+/// Upstream's ComponentType workload types that get the annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkloadType {
+    /// `deployment`: the first Deployment is the workload.
+    Deployment,
+    /// `statefulset`: the first StatefulSet is the workload.
+    StatefulSet,
+}
+
+impl WorkloadType {
+    /// The workload's Kubernetes kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            WorkloadType::Deployment => DEPLOYMENT,
+            WorkloadType::StatefulSet => STATEFUL_SET,
+        }
+    }
+}
+
+/// The secret key for the state's content digests. `Debug` does not print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FingerprintKey(Vec<u8>);
+
+impl FingerprintKey {
+    /// A key from raw bytes; `None` when empty.
+    pub fn new(bytes: Vec<u8>) -> Option<Self> {
+        (!bytes.is_empty()).then_some(Self(bytes))
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for FingerprintKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FingerprintKey(<redacted>)")
+    }
+}
+
+/// How to render.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Upstream's behaviour for one workload type; `None`: every Deployment and StatefulSet.
+    pub workload_type: Option<WorkloadType>,
+    /// Referenced-config rollout on or off.
+    pub referenced_config_rollout: bool,
+    /// Key for the state's content digests; without it they are unkeyed 32-bit digests.
+    pub fingerprint_key: Option<FingerprintKey>,
+}
+
+/// What to do with one annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Edit {
+    /// Leave it as it is.
+    Keep,
+    /// Set it to this value.
+    Set(String),
+    /// Remove it when present.
+    Remove,
+}
+
+/// The annotations to write on one workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update {
+    /// Index of the workload in the input list.
+    pub index: usize,
+    /// [`HASH_ANNOTATION`] under `spec.template.metadata.annotations`.
+    pub hash: Edit,
+    /// [`STATE_ANNOTATION`] under `metadata.annotations`.
+    pub state: Edit,
+}
+
+/// Names a resource in messages: kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceName {
+    /// `kind`, or empty.
+    pub kind: String,
+    /// `metadata.namespace`, when set.
+    pub namespace: Option<String>,
+    /// `metadata.name`, when set.
+    pub name: Option<String>,
+}
+
+impl ResourceName {
+    /// The name of an object.
+    pub fn of(object: &Value) -> Self {
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+        let metadata = object.get("metadata");
+        Self {
+            kind: text(object.get("kind")).unwrap_or_default(),
+            namespace: text(metadata.and_then(|m| m.get("namespace"))).filter(|s| !s.is_empty()),
+            name: text(metadata.and_then(|m| m.get("name"))),
+        }
+    }
+}
+
+impl fmt::Display for ResourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.kind.is_empty() {
+            "object"
+        } else {
+            &self.kind
+        };
+        let name = self.name.as_deref().unwrap_or("<unnamed>");
+        match &self.namespace {
+            Some(namespace) => write!(f, "{kind} {namespace}/{name}"),
+            None => write!(f, "{kind} {name}"),
+        }
+    }
+}
+
+/// Why a render failed. Every error names the resource and its index in the input.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RenderError {
+    /// The workload to annotate has no `spec` map (upstream: "resource missing spec").
+    #[error("{resource}: resource missing spec")]
+    MissingSpec {
+        /// Index in the input.
+        index: usize,
+        /// The workload.
+        resource: ResourceName,
+    },
+    /// A map on the way to an annotation is something else.
+    #[error("{resource}: {field} is not a map")]
+    NotAMap {
+        /// Index in the input.
+        index: usize,
+        /// The object.
+        resource: ResourceName,
+        /// The field, e.g. `spec.template.metadata`.
+        field: &'static str,
+    },
+    /// `openchoreo.dev/restart-on-change` is neither the string "true" nor "false".
+    #[error(
+        "{resource}: invalid {RESTART_ON_CHANGE_ANNOTATION} annotation {value}: the value must be the string \"true\" or \"false\""
+    )]
+    InvalidRestartOnChange {
+        /// Index in the input.
+        index: usize,
+        /// The object.
+        resource: ResourceName,
+        /// The bad value as shown in the message.
+        value: String,
+    },
+}
+
+impl RenderError {
+    /// Index of the resource in the input.
+    pub fn index(&self) -> usize {
+        match self {
+            RenderError::MissingSpec { index, .. }
+            | RenderError::NotAMap { index, .. }
+            | RenderError::InvalidRestartOnChange { index, .. } => *index,
+        }
+    }
+}
+
+/// One input object as the engine sees it.
+struct Object<'a> {
+    map: &'a Map<String, Value>,
+    kind: &'a str,
+    api_version: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+}
+
+impl<'a> Object<'a> {
+    fn new(value: &'a Value) -> Option<Self> {
+        let map = value.as_object()?;
+        let text = |v: Option<&'a Value>| v.and_then(Value::as_str).unwrap_or("");
+        let metadata = map.get("metadata");
+        Some(Self {
+            map,
+            kind: text(map.get("kind")),
+            api_version: text(map.get("apiVersion")),
+            namespace: text(metadata.and_then(|m| m.get("namespace"))),
+            name: text(metadata.and_then(|m| m.get("name"))),
+        })
+    }
+
+    fn resource_name(&self) -> ResourceName {
+        ResourceName {
+            kind: self.kind.to_owned(),
+            namespace: (!self.namespace.is_empty()).then(|| self.namespace.to_owned()),
+            name: self
+                .map
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+
+    fn group(&self) -> &'a str {
+        match self.api_version.rsplit_once('/') {
+            Some((group, _)) => group,
+            None => "",
+        }
+    }
+
+    fn annotation(&self, key: &str) -> Option<&'a Value> {
+        self.map.get("metadata")?.get("annotations")?.get(key)
+    }
+
+    /// The Secret or ConfigMap name a pod template would reference to consume this object.
+    fn config_target(&self) -> Option<ConfigRef> {
+        let (kind, name) = match (self.kind, self.group()) {
+            ("ConfigMap", "") => (TargetKind::ConfigMap, self.name),
+            ("Secret", "") => (TargetKind::Secret, self.name),
+            ("ExternalSecret", "external-secrets.io") => {
+                let target = self
+                    .map
+                    .get("spec")
+                    .and_then(|s| s.get("target"))
+                    .and_then(|t| t.get("name"))
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty());
+                (TargetKind::Secret, target.unwrap_or(self.name))
+            }
+            _ => return None,
+        };
+        (!name.is_empty()).then(|| ConfigRef {
+            kind,
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// The workloads of one kind and what their hash covers.
+struct Group {
+    workloads: Vec<usize>,
+    /// Indices of the objects hashed, in hash order.
+    hashed: Vec<usize>,
+    strips: Vec<Strip>,
+}
+
+/// Plans the annotation updates for a list of rendered objects.
+///
+/// `previous` is the last output (or any previous copies of the workloads); `None` when no
+/// previous copy is known at all. It is only read in referenced-config mode, and only for the
+/// workloads' own annotations.
+pub fn plan(
+    objects: &[&Value],
+    previous: Option<&[&Value]>,
+    settings: &Settings,
+) -> Result<Vec<Update>, RenderError> {
+    let parsed: Vec<Option<Object<'_>>> = objects.iter().map(|v| Object::new(v)).collect();
+    let groups = groups(&parsed, settings.workload_type);
+    if settings.referenced_config_rollout {
+        Referenced::new(&parsed, previous, settings, &groups)?.plan(objects)
+    } else {
+        plan_default(objects, &parsed, &groups)
+    }
+}
+
+/// Plans and applies: renders `objects` in place and returns what was done.
+pub fn render(
+    objects: &mut [Value],
+    previous: Option<&[Value]>,
+    settings: &Settings,
+) -> Result<Vec<Update>, RenderError> {
+    let updates = {
+        let refs: Vec<&Value> = objects.iter().collect();
+        let previous: Option<Vec<&Value>> = previous.map(|p| p.iter().collect());
+        plan(&refs, previous.as_deref(), settings)?
+    };
+    for update in &updates {
+        if let Some(object) = objects.get_mut(update.index) {
+            update.apply(object)?;
+        }
+    }
+    Ok(updates)
+}
+
+fn groups(parsed: &[Option<Object<'_>>], workload_type: Option<WorkloadType>) -> Vec<Group> {
+    let kinds_of = |kind: &'static str| -> Vec<usize> {
+        parsed
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.as_ref().filter(|o| o.kind == kind).map(|_| i))
+            .collect()
+    };
+    let specs: Vec<(&'static str, Vec<usize>, bool)> = match workload_type {
+        Some(workload_type) => {
+            let kind = workload_type.kind();
+            vec![(kind, kinds_of(kind).into_iter().take(1).collect(), false)]
+        }
+        None => [DEPLOYMENT, STATEFUL_SET]
+            .into_iter()
+            .map(|kind| (kind, kinds_of(kind), true))
+            .collect(),
+    };
+    specs
+        .into_iter()
+        .filter(|(_, workloads, _)| !workloads.is_empty())
+        .map(|(kind, workloads, strip_workloads)| {
+            let mut hashed: Vec<usize> = parsed
+                .iter()
+                .enumerate()
+                .filter_map(|(i, o)| {
+                    o.as_ref()
+                        .filter(|o| o.kind != kind && o.kind != NETWORK_POLICY)
+                        .map(|_| i)
+                })
+                .collect();
+            hashed.sort_by(|&a, &b| {
+                let key = |i: usize| {
+                    parsed[i]
+                        .as_ref()
+                        .map(|o| (o.kind, o.api_version, o.namespace, o.name))
+                };
+                key(a).cmp(&key(b))
+            });
+            let strips = hashed
+                .iter()
+                .map(|&i| {
+                    let workload = parsed[i]
+                        .as_ref()
+                        .is_some_and(|o| o.kind == DEPLOYMENT || o.kind == STATEFUL_SET);
+                    if strip_workloads && workload {
+                        Strip::MetadataAndPodTemplateMetadata
+                    } else {
+                        Strip::Metadata
+                    }
+                })
+                .collect();
+            Group {
+                workloads,
+                hashed,
+                strips,
+            }
+        })
+        .collect()
+}
+
+/// The default-mode hash of a group; `None` when nothing is hashed.
+fn default_hash(parsed: &[Option<Object<'_>>], group: &Group) -> Option<String> {
+    if group.hashed.is_empty() {
+        return None;
+    }
+    let objects = group
+        .hashed
+        .iter()
+        .zip(&group.strips)
+        .filter_map(|(&i, &strip)| parsed[i].as_ref().map(|o| (o.map, strip)));
+    Some(hash::hash_objects(objects, NumberType::Float64))
+}
+
+fn plan_default(
+    objects: &[&Value],
+    parsed: &[Option<Object<'_>>],
+    groups: &[Group],
+) -> Result<Vec<Update>, RenderError> {
+    let mut updates = Vec::new();
+    for group in groups {
+        let hash = default_hash(parsed, group);
+        for &index in &group.workloads {
+            let hash = match &hash {
+                Some(hash) => {
+                    check_workload(objects[index], index)?;
+                    Edit::Set(hash.clone())
+                }
+                None => Edit::Keep,
+            };
+            let has_state = parsed[index]
+                .as_ref()
+                .is_some_and(|o| o.annotation(STATE_ANNOTATION).is_some());
+            let state = if has_state { Edit::Remove } else { Edit::Keep };
+            updates.push(Update { index, hash, state });
+        }
+    }
+    updates.sort_by_key(|u| u.index);
+    Ok(updates)
+}
+
+/// Fails unless the annotation can be written on the workload's pod template.
+fn check_workload(object: &Value, index: usize) -> Result<(), RenderError> {
+    let not_a_map = |field| RenderError::NotAMap {
+        index,
+        resource: ResourceName::of(object),
+        field,
+    };
+    let Some(spec) = object.get("spec").filter(|s| s.is_object()) else {
+        return Err(RenderError::MissingSpec {
+            index,
+            resource: ResourceName::of(object),
+        });
+    };
+    let mut current = spec;
+    for field in [
+        "spec.template",
+        "spec.template.metadata",
+        "spec.template.metadata.annotations",
+    ] {
+        let key = field.rsplit('.').next().unwrap_or(field);
+        match current.get(key) {
+            None => break,
+            Some(next) if next.is_object() => current = next,
+            Some(_) => return Err(not_a_map(field)),
+        }
+    }
+    if let Some(metadata) = object.get("metadata") {
+        if !metadata.is_object() {
+            return Err(not_a_map("metadata"));
+        }
+        if metadata.get("annotations").is_some_and(|a| !a.is_object()) {
+            return Err(not_a_map("metadata.annotations"));
+        }
+    }
+    Ok(())
+}
+
+impl Update {
+    /// Writes this update's annotations on the workload object.
+    pub fn apply(&self, object: &mut Value) -> Result<(), RenderError> {
+        let index = self.index;
+        match &self.hash {
+            Edit::Keep => {}
+            Edit::Set(value) => {
+                let name = ResourceName::of(object);
+                let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+                    return Err(RenderError::MissingSpec {
+                        index,
+                        resource: name,
+                    });
+                };
+                let annotations = path_mut(
+                    spec,
+                    &[
+                        ("template", "spec.template"),
+                        ("metadata", "spec.template.metadata"),
+                        ("annotations", "spec.template.metadata.annotations"),
+                    ],
+                )
+                .map_err(|field| RenderError::NotAMap {
+                    index,
+                    resource: name,
+                    field,
+                })?;
+                annotations.insert(HASH_ANNOTATION.to_owned(), Value::String(value.clone()));
+            }
+            Edit::Remove => {
+                if let Some(annotations) = object
+                    .pointer_mut("/spec/template/metadata/annotations")
+                    .and_then(Value::as_object_mut)
+                {
+                    annotations.shift_remove(HASH_ANNOTATION);
+                }
+            }
+        }
+        match &self.state {
+            Edit::Keep => {}
+            Edit::Set(value) => {
+                let name = ResourceName::of(object);
+                let Some(map) = object.as_object_mut() else {
+                    return Err(RenderError::NotAMap {
+                        index,
+                        resource: name,
+                        field: "object",
+                    });
+                };
+                let annotations = path_mut(
+                    map,
+                    &[
+                        ("metadata", "metadata"),
+                        ("annotations", "metadata.annotations"),
+                    ],
+                )
+                .map_err(|field| RenderError::NotAMap {
+                    index,
+                    resource: name,
+                    field,
+                })?;
+                annotations.insert(STATE_ANNOTATION.to_owned(), Value::String(value.clone()));
+            }
+            Edit::Remove => {
+                if let Some(annotations) = object
+                    .pointer_mut("/metadata/annotations")
+                    .and_then(Value::as_object_mut)
+                {
+                    annotations.shift_remove(STATE_ANNOTATION);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Walks (creating when missing) nested maps; fails with the field that is not a map.
+fn path_mut<'a>(
+    mut map: &'a mut Map<String, Value>,
+    path: &[(&str, &'static str)],
+) -> Result<&'a mut Map<String, Value>, &'static str> {
+    for &(key, field) in path {
+        let entry = map
+            .entry(key.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        map = entry.as_object_mut().ok_or(field)?;
+    }
+    Ok(map)
+}
+
+/// Reads `openchoreo.dev/restart-on-change`: `None` when unset.
+fn restart_on_change(object: &Object<'_>, index: usize) -> Result<Option<bool>, RenderError> {
+    let Some(annotation) = object.annotation(RESTART_ON_CHANGE_ANNOTATION) else {
+        return Ok(None);
+    };
+    match annotation {
+        Value::String(text) if text == "true" => Ok(Some(true)),
+        Value::String(text) if text == "false" => Ok(Some(false)),
+        other => Err(RenderError::InvalidRestartOnChange {
+            index,
+            resource: object.resource_name(),
+            value: describe(other),
+        }),
+    }
+}
+
+/// Shows a bad annotation value: strings quoted (long ones cut), other types named.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::String(text) => {
+            let mut shown: String = text.chars().take(64).collect();
+            if shown.len() < text.len() {
+                shown.push('…');
+            }
+            format!("{shown:?}")
+        }
+        Value::Bool(b) => format!("{b} (a boolean, not a string; quote it in YAML)"),
+        Value::Number(n) => format!("{n} (a number, not a string)"),
+        Value::Null => "null".to_owned(),
+        Value::Array(_) => "(a list)".to_owned(),
+        Value::Object(_) => "(a map)".to_owned(),
+    }
+}
+
+/// The referenced-config planner.
+struct Referenced<'a, 'p> {
+    parsed: &'p [Option<Object<'a>>],
+    groups: &'p [Group],
+    previous: Option<HashMap<(&'a str, &'a str, &'a str), &'a Value>>,
+    /// `restart-on-change` of each object (`None` for workloads, where it is ignored).
+    marks: Vec<Option<bool>>,
+    ids: Vec<String>,
+    targets: Vec<Option<ConfigRef>>,
+    digester: Digester,
+    key_id: String,
+    digests: Vec<Option<String>>,
+}
+
+/// What one workload's hash covers in referenced-config mode.
+struct Coverage {
+    /// (object index, referenced) of the resources whose changes restart the pods.
+    relevant: Vec<(usize, bool)>,
+    /// Referenced resources marked "false".
+    off: Vec<usize>,
+}
+
+impl<'a, 'p> Referenced<'a, 'p> {
+    fn new(
+        parsed: &'p [Option<Object<'a>>],
+        previous: Option<&[&'a Value]>,
+        settings: &Settings,
+        groups: &'p [Group],
+    ) -> Result<Self, RenderError> {
+        let workload_kinds: HashSet<&str> = match settings.workload_type {
+            Some(workload_type) => [workload_type.kind()].into(),
+            None => [DEPLOYMENT, STATEFUL_SET].into(),
+        };
+        let mut marks = Vec::with_capacity(parsed.len());
+        for (index, object) in parsed.iter().enumerate() {
+            let mark = match object {
+                Some(object) if !workload_kinds.contains(object.kind) => {
+                    restart_on_change(object, index)?
+                }
+                _ => None,
+            };
+            marks.push(mark);
+        }
+        let previous = previous.map(|objects| {
+            let mut by_id = HashMap::new();
+            for value in objects {
+                if let Some(object) = Object::new(value) {
+                    by_id
+                        .entry((object.kind, object.namespace, object.name))
+                        .or_insert(*value);
+                }
+            }
+            by_id
+        });
+        let digester = Digester::new(settings.fingerprint_key.as_ref());
+        Ok(Self {
+            parsed,
+            groups,
+            previous,
+            marks,
+            ids: parsed
+                .iter()
+                .map(|o| {
+                    o.as_ref()
+                        .map(|o| state::resource_id(o.kind, o.namespace, o.name))
+                        .unwrap_or_default()
+                })
+                .collect(),
+            targets: parsed
+                .iter()
+                .map(|o| o.as_ref().and_then(Object::config_target))
+                .collect(),
+            key_id: digester.key_id(),
+            digester,
+            digests: vec![None; parsed.len()],
+        })
+    }
+
+    fn plan(mut self, objects: &[&Value]) -> Result<Vec<Update>, RenderError> {
+        let mut updates = Vec::new();
+        for group in self.groups {
+            let mut all_hash: Option<Option<String>> = None;
+            for &index in &group.workloads {
+                let coverage = self.coverage(index, group);
+                let tracked = self.tracked(&coverage);
+                let previous_copy = self.previous_copy(index);
+                let hash = match (&self.previous, previous_copy) {
+                    (None, _) => self.stateless_hash(&tracked),
+                    (Some(_), None) => all_hash
+                        .get_or_insert_with(|| default_hash(self.parsed, group))
+                        .clone(),
+                    (Some(_), Some(previous)) => {
+                        self.carried_hash(previous, group, &coverage, &tracked)
+                    }
+                };
+                let hash = match hash {
+                    Some(hash) => {
+                        check_workload(objects[index], index)?;
+                        Edit::Set(hash)
+                    }
+                    None => Edit::Remove,
+                };
+                let state = State {
+                    key_id: self.key_id.clone(),
+                    tracked,
+                };
+                updates.push(Update {
+                    index,
+                    hash,
+                    state: Edit::Set(state.encode()),
+                });
+            }
+        }
+        updates.sort_by_key(|u| u.index);
+        Ok(updates)
+    }
+
+    /// Which resources matter to the workload at `index`.
+    fn coverage(&self, index: usize, group: &Group) -> Coverage {
+        let workload = self.parsed[index].as_ref();
+        let references: BTreeSet<ConfigRef> = workload
+            .and_then(|w| w.map.get("spec"))
+            .and_then(|s| s.get("template"))
+            .map(reference::referenced_config)
+            .unwrap_or_default();
+        let namespace = workload.map_or("", |w| w.namespace);
+        let mut coverage = Coverage {
+            relevant: Vec::new(),
+            off: Vec::new(),
+        };
+        for &candidate in &group.hashed {
+            let Some(object) = self.parsed[candidate].as_ref() else {
+                continue;
+            };
+            let same_namespace = namespace.is_empty()
+                || object.namespace.is_empty()
+                || namespace == object.namespace;
+            let referenced = same_namespace
+                && self.targets[candidate]
+                    .as_ref()
+                    .is_some_and(|target| references.contains(target));
+            match self.marks[candidate] {
+                Some(true) => coverage.relevant.push((candidate, referenced)),
+                Some(false) if referenced => coverage.off.push(candidate),
+                Some(false) => {}
+                None if referenced => coverage.relevant.push((candidate, true)),
+                None => {}
+            }
+        }
+        coverage
+    }
+
+    fn digest(&mut self, index: usize) -> String {
+        if let Some(digest) = &self.digests[index] {
+            return digest.clone();
+        }
+        let digest = self.parsed[index]
+            .as_ref()
+            .map(|o| self.digester.digest(o.map))
+            .unwrap_or_default();
+        self.digests[index] = Some(digest.clone());
+        digest
+    }
+
+    fn tracked(&mut self, coverage: &Coverage) -> std::collections::BTreeMap<String, Tracked> {
+        let mut tracked = std::collections::BTreeMap::new();
+        for &index in &coverage.off {
+            let digest = self.digest(index);
+            tracked.insert(
+                self.ids[index].clone(),
+                Tracked {
+                    digest,
+                    relevant: false,
+                },
+            );
+        }
+        for &(index, _) in &coverage.relevant {
+            let digest = self.digest(index);
+            tracked.insert(
+                self.ids[index].clone(),
+                Tracked {
+                    digest,
+                    relevant: true,
+                },
+            );
+        }
+        tracked
+    }
+
+    fn previous_copy(&self, index: usize) -> Option<&'a Value> {
+        let object = self.parsed[index].as_ref()?;
+        self.previous
+            .as_ref()?
+            .get(&(object.kind, object.namespace, object.name))
+            .copied()
+    }
+
+    /// Without any previous copy: a hash of what matters, or nothing when nothing does.
+    fn stateless_hash(
+        &self,
+        tracked: &std::collections::BTreeMap<String, Tracked>,
+    ) -> Option<String> {
+        let fingerprint = fingerprint(tracked);
+        (!fingerprint.is_empty()).then(|| chain(None, &fingerprint))
+    }
+
+    fn carried_hash(
+        &self,
+        previous: &Value,
+        group: &Group,
+        coverage: &Coverage,
+        tracked: &std::collections::BTreeMap<String, Tracked>,
+    ) -> Option<String> {
+        let previous_hash = previous
+            .pointer("/spec/template/metadata/annotations")
+            .and_then(|a| a.get(HASH_ANNOTATION))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let previous_state = previous
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(STATE_ANNOTATION))
+            .and_then(Value::as_str)
+            .and_then(State::parse)
+            .filter(|state| state.key_id == self.key_id);
+        let Some(previous_state) = previous_state else {
+            // Just turned on (or re-keyed): nothing restarts by itself.
+            return previous_hash;
+        };
+        let changed_or_new = coverage.relevant.iter().any(|&(index, referenced)| {
+            let id = &self.ids[index];
+            match previous_state.tracked.get(id) {
+                Some(before) => tracked
+                    .get(id)
+                    .is_some_and(|now| now.digest != before.digest),
+                None => referenced,
+            }
+        });
+        let rendered: HashSet<&str> = group.hashed.iter().map(|&i| self.ids[i].as_str()).collect();
+        let removed = previous_state
+            .tracked
+            .iter()
+            .any(|(id, before)| before.relevant && !rendered.contains(id.as_str()));
+        if changed_or_new || removed {
+            Some(chain(previous_hash.as_deref(), &fingerprint(tracked)))
+        } else {
+            previous_hash
+        }
+    }
+}
+
+/// The relevant entries, in id order: what a referenced-mode hash is derived from.
+fn fingerprint(tracked: &std::collections::BTreeMap<String, Tracked>) -> String {
+    let mut out = String::new();
+    for (id, entry) in tracked.iter().filter(|(_, t)| t.relevant) {
+        out.push_str(id);
+        out.push(':');
+        out.push_str(&entry.digest);
+        out.push(',');
+    }
+    out
+}
+
+/// A new annotation value derived from the previous one and the current fingerprint; never
+/// equal to the previous one.
+fn chain(previous: Option<&str>, fingerprint: &str) -> String {
+    let mut salt = 0u8;
+    loop {
+        let mut hasher = Fnv32a::new();
+        hasher.write(b"rollsafe.dev/referenced-config\0");
+        hasher.write(previous.unwrap_or("").as_bytes());
+        hasher.write(b"\0");
+        hasher.write(fingerprint.as_bytes());
+        hasher.write(&[salt]);
+        let value = hash::safe_encode(hasher.finish());
+        if previous != Some(value.as_str()) || salt == u8::MAX {
+            return value;
+        }
+        salt += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests;
