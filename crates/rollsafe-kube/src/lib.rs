@@ -1,1 +1,28 @@
-//! Talking to Kubernetes: per-caller clients, the budgeted paged inventory and the restart executor.
+//! Talking to Kubernetes: per-caller clients, the budgeted paged inventory and the restart
+//! executor.
+//!
+//! - [`Connection`]: one shared connection pool with the server's credentials;
+//!   [`Connection::client`] gives a kube client acting as an [`Impersonation`] (or as the
+//!   server itself). Nothing in this crate retries a request.
+//! - [`RestartEngine`]: Restart Consumers — [`RestartEngine::discover`] (dry run) and
+//!   [`RestartEngine::run`] (discover, patch, result).
+//! - [`inventory`]: the paged, budgeted listing of one workload kind and its consistency rules.
+//! - [`read`]: single-object reads (Secret, ConfigMap) for preflight checks.
+//!
+//! Results and logs carry kinds, names, codes and HTTP statuses only: never upstream error
+//! text, uids, resourceVersions or credentials.
+
+pub mod connection;
+pub mod engine;
+pub mod inventory;
+pub mod read;
+pub mod transport;
+
+pub use connection::{Connection, ConnectionError, IdentityError, Impersonation};
+pub use engine::{
+    DEFAULT_ANNOTATION_KEY, Discovery, MAX_PATCHES_IN_FLIGHT, RestartEngine, RunError,
+    restart_timestamp,
+};
+pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
+pub use read::{ReadError, read_config_map, read_secret};
+pub use transport::Timeouts;
