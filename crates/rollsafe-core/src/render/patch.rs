@@ -269,7 +269,11 @@ impl Target {
 }
 
 /// Applies every matching patch to one object, in order.
-pub fn apply(patches: &[TraitPatch], object: &mut Value, index: usize) -> Result<(), PatchError> {
+pub fn apply(
+    patches: &[TraitPatch],
+    object: &mut Value,
+    index: usize,
+) -> Result<(), Box<PatchError>> {
     for patch in patches {
         if !patch.target.matches(object) {
             continue;
@@ -288,13 +292,15 @@ pub fn apply(patches: &[TraitPatch], object: &mut Value, index: usize) -> Result
                 ),
                 Op::Remove => remove(object, &operation.segments),
             };
-            result.map_err(|reason| PatchError {
-                index,
-                resource: ResourceName::of(object),
-                source_name: patch.source.clone(),
-                op: operation.op.as_str(),
-                path: operation.path.clone(),
-                reason,
+            result.map_err(|reason| {
+                Box::new(PatchError {
+                    index,
+                    resource: ResourceName::of(object),
+                    source_name: patch.source.clone(),
+                    op: operation.op.as_str(),
+                    path: operation.path.clone(),
+                    reason,
+                })
             })?;
         }
     }
@@ -453,7 +459,7 @@ mod tests {
         o
     }
 
-    fn run(object: Value, operations: Vec<Value>) -> Result<Value, PatchError> {
+    fn run(object: Value, operations: Vec<Value>) -> Result<Value, Box<PatchError>> {
         let patch = json!({"target": {"kind": "ConfigMap"}, "operations": operations});
         let patches = parse([&patch]).unwrap();
         let mut object = object;

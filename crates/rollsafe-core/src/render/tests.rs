@@ -1,1 +1,963 @@
+use super::*;
+use proptest::prelude::*;
+use serde_json::json;
 
+// ---- builders ----------------------------------------------------------------------------
+
+fn deployment(name: &str, env_from_configmaps: &[&str], secret_volumes: &[&str]) -> Value {
+    let env_from: Vec<Value> = env_from_configmaps
+        .iter()
+        .map(|n| json!({"configMapRef": {"name": n}}))
+        .collect();
+    let volumes: Vec<Value> = secret_volumes
+        .iter()
+        .map(|n| json!({"name": format!("v-{n}"), "secret": {"secretName": n, "optional": true}}))
+        .collect();
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [{"name": "main", "image": "app:1", "envFrom": env_from}],
+                    "volumes": volumes
+                }
+            }
+        }
+    })
+}
+
+fn configmap(name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}, "data": {"key": value}})
+}
+
+fn secret(name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "ns"}, "data": {"password": value}})
+}
+
+fn service(port: u16) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": "ns"}, "spec": {"ports": [{"port": port}]}})
+}
+
+fn external_secret(name: &str, target: Option<&str>, key: &str) -> Value {
+    let mut spec =
+        json!({"refreshInterval": "15s", "data": [{"secretKey": "k", "remoteRef": {"key": key}}]});
+    if let Some(target) = target {
+        spec["target"] = json!({"name": target, "creationPolicy": "Owner"});
+    }
+    json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret", "metadata": {"name": name, "namespace": "ns"}, "spec": spec})
+}
+
+fn mark(mut object: Value, value: Value) -> Value {
+    object["metadata"]["annotations"] = json!({ RESTART_ON_CHANGE_ANNOTATION: value });
+    object
+}
+
+fn settings(referenced: bool) -> Settings {
+    Settings {
+        workload_type: Some(WorkloadType::Deployment),
+        referenced_config_rollout: referenced,
+        fingerprint_key: None,
+    }
+}
+
+fn run(input: &[Value], previous: Option<&[Value]>, settings: &Settings) -> Vec<Value> {
+    let mut objects = input.to_vec();
+    render(&mut objects, previous, settings).unwrap();
+    objects
+}
+
+fn hash_of(objects: &[Value], name: &str) -> Option<String> {
+    objects
+        .iter()
+        .find(|o| {
+            o["metadata"]["name"] == json!(name)
+                && (o["kind"] == "Deployment" || o["kind"] == "StatefulSet")
+        })
+        .and_then(|o| o.pointer("/spec/template/metadata/annotations"))
+        .and_then(|a| a.get(HASH_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+fn app_hash(objects: &[Value]) -> Option<String> {
+    hash_of(objects, "app")
+}
+
+/// A render sequence: each step renders with the previous step's output as `--previous`.
+struct Sequence {
+    last: Option<Vec<Value>>,
+}
+
+impl Sequence {
+    fn new() -> Self {
+        Self { last: None }
+    }
+
+    fn render(&mut self, input: &[Value], referenced: bool) -> Option<String> {
+        self.render_with(input, &settings(referenced))
+    }
+
+    fn render_with(&mut self, input: &[Value], settings: &Settings) -> Option<String> {
+        let previous = self.last.clone().unwrap_or_default();
+        let out = run(input, Some(&previous), settings);
+        let hash = app_hash(&out);
+        self.last = Some(out);
+        hash
+    }
+}
+
+fn base() -> Vec<Value> {
+    vec![
+        configmap("env", "a"),
+        secret("creds", "c2VjcmV0"),
+        service(80),
+        configmap("unused", "u"),
+        deployment("app", &["env"], &["creds"]),
+    ]
+}
+
+fn with(
+    mut objects: Vec<Value>,
+    name: &str,
+    kind: &str,
+    change: impl FnOnce(&mut Value),
+) -> Vec<Value> {
+    let object = objects
+        .iter_mut()
+        .find(|o| o["metadata"]["name"] == json!(name) && o["kind"] == json!(kind))
+        .unwrap();
+    change(object);
+    objects
+}
+
+fn without(objects: Vec<Value>, name: &str, kind: &str) -> Vec<Value> {
+    objects
+        .into_iter()
+        .filter(|o| !(o["metadata"]["name"] == json!(name) && o["kind"] == json!(kind)))
+        .collect()
+}
+
+// ---- default mode (upstream) ----------------------------------------------------------------
+
+#[test]
+fn upstream_table_cases() {
+    let empty_deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"metadata": {}, "spec": {}}}});
+    let out = run(
+        &[empty_deployment.clone(), configmap("c", "value")],
+        None,
+        &settings(false),
+    );
+    assert!(hash_of(&out, "d").is_some_and(|h| !h.is_empty()));
+
+    let statefulset = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"template": {"metadata": {}, "spec": {}}}});
+    let s = Settings {
+        workload_type: Some(WorkloadType::StatefulSet),
+        ..Settings::default()
+    };
+    let out = run(&[statefulset, secret("x", "secret123")], None, &s);
+    assert!(hash_of(&out, "s").is_some());
+
+    let out = run(
+        std::slice::from_ref(&empty_deployment),
+        None,
+        &settings(false),
+    );
+    assert_eq!(hash_of(&out, "d"), None, "nothing to hash: no annotation");
+    assert_eq!(out[0], empty_deployment, "and the object is untouched");
+
+    let out = run(&[empty_deployment, service(80)], None, &settings(false));
+    assert!(hash_of(&out, "d").is_some());
+}
+
+#[test]
+fn default_hash_matches_the_vectors() {
+    // The ConfigMap vector: metadata is stripped, so any name gives 74f6bb69b4.
+    let input = vec![configmap("anything", "value"), deployment("app", &[], &[])];
+    let out = run(&input, None, &settings(false));
+    assert_eq!(app_hash(&out).as_deref(), Some("74f6bb69b4"));
+    let input = vec![
+        service(80),
+        deployment("app", &[], &[]),
+        secret("s", "secret123"),
+        configmap("c", "value"),
+    ];
+    let out = run(&input, None, &settings(false));
+    assert_eq!(app_hash(&out).as_deref(), Some("5f85d686fd"));
+}
+
+#[test]
+fn order_independence_upstream_orders() {
+    let cm = configmap("c", "value");
+    let sec = secret("s", "secret123");
+    let mut svc = service(80);
+    svc["metadata"]["namespace"] = json!("default");
+    let dep = deployment("app", &[], &[]);
+    let orders = [
+        vec![cm.clone(), sec.clone(), svc.clone(), dep.clone()],
+        vec![svc.clone(), dep.clone(), cm.clone(), sec.clone()],
+        vec![sec, svc, cm, dep],
+    ];
+    let hashes: Vec<_> = orders
+        .iter()
+        .map(|o| app_hash(&run(o, None, &settings(false))))
+        .collect();
+    assert!(hashes[0].is_some());
+    assert!(hashes.iter().all(|h| *h == hashes[0]), "{hashes:?}");
+}
+
+#[test]
+fn only_the_first_workload_of_the_type_is_annotated_and_same_kind_is_excluded() {
+    let input = vec![
+        configmap("c", "v"),
+        deployment("app", &[], &[]),
+        deployment("second", &[], &[]),
+    ];
+    let out = run(&input, None, &settings(false));
+    assert!(app_hash(&out).is_some());
+    assert_eq!(hash_of(&out, "second"), None);
+    // The second Deployment is not hashed: changing it changes nothing.
+    let changed = with(input, "second", "Deployment", |d| {
+        d["spec"]["replicas"] = json!(9)
+    });
+    assert_eq!(
+        app_hash(&run(&changed, None, &settings(false))),
+        app_hash(&out)
+    );
+}
+
+#[test]
+fn network_policies_are_not_hashed() {
+    let policy = |port: u16| json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "np"}, "spec": {"ingress": [{"ports": [{"port": port}]}]}});
+    let a = run(
+        &[configmap("c", "v"), policy(80), deployment("app", &[], &[])],
+        None,
+        &settings(false),
+    );
+    let b = run(
+        &[configmap("c", "v"), policy(81), deployment("app", &[], &[])],
+        None,
+        &settings(false),
+    );
+    assert_eq!(app_hash(&a), app_hash(&b));
+    let only_policy = run(
+        &[policy(80), deployment("app", &[], &[])],
+        None,
+        &settings(false),
+    );
+    assert_eq!(app_hash(&only_policy), None);
+}
+
+#[test]
+fn every_deployment_and_statefulset_without_a_workload_type() {
+    let statefulset = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {"template": {"spec": {"containers": []}}}});
+    let input = vec![
+        configmap("c", "v"),
+        deployment("app", &[], &[]),
+        deployment("worker", &[], &[]),
+        statefulset,
+    ];
+    let per_kind = Settings::default();
+    let out = run(&input, None, &per_kind);
+    let (app, worker, db) = (app_hash(&out), hash_of(&out, "worker"), hash_of(&out, "db"));
+    assert!(app.is_some() && db.is_some());
+    assert_eq!(
+        app, worker,
+        "both Deployments hash the same non-Deployment resources"
+    );
+    assert_ne!(app, db);
+    // Rendering the output again changes nothing (the workloads' own annotation is not hashed).
+    assert_eq!(run(&out, None, &per_kind), out);
+    // A Deployment's content is part of the StatefulSet's hash.
+    let changed = with(input, "worker", "Deployment", |d| {
+        d["spec"]["replicas"] = json!(5)
+    });
+    let again = run(&changed, None, &per_kind);
+    assert_eq!(app_hash(&again), app);
+    assert_ne!(hash_of(&again, "db"), db);
+}
+
+#[test]
+fn metadata_only_changes_do_not_change_the_hash() {
+    let input = base();
+    let changed = with(input.clone(), "env", "ConfigMap", |c| {
+        c["metadata"]["labels"] = json!({"x": "y"});
+        c["metadata"]["annotations"] = json!({"note": "changed"});
+    });
+    let a = run(&input, None, &settings(false));
+    let b = run(&changed, None, &settings(false));
+    assert_eq!(app_hash(&a), app_hash(&b));
+    let content = with(input, "env", "ConfigMap", |c| c["data"]["key"] = json!("b"));
+    assert_ne!(
+        app_hash(&run(&content, None, &settings(false))),
+        app_hash(&a)
+    );
+}
+
+#[test]
+fn missing_spec_fails_naming_the_workload() {
+    let input = vec![
+        configmap("c", "v"),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "broken", "namespace": "ns"}}),
+    ];
+    let mut objects = input.clone();
+    let error = render(&mut objects, None, &settings(false)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "Deployment ns/broken: resource missing spec"
+    );
+    assert_eq!(error.index(), 1);
+    assert_eq!(objects, input, "nothing was written");
+    // Nothing to hash: no annotation, so no error (upstream returns before writing).
+    assert!(render(&mut [input[1].clone()], None, &settings(false)).is_ok());
+    let bad_template =
+        json!({"kind": "Deployment", "metadata": {"name": "b"}, "spec": {"template": "x"}});
+    let error = render(
+        &mut [configmap("c", "v"), bad_template],
+        None,
+        &settings(false),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "Deployment b: spec.template is not a map"
+    );
+}
+
+#[test]
+fn default_mode_overwrites_and_removes_state() {
+    let mut dep = deployment("app", &[], &[]);
+    dep["spec"]["template"]["metadata"]["annotations"] =
+        json!({HASH_ANNOTATION: "stale", "other": "kept"});
+    dep["metadata"]["annotations"] = json!({STATE_ANNOTATION: "v1 key=none", "x": "1"});
+    let out = run(&[configmap("c", "value"), dep], None, &settings(false));
+    let dep = &out[1];
+    assert_eq!(
+        dep["spec"]["template"]["metadata"]["annotations"],
+        json!({HASH_ANNOTATION: "74f6bb69b4", "other": "kept"})
+    );
+    assert_eq!(dep["metadata"]["annotations"], json!({"x": "1"}));
+}
+
+// ---- referenced-config mode: what restarts the pods ------------------------------------------
+
+#[test]
+fn referenced_configmap_change_restarts_service_change_does_not() {
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&base(), true);
+    assert!(h0.is_some());
+    let h1 = seq.render(
+        &with(base(), "svc", "Service", |s| {
+            s["spec"]["ports"][0]["port"] = json!(81)
+        }),
+        true,
+    );
+    assert_eq!(h1, h0, "a Service change does not restart");
+    let h2 = seq.render(
+        &with(base(), "unused", "ConfigMap", |c| {
+            c["data"]["key"] = json!("z")
+        }),
+        true,
+    );
+    assert_eq!(h2, h1, "an unreferenced ConfigMap does not restart");
+    let h3 = seq.render(
+        &with(base(), "env", "ConfigMap", |c| {
+            c["data"]["key"] = json!("b")
+        }),
+        true,
+    );
+    assert_ne!(h3, h2, "a referenced ConfigMap restarts");
+    let h4 = seq.render(
+        &with(base(), "creds", "Secret", |c| {
+            c["data"]["password"] = json!("bmV3")
+        }),
+        true,
+    );
+    assert_ne!(h4, h3, "a referenced Secret restarts");
+    let h5 = seq.render(
+        &with(base(), "creds", "Secret", |c| {
+            c["data"]["password"] = json!("bmV3")
+        }),
+        true,
+    );
+    assert_eq!(h5, h4, "rendering again without a change restarts nothing");
+}
+
+#[test]
+fn external_secret_by_target_name_or_own_name() {
+    let dep = deployment("app", &[], &["target-secret", "es-own"]);
+    let input = |k1: &str, k2: &str| {
+        vec![
+            external_secret("es-named-otherwise", Some("target-secret"), k1),
+            external_secret("es-own", None, k2),
+            external_secret("es-unused", Some("nobody"), "x"),
+            dep.clone(),
+        ]
+    };
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&input("a", "b"), true);
+    let h1 = seq.render(&input("a2", "b"), true);
+    assert_ne!(h1, h0, "spec.target.name is the Secret the pods mount");
+    let h2 = seq.render(&input("a2", "b2"), true);
+    assert_ne!(
+        h2, h1,
+        "without spec.target.name, the ExternalSecret's own name"
+    );
+    let mut unused_changed = input("a2", "b2");
+    unused_changed[2]["spec"]["refreshInterval"] = json!("1h");
+    assert_eq!(seq.render(&unused_changed, true), h2);
+}
+
+#[test]
+fn init_containers_and_env_value_from_count() {
+    let mut dep = deployment("app", &[], &[]);
+    dep["spec"]["template"]["spec"]["initContainers"] = json!([{"name": "sidecar", "restartPolicy": "Always", "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "sidecar-config", "key": "k"}}}]}]);
+    let input = |v: &str| vec![configmap("sidecar-config", v), dep.clone()];
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&input("1"), true);
+    assert_ne!(seq.render(&input("2"), true), h0);
+}
+
+#[test]
+fn a_reference_only_matches_in_the_same_namespace() {
+    let mut other = configmap("env", "a");
+    other["metadata"]["namespace"] = json!("elsewhere");
+    let input = |v: &str| {
+        let mut o = other.clone();
+        o["data"]["key"] = json!(v);
+        vec![o, deployment("app", &["env"], &[])]
+    };
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&input("a"), true);
+    assert_eq!(seq.render(&input("b"), true), h0);
+    // A resource without a namespace is taken to share the workload's.
+    let mut plain = configmap("env", "a");
+    plain["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&[plain.clone(), deployment("app", &["env"], &[])], true);
+    plain["data"]["key"] = json!("b");
+    assert_ne!(
+        seq.render(&[plain, deployment("app", &["env"], &[])], true),
+        h0
+    );
+}
+
+#[test]
+fn restart_on_change_true_false_unset() {
+    // "true": an unreferenced resource of any kind restarts the pods.
+    let input = |port: u16| {
+        vec![
+            mark(service(port), json!("true")),
+            configmap("env", "a"),
+            deployment("app", &["env"], &[]),
+        ]
+    };
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&input(80), true);
+    assert_ne!(seq.render(&input(81), true), h0);
+    // "false": a referenced ConfigMap does not.
+    let input = |v: &str| {
+        vec![
+            mark(configmap("env", v), json!("false")),
+            deployment("app", &["env"], &[]),
+        ]
+    };
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&input("a"), true);
+    assert_eq!(seq.render(&input("b"), true), h0);
+}
+
+#[test]
+fn invalid_restart_on_change_fails_naming_the_resource() {
+    for (value, shown) in [
+        (json!("yes"), "\"yes\""),
+        (
+            json!(true),
+            "true (a boolean, not a string; quote it in YAML)",
+        ),
+        (json!("True"), "\"True\""),
+        (json!(""), "\"\""),
+    ] {
+        let input = vec![
+            mark(configmap("flags", "a"), value),
+            deployment("app", &[], &[]),
+        ];
+        let mut objects = input.clone();
+        let error = render(&mut objects, None, &settings(true)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "ConfigMap ns/flags: invalid openchoreo.dev/restart-on-change annotation {shown}: the value must be the string \"true\" or \"false\""
+            )
+        );
+        assert_eq!(objects, input);
+        // Not validated while the setting is off.
+        let mut objects = input.clone();
+        assert!(render(&mut objects, None, &settings(false)).is_ok());
+    }
+}
+
+#[test]
+fn restart_on_change_is_ignored_on_the_workload() {
+    let dep = mark(deployment("app", &["env"], &[]), json!("not a boolean"));
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&[configmap("env", "a"), dep.clone()], true);
+    assert!(h0.is_some());
+    assert_ne!(seq.render(&[configmap("env", "b"), dep], true), h0);
+}
+
+// ---- referenced-config mode: the promises of "Behavior to Know" -----------------------------
+
+/// 1. Turning the setting on does not restart pods.
+#[test]
+fn promise_1_turning_the_setting_on_restarts_nothing() {
+    let mut seq = Sequence::new();
+    let off = seq.render(&base(), false);
+    let on = seq.render(&base(), true);
+    assert_eq!(on, off);
+    // Even when a non-referenced resource changed in the same render.
+    let mut seq = Sequence::new();
+    let off = seq.render(&base(), false);
+    let on = seq.render(
+        &with(base(), "svc", "Service", |s| {
+            s["spec"]["ports"][0]["port"] = json!(90)
+        }),
+        true,
+    );
+    assert_eq!(on, off);
+    // From then on, a referenced change restarts.
+    let later = seq.render(
+        &with(
+            with(base(), "svc", "Service", |s| {
+                s["spec"]["ports"][0]["port"] = json!(90)
+            }),
+            "env",
+            "ConfigMap",
+            |c| c["data"]["key"] = json!("new"),
+        ),
+        true,
+    );
+    assert_ne!(later, on);
+}
+
+/// 2. Changing the annotation does not restart pods; it only decides about later changes.
+#[test]
+fn promise_2_changing_restart_on_change_restarts_nothing() {
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&base(), true);
+    // Add "false" to the referenced ConfigMap.
+    let off = |v: &str| {
+        with(base(), "env", "ConfigMap", |c| {
+            *c = mark(c.clone(), json!("false"));
+            c["data"]["key"] = json!(v);
+        })
+    };
+    assert_eq!(seq.render(&off("a"), true), h0);
+    // Its changes no longer restart.
+    assert_eq!(seq.render(&off("b"), true), h0);
+    // Remove the annotation again: no restart by itself, although the content changed while it
+    // was "false" (the comparison is with the content last seen).
+    let unset = |v: &str| with(base(), "env", "ConfigMap", |c| c["data"]["key"] = json!(v));
+    assert_eq!(seq.render(&unset("b"), true), h0);
+    // Later changes restart again.
+    let h1 = seq.render(&unset("c"), true);
+    assert_ne!(h1, h0);
+    // "true" on an unreferenced resource, then "true" removed: no restart either way.
+    let marked = |port: u16| {
+        with(unset("c"), "svc", "Service", |s| {
+            *s = mark(s.clone(), json!("true"));
+            s["spec"]["ports"][0]["port"] = json!(port);
+        })
+    };
+    assert_eq!(seq.render(&marked(80), true), h1);
+    let h2 = seq.render(&marked(81), true);
+    assert_ne!(h2, h1, "a later change to a \"true\" resource restarts");
+    assert_eq!(
+        seq.render(
+            &with(
+                unset("c"),
+                "svc",
+                "Service",
+                |s| s["spec"]["ports"][0]["port"] = json!(81)
+            ),
+            true
+        ),
+        h2
+    );
+}
+
+/// 2. (continued) Attaching and removing the opt-out trait restarts nothing.
+#[test]
+fn promise_2_the_opt_out_trait() {
+    let trait_doc = json!({
+        "apiVersion": "openchoreo.dev/v1alpha1", "kind": "ClusterTrait",
+        "metadata": {"name": "no-restart-on-config-change"},
+        "spec": {"patches": [
+            {"target": {"group": "", "version": "v1", "kind": "ConfigMap"}, "operations": [{"op": "add", "path": "/metadata/annotations/openchoreo.dev~1restart-on-change", "value": "false"}]},
+            {"target": {"group": "", "version": "v1", "kind": "Secret"}, "operations": [{"op": "add", "path": "/metadata/annotations/openchoreo.dev~1restart-on-change", "value": "false"}]},
+            {"target": {"group": "external-secrets.io", "version": "v1", "kind": "ExternalSecret"}, "operations": [{"op": "add", "path": "/metadata/annotations/openchoreo.dev~1restart-on-change", "value": "false"}]},
+        ]}
+    });
+    let patches = patch::parse([&trait_doc]).unwrap();
+    let patched = |objects: Vec<Value>| -> Vec<Value> {
+        objects
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut o)| {
+                patch::apply(&patches, &mut o, i).unwrap();
+                o
+            })
+            .collect()
+    };
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&base(), true);
+    assert_eq!(
+        seq.render(&patched(base()), true),
+        h0,
+        "attaching the trait"
+    );
+    let changed = with(base(), "env", "ConfigMap", |c| {
+        c["data"]["key"] = json!("z")
+    });
+    assert_eq!(
+        seq.render(&patched(changed.clone()), true),
+        h0,
+        "changes while attached"
+    );
+    assert_eq!(seq.render(&changed, true), h0, "removing the trait");
+}
+
+/// 3. Turning the setting off restarts at most once, and not when nothing changed.
+#[test]
+fn promise_3_turning_the_setting_off() {
+    // Nothing changed while on: no restart.
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&base(), false);
+    assert_eq!(seq.render(&base(), true), h0);
+    assert_eq!(seq.render(&base(), true), h0);
+    assert_eq!(seq.render(&base(), false), h0);
+
+    // A non-referenced change while on: no restart then, one restart when turned off.
+    let svc = with(base(), "svc", "Service", |s| {
+        s["spec"]["ports"][0]["port"] = json!(81)
+    });
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&base(), false);
+    assert_eq!(seq.render(&svc, true), h0);
+    let h1 = seq.render(&svc, false);
+    assert_ne!(h1, h0);
+    assert_eq!(seq.render(&svc, false), h1, "only once");
+
+    // A referenced change while on: restarted then, and once more when turned off.
+    let env = with(base(), "env", "ConfigMap", |c| {
+        c["data"]["key"] = json!("b")
+    });
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&base(), false);
+    assert_eq!(seq.render(&base(), true), h0);
+    let h1 = seq.render(&env, true);
+    assert_ne!(h1, h0);
+    let h2 = seq.render(&env, false);
+    assert_ne!(h2, h1);
+    assert_eq!(seq.render(&env, false), h2);
+
+    // A workload first rendered while on: turning off without changes restarts nothing.
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&base(), true);
+    assert_eq!(seq.render(&base(), false), h0);
+}
+
+/// 4. Removing a referenced ConfigMap, Secret or ExternalSecret, or a "true" resource, restarts.
+#[test]
+fn promise_4_removing_a_referenced_or_true_resource_restarts() {
+    for (name, kind) in [("env", "ConfigMap"), ("creds", "Secret")] {
+        let mut seq = Sequence::new();
+        let h0 = seq.render(&base(), true);
+        let h1 = seq.render(&without(base(), name, kind), true);
+        assert_ne!(h1, h0, "{kind} removed; the pod template did not change");
+        assert_eq!(seq.render(&without(base(), name, kind), true), h1);
+    }
+    // An ExternalSecret that creates a Secret mounted as optional.
+    let input = vec![
+        external_secret("es", Some("creds"), "k"),
+        deployment("app", &[], &["creds"]),
+    ];
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&input, true);
+    assert_ne!(seq.render(&input[1..], true), h0);
+    // A "true" resource.
+    let input = vec![
+        mark(service(80), json!("true")),
+        deployment("app", &[], &[]),
+    ];
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&input, true);
+    assert!(h0.is_some());
+    assert_ne!(seq.render(&input[1..], true), h0);
+    // Neither a "false" one, nor one that does not matter.
+    let input = vec![
+        mark(configmap("env", "a"), json!("false")),
+        service(80),
+        deployment("app", &["env"], &[]),
+    ];
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&input, true);
+    assert_eq!(seq.render(&input[1..], true), h0);
+    assert_eq!(seq.render(&input[2..], true), h0);
+    // Rendered again (an optional reference that appears): restarts too.
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&without(base(), "env", "ConfigMap"), true);
+    assert_ne!(seq.render(&base(), true), h0);
+}
+
+/// 5. Pod template changes always roll the pods, whatever the setting.
+#[test]
+fn promise_5_pod_template_changes_are_not_masked() {
+    for referenced in [false, true] {
+        let mut seq = Sequence::new();
+        seq.render(&base(), referenced);
+        let before = seq.last.clone().unwrap();
+        let new_image = with(base(), "app", "Deployment", |d| {
+            d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("app:2");
+        });
+        seq.render(&new_image, referenced);
+        let after = seq.last.clone().unwrap();
+        let template = |objects: &[Value]| objects[4]["spec"]["template"].clone();
+        assert_ne!(template(&after), template(&before));
+        assert_eq!(
+            template(&after)["spec"]["containers"][0]["image"],
+            json!("app:2")
+        );
+    }
+}
+
+// ---- referenced-config mode: state ----------------------------------------------------------
+
+#[test]
+fn state_is_on_workload_metadata_and_small() {
+    let out = run(&base(), Some(&[]), &settings(true));
+    let dep = &out[4];
+    let state = dep["metadata"]["annotations"][STATE_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert!(state.starts_with("v1 key=none rel="), "{state}");
+    assert_eq!(
+        state.split(',').count(),
+        2,
+        "two referenced resources: {state}"
+    );
+    assert!(state.len() < 64, "{state}");
+    assert!(!state.contains("env") && !state.contains("creds"));
+    // Nothing else on the workload's metadata changed.
+    let mut expected = base()[4].clone();
+    expected["metadata"]["annotations"] = json!({STATE_ANNOTATION: state});
+    expected["spec"]["template"]["metadata"]["annotations"] =
+        json!({HASH_ANNOTATION: app_hash(&out).unwrap()});
+    assert_eq!(dep, &expected);
+}
+
+#[test]
+fn keyed_state_does_not_hold_unkeyed_digests() {
+    let key = FingerprintKey::new(b"0123456789abcdef".to_vec());
+    let keyed = Settings {
+        fingerprint_key: key.clone(),
+        ..settings(true)
+    };
+    let out = run(&base(), Some(&[]), &keyed);
+    let state = out[4]["metadata"]["annotations"][STATE_ANNOTATION]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let unkeyed_out = run(&base(), Some(&[]), &settings(true));
+    let unkeyed = unkeyed_out[4]["metadata"]["annotations"][STATE_ANNOTATION]
+        .as_str()
+        .unwrap();
+    for entry in unkeyed.trim_start_matches("v1 key=none rel=").split(',') {
+        let digest = entry.split(':').nth(1).unwrap();
+        assert!(!state.contains(digest), "{state} holds {digest}");
+    }
+    assert!(!state.contains("key=none"));
+    assert!(!format!("{keyed:?}").contains("0123456789abcdef"));
+
+    // Same key: behaves as unkeyed does.
+    let mut seq = Sequence::new();
+    let h0 = seq.render_with(&base(), &keyed);
+    assert_eq!(seq.render_with(&base(), &keyed), h0);
+    let changed = with(base(), "creds", "Secret", |s| {
+        s["data"]["password"] = json!("eA==")
+    });
+    let h1 = seq.render_with(&changed, &keyed);
+    assert_ne!(h1, h0);
+    // A new key cannot compare digests: it re-baselines without restarting.
+    let rekeyed = Settings {
+        fingerprint_key: FingerprintKey::new(b"another key".to_vec()),
+        ..settings(true)
+    };
+    assert_eq!(seq.render_with(&changed, &rekeyed), h1);
+    let changed_again = with(base(), "creds", "Secret", |s| {
+        s["data"]["password"] = json!("eQ==")
+    });
+    assert_ne!(seq.render_with(&changed_again, &rekeyed), h1);
+}
+
+#[test]
+fn stateless_referenced_hash_covers_only_what_matters() {
+    let a = run(&base(), None, &settings(true));
+    let svc = with(base(), "svc", "Service", |s| {
+        s["spec"]["ports"][0]["port"] = json!(81)
+    });
+    let b = run(&svc, None, &settings(true));
+    assert_eq!(app_hash(&a), app_hash(&b));
+    let env = with(base(), "env", "ConfigMap", |c| {
+        c["data"]["key"] = json!("b")
+    });
+    assert_ne!(app_hash(&run(&env, None, &settings(true))), app_hash(&a));
+    // Nothing matters: no annotation.
+    let out = run(
+        &[service(80), deployment("app", &[], &[])],
+        None,
+        &settings(true),
+    );
+    assert_eq!(app_hash(&out), None);
+}
+
+#[test]
+fn corrupt_state_is_treated_as_just_turned_on() {
+    let mut seq = Sequence::new();
+    let h0 = seq.render(&base(), true);
+    let last = seq.last.as_mut().unwrap();
+    last[4]["metadata"]["annotations"][STATE_ANNOTATION] = json!("garbage");
+    let changed = with(base(), "env", "ConfigMap", |c| {
+        c["data"]["key"] = json!("b")
+    });
+    assert_eq!(seq.render(&changed, true), h0);
+    assert_ne!(
+        seq.render(
+            &with(base(), "env", "ConfigMap", |c| c["data"]["key"] =
+                json!("c")),
+            true
+        ),
+        h0
+    );
+}
+
+#[test]
+fn per_kind_referenced_mode_tracks_each_workload() {
+    let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"}, "spec": {"template": {"spec": {"containers": [{"name": "db", "envFrom": [{"secretRef": {"name": "creds"}}]}]}}}});
+    let input = |env: &str, pw: &str| {
+        vec![
+            configmap("env", env),
+            secret("creds", pw),
+            deployment("app", &["env"], &[]),
+            sts.clone(),
+        ]
+    };
+    let per_kind = Settings {
+        referenced_config_rollout: true,
+        ..Settings::default()
+    };
+    let mut seq = Sequence::new();
+    let app0 = seq.render_with(&input("a", "p"), &per_kind);
+    let db0 = hash_of(seq.last.as_ref().unwrap(), "db");
+    let app1 = seq.render_with(&input("b", "p"), &per_kind);
+    let db1 = hash_of(seq.last.as_ref().unwrap(), "db");
+    assert_ne!(app1, app0);
+    assert_eq!(db1, db0);
+    let app2 = seq.render_with(&input("b", "q"), &per_kind);
+    let db2 = hash_of(seq.last.as_ref().unwrap(), "db");
+    assert_eq!(app2, app1);
+    assert_ne!(db2, db1);
+}
+
+// ---- properties -------------------------------------------------------------------------------
+
+fn arb_scalar() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<bool>().prop_map(Value::from),
+        any::<i32>().prop_map(Value::from),
+        "[a-z0-9 ]{0,8}".prop_map(Value::from),
+        Just(Value::Null),
+    ]
+}
+
+fn arb_content() -> impl Strategy<Value = Value> {
+    arb_scalar().prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map("[a-z]{1,4}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn arb_resources() -> impl Strategy<Value = Vec<Value>> {
+    prop::collection::vec(
+        (prop::sample::select(vec!["ConfigMap", "Secret", "Service", "HTTPRoute"]), "[a-z]{1,6}", arb_content()),
+        1..6,
+    )
+    .prop_map(|items| {
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, (kind, name, content))| {
+                json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": format!("{name}{i}"), "namespace": "ns"}, "data": content})
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #[test]
+    fn hash_is_independent_of_input_order(resources in arb_resources(), seed in any::<u64>()) {
+        let mut input = resources.clone();
+        input.push(deployment("app", &[], &[]));
+        let first = app_hash(&run(&input, None, &settings(false)));
+        let mut shuffled = input.clone();
+        // A deterministic shuffle from the seed.
+        let len = shuffled.len();
+        let mut state = seed;
+        for i in (1..len).rev() {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            shuffled.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        prop_assert_eq!(app_hash(&run(&shuffled, None, &settings(false))), first);
+    }
+
+    #[test]
+    fn hash_ignores_metadata_only_changes(resources in arb_resources(), which in any::<prop::sample::Index>(), label in "[a-z]{1,8}") {
+        let mut input = resources.clone();
+        input.push(deployment("app", &[], &[]));
+        let first = app_hash(&run(&input, None, &settings(false)));
+        let i = which.index(resources.len());
+        input[i]["metadata"]["labels"] = json!({"changed": label.clone()});
+        input[i]["metadata"]["annotations"] = json!({"note": label});
+        input[i]["metadata"]["uid"] = json!("x");
+        prop_assert_eq!(app_hash(&run(&input, None, &settings(false))), first);
+    }
+
+    #[test]
+    fn hash_changes_with_any_content_change(resources in arb_resources(), which in any::<prop::sample::Index>(), extra in arb_content()) {
+        let mut input = resources.clone();
+        input.push(deployment("app", &[], &[]));
+        let first = app_hash(&run(&input, None, &settings(false)));
+        let i = which.index(resources.len());
+        let before = input[i]["data"].clone();
+        input[i]["data"] = json!({"changed": [before, extra]});
+        prop_assert_ne!(app_hash(&run(&input, None, &settings(false))), first);
+    }
+
+    #[test]
+    fn rendering_twice_with_the_same_previous_is_stable(resources in arb_resources(), referenced in any::<bool>()) {
+        let mut input = resources.clone();
+        input.push(deployment("app", &["a0", "b1"], &["c2"]));
+        let once = run(&input, Some(&[]), &settings(referenced));
+        let twice = run(&once, Some(&once), &settings(referenced));
+        prop_assert_eq!(twice, once);
+    }
+}
