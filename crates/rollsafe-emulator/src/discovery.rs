@@ -1,0 +1,196 @@
+//! Discovery documents and the minimal OpenAPI v3 documents kubectl reads.
+
+use std::net::SocketAddr;
+
+use serde_json::{Value, json};
+
+use crate::resources::{self, Storage, def};
+
+/// The Kubernetes version the emulator reports.
+pub const KUBERNETES_MINOR: &str = "33";
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": KUBERNETES_MINOR,
+        "gitVersion": format!("v1.{KUBERNETES_MINOR}.0"),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2025-04-23T00:00:00Z",
+        "goVersion": "go1.24.2",
+        "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+/// `/api`.
+pub fn core_versions(addr: SocketAddr) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr.to_string()}]
+    })
+}
+
+fn group_entry(group: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// `/apis`.
+pub fn groups() -> Value {
+    let groups: Vec<Value> = resources::groups()
+        .into_iter()
+        .map(|(g, v)| group_entry(g, v))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/<group>`.
+pub fn group(group: &str) -> Value {
+    let version = resources::groups()
+        .into_iter()
+        .find(|(g, _)| *g == group)
+        .map(|(_, v)| v)
+        .unwrap_or("v1");
+    let mut entry = group_entry(group, version);
+    if let Some(o) = entry.as_object_mut() {
+        o.insert("kind".into(), json!("APIGroup"));
+        o.insert("apiVersion".into(), json!("v1"));
+    }
+    entry
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`.
+pub fn resource_list(group: &str, version: &str) -> Value {
+    let mut out = Vec::new();
+    for id in resources::in_group_version(group, version) {
+        let d = def(id);
+        let mut r = json!({
+            "name": d.plural,
+            "singularName": d.singular,
+            "namespaced": d.namespaced,
+            "kind": d.kind,
+            "verbs": d.verbs(),
+        });
+        if !d.short_names.is_empty() {
+            r["shortNames"] = json!(d.short_names);
+        }
+        if d.is_workload() {
+            r["categories"] = json!(["all"]);
+        }
+        out.push(r);
+        for sub in d.subresources {
+            let mut s = json!({
+                "name": format!("{}/{}", d.plural, sub),
+                "singularName": "",
+                "namespaced": d.namespaced,
+                "kind": d.kind,
+                "verbs": ["get", "patch", "update"],
+            });
+            if *sub == "scale" {
+                s["group"] = json!("autoscaling");
+                s["version"] = json!("v1");
+                s["kind"] = json!("Scale");
+            }
+            out.push(s);
+        }
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out})
+}
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// `/openapi/v3`: one entry per group/version.
+pub fn openapi_index() -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut gvs: Vec<(&str, &str)> = vec![("", "v1")];
+    gvs.extend(resources::groups());
+    for (g, v) in gvs {
+        let p = gv_path(g, v);
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=EMULATOR{}", crate::discovery::KUBERNETES_MINOR)}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/<gv>`: just enough for kubectl to learn that every kind supports server-side
+/// field validation (the `fieldValidation` parameter on its PATCH operation), so it leaves
+/// validation to the server.
+pub fn openapi_group_version(group: &str, version: &str) -> Value {
+    let mut paths = serde_json::Map::new();
+    for id in resources::in_group_version(group, version) {
+        let d = def(id);
+        if d.storage == Storage::Review {
+            continue;
+        }
+        let prefix = format!("/{}", gv_path(group, version));
+        let item = if d.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", d.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", d.plural)
+        };
+        let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
+        let params = json!([
+            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}}
+        ]);
+        paths.insert(
+            item,
+            json!({
+                "patch": {
+                    "operationId": format!("patch{}", d.kind),
+                    "parameters": params,
+                    "responses": {"200": {"description": "OK"}},
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": gvk
+                }
+            }),
+        );
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": format!("v1.{KUBERNETES_MINOR}.0")},
+        "paths": paths,
+        "components": {"schemas": {}}
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apps_lists_scale_subresource() {
+        let list = resource_list("apps", "v1");
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert!(names.contains(&"deployments"));
+        assert!(names.contains(&"deployments/scale"));
+    }
+
+    #[test]
+    fn openapi_has_field_validation_for_deployments() {
+        let doc = openapi_group_version("apps", "v1");
+        let op = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "Deployment");
+    }
+}

@@ -1,0 +1,454 @@
+//! The resource table: every API resource the emulator serves, with what discovery reports.
+
+/// How objects of a resource are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    /// Stored objects with the usual verbs.
+    Stored,
+    /// A review resource: `create` only, computed on the fly, never stored.
+    Review,
+}
+
+/// One API resource.
+#[derive(Debug)]
+pub struct ResourceDef {
+    /// API group; `""` for the core group.
+    pub group: &'static str,
+    /// API version inside the group.
+    pub version: &'static str,
+    /// Lower-case plural, as in URLs (`deployments`).
+    pub plural: &'static str,
+    /// Lower-case singular.
+    pub singular: &'static str,
+    /// Kind (`Deployment`).
+    pub kind: &'static str,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Short names kubectl accepts.
+    pub short_names: &'static [&'static str],
+    /// Stored or review.
+    pub storage: Storage,
+    /// Served through the custom-resource handler (no strategic merge patch, items keep their
+    /// `kind` in lists).
+    pub custom: bool,
+    /// Subresources served: `status`, `scale`.
+    pub subresources: &'static [&'static str],
+    /// `metadata.generation` is maintained (bumped on spec changes).
+    pub generation: bool,
+}
+
+const STORED_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+const REVIEW_VERBS: &[&str] = &["create"];
+
+impl ResourceDef {
+    /// `apps/v1`, or `v1` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `deployments.apps`, or `secrets` for the core group: how the real server names a
+    /// resource in error messages.
+    pub fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// `Deployment.apps`, or `Secret`: how Invalid errors name a kind.
+    pub fn group_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.to_string()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
+    /// `DeploymentList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// Verbs discovery reports.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        match self.storage {
+            Storage::Stored => STORED_VERBS,
+            Storage::Review => REVIEW_VERBS,
+        }
+    }
+
+    /// Whether this is a Deployment, StatefulSet or DaemonSet.
+    pub fn is_workload(&self) -> bool {
+        self.group == "apps"
+    }
+}
+
+macro_rules! res {
+    ($group:expr, $version:expr, $plural:expr, $singular:expr, $kind:expr, $ns:expr, $short:expr, $storage:expr, $custom:expr, $sub:expr, $gen:expr) => {
+        ResourceDef {
+            group: $group,
+            version: $version,
+            plural: $plural,
+            singular: $singular,
+            kind: $kind,
+            namespaced: $ns,
+            short_names: $short,
+            storage: $storage,
+            custom: $custom,
+            subresources: $sub,
+            generation: $gen,
+        }
+    };
+}
+
+use Storage::{Review, Stored};
+
+/// Every resource served. The index into this table is the resource id used by the store.
+pub static RESOURCES: &[ResourceDef] = &[
+    res!(
+        "",
+        "v1",
+        "namespaces",
+        "namespace",
+        "Namespace",
+        false,
+        &["ns"],
+        Stored,
+        false,
+        &["status"],
+        false
+    ),
+    res!(
+        "",
+        "v1",
+        "secrets",
+        "secret",
+        "Secret",
+        true,
+        &[],
+        Stored,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        true,
+        &["cm"],
+        Stored,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "",
+        "v1",
+        "serviceaccounts",
+        "serviceaccount",
+        "ServiceAccount",
+        true,
+        &["sa"],
+        Stored,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "apps",
+        "v1",
+        "deployments",
+        "deployment",
+        "Deployment",
+        true,
+        &["deploy"],
+        Stored,
+        false,
+        &["status", "scale"],
+        true
+    ),
+    res!(
+        "apps",
+        "v1",
+        "statefulsets",
+        "statefulset",
+        "StatefulSet",
+        true,
+        &["sts"],
+        Stored,
+        false,
+        &["status", "scale"],
+        true
+    ),
+    res!(
+        "apps",
+        "v1",
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        true,
+        &["ds"],
+        Stored,
+        false,
+        &["status"],
+        true
+    ),
+    res!(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        true,
+        &[],
+        Stored,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "role",
+        "Role",
+        true,
+        &[],
+        Stored,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "clusterrole",
+        "ClusterRole",
+        false,
+        &[],
+        Stored,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "rolebinding",
+        "RoleBinding",
+        true,
+        &[],
+        Stored,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        false,
+        &[],
+        Stored,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "external-secrets.io",
+        "v1",
+        "externalsecrets",
+        "externalsecret",
+        "ExternalSecret",
+        true,
+        &["es"],
+        Stored,
+        true,
+        &["status"],
+        true
+    ),
+    res!(
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "tokenreview",
+        "TokenReview",
+        false,
+        &[],
+        Review,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        "SelfSubjectReview",
+        false,
+        &[],
+        Review,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+        &[],
+        Review,
+        false,
+        &[],
+        false
+    ),
+    res!(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        "SubjectAccessReview",
+        false,
+        &[],
+        Review,
+        false,
+        &[],
+        false
+    ),
+];
+
+/// Index of a resource in [`RESOURCES`].
+pub type ResId = u16;
+
+/// The definition of a resource id.
+pub fn def(id: ResId) -> &'static ResourceDef {
+    &RESOURCES[usize::from(id)]
+}
+
+fn id_of(index: usize) -> ResId {
+    // The table has far fewer than 65 536 entries.
+    ResId::try_from(index).unwrap_or(ResId::MAX)
+}
+
+/// Finds a resource by group, version and plural.
+pub fn find(group: &str, version: &str, plural: &str) -> Option<ResId> {
+    RESOURCES
+        .iter()
+        .position(|r| r.group == group && r.version == version && r.plural == plural)
+        .map(id_of)
+}
+
+/// Finds a resource by plural alone (plurals are unique in the table).
+pub fn find_plural(plural: &str) -> Option<ResId> {
+    RESOURCES.iter().position(|r| r.plural == plural).map(id_of)
+}
+
+/// Finds a resource by `apiVersion` and `kind`.
+pub fn find_kind(api_version: &str, kind: &str) -> Option<ResId> {
+    RESOURCES
+        .iter()
+        .position(|r| r.kind == kind && r.api_version() == api_version)
+        .map(id_of)
+}
+
+/// Groups in discovery order, each with its single version.
+pub fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for r in RESOURCES {
+        if !r.group.is_empty() && !out.iter().any(|(g, _)| *g == r.group) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+/// Ids of the resources of one group/version.
+pub fn in_group_version(group: &str, version: &str) -> Vec<ResId> {
+    RESOURCES
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.group == group && r.version == version)
+        .map(|(i, _)| id_of(i))
+        .collect()
+}
+
+/// Well-known resource ids.
+#[allow(dead_code)]
+pub mod ids {
+    use super::ResId;
+    pub const NAMESPACES: ResId = 0;
+    pub const SECRETS: ResId = 1;
+    pub const CONFIGMAPS: ResId = 2;
+    pub const DEPLOYMENTS: ResId = 4;
+    pub const STATEFULSETS: ResId = 5;
+    pub const DAEMONSETS: ResId = 6;
+    pub const ROLES: ResId = 8;
+    pub const CLUSTERROLES: ResId = 9;
+    pub const ROLEBINDINGS: ResId = 10;
+    pub const CLUSTERROLEBINDINGS: ResId = 11;
+    pub const TOKENREVIEWS: ResId = 13;
+    pub const SELFSUBJECTREVIEWS: ResId = 14;
+    pub const SELFSUBJECTACCESSREVIEWS: ResId = 15;
+    pub const SUBJECTACCESSREVIEWS: ResId = 16;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn well_known_ids_match_the_table() {
+        assert_eq!(def(ids::NAMESPACES).plural, "namespaces");
+        assert_eq!(def(ids::SECRETS).plural, "secrets");
+        assert_eq!(def(ids::CONFIGMAPS).plural, "configmaps");
+        assert_eq!(def(ids::DEPLOYMENTS).plural, "deployments");
+        assert_eq!(def(ids::STATEFULSETS).plural, "statefulsets");
+        assert_eq!(def(ids::DAEMONSETS).plural, "daemonsets");
+        assert_eq!(def(ids::ROLES).plural, "roles");
+        assert_eq!(def(ids::CLUSTERROLES).plural, "clusterroles");
+        assert_eq!(def(ids::ROLEBINDINGS).plural, "rolebindings");
+        assert_eq!(def(ids::CLUSTERROLEBINDINGS).plural, "clusterrolebindings");
+        assert_eq!(def(ids::TOKENREVIEWS).plural, "tokenreviews");
+        assert_eq!(def(ids::SELFSUBJECTREVIEWS).plural, "selfsubjectreviews");
+        assert_eq!(
+            def(ids::SELFSUBJECTACCESSREVIEWS).plural,
+            "selfsubjectaccessreviews"
+        );
+        assert_eq!(
+            def(ids::SUBJECTACCESSREVIEWS).plural,
+            "subjectaccessreviews"
+        );
+    }
+
+    #[test]
+    fn plurals_are_unique() {
+        for (i, r) in RESOURCES.iter().enumerate() {
+            assert_eq!(find_plural(r.plural), Some(id_of(i)));
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Shared helpers for the emulator's integration tests.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use rollsafe_emulator::{Emulator, EmulatorBuilder, RunningEmulator};
+use serde_json::{Value, json};
+
+/// Starts an emulator with alice (no RBAC), bob (edit in "shop" via a RoleBinding), and the
+/// "shop" namespace.
+pub async fn start() -> RunningEmulator {
+    start_with(Emulator::builder()).await
+}
+
+pub async fn start_with(builder: EmulatorBuilder) -> RunningEmulator {
+    builder
+        .identity("alice", "alice-token", &["devs"])
+        .identity("bob", "bob-token", &["ops"])
+        .seed_objects(vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": "editor", "namespace": "shop"},
+                   "rules": [{"apiGroups": ["", "apps"], "resources": ["*"], "verbs": ["*"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "bob-edits", "namespace": "shop"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "editor"},
+                   "subjects": [{"kind": "User", "name": "bob"}]}),
+        ])
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("emulator starts")
+}
+
+/// A kube client for a kubeconfig context, without the default retry policy.
+pub async fn client(emu: &RunningEmulator, context: &str) -> kube::Client {
+    kube::Client::try_from(config(emu, context).await).unwrap()
+}
+
+pub async fn config(emu: &RunningEmulator, context: &str) -> kube::Config {
+    let kc = Kubeconfig::from_yaml(&emu.kubeconfig_yaml()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kc,
+        &KubeConfigOptions {
+            context: Some(context.to_string()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    config.default_retry = false;
+    config.read_timeout = Some(Duration::from_secs(10));
+    config
+}
+
+pub fn deployment(ns: &str, name: &str) -> Value {
+    rollsafe_emulator::Handle::sample_deployment(ns, name)
+}
+
+/// Seeds `n` deployments named d0000.. in `ns`.
+pub fn seed_deployments(emu: &RunningEmulator, ns: &str, n: usize) {
+    for i in 0..n {
+        emu.put_object(deployment(ns, &format!("d{i:04}"))).unwrap();
+    }
+}
+
+/// The status of an API error.
+pub fn api_status(e: &kube::Error) -> &kube::core::Status {
+    match e {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
