@@ -5,6 +5,7 @@
 
 mod input;
 mod refs;
+mod render;
 
 use std::process::ExitCode;
 
@@ -22,12 +23,15 @@ struct Cli {
 enum Command {
     /// List the Secrets and ConfigMaps each workload in a manifest stream references.
     Refs(refs::Args),
+    /// Add the config-hash annotation to rendered manifests (usable as a Helm post-renderer).
+    Render(render::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Refs(args) => refs::run(args),
+        Command::Render(args) => render::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,10 +1,11 @@
 //! The referenced-config state kept on a workload's own `metadata.annotations`, and the
 //! per-resource digests it holds.
 //!
-//! Format (one line, space-separated fields, each optional except the version):
+//! Format (one line, `;`-separated fields, each optional except the version; no spaces, so a
+//! YAML emitter keeps it on one plain line):
 //!
 //! ```text
-//! v1 key=<key id|none> rel=<id>:<digest>,… off=<id>:<digest>,…
+//! v1;key=<key id|none>;rel=<id>:<digest>,…;off=<id>:<digest>,…
 //! ```
 //!
 //! - `id` is 8 hex digits of FNV-1a 32 over `kind NUL namespace NUL name`: it names a resource
@@ -112,7 +113,7 @@ pub(crate) struct State {
 
 impl State {
     pub(crate) fn encode(&self) -> String {
-        let mut out = format!("{VERSION} key={}", self.key_id);
+        let mut out = format!("{VERSION};key={}", self.key_id);
         for (field, relevant) in [("rel", true), ("off", false)] {
             let entries: Vec<String> = self
                 .tracked
@@ -121,7 +122,7 @@ impl State {
                 .map(|(id, t)| format!("{id}:{}", t.digest))
                 .collect();
             if !entries.is_empty() {
-                out.push(' ');
+                out.push(';');
                 out.push_str(field);
                 out.push('=');
                 out.push_str(&entries.join(","));
@@ -132,7 +133,7 @@ impl State {
 
     /// Parses a state annotation; `None` when it is not one this version wrote.
     pub(crate) fn parse(text: &str) -> Option<Self> {
-        let mut fields = text.split(' ');
+        let mut fields = text.split(';');
         if fields.next()? != VERSION {
             return None;
         }
@@ -201,20 +202,21 @@ mod tests {
         let text = state.encode();
         assert_eq!(
             text,
-            "v1 key=none rel=0a0b0c0d:deadbeef off=01020304:cafebabe"
+            "v1;key=none;rel=0a0b0c0d:deadbeef;off=01020304:cafebabe"
         );
         assert_eq!(State::parse(&text), Some(state));
         assert_eq!(
-            State::parse("v1 key=none").map(|s| s.tracked.len()),
+            State::parse("v1;key=none").map(|s| s.tracked.len()),
             Some(0)
         );
         for bad in [
             "",
             "v2 key=none",
             "v1",
-            "v1 key=none rel=xyz:1",
-            "v1 key=none what=1",
-            "v1 key=a b",
+            "v1;key=none;rel=xyz:1",
+            "v1;key=none;what=1",
+            "v1;key=a b",
+            "v1 key=none",
         ] {
             assert_eq!(State::parse(bad), None, "{bad:?}");
         }

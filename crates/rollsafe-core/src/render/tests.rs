@@ -332,7 +332,7 @@ fn default_mode_overwrites_and_removes_state() {
     let mut dep = deployment("app", &[], &[]);
     dep["spec"]["template"]["metadata"]["annotations"] =
         json!({HASH_ANNOTATION: "stale", "other": "kept"});
-    dep["metadata"]["annotations"] = json!({STATE_ANNOTATION: "v1 key=none", "x": "1"});
+    dep["metadata"]["annotations"] = json!({STATE_ANNOTATION: "v1;key=none", "x": "1"});
     let out = run(&[configmap("c", "value"), dep], None, &settings(false));
     let dep = &out[1];
     assert_eq!(
@@ -746,7 +746,7 @@ fn state_is_on_workload_metadata_and_small() {
     let state = dep["metadata"]["annotations"][STATE_ANNOTATION]
         .as_str()
         .unwrap();
-    assert!(state.starts_with("v1 key=none rel="), "{state}");
+    assert!(state.starts_with("v1;key=none;rel="), "{state}");
     assert_eq!(
         state.split(',').count(),
         2,
@@ -778,7 +778,7 @@ fn keyed_state_does_not_hold_unkeyed_digests() {
     let unkeyed = unkeyed_out[4]["metadata"]["annotations"][STATE_ANNOTATION]
         .as_str()
         .unwrap();
-    for entry in unkeyed.trim_start_matches("v1 key=none rel=").split(',') {
+    for entry in unkeyed.trim_start_matches("v1;key=none;rel=").split(',') {
         let digest = entry.split(':').nth(1).unwrap();
         assert!(!state.contains(digest), "{state} holds {digest}");
     }

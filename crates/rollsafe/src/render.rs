@@ -1,0 +1,298 @@
+//! `rollsafe render`: add the config-hash annotation to the workloads of rendered manifests.
+//!
+//! Reads manifest streams (files or stdin), applies `--patches`, plans the annotations with the
+//! core render engine and writes the streams back in the same order and shape. Nothing is
+//! written to stdout unless the whole render succeeds.
+//!
+//! Exit codes: 0 success; 1 an input or render error (the message names the file, document and
+//! resource); 2 a usage or setting error, including the files named by `--patches`,
+//! `--previous` and `--fingerprint-key-file`, and an invalid `REFERENCED_CONFIG_ROLLOUT`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use rollsafe_core::render::{self, FingerprintKey, Settings, WorkloadType, patch, setting};
+use rollsafe_manifest::{Manifest, Position};
+use serde_json::Value;
+
+/// The largest key file read.
+const MAX_KEY_BYTES: u64 = 64 * 1024;
+/// The largest manifest stream read from one input.
+const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// One parsed input.
+struct Input {
+    /// How messages name it: the path, or `<stdin>`.
+    label: String,
+    manifest: Manifest,
+}
+
+/// Reads and parses the inputs in order; none (or `-`) means stdin.
+fn read_inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<Input>> {
+    let stdin = [PathBuf::from("-")];
+    let paths = if paths.is_empty() { &stdin[..] } else { paths };
+    paths.iter().map(|path| read_input(path)).collect()
+}
+
+fn read_input(path: &Path) -> anyhow::Result<Input> {
+    let (label, reader): (String, Box<dyn Read>) = if path.as_os_str() == "-" {
+        ("<stdin>".to_owned(), Box::new(std::io::stdin()))
+    } else {
+        let label = path.display().to_string();
+        let file = std::fs::File::open(path).with_context(|| format!("{label}: cannot open"))?;
+        (label, Box::new(file))
+    };
+    let mut text = String::new();
+    reader
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("{label}: cannot read (is it UTF-8 text?)"))?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        anyhow::bail!("{label}: larger than {MAX_INPUT_BYTES} bytes");
+    }
+    let manifest = Manifest::parse(&text).with_context(|| label.clone())?;
+    Ok(Input { label, manifest })
+}
+
+/// Add `openchoreo.dev/dp-resource-hash` to the pod templates of rendered manifests (usable as a
+/// Helm post-renderer).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Upstream's behaviour for one workload type: only the first object of that kind is
+    /// annotated. Without it, every Deployment and StatefulSet is.
+    #[arg(long, value_enum, value_name = "TYPE")]
+    pub workload_type: Option<WorkloadTypeArg>,
+
+    /// Hash only the configuration the pods reference (Go boolean syntax; a bare flag means
+    /// true; `--flag false` is not `--flag=false`). Else REFERENCED_CONFIG_ROLLOUT, else off.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_bool
+    )]
+    pub referenced_config_rollout: Option<bool>,
+
+    /// The previous output of this command (or previous copies of the workloads): where the
+    /// referenced-config state is read from.
+    #[arg(long, value_name = "FILE")]
+    pub previous: Option<PathBuf>,
+
+    /// Trait or ClusterTrait documents whose `spec.patches` are applied before hashing.
+    #[arg(long, value_name = "FILE")]
+    pub patches: Option<PathBuf>,
+
+    /// A secret key: the referenced-config state then holds keyed digests (HMAC-SHA-256).
+    #[arg(long, value_name = "FILE")]
+    pub fingerprint_key_file: Option<PathBuf>,
+
+    /// Manifest files (multi-document YAML, a YAML list or a `kind: List`); `-` or none reads stdin.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+/// `--workload-type` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkloadTypeArg {
+    /// The first Deployment is the workload.
+    Deployment,
+    /// The first StatefulSet is the workload.
+    Statefulset,
+}
+
+fn parse_bool(text: &str) -> Result<bool, String> {
+    setting::parse_go_bool(text).ok_or_else(|| {
+        format!("invalid boolean value {text:?} (accepted: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)")
+    })
+}
+
+/// A usage or setting error: exit code 2.
+struct UsageError(anyhow::Error);
+
+impl<E: Into<anyhow::Error>> From<E> for UsageError {
+    fn from(error: E) -> Self {
+        Self(error.into())
+    }
+}
+
+/// Runs `rollsafe render`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let env = std::env::var_os(setting::ENV_VAR);
+    let options = match Options::read(&args, env.as_deref()) {
+        Ok(options) => options,
+        Err(UsageError(error)) => {
+            eprintln!("rollsafe: {error:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let output = render_inputs(&args.files, &options)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(output.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("cannot write to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Everything besides the inputs, read and checked before any input is.
+struct Options {
+    settings: Settings,
+    patches: Vec<patch::TraitPatch>,
+    previous: Option<Manifest>,
+}
+
+impl Options {
+    fn read(args: &Args, env: Option<&std::ffi::OsStr>) -> Result<Self, UsageError> {
+        let referenced_config_rollout = setting::resolve(args.referenced_config_rollout, env)?;
+        let fingerprint_key = match &args.fingerprint_key_file {
+            Some(path) => Some(read_key(path)?),
+            None => None,
+        };
+        let patches = match &args.patches {
+            Some(path) => read_patches(path)?,
+            None => Vec::new(),
+        };
+        let previous = match &args.previous {
+            Some(path) => Some(read_manifest(path).context("--previous")?),
+            None => None,
+        };
+        if referenced_config_rollout && previous.is_none() {
+            eprintln!(
+                "rollsafe: warning: referenced-config rollout without --previous: the hash covers the referenced configuration only, and turning the setting on or off, or changing restart-on-change, may restart pods"
+            );
+        }
+        Ok(Self {
+            settings: Settings {
+                workload_type: args.workload_type.map(|t| match t {
+                    WorkloadTypeArg::Deployment => WorkloadType::Deployment,
+                    WorkloadTypeArg::Statefulset => WorkloadType::StatefulSet,
+                }),
+                referenced_config_rollout,
+                fingerprint_key,
+            },
+            patches,
+            previous,
+        })
+    }
+}
+
+fn read_manifest(path: &Path) -> anyhow::Result<Manifest> {
+    Ok(read_input(path)?.manifest)
+}
+
+fn read_key(path: &Path) -> anyhow::Result<FingerprintKey> {
+    let label = path.display();
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("--fingerprint-key-file {label}: cannot open"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_KEY_BYTES)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("--fingerprint-key-file {label}: cannot read"))?;
+    while bytes.last().is_some_and(u8::is_ascii_whitespace) {
+        bytes.pop();
+    }
+    FingerprintKey::new(bytes)
+        .with_context(|| format!("--fingerprint-key-file {label}: the key is empty"))
+}
+
+fn read_patches(path: &Path) -> anyhow::Result<Vec<patch::TraitPatch>> {
+    let manifest = read_manifest(path).context("--patches")?;
+    let patches = patch::parse(manifest.objects().map(|(_, object)| object))
+        .with_context(|| format!("--patches {}", path.display()))?;
+    Ok(patches)
+}
+
+/// Where an object of the inputs is, for messages.
+struct Origin<'a> {
+    label: &'a str,
+    position: Position,
+}
+
+impl std::fmt::Display for Origin<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: document {}", self.label, self.position.document)?;
+        if let Some(item) = self.position.item {
+            write!(f, ", item {item}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads, patches and renders the inputs; returns the whole output text.
+fn render_inputs(files: &[PathBuf], options: &Options) -> anyhow::Result<String> {
+    let mut inputs = read_inputs(files)?;
+    let mut origins: Vec<(usize, Position)> = Vec::new();
+    for (which, input) in inputs.iter().enumerate() {
+        origins.extend(
+            input
+                .manifest
+                .objects()
+                .map(|(position, _)| (which, position)),
+        );
+    }
+    let labels: Vec<String> = inputs.iter().map(|i| i.label.clone()).collect();
+    let origin = |index: usize| {
+        origins.get(index).map(|&(which, position)| Origin {
+            label: &labels[which],
+            position,
+        })
+    };
+    let describe = |index: usize, error: &dyn std::fmt::Display| match origin(index) {
+        Some(origin) => anyhow::anyhow!("{origin}: {error}"),
+        None => anyhow::anyhow!("{error}"),
+    };
+
+    if !options.patches.is_empty() {
+        let mut index = 0;
+        for input in &mut inputs {
+            for (_, object) in input.manifest.objects_mut() {
+                patch::apply(&options.patches, object, index).map_err(|e| describe(index, &e))?;
+                index += 1;
+            }
+        }
+    }
+
+    let updates = {
+        let objects: Vec<&Value> = inputs
+            .iter()
+            .flat_map(|input| input.manifest.objects().map(|(_, object)| object))
+            .collect();
+        let previous: Option<Vec<&Value>> = options
+            .previous
+            .as_ref()
+            .map(|manifest| manifest.objects().map(|(_, object)| object).collect());
+        render::plan(&objects, previous.as_deref(), &options.settings)
+            .map_err(|e| describe(e.index(), &e))?
+    };
+
+    let mut pending = updates.iter().peekable();
+    let mut index = 0;
+    for input in &mut inputs {
+        for (_, object) in input.manifest.objects_mut() {
+            while let Some(update) = pending.next_if(|u| u.index == index) {
+                update.apply(object).map_err(|e| describe(index, &e))?;
+            }
+            index += 1;
+        }
+    }
+
+    let mut output = String::new();
+    for input in &inputs {
+        let text = input
+            .manifest
+            .to_yaml()
+            .with_context(|| input.label.clone())?;
+        if text.is_empty() {
+            continue;
+        }
+        if !output.is_empty() {
+            output.push_str("---\n");
+        }
+        output.push_str(&text);
+    }
+    Ok(output)
+}

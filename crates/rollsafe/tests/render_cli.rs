@@ -1,0 +1,447 @@
+//! `rollsafe render` end to end: golden transcripts (exit code, stdout, stderr) of the binary
+//! over the input files in `tests/render/`, pinned as snapshots in `tests/render/snapshots/`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const HASH: &str = "openchoreo.dev/dp-resource-hash";
+const STATE: &str = "rollsafe.dev/referenced-config-state";
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/render")
+}
+
+fn rollsafe() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+    command
+        .current_dir(data_dir())
+        .env_remove("REFERENCED_CONFIG_ROLLOUT");
+    command
+}
+
+fn run(args: &[&str]) -> Output {
+    rollsafe().arg("render").args(args).output().unwrap()
+}
+
+fn run_env(args: &[&str], env: &str) -> Output {
+    rollsafe()
+        .arg("render")
+        .args(args)
+        .env("REFERENCED_CONFIG_ROLLOUT", env)
+        .output()
+        .unwrap()
+}
+
+fn run_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = rollsafe()
+        .arg("render")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn transcript(output: &Output) -> String {
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        output.status.code().unwrap_or(-1),
+        text(&output.stdout),
+        text(&output.stderr)
+    )
+}
+
+macro_rules! golden {
+    ($name:expr, $output:expr) => {
+        insta::with_settings!({snapshot_path => "render/snapshots", prepend_module_to_snapshot => false}, {
+            insta::assert_snapshot!($name, transcript(&$output));
+        })
+    };
+}
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(data_dir().join(name)).unwrap()
+}
+
+/// The value of `key: value` lines in YAML output.
+fn annotation_values(yaml: &str, key: &str) -> Vec<String> {
+    let prefix = format!("{key}: ");
+    yaml.lines()
+        .filter_map(|line| line.trim().strip_prefix(&prefix))
+        .map(|v| v.trim_matches('"').to_owned())
+        .collect()
+}
+
+// ---- golden transcripts -----------------------------------------------------------------------
+
+#[test]
+fn openchoreo_fixtures_upstream_mode() {
+    for name in [
+        "rendered-resources.yaml",
+        "rendered-resources-with-config-helpers.yaml",
+    ] {
+        let output = run(&["--workload-type", "deployment", name]);
+        assert_eq!(output.status.code(), Some(0));
+        let stdout = text(&output.stdout);
+        let hashes = annotation_values(&stdout, HASH);
+        assert_eq!(hashes.len(), 1, "{name}");
+        assert!(!hashes[0].is_empty());
+        // Stable: the same input gives the same output, and rendering the output again too.
+        assert_eq!(
+            run(&["--workload-type", "deployment", name]).stdout,
+            output.stdout
+        );
+        let again = run_stdin(&["--workload-type", "deployment"], &stdout);
+        assert_eq!(text(&again.stdout), stdout);
+        // Without a workload type, the single Deployment gets the same value.
+        assert_eq!(run(&[name]).stdout, output.stdout);
+        golden!(name.trim_end_matches(".yaml"), output);
+    }
+}
+
+#[test]
+fn shapes_and_types_are_kept() {
+    let output = run(&["shapes.yaml"]);
+    golden!("shapes", output);
+    let upstream = run(&["--workload-type", "statefulset", "shapes.yaml"]);
+    golden!("shapes-statefulset", upstream);
+}
+
+#[test]
+fn stdin_as_a_helm_post_renderer() {
+    let input = read("shapes.yaml");
+    let from_file = run(&["shapes.yaml"]);
+    assert_eq!(run_stdin(&[], &input).stdout, from_file.stdout);
+    assert_eq!(run_stdin(&["-"], &input).stdout, from_file.stdout);
+}
+
+#[test]
+fn several_files_are_one_render() {
+    let output = run(&["settings-deployment.yaml", "shapes.yaml"]);
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = text(&output.stdout);
+    assert_eq!(stdout.matches("kind: Deployment").count(), 2);
+    // Both Deployments see the resources of both files.
+    let hashes = annotation_values(&stdout, HASH);
+    assert_eq!(hashes.len(), 3);
+    assert_eq!(hashes[0], hashes[1]);
+}
+
+#[test]
+fn invalid_yaml_names_file_and_document_and_prints_nothing() {
+    let output = run(&["shapes.yaml", "invalid-yaml.yaml"]);
+    assert!(output.stdout.is_empty());
+    assert!(!text(&output.stderr).contains("do-not-print-me"));
+    golden!("invalid-yaml", output);
+}
+
+#[test]
+fn invalid_restart_on_change_names_the_resource() {
+    let output = run(&[
+        "--referenced-config-rollout",
+        "invalid-restart-on-change.yaml",
+    ]);
+    assert!(output.stdout.is_empty());
+    golden!("invalid-restart-on-change", output);
+    // Not validated while the setting is off.
+    let off = run(&["invalid-restart-on-change.yaml"]);
+    assert_eq!(off.status.code(), Some(0));
+}
+
+#[test]
+fn missing_spec_is_a_render_error() {
+    let output = run(&["missing-spec.yaml"]);
+    assert!(output.stdout.is_empty());
+    golden!("missing-spec", output);
+}
+
+#[test]
+fn the_seed_trait_example_as_written() {
+    let output = run(&[
+        "--referenced-config-rollout=true",
+        "--previous",
+        "/dev/null",
+        "--patches",
+        "no-restart-trait.yaml",
+        "rendered-resources.yaml",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = text(&output.stdout);
+    // Every ConfigMap, Secret and ExternalSecret got "false"; the label-only maps got
+    // an annotations map created.
+    assert_eq!(
+        annotation_values(&stdout, "openchoreo.dev/restart-on-change"),
+        vec!["false"; 6]
+    );
+    golden!("trait-patches", output);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for (name, args) in [
+        (
+            "bad-workload-type",
+            vec!["--workload-type", "cronjob", "shapes.yaml"],
+        ),
+        (
+            "bad-flag-value",
+            vec!["--referenced-config-rollout=yes", "shapes.yaml"],
+        ),
+        (
+            "empty-flag-value",
+            vec!["--referenced-config-rollout=", "shapes.yaml"],
+        ),
+        (
+            "missing-previous",
+            vec!["--previous", "no-such-file.yaml", "shapes.yaml"],
+        ),
+        (
+            "missing-patches",
+            vec!["--patches", "no-such-file.yaml", "shapes.yaml"],
+        ),
+        (
+            "bad-patches",
+            vec!["--patches", "shapes.yaml", "shapes.yaml"],
+        ),
+        (
+            "empty-key",
+            vec!["--fingerprint-key-file", "/dev/null", "shapes.yaml"],
+        ),
+    ] {
+        let output = run(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{name}: {}",
+            transcript(&output)
+        );
+        assert!(output.stdout.is_empty(), "{name}");
+        if !name.starts_with("bad-workload") && !name.contains("flag-value") {
+            golden!(format!("usage-{name}"), output);
+        }
+    }
+}
+
+// ---- the setting --------------------------------------------------------------------------------
+
+fn mode_is_on(output: &Output) -> bool {
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(output));
+    text(&output.stdout).contains(STATE)
+}
+
+#[test]
+fn setting_parse_table() {
+    let file = ["--previous", "/dev/null", "shapes.yaml"];
+    for value in ["1", "t", "T", "TRUE", "true", "True"] {
+        assert!(mode_is_on(&run_env(&file, value)), "env {value}");
+        let flag = format!("--referenced-config-rollout={value}");
+        assert!(
+            mode_is_on(&run(&[&flag, file[0], file[1], file[2]])),
+            "flag {value}"
+        );
+    }
+    for value in ["0", "f", "F", "FALSE", "false", "False"] {
+        assert!(!mode_is_on(&run_env(&file, value)), "env {value}");
+        let flag = format!("--referenced-config-rollout={value}");
+        assert!(
+            !mode_is_on(&run(&[&flag, file[0], file[1], file[2]])),
+            "flag {value}"
+        );
+    }
+    // Unset or empty: off. A bare flag: on. The flag wins over a valid env value.
+    assert!(!mode_is_on(&run(&file)));
+    assert!(!mode_is_on(&run_env(&file, "")));
+    assert!(mode_is_on(&run(&[
+        "--referenced-config-rollout",
+        file[0],
+        file[1],
+        file[2]
+    ])));
+    assert!(!mode_is_on(&run_env(
+        &[
+            "--referenced-config-rollout=false",
+            file[0],
+            file[1],
+            file[2]
+        ],
+        "true"
+    )));
+    assert!(mode_is_on(&run_env(
+        &["--referenced-config-rollout=1", file[0], file[1], file[2]],
+        "0"
+    )));
+    // As in Go, `--flag false` is the bare flag followed by a file named "false".
+    let output = run(&["--referenced-config-rollout", "false"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output.stderr).contains("false: cannot open"),
+        "{}",
+        transcript(&output)
+    );
+    // Flag values outside the table are usage errors.
+    for value in ["yes", "on", " true", "", "2"] {
+        let flag = format!("--referenced-config-rollout={value}");
+        assert_eq!(
+            run(&[&flag, "shapes.yaml"]).status.code(),
+            Some(2),
+            "{value:?}"
+        );
+    }
+}
+
+#[test]
+fn invalid_env_value_stops_even_with_the_flag() {
+    for value in ["yes", "on", " true", "tRuE", "2"] {
+        for flag in [
+            None,
+            Some("--referenced-config-rollout"),
+            Some("--referenced-config-rollout=false"),
+        ] {
+            let mut args = Vec::from_iter(flag);
+            args.push("shapes.yaml");
+            let output = run_env(&args, value);
+            assert_eq!(output.status.code(), Some(2), "{value:?} {flag:?}");
+            assert!(output.stdout.is_empty());
+            let stderr = text(&output.stderr);
+            assert!(stderr.contains("REFERENCED_CONFIG_ROLLOUT"), "{stderr}");
+            assert!(stderr.contains(&format!("{value:?}")), "{stderr}");
+        }
+    }
+    golden!(
+        "env-invalid-with-flag",
+        run_env(&["--referenced-config-rollout=true", "shapes.yaml"], "yes")
+    );
+}
+
+// ---- a sequence of renders through files ------------------------------------------------------
+
+struct Workdir(PathBuf);
+
+impl Workdir {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("rollsafe-render-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+
+    fn write(&self, name: &str, content: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+}
+
+impl Drop for Workdir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Renders `input` with the previous output, stores the new output, returns the Deployment hash.
+fn step(dir: &Workdir, input: &str, extra: &[&str]) -> String {
+    let input_path = dir.write("input.yaml", input);
+    let previous = dir.path("last.yaml");
+    if !Path::new(&previous).exists() {
+        std::fs::write(&previous, "").unwrap();
+    }
+    let mut args: Vec<&str> = vec!["--previous", &previous];
+    args.extend_from_slice(extra);
+    args.push(&input_path);
+    let output = run(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let stdout = text(&output.stdout);
+    std::fs::write(&previous, &stdout).unwrap();
+    annotation_values(&stdout, HASH).pop().unwrap_or_default()
+}
+
+#[test]
+fn promises_through_the_cli() {
+    let dir = Workdir::new("promises");
+    let base = read("rendered-resources.yaml");
+    let on = ["--referenced-config-rollout"];
+    let h0 = step(&dir, &base, &[]);
+    // 1. Turning the setting on restarts nothing.
+    assert_eq!(step(&dir, &base, &on), h0);
+    // A change to the ExternalSecret the pods use restarts (spec.target.name).
+    let changed = base.replace("key: prod/db", "key: prod/db2");
+    let h1 = step(&dir, &changed, &on);
+    assert_ne!(h1, h0);
+    // 2. Attaching the opt-out trait restarts nothing, and changes are then ignored.
+    let trait_args = [
+        "--referenced-config-rollout",
+        "--patches",
+        "no-restart-trait.yaml",
+    ];
+    let trait_path = data_dir()
+        .join("no-restart-trait.yaml")
+        .display()
+        .to_string();
+    let trait_args = [trait_args[0], trait_args[1], trait_path.as_str()];
+    assert_eq!(step(&dir, &changed, &trait_args), h1);
+    let changed_again = changed.replace("LOG_LEVEL: error", "LOG_LEVEL: debug");
+    assert_eq!(step(&dir, &changed_again, &trait_args), h1);
+    // Removing the trait restarts nothing either.
+    assert_eq!(step(&dir, &changed_again, &on), h1);
+    // 4. Removing a referenced ConfigMap restarts.
+    let start = changed_again.find("- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: test-component-dev-12345678-config-app-properties").unwrap();
+    let end = changed_again[start + 1..].find("- apiVersion").unwrap() + start + 1;
+    let removed = format!("{}{}", &changed_again[..start], &changed_again[end..]);
+    let h2 = step(&dir, &removed, &on);
+    assert_ne!(h2, h1);
+    // 3. Turning the setting off restarts once (something changed while it was on).
+    let h3 = step(&dir, &removed, &[]);
+    assert_ne!(h3, h2);
+    assert_eq!(step(&dir, &removed, &[]), h3);
+    // The default-mode value is the upstream one, whatever happened before.
+    let fresh = run_stdin(&["--workload-type", "deployment"], &removed);
+    assert_eq!(annotation_values(&text(&fresh.stdout), HASH), vec![h3]);
+}
+
+#[test]
+fn fingerprint_key_keeps_digests_keyed() {
+    let dir = Workdir::new("key");
+    let key = dir.write("key", "a long random key\n");
+    let out = run(&[
+        "--referenced-config-rollout",
+        "--previous",
+        "/dev/null",
+        "--fingerprint-key-file",
+        &key,
+        "shapes.yaml",
+    ]);
+    let keyed = annotation_values(&text(&out.stdout), STATE);
+    let out = run(&[
+        "--referenced-config-rollout",
+        "--previous",
+        "/dev/null",
+        "shapes.yaml",
+    ]);
+    let unkeyed = annotation_values(&text(&out.stdout), STATE);
+    assert_eq!(keyed.len(), 2);
+    assert_eq!(unkeyed.len(), 2);
+    for (keyed, unkeyed) in keyed.iter().zip(&unkeyed) {
+        assert!(!keyed.contains("key=none"), "{keyed}");
+        assert!(unkeyed.contains("key=none"), "{unkeyed}");
+        let digest = unkeyed.rsplit(':').next().unwrap();
+        assert!(!keyed.contains(digest));
+    }
+}
