@@ -184,7 +184,7 @@ impl RestartEngine {
             }
             for found in inventory.matches() {
                 match patch::restart_patch(&found.object, annotation_key, &timestamp) {
-                    Ok(document) => planned.push((found.kind, found.name.as_str(), document)),
+                    Ok(document) => planned.push((found.kind, found.name.clone(), document)),
                     Err(error) => {
                         warn!(
                             kind = found.kind.as_str(),
@@ -198,12 +198,17 @@ impl RestartEngine {
             }
         }
         let patch_timeout = self.timeouts.patch;
-        let mut results =
-            futures::stream::iter(planned.into_iter().map(|(kind, name, doc)| async move {
-                let result = send_patch(client, namespace, kind, name, &doc, patch_timeout).await;
+        // Built eagerly (a Vec, not a lazy iterator adapter) so the run stays `Send` for callers
+        // that spawn it.
+        let sends: Vec<_> = planned
+            .into_iter()
+            .map(|(kind, name, document)| async move {
+                let result =
+                    send_patch(client, namespace, kind, &name, &document, patch_timeout).await;
                 (kind, name, result)
-            }))
-            .buffer_unordered(MAX_PATCHES_IN_FLIGHT);
+            })
+            .collect();
+        let mut results = futures::stream::iter(sends).buffer_unordered(MAX_PATCHES_IN_FLIGHT);
         while let Some((kind, name, result)) = results.next().await {
             match result {
                 Ok(()) => outcome.acknowledged(kind, name),
@@ -302,6 +307,59 @@ mod tests {
         assert_eq!(restart_timestamp(now), "2026-11-29T18:00:00.123Z");
         let now: Timestamp = "2026-11-29T18:00:00Z".parse().unwrap();
         assert_eq!(restart_timestamp(now), "2026-11-29T18:00:00.000Z");
+    }
+
+    #[tokio::test]
+    async fn a_refused_patch_is_not_sent() {
+        use rollsafe_core::failure::FailureCode;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+        let connection = Connection::from_config(config).unwrap();
+        let client = connection.client(None);
+        let document = serde_json::json!([]);
+        let failure = send_patch(
+            &client,
+            "shop",
+            WorkloadKind::Deployment,
+            "web",
+            &document,
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(failure.code, FailureCode::Unavailable);
+        assert_eq!(failure.http_status, None);
+    }
+
+    #[tokio::test]
+    async fn a_patch_that_times_out_is_unconfirmed() {
+        use rollsafe_core::failure::FailureCode;
+        // A server that accepts and reads but never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+            drop(socket);
+        });
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+        let connection = Connection::from_config(config).unwrap();
+        let client = connection.client(None);
+        let failure = send_patch(
+            &client,
+            "shop",
+            WorkloadKind::Deployment,
+            "web",
+            &serde_json::json!([]),
+            std::time::Duration::from_millis(200),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(failure.code, FailureCode::Unconfirmed);
+        assert_eq!(failure.http_status, None);
+        server.abort();
     }
 
     #[test]

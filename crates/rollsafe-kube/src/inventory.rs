@@ -182,7 +182,9 @@ pub struct Inventory {
     pub pages: usize,
     /// Objects accepted.
     pub objects: usize,
-    /// Response bytes read.
+    /// Response body bytes read, including those of a body abandoned over budget (reading
+    /// stops at the first chunk past the budget, or before reading when the declared length
+    /// is already past it).
     pub bytes: u64,
     /// The outcome.
     pub status: InventoryStatus,
@@ -514,7 +516,7 @@ async fn fetch_page(
     }
     match transport::read_limited(response.into_body(), limit).await {
         Ok(body) => Ok(body),
-        Err(BodyError::OverLimit) => Err((Incomplete::ByteBudget, limit.saturating_add(1))),
+        Err(BodyError::OverLimit { read }) => Err((Incomplete::ByteBudget, read)),
         Err(BodyError::Broken) => Err((Incomplete::TruncatedBody, 0)),
     }
 }

@@ -85,7 +85,7 @@ async fn read_object<K: DeserializeOwned>(
         let body = transport::read_limited(response.into_body(), MAX_OBJECT_BODY)
             .await
             .map_err(|error| match error {
-                BodyError::OverLimit => ReadError::Decode,
+                BodyError::OverLimit { .. } => ReadError::Decode,
                 BodyError::Broken => ReadError::Transport(TransportFailure::AfterSend),
             })?;
         serde_json::from_slice(&body)

@@ -101,8 +101,12 @@ pub fn classify_error(error: &kube::Error) -> TransportFailure {
 /// Why a body could not be read in full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyError {
-    /// The body is longer than the limit; reading stopped there.
-    OverLimit,
+    /// The body is longer than the limit; reading stopped there, after `read` bytes (0 when a
+    /// declared length already said so).
+    OverLimit {
+        /// Bytes received before reading stopped.
+        read: u64,
+    },
     /// The connection failed while the body was being read.
     Broken,
 }
@@ -114,7 +118,7 @@ where
     B: http_body::Body<Data = Bytes> + Unpin,
 {
     if body.size_hint().lower() > limit {
-        return Err(BodyError::OverLimit);
+        return Err(BodyError::OverLimit { read: 0 });
     }
     let mut out: Vec<u8> = Vec::new();
     while let Some(frame) = body.frame().await {
@@ -122,7 +126,7 @@ where
         if let Ok(data) = frame.into_data() {
             let total = out.len() as u64 + data.len() as u64;
             if total > limit {
-                return Err(BodyError::OverLimit);
+                return Err(BodyError::OverLimit { read: total });
             }
             out.extend_from_slice(&data);
         }
@@ -180,7 +184,12 @@ mod tests {
         let pulled = Arc::new(AtomicUsize::new(0));
         let limit = 32 * 1024 * 1024;
         let result = read_limited(endless(pulled.clone()), limit).await;
-        assert_eq!(result, Err(BodyError::OverLimit));
+        assert_eq!(
+            result,
+            Err(BodyError::OverLimit {
+                read: 33 * 1024 * 1024
+            })
+        );
         // 32 chunks fit exactly; the 33rd passes the limit and reading stops there.
         assert_eq!(pulled.load(Ordering::SeqCst), 33);
     }
@@ -197,7 +206,10 @@ mod tests {
             b"12345678",
         )))];
         let body = StreamBody::new(stream::iter(chunks));
-        assert_eq!(read_limited(body, 7).await, Err(BodyError::OverLimit));
+        assert_eq!(
+            read_limited(body, 7).await,
+            Err(BodyError::OverLimit { read: 8 })
+        );
     }
 
     #[tokio::test]

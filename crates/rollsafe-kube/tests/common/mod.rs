@@ -1,0 +1,205 @@
+//! Shared set-up for the integration tests: an in-process emulator, a connection to it from
+//! its kubeconfig, and workload builders.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+
+use jiff::Timestamp;
+use rollsafe_core::contract::RestartResult;
+use rollsafe_emulator::{Emulator, RequestLogEntry, RunningEmulator};
+use rollsafe_kube::{Connection, DEFAULT_ANNOTATION_KEY, Impersonation, RestartEngine};
+use serde_json::{Value, json};
+
+pub const NS: &str = "shop";
+pub const SECRET: &str = "db-creds";
+pub const NOW: &str = "2026-11-29T18:00:00.123Z";
+
+pub struct Env {
+    pub emu: RunningEmulator,
+    pub connection: Connection,
+    _dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub async fn start(seeds: Vec<Value>) -> Env {
+        let mut all = vec![secret(SECRET)];
+        all.extend(seeds);
+        let emu = Emulator::builder()
+            .seed_objects(all)
+            .start("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        emu.write_kubeconfig(&path).unwrap();
+        let connection = Connection::from_kubeconfig(Some(&path), Some("admin"))
+            .await
+            .unwrap();
+        Env {
+            emu,
+            connection,
+            _dir: dir,
+        }
+    }
+
+    pub fn engine(&self) -> RestartEngine {
+        RestartEngine::new(&self.connection)
+    }
+
+    pub async fn run(&self) -> RestartResult {
+        self.run_as(None).await
+    }
+
+    pub async fn run_as(&self, identity: Option<&Impersonation>) -> RestartResult {
+        self.engine()
+            .run(NS, SECRET, identity, DEFAULT_ANNOTATION_KEY, now())
+            .await
+            .unwrap()
+    }
+
+    /// The restart annotation on a workload's pod template, as stored.
+    pub fn annotation(&self, resource: &str, name: &str) -> Option<String> {
+        self.emu
+            .get_object(resource, Some(NS), name)?
+            .pointer("/spec/template/metadata/annotations")?
+            .get(DEFAULT_ANNOTATION_KEY)?
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    /// Patch requests, per workload name.
+    pub fn patches(&self) -> Vec<RequestLogEntry> {
+        self.emu
+            .requests()
+            .into_iter()
+            .filter(|r| r.verb.as_deref() == Some("patch"))
+            .collect()
+    }
+
+    pub fn patched_names(&self, resource: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .emu
+            .requests_for("patch", resource)
+            .into_iter()
+            .filter_map(|r| r.name)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Asserts that no request was sent twice: at most one patch per workload, and no list
+    /// page requested twice with the same continue token.
+    pub fn assert_nothing_sent_twice(&self) {
+        let mut seen: HashMap<(String, String, String, String), usize> = HashMap::new();
+        for entry in self.emu.requests() {
+            let key = (
+                entry.verb.clone().unwrap_or_default(),
+                entry.resource.clone().unwrap_or_default(),
+                entry.name.clone().unwrap_or_default(),
+                entry.query_param("continue").unwrap_or_default(),
+            );
+            if key.0 == "get" {
+                continue;
+            }
+            *seen.entry(key).or_default() += 1;
+        }
+        for (key, count) in seen {
+            assert_eq!(count, 1, "sent {count} times: {key:?}");
+        }
+    }
+}
+
+pub fn now() -> Timestamp {
+    NOW.parse().unwrap()
+}
+
+pub fn secret(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "stringData": {"password": "not-a-real-password"}
+    })
+}
+
+fn template(name: &str, secret: Option<&str>) -> Value {
+    let mut spec = json!({"containers": [{"name": "app", "image": "registry.example/app:1"}]});
+    if let Some(secret) = secret {
+        spec["volumes"] = json!([{"name": "creds", "secret": {"secretName": secret}}]);
+    }
+    json!({"metadata": {"labels": {"app": name}}, "spec": spec})
+}
+
+fn workload(kind: &str, name: &str, secret: Option<&str>) -> Value {
+    let mut object = json!({
+        "apiVersion": "apps/v1", "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": template(name, secret)
+        }
+    });
+    if kind == "StatefulSet" {
+        object["spec"]["serviceName"] = json!(name);
+    }
+    if kind != "DaemonSet" {
+        object["spec"]["replicas"] = json!(1);
+    }
+    object
+}
+
+/// A Deployment; consumes `secret` through a Secret volume when given.
+pub fn deployment(name: &str, secret: Option<&str>) -> Value {
+    workload("Deployment", name, secret)
+}
+
+/// A StatefulSet; consumes `secret` through a Secret volume when given.
+pub fn stateful_set(name: &str, secret: Option<&str>) -> Value {
+    workload("StatefulSet", name, secret)
+}
+
+/// A DaemonSet; consumes `secret` through a Secret volume when given.
+pub fn daemon_set(name: &str, secret: Option<&str>) -> Value {
+    workload("DaemonSet", name, secret)
+}
+
+/// Role and RoleBinding letting group `group` list and patch the three kinds in [`NS`].
+pub fn rbac_for_group(group: &str) -> Vec<Value> {
+    vec![
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "restarter", "namespace": NS},
+            "rules": [{"apiGroups": ["apps"],
+                       "resources": ["deployments", "statefulsets", "daemonsets"],
+                       "verbs": ["list", "patch"]}]
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "restarter", "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "restarter"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]
+        }),
+    ]
+}
+
+/// The most requests in `entries` that overlapped in time (from the server's start/end).
+pub fn peak_overlap(entries: &[RequestLogEntry]) -> usize {
+    let mut events: Vec<(u64, i32)> = Vec::new();
+    for e in entries {
+        events.push((e.start_micros, 1));
+        events.push((e.end_micros, -1));
+    }
+    // Ends sort before starts at the same instant.
+    events.sort();
+    let mut current = 0i32;
+    let mut peak = 0i32;
+    for (_, delta) in events {
+        current += delta;
+        peak = peak.max(current);
+    }
+    usize::try_from(peak).unwrap_or(0)
+}
+
+pub fn result_json(result: &RestartResult) -> Value {
+    serde_json::to_value(result).unwrap()
+}
