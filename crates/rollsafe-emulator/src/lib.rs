@@ -84,6 +84,7 @@ mod route;
 mod server;
 mod status;
 mod store;
+mod tls;
 mod util;
 
 use std::collections::HashMap;
@@ -93,6 +94,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -106,6 +108,7 @@ pub use patch::{JsonPatchError, apply_json_patch};
 pub use server::ADMIN_PREFIX;
 pub use status::ApiError;
 pub use store::{EventType, Rollout};
+pub use tls::TlsError;
 
 use observe::InFlight;
 use server::Shared;
@@ -165,6 +168,9 @@ pub enum EmulatorError {
     /// A write was refused, as the API would refuse it.
     #[error("{0}")]
     Api(#[from] ApiError),
+    /// TLS could not be set up.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// A file could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -265,6 +271,7 @@ impl EmulatorBuilder {
             .map_err(|source| EmulatorError::Bind { addr, source })?;
         let mut store = Store::new();
         load_base(&mut store, &self.seeds)?;
+        let tls = tls::Tls::generate()?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             store: Mutex::new(store),
@@ -280,6 +287,7 @@ impl EmulatorBuilder {
             bookmark_interval: self.bookmark_interval.unwrap_or(DEFAULT_BOOKMARK_INTERVAL),
             edit_counter: AtomicU64::new(0),
             shutdown: shutdown_rx,
+            tls,
         });
         let task = tokio::spawn(server::accept_loop(listener, shared.clone()));
         tracing::info!(url = %format!("http://{bound}"), "emulator listening");
@@ -401,9 +409,20 @@ fn yaml_str(s: &str) -> String {
 }
 
 impl Handle {
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>`: plain HTTP (the kube crate sends tokens over it).
     pub fn url(&self) -> String {
         format!("http://{}", self.shared.addr)
+    }
+
+    /// `https://127.0.0.1:<port>`: the same port with TLS, verified with [`Handle::ca_pem`].
+    /// kubectl needs it: client-go sends no credentials to an `http://` server.
+    pub fn https_url(&self) -> String {
+        format!("https://{}", self.shared.addr)
+    }
+
+    /// The PEM of the CA that signed the emulator's server certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.shared.tls.ca_pem
     }
 
     /// The bound address.
@@ -459,9 +478,9 @@ impl Handle {
         Ok(())
     }
 
-    /// A kubeconfig with one cluster, a user and a context per identity (named after it), and
-    /// the context `admin` (current) for the admin identity. Namespace of every context:
-    /// `default`.
+    /// A kubeconfig with one cluster (the `https://` URL and the CA), a user and a context per
+    /// identity (named after it), and the context `admin` (current) for the admin identity.
+    /// Namespace of every context: `default`.
     pub fn kubeconfig_yaml(&self) -> String {
         let mut entries: Vec<(String, String)> =
             vec![(ADMIN_CONTEXT.to_string(), self.shared.admin_token.clone())];
@@ -478,7 +497,11 @@ impl Handle {
         entries.extend(others);
         let mut out = String::new();
         out.push_str("apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n");
-        out.push_str(&format!("    server: {}\n", yaml_str(&self.url())));
+        out.push_str(&format!("    server: {}\n", yaml_str(&self.https_url())));
+        out.push_str(&format!(
+            "    certificate-authority-data: {}\n",
+            yaml_str(&base64::engine::general_purpose::STANDARD.encode(self.ca_pem()))
+        ));
         out.push_str("contexts:\n");
         for (name, _) in &entries {
             out.push_str(&format!(

@@ -67,6 +67,8 @@ pub struct Shared {
     pub edit_counter: AtomicU64,
     /// Becomes true on shutdown.
     pub shutdown: watch::Receiver<bool>,
+    /// TLS material for `https://` connections on the same port.
+    pub tls: crate::tls::Tls,
 }
 
 impl Shared {
@@ -245,13 +247,35 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// How long a client may take to finish a TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
+    let mut first = [0u8; 1];
+    let is_tls = matches!(stream.peek(&mut first).await, Ok(1) if first[0] == 0x16);
     let killer = Arc::new(Killer::default());
-    let io = TokioIo::new(KillableIo {
+    let io = KillableIo {
         inner: stream,
         killer: killer.clone(),
-    });
+    };
+    if is_tls {
+        let handshake =
+            tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, shared.tls.acceptor.accept(io)).await;
+        match handshake {
+            Ok(Ok(tls)) => serve_io(TokioIo::new(tls), peer, shared, killer).await,
+            Ok(Err(error)) => tracing::debug!(%error, %peer, "TLS handshake failed"),
+            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+        }
+    } else {
+        serve_io(TokioIo::new(io), peer, shared, killer).await;
+    }
+}
+
+async fn serve_io<I>(io: I, peer: SocketAddr, shared: Arc<Shared>, killer: Arc<Killer>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     let service = {
         let shared = shared.clone();
         let killer = killer.clone();

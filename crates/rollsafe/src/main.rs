@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module with an `Args` struct (clap derive, `env` on every
 //! flag) and a `run` function returning the process exit code.
 
+mod emulator;
 mod input;
 mod refs;
 mod render;
@@ -21,6 +22,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a Kubernetes API emulator (test substrate and sandbox cluster).
+    Emulator(emulator::Args),
     /// List the Secrets and ConfigMaps each workload in a manifest stream references.
     Refs(refs::Args),
     /// Add the config-hash annotation to rendered manifests (usable as a Helm post-renderer).
@@ -30,6 +33,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Emulator(args) => emulator::run(args),
         Command::Refs(args) => refs::run(args),
         Command::Render(args) => render::run(args),
     };
