@@ -2,10 +2,22 @@
 //!
 //! - [`config`]: settings from flags and the `KRYPTON_*`/`SESSION_*` environment, validated.
 //! - [`session`]: session JWTs (cookie or bearer), and minting them.
-//! - [`acl`]: the ACL on a live Secret.
+//! - [`acl`]: the ACL on a live Secret; [`access`]: the cached access-rules ConfigMap.
+//! - [`scope`]: namespace scope.
 //! - [`audit`]: audit lines to stdout and an fsync'd file.
+//! - [`app`]: the routes and the gate sequence; [`error`]: the `{ error }` envelope.
+//! - [`metrics`]: Prometheus metrics; [`serve`]: listeners and graceful shutdown.
 
+pub mod access;
 pub mod acl;
+pub mod app;
 pub mod audit;
 pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod scope;
+pub mod serve;
 pub mod session;
+
+pub use app::{AppState, router};
+pub use serve::{BoundServer, ServeError};

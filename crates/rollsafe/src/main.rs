@@ -5,8 +5,13 @@
 
 mod emulator;
 mod input;
+mod process;
 mod refs;
 mod render;
+mod restart;
+mod restart_exit;
+mod serve;
+mod token;
 
 use std::process::ExitCode;
 
@@ -28,6 +33,12 @@ enum Command {
     Refs(refs::Args),
     /// Add the config-hash annotation to rendered manifests (usable as a Helm post-renderer).
     Render(render::Args),
+    /// Request a rollout of a Secret's consumers through a rollsafe server.
+    Restart(restart::Args),
+    /// Serve the Restart Consumers API.
+    Serve(serve::Args),
+    /// Print a session token signed with SESSION_SECRET.
+    Token(token::Args),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +47,9 @@ fn main() -> ExitCode {
         Command::Emulator(args) => emulator::run(args),
         Command::Refs(args) => refs::run(args),
         Command::Render(args) => render::run(args),
+        Command::Restart(args) => restart::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Token(args) => token::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,323 @@
+//! A typed client of the Restart Consumers API.
+//!
+//! [`Client::restart_consumers`] returns a [`RestartReport`] for every response whose body is a
+//! restart result — 200, 207 and 503 alike: a failed attempt is data, not an error. Every
+//! `{ "error": … }` response (401, 403, 404, 400, 500, …) is an [`ApiError`] with its HTTP status.
+//! The session token is wrapped so that `Debug` never prints it.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, Uri, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rollsafe_core::contract::{RestartResult, RestartStatus};
+use serde::Deserialize;
+use thiserror::Error;
+
+/// How long one API call may take, end to end.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// The largest response body read.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// A session token. `Debug` and `Display` never print it.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    /// Wraps a token.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+/// A restart result and the HTTP status it came with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestartReport {
+    /// 200, 207 or 503.
+    pub http_status: u16,
+    /// The result body.
+    pub result: RestartResult,
+}
+
+impl RestartReport {
+    /// The result's status.
+    pub fn status(&self) -> RestartStatus {
+        self.result.status
+    }
+}
+
+/// An `{ "error": … }` response.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("HTTP {status}: {message}")]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: u16,
+    /// The `error` text.
+    pub message: String,
+    /// The request id of a sanitized 500.
+    pub request_id: Option<String>,
+}
+
+impl ApiError {
+    /// Whether this is the session-expiry 401 (`Authentication required`).
+    pub fn is_authentication_required(&self) -> bool {
+        self.status == 401 && self.message == "Authentication required"
+    }
+}
+
+/// Why a call did not produce a report.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// The server answered with the `{ error }` envelope.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The server URL or the path names cannot form a request.
+    #[error("invalid server URL or name")]
+    InvalidRequest,
+    /// No response arrived (connection, TLS or timeout).
+    #[error("no response from the server")]
+    Transport,
+    /// The response is neither a restart result nor an error envelope.
+    #[error("unexpected response from the server (HTTP {0})")]
+    Unexpected(u16),
+}
+
+/// A client of one rollsafe server.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    token: Option<Token>,
+    http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    error: String,
+    #[serde(default)]
+    request_id: Option<String>,
+}
+
+impl Client {
+    /// A client of the server at `base` (`http://…` or `https://…`), authenticating with `token`.
+    pub fn new(base: &str, token: Option<Token>) -> Result<Self, ClientError> {
+        let uri: Uri = base.parse().map_err(|_| ClientError::InvalidRequest)?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+            return Err(ClientError::InvalidRequest);
+        }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|_| ClientError::InvalidRequest)?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+            http: HyperClient::builder(TokioExecutor::new()).build(connector),
+        })
+    }
+
+    /// `POST /api/namespaces/{namespace}/secrets/{name}/restart-consumers`.
+    pub async fn restart_consumers(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<RestartReport, ClientError> {
+        let uri = format!(
+            "{}/api/namespaces/{}/secrets/{}/restart-consumers",
+            self.base,
+            encode_segment(namespace),
+            encode_segment(name)
+        );
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(header::ACCEPT, "application/json");
+        if let Some(Token(token)) = &self.token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
+            .body(Full::new(Bytes::new()))
+            .map_err(|_| ClientError::InvalidRequest)?;
+        let call = async {
+            let response = self
+                .http
+                .request(request)
+                .await
+                .map_err(|_| ClientError::Transport)?;
+            let status = response.status();
+            let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|_| ClientError::Transport)?
+                .to_bytes();
+            Ok::<_, ClientError>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(REQUEST_TIMEOUT, call)
+            .await
+            .map_err(|_| ClientError::Transport)??;
+        interpret(status, &body)
+    }
+}
+
+/// Turns a response into a report or an error: a body with `status` on 200/207/503 is a report.
+fn interpret(status: StatusCode, body: &[u8]) -> Result<RestartReport, ClientError> {
+    let code = status.as_u16();
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|_| ClientError::Unexpected(code))?;
+    if matches!(code, 200 | 207 | 503) && value.get("status").is_some() {
+        let result: RestartResult =
+            serde_json::from_value(value).map_err(|_| ClientError::Unexpected(code))?;
+        return Ok(RestartReport {
+            http_status: code,
+            result,
+        });
+    }
+    match serde_json::from_value::<Envelope>(value) {
+        Ok(envelope) if !status.is_success() => Err(ClientError::Api(ApiError {
+            status: code,
+            message: envelope.error,
+            request_id: envelope.request_id,
+        })),
+        _ => Err(ClientError::Unexpected(code)),
+    }
+}
+
+/// Percent-encodes one path segment (everything but unreserved characters).
+fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rollsafe_core::contract::RestartOutcome;
+    use rollsafe_core::failure::Failure;
+    use rollsafe_core::workload::WorkloadKind;
+
+    fn body<T: serde::Serialize>(value: &T) -> Vec<u8> {
+        serde_json::to_vec(value).unwrap()
+    }
+
+    #[test]
+    fn reports_are_data() {
+        let mut outcome = RestartOutcome::new();
+        outcome.failed(WorkloadKind::Deployment, "web", Failure::from_status(409));
+        let failed = outcome.into_result();
+        let report = interpret(StatusCode::SERVICE_UNAVAILABLE, &body(&failed)).unwrap();
+        assert_eq!(
+            report,
+            RestartReport {
+                http_status: 503,
+                result: failed
+            }
+        );
+
+        let mut outcome = RestartOutcome::new();
+        outcome.acknowledged(WorkloadKind::Deployment, "a");
+        outcome.failed(WorkloadKind::Deployment, "b", Failure::from_status(403));
+        let partial = outcome.into_result();
+        assert_eq!(
+            interpret(StatusCode::MULTI_STATUS, &body(&partial))
+                .unwrap()
+                .status(),
+            RestartStatus::Partial
+        );
+        let none = RestartOutcome::new().into_result();
+        assert_eq!(
+            interpret(StatusCode::OK, &body(&none)).unwrap().status(),
+            RestartStatus::NoTargets
+        );
+    }
+
+    #[test]
+    fn envelopes_are_api_errors() {
+        for (status, text) in [
+            (401, "Authentication required"),
+            (403, "Restarting apps is disabled on this deployment"),
+            (404, "Secret \"x\" not found"),
+            (400, "Invalid namespace or Secret name"),
+        ] {
+            let error = interpret(
+                StatusCode::from_u16(status).unwrap(),
+                &body(&serde_json::json!({"error": text})),
+            )
+            .unwrap_err();
+            let ClientError::Api(error) = error else {
+                panic!("{error:?}")
+            };
+            assert_eq!((error.status, error.message.as_str()), (status, text));
+        }
+        let error = interpret(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &body(&serde_json::json!({"error": "Internal server error", "requestId": "r1"})),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, ClientError::Api(ApiError { status: 500, request_id: Some(ref id), .. }) if id == "r1")
+        );
+    }
+
+    #[test]
+    fn session_bounce_is_recognised() {
+        let error = ApiError {
+            status: 401,
+            message: "Authentication required".into(),
+            request_id: None,
+        };
+        assert!(error.is_authentication_required());
+    }
+
+    #[test]
+    fn unexpected_bodies() {
+        assert!(matches!(
+            interpret(StatusCode::OK, b"<html>"),
+            Err(ClientError::Unexpected(200))
+        ));
+        assert!(matches!(
+            interpret(StatusCode::OK, br#"{"error": "x"}"#),
+            Err(ClientError::Unexpected(200))
+        ));
+        assert!(matches!(
+            interpret(StatusCode::BAD_GATEWAY, br#"{"status": "failed"}"#),
+            Err(ClientError::Unexpected(502))
+        ));
+    }
+
+    #[test]
+    fn segments_are_encoded_and_tokens_hidden() {
+        assert_eq!(encode_segment("a/b c"), "a%2Fb%20c");
+        let client = Client::new("http://127.0.0.1:1", Some(Token::new("sekrit"))).unwrap();
+        assert!(!format!("{client:?}").contains("sekrit"));
+        assert!(Client::new("ftp://x", None).is_err());
+    }
+}

@@ -1,0 +1,75 @@
+//! The access-rules ConfigMap, read as the server itself and cached for 60 s.
+//!
+//! A missing ConfigMap (or one without `access.json`) is cached as "no rules", a malformed one
+//! as "deny non-admins". A failed read is not cached: the request fails with the sanitized 500
+//! and the next request reads again.
+
+use std::time::{Duration, Instant};
+
+use rollsafe_kube::{Connection, ReadError, Timeouts, read_config_map};
+use tokio::sync::Mutex;
+use tracing::warn;
+
+use crate::acl::{ACCESS_KEY, AccessRules};
+
+/// How long access rules are reused.
+pub const ACCESS_RULES_TTL: Duration = Duration::from_secs(60);
+
+/// The cached rules of one ConfigMap.
+#[derive(Debug)]
+pub struct AccessRulesCache {
+    namespace: String,
+    name: String,
+    ttl: Duration,
+    cached: Mutex<Option<(Instant, AccessRules)>>,
+}
+
+impl AccessRulesCache {
+    /// A cache of ConfigMap `name` in `namespace`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>, ttl: Duration) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            ttl,
+            cached: Mutex::new(None),
+        }
+    }
+
+    /// The current rules, read as the server (never impersonated) when the cache is stale.
+    pub async fn get(&self, connection: &Connection) -> Result<AccessRules, ReadError> {
+        let mut cached = self.cached.lock().await;
+        if let Some((at, rules)) = cached.as_ref()
+            && at.elapsed() < self.ttl
+        {
+            return Ok(rules.clone());
+        }
+        let client = connection.client(None);
+        let config_map = read_config_map(
+            &client,
+            &self.namespace,
+            &self.name,
+            Timeouts::default().get,
+        )
+        .await?;
+        let rules = match config_map {
+            None => AccessRules::Absent,
+            Some(config_map) => match config_map.data.as_ref().and_then(|d| d.get(ACCESS_KEY)) {
+                None => AccessRules::Absent,
+                Some(text) => {
+                    let rules = AccessRules::parse(text);
+                    if rules == AccessRules::Malformed {
+                        warn!(
+                            configmap = self.name,
+                            namespace = self.namespace,
+                            key = ACCESS_KEY,
+                            "access rules are malformed: every non-admin is denied until they are fixed"
+                        );
+                    }
+                    rules
+                }
+            },
+        };
+        *cached = Some((Instant::now(), rules.clone()));
+        Ok(rules)
+    }
+}

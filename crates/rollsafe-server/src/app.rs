@@ -1,0 +1,340 @@
+//! The routes and the gate sequence of a restart request.
+//!
+//! `POST /api/namespaces/{namespace}/secrets/{name}/restart-consumers` runs, in order:
+//! authentication → restart flag → path validation → namespace scope → live visibility (the
+//! Secret read as the caller; a history snapshot answers exactly like a missing Secret) → ACL on
+//! the live object → the engine, as the caller in impersonation mode. A failing gate answers
+//! with the `{ error }` envelope before any workload is listed or patched. Every response
+//! carries `Cache-Control: no-store`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{MatchedPath, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
+use rollsafe_kube::{Connection, Impersonation, ReadError, RestartEngine, Timeouts, read_secret};
+use serde_json::json;
+use tracing::{Instrument, error, info, info_span, warn};
+
+use crate::access::{ACCESS_RULES_TTL, AccessRulesCache};
+use crate::acl;
+use crate::audit::{AuditBase, AuditLine, AuditResult, AuditSink};
+use crate::config::{AuthMode, Settings};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::scope;
+use crate::session::{self, User};
+
+/// The pod-template annotation the restart patch sets.
+pub const RESTART_ANNOTATION: &str = "krypton.io/restarted-at";
+/// The time limit of the gates before the engine starts. The engine bounds its own calls.
+pub const GATE_DEADLINE: Duration = Duration::from_secs(30);
+/// The largest request body accepted (the restart route reads none).
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// The readiness check's time limit.
+const READY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Everything a request needs; shared by all requests.
+#[derive(Debug)]
+pub struct AppState {
+    /// Validated settings.
+    pub settings: Settings,
+    /// The shared connection pool.
+    pub connection: Connection,
+    /// The restart engine over that pool.
+    pub engine: RestartEngine,
+    /// Where audit lines go.
+    pub audit: AuditSink,
+    /// The cached access rules.
+    pub access: AccessRulesCache,
+    /// Metrics.
+    pub metrics: Metrics,
+}
+
+impl AppState {
+    /// State for these settings over this connection.
+    pub fn new(
+        settings: Settings,
+        connection: Connection,
+        audit: AuditSink,
+        metrics: Metrics,
+    ) -> Self {
+        let access = AccessRulesCache::new(
+            settings.server_namespace.clone(),
+            settings.access_configmap.clone(),
+            ACCESS_RULES_TTL,
+        );
+        Self {
+            engine: RestartEngine::new(&connection),
+            settings,
+            connection,
+            audit,
+            access,
+            metrics,
+        }
+    }
+}
+
+/// The API router.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(
+            "/api/namespaces/{namespace}/secrets/{name}/restart-consumers",
+            post(restart_consumers),
+        )
+        .route("/api/config", get(config))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Counts every response and sets `Cache-Control: no-store` on it.
+async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let route = match request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str)
+    {
+        Some("/api/namespaces/{namespace}/secrets/{name}/restart-consumers") => "restart",
+        Some("/api/config") => "config",
+        Some("/healthz") => "healthz",
+        Some("/readyz") => "readyz",
+        _ => "other",
+    };
+    let mut response = next.run(request).await;
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    state.metrics.request(route, response.status().as_u16());
+    response
+}
+
+async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, Json(json!({ "error": "Not found" }))).into_response()
+}
+
+async fn healthz() -> Response {
+    Json(json!({ "status": "ok" })).into_response()
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let client = state.connection.client(None);
+    match tokio::time::timeout(READY_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(_)) => Json(json!({ "status": "ready" })).into_response(),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "error": "The Kubernetes API is not reachable" })),
+        )
+            .into_response(),
+    }
+}
+
+async fn config(State(state): State<Arc<AppState>>) -> Response {
+    let settings = &state.settings;
+    Json(json!({
+        "restartEnabled": settings.restart_enabled,
+        "scope": settings.scope.as_str(),
+        "authMode": settings.auth.as_str(),
+        "impersonation": settings.impersonation,
+    }))
+    .into_response()
+}
+
+async fn restart_consumers(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let span = info_span!("restart_request", request_id = %request_id);
+    async move {
+        match handle_restart(&state, &headers, path, &request_id).await {
+            Ok(response) => response,
+            Err(error) => error.into_response(),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn handle_restart(
+    state: &AppState,
+    headers: &HeaderMap,
+    path: Result<Path<(String, String)>, PathRejection>,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let settings = &state.settings;
+    // 1. Authentication.
+    let user = authenticate(&settings.auth, headers)?;
+    // 2. The restart flag.
+    if !settings.restart_enabled {
+        return Err(ApiError::RestartDisabled);
+    }
+    // 3. Path validation, with no Kubernetes call.
+    let Ok(Path((namespace, name))) = path else {
+        return Err(ApiError::InvalidPath);
+    };
+    if !is_dns1123_label(&namespace) || !is_dns1123_subdomain(&name) {
+        return Err(ApiError::InvalidPath);
+    }
+    let base = AuditBase {
+        user: user.email.clone(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+        request_id: request_id.to_owned(),
+    };
+    let identity = identity_for(state, &user).map_err(|_| {
+        internal(
+            request_id,
+            "the caller's identity cannot be sent as impersonation headers",
+        )
+    })?;
+    let client = state.connection.client(identity.as_ref());
+    let gates = async {
+        // 4. Namespace scope.
+        if !scope::allows(
+            &settings.scope,
+            &settings.server_namespace,
+            &namespace,
+            &client,
+        )
+        .await
+        {
+            return Err(Refusal::Deny(ApiError::NamespaceNotAccessible(
+                namespace.clone(),
+            )));
+        }
+        // 5. Live visibility, as the caller.
+        let secret = match read_secret(&client, &namespace, &name, Timeouts::default().get).await {
+            Ok(Some(secret)) if !is_history(&secret, &settings.annotation_prefix) => secret,
+            Ok(_) => return Err(Refusal::Quiet(ApiError::SecretNotFound(name.clone()))),
+            Err(ReadError::Status(403)) => return Err(Refusal::Deny(ApiError::KubernetesDenied)),
+            Err(error) => return Err(Refusal::Error(read_problem(&error))),
+        };
+        // 6. The ACL on the live object.
+        let rules = state
+            .access
+            .get(&state.connection)
+            .await
+            .map_err(|error| Refusal::Error(read_problem(&error)))?;
+        let annotations: BTreeMap<String, String> =
+            secret.metadata.annotations.clone().unwrap_or_default();
+        let decision = acl::decide(
+            &user,
+            &settings.admins,
+            &settings.annotation_prefix,
+            &annotations,
+            &namespace,
+            &rules,
+        );
+        if !decision.allowed() {
+            return Err(Refusal::Deny(ApiError::NotAllowed));
+        }
+        Ok(decision)
+    };
+    let decision = match tokio::time::timeout(GATE_DEADLINE, gates).await {
+        Ok(Ok(decision)) => decision,
+        Ok(Err(Refusal::Quiet(error))) => return Err(error),
+        Ok(Err(Refusal::Deny(error))) => {
+            write_audit(state, base.line(AuditResult::Deny, None)).await;
+            return Err(error);
+        }
+        Ok(Err(Refusal::Error(problem))) => {
+            write_audit(state, base.line(AuditResult::Error, None)).await;
+            return Err(internal(request_id, problem));
+        }
+        Err(_) => {
+            write_audit(state, base.line(AuditResult::Error, None)).await;
+            return Err(internal(request_id, "the gates exceeded their deadline"));
+        }
+    };
+    info!(decision = ?decision, namespace, secret = name, "restart allowed");
+    // 7. The engine, as the caller.
+    let result = state
+        .engine
+        .run(
+            &namespace,
+            &name,
+            identity.as_ref(),
+            RESTART_ANNOTATION,
+            jiff::Timestamp::now(),
+        )
+        .await
+        .map_err(|_| internal(request_id, "the engine refused validated arguments"))?;
+    state.metrics.result(&result);
+    write_audit(state, AuditLine::for_result(base, &result)).await;
+    let status =
+        StatusCode::from_u16(result.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    Ok((status, Json(result)).into_response())
+}
+
+/// A gate's refusal: audited as a deny, not audited, or an unexpected error.
+enum Refusal {
+    Deny(ApiError),
+    Quiet(ApiError),
+    Error(&'static str),
+}
+
+fn authenticate(auth: &AuthMode, headers: &HeaderMap) -> Result<User, ApiError> {
+    match auth {
+        AuthMode::Disabled => Ok(User::dev()),
+        AuthMode::Session { secret, .. } => {
+            let token = session::token_from_headers(headers).ok_or(ApiError::Unauthenticated)?;
+            session::verify(&token, secret).map_err(|_| ApiError::Unauthenticated)
+        }
+    }
+}
+
+/// The identity Kubernetes calls carry: the caller in impersonation mode (never the dev user),
+/// else the server's own.
+fn identity_for(
+    state: &AppState,
+    user: &User,
+) -> Result<Option<Impersonation>, rollsafe_kube::IdentityError> {
+    if !state.settings.impersonation || matches!(state.settings.auth, AuthMode::Disabled) {
+        return Ok(None);
+    }
+    Impersonation::new(user.email.clone(), user.groups.iter().cloned()).map(Some)
+}
+
+fn is_history(secret: &k8s_openapi::api::core::v1::Secret, prefix: &str) -> bool {
+    secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(&format!("{prefix}/kind")))
+        .is_some_and(|kind| kind == "history")
+}
+
+fn read_problem(error: &ReadError) -> &'static str {
+    match error {
+        ReadError::InvalidName => "invalid name",
+        ReadError::Status(_) => "Kubernetes refused a preflight read",
+        ReadError::Transport(_) => "no response from Kubernetes to a preflight read",
+        ReadError::Timeout => "a preflight read timed out",
+        ReadError::Decode => "a preflight read returned an unreadable object",
+    }
+}
+
+fn internal(request_id: &str, problem: &'static str) -> ApiError {
+    error!(request_id, problem, "request failed");
+    ApiError::Internal {
+        request_id: request_id.to_owned(),
+    }
+}
+
+async fn write_audit(state: &AppState, line: AuditLine) {
+    if let Err(error) = state.audit.write(&line).await {
+        warn!(error = %error, "audit line not written durably");
+    }
+}

@@ -1,0 +1,173 @@
+//! Prometheus metrics, served on the admin listener. Every label value is a static string.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use rollsafe_core::contract::RestartResult;
+
+/// Labels of a served request.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The route: `restart`, `config`, `healthz`, `readyz` or `other`.
+    pub route: &'static str,
+    /// The HTTP status code.
+    pub status: &'static str,
+}
+
+/// Labels of a restart result.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `requested`, `no_targets`, `partial` or `failed`.
+    pub status: &'static str,
+}
+
+/// Labels of one patch outcome.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PatchLabels {
+    /// `acknowledged` or a failure code.
+    pub code: &'static str,
+}
+
+/// The server's metrics.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    requests: Family<RequestLabels, Counter>,
+    results: Family<ResultLabels, Counter>,
+    patches: Family<PatchLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("rollsafe");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let results = Family::<ResultLabels, Counter>::default();
+        let patches = Family::<PatchLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests served, by route and status",
+            requests.clone(),
+        );
+        registry.register(
+            "restart_results",
+            "Restart Consumers results, by status",
+            results.clone(),
+        );
+        registry.register(
+            "restart_patches",
+            "Workload outcomes of Restart Consumers, by code",
+            patches.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            requests,
+            results,
+            patches,
+        }
+    }
+
+    /// Counts a served request.
+    pub fn request(&self, route: &'static str, status: u16) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                route,
+                status: status_label(status),
+            })
+            .inc();
+    }
+
+    /// Counts a restart result and its workload outcomes.
+    pub fn result(&self, result: &RestartResult) {
+        self.results
+            .get_or_create(&ResultLabels {
+                status: result.status.as_str(),
+            })
+            .inc();
+        self.patches
+            .get_or_create(&PatchLabels {
+                code: "acknowledged",
+            })
+            .inc_by(result.requested.len() as u64);
+        for failure in &result.failures {
+            self.patches
+                .get_or_create(&PatchLabels {
+                    code: failure.code.as_str(),
+                })
+                .inc();
+        }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Encoding into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+fn status_label(status: u16) -> &'static str {
+    match status {
+        200 => "200",
+        207 => "207",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        413 => "413",
+        500 => "500",
+        503 => "503",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rollsafe_core::contract::RestartOutcome;
+    use rollsafe_core::failure::Failure;
+    use rollsafe_core::workload::WorkloadKind;
+
+    #[test]
+    fn exposition() {
+        let metrics = Metrics::new();
+        metrics.request("restart", 207);
+        metrics.request("restart", 999);
+        let mut outcome = RestartOutcome::new();
+        outcome.acknowledged(WorkloadKind::Deployment, "a");
+        outcome.failed(WorkloadKind::Deployment, "b", Failure::from_status(422));
+        metrics.result(&outcome.into_result());
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"rollsafe_http_requests_total{route="restart",status="207"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rollsafe_http_requests_total{route="restart",status="other"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rollsafe_restart_results_total{status="partial"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rollsafe_restart_patches_total{code="acknowledged"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rollsafe_restart_patches_total{code="conflict"} 1"#),
+            "{text}"
+        );
+    }
+}

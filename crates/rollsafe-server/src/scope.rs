@@ -1,0 +1,72 @@
+//! Namespace scope: which namespaces a caller may address.
+//!
+//! Namespace scope allows only the server's own namespace. Cluster scope allows the namespaces
+//! the caller can list (with the caller's identity in impersonation mode), intersected with
+//! `KRYPTON_NAMESPACES` when it is set; when listing fails, the allow-list (or else the server's
+//! namespace) is used instead. The refusal never lists the allowed namespaces.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams};
+use tracing::warn;
+
+use crate::config::Scope;
+
+/// Page size of the namespace list.
+const NAMESPACE_PAGE_SIZE: u32 = 500;
+/// The most namespace pages read.
+const MAX_NAMESPACE_PAGES: usize = 20;
+/// One namespace page's time limit.
+const NAMESPACE_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `namespace` is within the scope for this caller.
+pub async fn allows(
+    scope: &Scope,
+    server_namespace: &str,
+    namespace: &str,
+    client: &kube::Client,
+) -> bool {
+    match scope {
+        Scope::Namespace => namespace == server_namespace,
+        Scope::Cluster { allow_list } => {
+            if !allow_list.is_empty() && !allow_list.iter().any(|ns| ns == namespace) {
+                return false;
+            }
+            match listable(client, namespace).await {
+                Some(listed) => listed,
+                None if allow_list.is_empty() => namespace == server_namespace,
+                None => true,
+            }
+        }
+    }
+}
+
+/// Whether the caller's namespace list contains `namespace`; `None` when listing failed.
+async fn listable(client: &kube::Client, namespace: &str) -> Option<bool> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut params = ListParams::default().limit(NAMESPACE_PAGE_SIZE);
+    for _ in 0..MAX_NAMESPACE_PAGES {
+        let page =
+            match tokio::time::timeout(NAMESPACE_PAGE_TIMEOUT, api.list_metadata(&params)).await {
+                Ok(Ok(page)) => page,
+                Ok(Err(_)) | Err(_) => {
+                    warn!("namespace list failed; falling back to the configured namespaces");
+                    return None;
+                }
+            };
+        if page
+            .items
+            .iter()
+            .any(|item| item.metadata.name.as_deref() == Some(namespace))
+        {
+            return Some(true);
+        }
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Some(false),
+        }
+    }
+    warn!("namespace list exceeded its page budget; falling back to the configured namespaces");
+    None
+}

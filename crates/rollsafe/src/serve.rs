@@ -1,0 +1,71 @@
+//! `rollsafe serve`: the Restart Consumers HTTP API.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use rollsafe_kube::Connection;
+use rollsafe_server::audit::AuditSink;
+use rollsafe_server::config::{SERVICE_ACCOUNT_NAMESPACE_FILE, ServeArgs, Settings};
+use rollsafe_server::metrics::Metrics;
+use rollsafe_server::{AppState, BoundServer};
+use tracing::{info, warn};
+
+use crate::process;
+
+/// Serve the Restart Consumers API. Every setting is also an environment variable.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    process::init_logging();
+    let service_account_namespace = std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE).ok();
+    let settings = args
+        .serve
+        .validate(service_account_namespace.as_deref())
+        .context("invalid configuration")?;
+    process::runtime()?.block_on(async {
+        let connection = match &settings.kubeconfig {
+            Some(path) => {
+                Connection::from_kubeconfig(Some(path), settings.context.as_deref()).await
+            }
+            None if settings.context.is_some() => {
+                Connection::from_kubeconfig(None, settings.context.as_deref()).await
+            }
+            None => Connection::infer().await,
+        }
+        .context("cannot connect to Kubernetes")?;
+        let server = bind(settings, connection).await?;
+        server.run(shutdown_on_signal()).await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Builds the state and binds both listeners; logs where they listen.
+pub async fn bind(settings: Settings, connection: Connection) -> anyhow::Result<BoundServer> {
+    if settings.admins.is_bootstrap() {
+        warn!(
+            "KRYPTON_ADMIN_USERS and KRYPTON_ADMIN_GROUPS are empty: every authenticated user is an admin"
+        );
+    }
+    let audit = match &settings.audit_file {
+        Some(path) => AuditSink::with_file(path)
+            .with_context(|| format!("cannot open the audit file {}", path.display()))?,
+        None => AuditSink::stdout(),
+    };
+    let state = Arc::new(AppState::new(settings, connection, audit, Metrics::new()));
+    let server = BoundServer::bind(state).await?;
+    if let (Some(api), Some(admin)) = (server.api_addr(), server.admin_addr()) {
+        info!(%api, %admin, "serving");
+    }
+    Ok(server)
+}
+
+async fn shutdown_on_signal() {
+    if let Err(error) = process::wait_for_signal().await {
+        warn!(error = %error, "cannot wait for signals; shutting down");
+    }
+}
