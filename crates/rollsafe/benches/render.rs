@@ -1,0 +1,202 @@
+//! Render benchmark: `cargo bench -p rollsafe --bench render`.
+//!
+//! Generates a ~10 MB stream of ~2,000 resources (200 components: a Deployment, four
+//! ConfigMaps, a Secret, an ExternalSecret, a Service, an HTTPRoute and a NetworkPolicy each) and
+//! measures, in the same run:
+//!
+//! - baseline: parse the stream and write it back, without hashing;
+//! - default mode: parse, plan and apply the annotations, write back;
+//! - referenced mode: the same plus parsing the previous output (`--previous`);
+//! - the hash alone: the Go-compatible dump into FNV-1a, FNV-1a over the dumped bytes, and
+//!   SHA-256 over the same bytes.
+//!
+//! Prints medians and the ratios against the baseline. No assertions: figures only.
+
+// The stream is generated here, so a failure to parse or render it is a bug in this file.
+#![allow(clippy::expect_used)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use rollsafe_core::render::{self, Settings, dump, hash};
+use rollsafe_manifest::Manifest;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const COMPONENTS: usize = 200;
+const RUNS: usize = 7;
+
+fn generate() -> String {
+    let mut out = String::new();
+    let filler = |seed: usize, len: usize| -> String {
+        let mut text = String::with_capacity(len);
+        let mut state = seed as u64 * 2_654_435_761 + 1;
+        while text.len() < len {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            text.push_str(&format!("key{:x}=value{:x}\n", state >> 40, state >> 20));
+        }
+        text
+    };
+    for c in 0..COMPONENTS {
+        let ns = format!("team-{}", c % 10);
+        for i in 0..4 {
+            out.push_str(&format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-{c}-config-{i}\n  namespace: {ns}\n  labels:\n    app: app-{c}\ndata:\n  app.properties: |\n"
+            ));
+            for line in filler(c * 10 + i, 9_000).lines() {
+                out.push_str("    ");
+                out.push_str(line);
+                out.push('\n');
+            }
+            out.push_str("  replicas: \"3\"\n  enabled: \"true\"\n");
+        }
+        out.push_str(&format!(
+            "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: app-{c}-creds\n  namespace: {ns}\ntype: Opaque\ndata:\n  password: {}\n",
+            "c2VjcmV0".repeat(100)
+        ));
+        out.push_str(&format!(
+            "---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata:\n  name: app-{c}-es\n  namespace: {ns}\nspec:\n  refreshInterval: 15s\n  secretStoreRef:\n    name: vault\n    kind: ClusterSecretStore\n  target:\n    name: app-{c}-remote\n  data:\n  - secretKey: token\n    remoteRef:\n      key: apps/{c}\n      property: token\n"
+        ));
+        out.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: app-{c}\n  namespace: {ns}\nspec:\n  selector:\n    app: app-{c}\n  ports:\n  - port: 80\n    targetPort: 8080\n    protocol: TCP\n"
+        ));
+        out.push_str(&format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: app-{c}\n  namespace: {ns}\nspec:\n  hostnames: [\"app-{c}.example.com\"]\n  rules:\n  - matches:\n    - path: {{type: PathPrefix, value: /}}\n    backendRefs:\n    - name: app-{c}\n      port: 80\n      weight: 1.5\n"
+        ));
+        out.push_str(&format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: app-{c}\n  namespace: {ns}\nspec:\n  podSelector:\n    matchLabels:\n      app: app-{c}\n  ingress:\n  - ports:\n    - port: 8080\n"
+        ));
+        out.push_str(&format!(
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app-{c}\n  namespace: {ns}\nspec:\n  replicas: 2\n  selector:\n    matchLabels:\n      app: app-{c}\n  template:\n    metadata:\n      labels:\n        app: app-{c}\n    spec:\n      initContainers:\n      - name: proxy\n        image: proxy:1\n        restartPolicy: Always\n        envFrom:\n        - configMapRef:\n            name: app-{c}-config-0\n      containers:\n      - name: main\n        image: app:{c}\n        resources:\n          requests:\n            cpu: 100m\n            memory: 128Mi\n        env:\n        - name: TOKEN\n          valueFrom:\n            secretKeyRef:\n              name: app-{c}-remote\n              key: token\n        envFrom:\n        - configMapRef:\n            name: app-{c}-config-1\n        volumeMounts:\n        - name: creds\n          mountPath: /etc/creds\n      volumes:\n      - name: creds\n        secret:\n          secretName: app-{c}-creds\n"
+        ));
+    }
+    out
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn measure(mut f: impl FnMut()) -> Duration {
+    f(); // warm-up
+    median(
+        (0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn render_stream(text: &str, previous: Option<&str>, settings: &Settings) -> String {
+    let mut manifest = Manifest::parse(text).expect("generated stream parses");
+    let previous = previous.map(|p| Manifest::parse(p).expect("previous parses"));
+    let updates = {
+        let objects: Vec<&Value> = manifest.objects().map(|(_, o)| o).collect();
+        let previous: Option<Vec<&Value>> = previous
+            .as_ref()
+            .map(|m| m.objects().map(|(_, o)| o).collect());
+        render::plan(&objects, previous.as_deref(), settings).expect("render succeeds")
+    };
+    let mut pending = updates.iter().peekable();
+    for (index, (_, object)) in manifest.objects_mut().enumerate() {
+        while let Some(update) = pending.next_if(|u| u.index == index) {
+            update.apply(object).expect("apply succeeds");
+        }
+    }
+    manifest.to_yaml().expect("emits")
+}
+
+fn mb_per_s(bytes: usize, time: Duration) -> f64 {
+    bytes as f64 / 1e6 / time.as_secs_f64()
+}
+
+fn main() {
+    let text = generate();
+    let manifest = Manifest::parse(&text).expect("generated stream parses");
+    let resources = manifest.objects().count();
+    println!(
+        "stream: {:.1} MB, {resources} resources, {COMPONENTS} Deployments",
+        text.len() as f64 / 1e6
+    );
+
+    let default = Settings::default();
+    let referenced = Settings {
+        referenced_config_rollout: true,
+        ..Settings::default()
+    };
+    let previous = render_stream(&text, Some(""), &referenced);
+
+    let baseline = measure(|| {
+        let manifest = Manifest::parse(black_box(&text)).expect("parses");
+        black_box(manifest.to_yaml().expect("emits"));
+    });
+    let default_time = measure(|| {
+        black_box(render_stream(black_box(&text), None, &default));
+    });
+    let referenced_time = measure(|| {
+        black_box(render_stream(
+            black_box(&text),
+            Some(&previous),
+            &referenced,
+        ));
+    });
+
+    println!("baseline parse + emit:            {baseline:>10.2?}");
+    println!(
+        "default mode render:              {default_time:>10.2?}  ratio {:.3}",
+        default_time.as_secs_f64() / baseline.as_secs_f64()
+    );
+    println!(
+        "referenced mode render (+previous): {referenced_time:>8.2?}  ratio {:.3}",
+        referenced_time.as_secs_f64() / baseline.as_secs_f64()
+    );
+
+    // The hash alone, over every resource of the stream.
+    let objects: Vec<_> = manifest
+        .objects()
+        .filter_map(|(_, o)| o.as_object())
+        .map(|o| (o, dump::Strip::Metadata))
+        .collect();
+    let mut dumped = Vec::new();
+    dump::write_list(
+        &mut dumped,
+        objects.iter().copied(),
+        dump::NumberType::Float64,
+    );
+    let dump_and_fnv = measure(|| {
+        black_box(hash::hash_objects(
+            objects.iter().copied(),
+            dump::NumberType::Float64,
+        ));
+    });
+    let fnv = measure(|| {
+        black_box(hash::Fnv32a::hash(black_box(&dumped)));
+    });
+    let sha = measure(|| {
+        black_box(Sha256::digest(black_box(&dumped)));
+    });
+    let bytes = dumped.len();
+    println!("hash input (Go dump): {:.1} MB", bytes as f64 / 1e6);
+    println!(
+        "dump + FNV-1a:  {dump_and_fnv:>10.2?}  {:>8.0} MB/s",
+        mb_per_s(bytes, dump_and_fnv)
+    );
+    println!(
+        "FNV-1a 32:      {fnv:>10.2?}  {:>8.0} MB/s",
+        mb_per_s(bytes, fnv)
+    );
+    println!(
+        "SHA-256:        {sha:>10.2?}  {:>8.0} MB/s",
+        mb_per_s(bytes, sha)
+    );
+    println!(
+        "FNV-1a / SHA-256 throughput ratio: {:.2}",
+        sha.as_secs_f64() / fnv.as_secs_f64()
+    );
+}
