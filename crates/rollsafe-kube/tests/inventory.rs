@@ -1,6 +1,8 @@
 //! The budgeted inventory against the emulator: every list corruption it offers, the object,
 //! page and byte budgets, and a streamed body that never ends.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::Arc;

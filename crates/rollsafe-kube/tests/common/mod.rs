@@ -1,7 +1,7 @@
 //! Shared set-up for the integration tests: an in-process emulator, a connection to it from
 //! its kubeconfig, and workload builders.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 
