@@ -26,3 +26,6 @@ pub use engine::{
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
 pub use read::{ReadError, read_config_map, read_secret};
 pub use transport::Timeouts;
+
+/// The time type [`RestartEngine::run`] takes (`jiff::Timestamp`), re-exported for callers.
+pub use jiff::Timestamp;

@@ -3,12 +3,15 @@
 //! Each subcommand lives in its own module with an `Args` struct (clap derive, `env` on every
 //! flag) and a `run` function returning the process exit code.
 
+mod consumers;
 mod emulator;
 mod input;
+mod kube_args;
 mod process;
 mod refs;
 mod render;
 mod restart;
+mod restart_consumers;
 mod restart_exit;
 mod serve;
 mod token;
@@ -27,6 +30,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Show which workloads reference a Secret, patching nothing (dry run of restart-consumers).
+    Consumers(consumers::Args),
     /// Run a Kubernetes API emulator (test substrate and sandbox cluster).
     Emulator(emulator::Args),
     /// List the Secrets and ConfigMaps each workload in a manifest stream references.
@@ -35,6 +40,8 @@ enum Command {
     Render(render::Args),
     /// Request a rollout of a Secret's consumers through a rollsafe server.
     Restart(restart::Args),
+    /// Request a rollout of every workload that references a Secret, directly against Kubernetes.
+    RestartConsumers(restart_consumers::Args),
     /// Serve the Restart Consumers API.
     Serve(serve::Args),
     /// Print a session token signed with SESSION_SECRET.
@@ -44,10 +51,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Consumers(args) => consumers::run(args),
         Command::Emulator(args) => emulator::run(args),
         Command::Refs(args) => refs::run(args),
         Command::Render(args) => render::run(args),
         Command::Restart(args) => restart::run(args),
+        Command::RestartConsumers(args) => restart_consumers::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Token(args) => token::run(args),
     };

@@ -1,0 +1,124 @@
+//! `rollsafe consumers`: a dry run of Restart Consumers. Lists the three workload kinds and
+//! prints which workloads reference the Secret, patching nothing.
+//!
+//! Output, one JSON object:
+//!
+//! ```json
+//! { "namespace": "shop", "secret": "db-creds",
+//!   "inventories": { "Deployment": { "complete": true },
+//!                    "StatefulSet": { "complete": false, "code": "forbidden", "httpStatus": 403 },
+//!                    "DaemonSet": { "complete": true } },
+//!   "workloads": [ { "kind": "Deployment", "name": "api", "references": [ … ] } ] }
+//! ```
+//!
+//! `references` has the shape `rollsafe refs` prints. Exit 0 when the object is printed
+//! (whatever the inventories say); 1 for a preflight error.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use rollsafe_core::failure::FailureCode;
+use rollsafe_core::reference::Reference;
+use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
+use rollsafe_core::workload::WorkloadKind;
+use rollsafe_kube::{Discovery, InventoryStatus, RestartEngine};
+use serde::Serialize;
+
+use crate::kube_args::KubeArgs;
+use crate::process;
+
+/// Show which Deployments, StatefulSets and DaemonSets reference a Secret (dry run).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// The Secret's name.
+    pub secret: String,
+}
+
+#[derive(Debug, Serialize)]
+struct InventoryOut {
+    complete: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<FailureCode>,
+    #[serde(rename = "httpStatus", skip_serializing_if = "Option::is_none")]
+    http_status: Option<u16>,
+}
+
+#[derive(Debug, Serialize)]
+struct WorkloadOut<'a> {
+    kind: WorkloadKind,
+    name: &'a str,
+    references: &'a [Reference],
+}
+
+#[derive(Debug, Serialize)]
+struct Output<'a> {
+    namespace: &'a str,
+    secret: &'a str,
+    /// Keyed by kind, in kind order.
+    inventories: BTreeMap<WorkloadKind, InventoryOut>,
+    workloads: Vec<WorkloadOut<'a>>,
+}
+
+fn render(discovery: &Discovery) -> Output<'_> {
+    let inventories = discovery
+        .inventories
+        .iter()
+        .map(|inventory| {
+            let out = match &inventory.status {
+                InventoryStatus::Complete { .. } => InventoryOut {
+                    complete: true,
+                    code: None,
+                    http_status: None,
+                },
+                InventoryStatus::Incomplete { failure, .. } => InventoryOut {
+                    complete: false,
+                    code: Some(failure.code),
+                    http_status: failure.http_status,
+                },
+            };
+            (inventory.kind, out)
+        })
+        .collect();
+    Output {
+        namespace: &discovery.namespace,
+        secret: &discovery.secret,
+        inventories,
+        workloads: discovery
+            .matches()
+            .map(|m| WorkloadOut {
+                kind: m.kind,
+                name: &m.name,
+                references: &m.references,
+            })
+            .collect(),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        process::init_logging();
+    }
+    let identity = args.kube.identity()?;
+    if !is_dns1123_subdomain(&args.secret) {
+        bail!("invalid Secret name {:?}", args.secret);
+    }
+    let discovery = process::runtime()?.block_on(async {
+        let connection = args.kube.connect().await?;
+        let namespace = args.kube.namespace(&connection);
+        if !is_dns1123_label(&namespace) {
+            bail!("invalid namespace {namespace:?}");
+        }
+        let discovery = RestartEngine::new(&connection)
+            .discover(&namespace, &args.secret, identity.as_ref())
+            .await?;
+        anyhow::Ok(discovery)
+    })?;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &render(&discovery))?;
+    writeln!(out)?;
+    Ok(ExitCode::SUCCESS)
+}
