@@ -1124,7 +1124,19 @@ fn set_namespace(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
     }
 }
 
+fn unsupported_body() -> ApiError {
+    ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        None,
+    )
+}
+
 fn create(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    if crate::proto::is_protobuf(&c.content_type) {
+        return Err(unsupported_body());
+    }
     let mut obj = parse_object(c.body)?;
     check_type(&obj, c.info.res)?;
     set_namespace(&mut obj, c)?;
@@ -1153,6 +1165,9 @@ fn check_name(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
 
 fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let d = def(c.info.res);
+    if crate::proto::is_protobuf(&c.content_type) {
+        return Err(unsupported_body());
+    }
     let mut obj = parse_object(c.body)?;
     if c.sub() == Some("scale") {
         let replicas = obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
@@ -1331,7 +1346,13 @@ fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
 
 fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let d = def(c.info.res);
-    let mut obj = parse_object(c.body)?;
+    let mut obj = if crate::proto::is_protobuf(&c.content_type) {
+        crate::proto::decode_access_review(c.body)
+            .filter(|_| c.info.res != ids::TOKENREVIEWS)
+            .ok_or_else(|| unsupported_body())?
+    } else {
+        parse_object(c.body)?
+    };
     check_type(&obj, c.info.res)?;
     let status = match c.info.res {
         ids::TOKENREVIEWS => {

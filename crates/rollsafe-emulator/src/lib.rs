@@ -78,6 +78,7 @@ mod faults;
 mod http_util;
 mod observe;
 mod patch;
+mod proto;
 mod query;
 mod resources;
 mod route;

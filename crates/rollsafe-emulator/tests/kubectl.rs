@@ -1,0 +1,454 @@
+//! Real kubectl against the emulator. kubectl is found on PATH or under
+//! /usr/lib/google-cloud-sdk/bin; without one these tests fail (CI installs it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rollsafe_emulator::RunningEmulator;
+use serde_json::{Value, json};
+
+fn kubectl_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("KUBECTL") {
+        return PathBuf::from(path);
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let candidate = dir.join("kubectl");
+            if candidate.is_file() {
+                return candidate;
+            }
+        }
+    }
+    let sdk = Path::new("/usr/lib/google-cloud-sdk/bin");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(sdk)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("kubectl"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+        .pop()
+        .expect("kubectl not found on PATH or under /usr/lib/google-cloud-sdk/bin")
+}
+
+struct Kubectl {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    fn new(emu: &RunningEmulator) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        emu.write_kubeconfig(&kubeconfig).unwrap();
+        Self { dir, kubeconfig }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(kubectl_binary());
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .env_remove("KUBECONFIG");
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(!out.status.success(), "kubectl {args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn file(&self, name: &str, content: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        path.display().to_string()
+    }
+}
+
+async fn setup() -> (RunningEmulator, Kubectl) {
+    let emu = start().await;
+    let k = Kubectl::new(&emu);
+    (emu, k)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_from_a_multi_document_file() {
+    let (emu, k) = setup().await;
+    let file = k.file(
+        "objects.yaml",
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {name: store}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, namespace: store}
+data: {a: "1"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: store}
+stringData: {password: hunter2}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: store}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: app, image: nginx}]}
+"#,
+    );
+    let out = k.ok(&["create", "-f", &file]);
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    assert!(
+        emu.get_object("deployments", Some("store"), "web")
+            .is_some()
+    );
+    assert!(emu.get_object("secrets", Some("store"), "db").is_some());
+    assert_eq!(emu.requests_for("create", "configmaps").len(), 1);
+    // Creating again: AlreadyExists, as kubectl prints it.
+    let err = k.fails(&["create", "-f", &file]);
+    assert!(
+        err.contains("AlreadyExists") || err.contains("already exists"),
+        "{err}"
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_in_chunks_follows_continue_tokens() {
+    let (emu, k) = setup().await;
+    seed_deployments(&emu, "shop", 5);
+    emu.clear_requests();
+    let out = k.ok(&[
+        "get",
+        "deployments",
+        "-n",
+        "shop",
+        "-o",
+        "json",
+        "--chunk-size=2",
+    ]);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 5);
+    let pages = emu.requests_for("list", "deployments");
+    assert_eq!(pages.len(), 3, "{pages:#?}");
+    assert!(
+        pages
+            .iter()
+            .all(|p| p.query_param("limit").as_deref() == Some("2"))
+    );
+    assert_eq!(pages[0].query_param("continue"), None);
+    assert!(pages[1].query_param("continue").is_some());
+    assert!(pages[2].query_param("continue").is_some());
+    assert_ne!(
+        pages[1].query_param("continue"),
+        pages[2].query_param("continue")
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_json_with_a_failing_test_is_422() {
+    let (emu, k) = setup().await;
+    seed_deployments(&emu, "shop", 1);
+    let err = k.fails(&[
+        "patch", "deployment", "d0000", "-n", "shop", "--type=json", "-p",
+        r#"[{"op":"test","path":"/metadata/resourceVersion","value":"1"},{"op":"add","path":"/metadata/labels/x","value":"y"}]"#,
+    ]);
+    assert!(
+        err.contains("the server rejected our request due to an error in our request"),
+        "{err}"
+    );
+    let patches = emu.requests_for("patch", "deployments");
+    assert_eq!(patches.last().unwrap().status, 422);
+    let ok = k.ok(&[
+        "patch",
+        "deployment",
+        "d0000",
+        "-n",
+        "shop",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"tier":"web"}}}"#,
+    ]);
+    assert!(ok.contains("patched"), "{ok}");
+    let d = emu
+        .get_object("deployments", Some("shop"), "d0000")
+        .unwrap();
+    assert_eq!(d["metadata"]["labels"]["tier"], "web");
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_restart_annotate_scale_set_image_delete() {
+    let (emu, k) = setup().await;
+    seed_deployments(&emu, "shop", 1);
+    k.ok(&["rollout", "restart", "deployment/d0000", "-n", "shop"]);
+    let rollouts = emu.rollouts();
+    assert_eq!(rollouts.len(), 1);
+    assert!(rollouts[0].rolled);
+    assert!(rollouts[0].template_annotations["kubectl.kubernetes.io/restartedAt"].is_string());
+    let restart = emu.requests_for("patch", "deployments");
+    assert_eq!(
+        restart[0].content_type.as_deref(),
+        Some("application/strategic-merge-patch+json")
+    );
+
+    k.ok(&["annotate", "deployment/d0000", "-n", "shop", "team=web"]);
+    k.ok(&["scale", "deployment/d0000", "-n", "shop", "--replicas=4"]);
+    k.ok(&[
+        "set",
+        "image",
+        "deployment/d0000",
+        "-n",
+        "shop",
+        "app=registry.example/app:2",
+    ]);
+    let d = emu
+        .get_object("deployments", Some("shop"), "d0000")
+        .unwrap();
+    assert_eq!(d["metadata"]["annotations"]["team"], "web");
+    assert_eq!(d["spec"]["replicas"], 4);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example/app:2"
+    );
+    assert_eq!(
+        d["status"]["observedGeneration"],
+        d["metadata"]["generation"]
+    );
+    assert_eq!(
+        emu.rollouts().len(),
+        2,
+        "set image rolls, annotate and scale do not"
+    );
+    let status = k.ok(&[
+        "rollout",
+        "status",
+        "deployment/d0000",
+        "-n",
+        "shop",
+        "--timeout=10s",
+    ]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+
+    let out = k.ok(&["delete", "deployment", "d0000", "-n", "shop"]);
+    assert!(out.contains("deleted"), "{out}");
+    assert!(
+        emu.get_object("deployments", Some("shop"), "d0000")
+            .is_none()
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_can_i_answers_from_rbac() {
+    let (emu, k) = setup().await;
+    assert!(
+        k.run(&["auth", "can-i", "delete", "secrets", "-n", "shop"])
+            .status
+            .success()
+    );
+    let bob = k.run(&[
+        "--context",
+        "bob",
+        "auth",
+        "can-i",
+        "patch",
+        "deployments",
+        "-n",
+        "shop",
+    ]);
+    assert!(bob.status.success());
+    let alice = k.run(&[
+        "--context",
+        "alice",
+        "auth",
+        "can-i",
+        "patch",
+        "deployments",
+        "-n",
+        "shop",
+    ]);
+    assert_eq!(alice.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&alice.stdout).trim(), "no");
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_receives_events() {
+    let (emu, k) = setup().await;
+    seed_deployments(&emu, "shop", 1);
+    let mut child = k
+        .command(&[
+            "get",
+            "deployments",
+            "-n",
+            "shop",
+            "--watch",
+            "-o",
+            "json",
+            "--output-watch-events",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let handle = emu.handle();
+    // Wait until the watch request is open, then change the object.
+    emu.wait_for_request(Duration::from_secs(10), |r| r.is("watch", "deployments"))
+        .await
+        .expect("kubectl opened a watch");
+    let mut d = handle
+        .get_object("deployments", Some("shop"), "d0000")
+        .unwrap();
+    d["metadata"]["labels"]["changed"] = json!("yes");
+    handle.put_object(d).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = String::new();
+    while Instant::now() < deadline && !seen.contains("\"MODIFIED\"") {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            seen.push_str(&line);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen.contains("\"ADDED\""), "{seen}");
+    assert!(seen.contains("\"MODIFIED\""), "{seen}");
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_allowed_and_denied() {
+    let emu = start_with(rollsafe_emulator::Emulator::builder().seed_objects(vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "impersonator"},
+               "rules": [{"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "alice-impersonates"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "impersonator"},
+               "subjects": [{"kind": "User", "name": "alice"}]}),
+    ]))
+    .await;
+    let k = Kubectl::new(&emu);
+    seed_deployments(&emu, "shop", 1);
+    // alice may impersonate bob, who may list deployments in shop.
+    let out = k.ok(&[
+        "--context",
+        "alice",
+        "--as",
+        "bob",
+        "--as-group",
+        "ops",
+        "--as-group",
+        "qa",
+        "get",
+        "deployments",
+        "-n",
+        "shop",
+        "-o",
+        "name",
+    ]);
+    assert!(out.contains("deployment.apps/d0000"), "{out}");
+    let entry = emu.requests_for("list", "deployments").pop().unwrap();
+    assert_eq!(entry.user.as_deref(), Some("alice"));
+    assert_eq!(entry.impersonated_user.as_deref(), Some("bob"));
+    assert_eq!(entry.impersonated_groups, vec!["ops", "qa"]);
+    // bob may not impersonate.
+    let err = k.fails(&[
+        "--context",
+        "bob",
+        "--as",
+        "alice",
+        "get",
+        "deployments",
+        "-n",
+        "shop",
+    ]);
+    assert!(
+        err.contains(r#"users "alice" is forbidden: User "bob" cannot impersonate resource "users" in API group "" at the cluster scope"#),
+        "{err}"
+    );
+    // alice impersonating herself-without-rights: RBAC runs for the impersonated user.
+    let err = k.fails(&[
+        "--context",
+        "alice",
+        "--as",
+        "carol",
+        "get",
+        "deployments",
+        "-n",
+        "shop",
+    ]);
+    assert!(
+        err.contains(r#"User "carol" cannot list resource "deployments" in API group "apps" in the namespace "shop""#),
+        "{err}"
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_rbac_is_denied_with_the_real_message() {
+    let (emu, k) = setup().await;
+    let err = k.fails(&["--context", "alice", "get", "secrets", "-n", "shop"]);
+    assert!(
+        err.contains(r#"Error from server (Forbidden): secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "shop""#),
+        "{err}"
+    );
+    let err = k.fails(&[
+        "--context",
+        "alice",
+        "get",
+        "deployment",
+        "web",
+        "-n",
+        "shop",
+    ]);
+    assert!(
+        err.contains(r#"deployments.apps "web" is forbidden: User "alice" cannot get resource "deployments" in API group "apps" in the namespace "shop""#),
+        "{err}"
+    );
+    emu.shutdown().await;
+}
