@@ -13,6 +13,7 @@ mod render;
 mod restart;
 mod restart_consumers;
 mod restart_exit;
+mod sandbox;
 mod serve;
 mod token;
 
@@ -40,6 +41,8 @@ enum Command {
     Render(render::Args),
     /// Request a rollout of a Secret's consumers through a rollsafe server.
     Restart(restart::Args),
+    /// Start an embedded Kubernetes emulator with demo workloads and serve the API against it.
+    Sandbox(sandbox::Args),
     /// Request a rollout of every workload that references a Secret, directly against Kubernetes.
     RestartConsumers(restart_consumers::Args),
     /// Serve the Restart Consumers API.
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Refs(args) => refs::run(args),
         Command::Render(args) => render::run(args),
         Command::Restart(args) => restart::run(args),
+        Command::Sandbox(args) => sandbox::run(args),
         Command::RestartConsumers(args) => restart_consumers::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Token(args) => token::run(args),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use rollsafe_kube::Connection;
-use rollsafe_server::audit::AuditSink;
+use rollsafe_server::audit::{AuditSink, Stream};
 use rollsafe_server::config::{SERVICE_ACCOUNT_NAMESPACE_FILE, ServeArgs, Settings};
 use rollsafe_server::metrics::Metrics;
 use rollsafe_server::{AppState, BoundServer};
@@ -38,14 +38,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => Connection::infer().await,
         }
         .context("cannot connect to Kubernetes")?;
-        let server = bind(settings, connection).await?;
+        let server = bind(settings, connection, Stream::Stdout).await?;
         server.run(shutdown_on_signal()).await;
         Ok(ExitCode::SUCCESS)
     })
 }
 
-/// Builds the state and binds both listeners; logs where they listen.
-pub async fn bind(settings: Settings, connection: Connection) -> anyhow::Result<BoundServer> {
+/// Builds the state and binds both listeners; logs where they listen. Audit lines are printed
+/// to `stream`.
+pub async fn bind(
+    settings: Settings,
+    connection: Connection,
+    stream: Stream,
+) -> anyhow::Result<BoundServer> {
     if settings.admins.is_bootstrap() {
         warn!(
             "KRYPTON_ADMIN_USERS and KRYPTON_ADMIN_GROUPS are empty: every authenticated user is an admin"
@@ -55,7 +60,8 @@ pub async fn bind(settings: Settings, connection: Connection) -> anyhow::Result<
         Some(path) => AuditSink::with_file(path)
             .with_context(|| format!("cannot open the audit file {}", path.display()))?,
         None => AuditSink::stdout(),
-    };
+    }
+    .on(stream);
     let state = Arc::new(AppState::new(settings, connection, audit, Metrics::new()));
     let server = BoundServer::bind(state).await?;
     if let (Some(api), Some(admin)) = (server.api_addr(), server.admin_addr()) {

@@ -1,0 +1,189 @@
+//! `rollsafe sandbox`: the emulator with a demo namespace, and the API server against it.
+//!
+//! The emulator runs in-process with `sandbox/demo.yaml` seeded; the server connects to it as
+//! the emulator's admin, with the restart flag on, impersonation on, namespace scope `demo`, and
+//! admins in group `platform`. Demo users: `alice@example.com` (groups `platform`,
+//! `developers`: admin) and `bob@example.com` (group `developers`: not allowed on the
+//! `payments-key` Secret, whose annotations admit only `platform`).
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rollsafe_emulator::Emulator;
+use rollsafe_kube::Connection;
+use rollsafe_server::audit::Stream;
+use rollsafe_server::config::{AuthMode, SessionSecret};
+use rollsafe_server::session::{self, NewSession};
+use serde_json::json;
+use tracing::warn;
+
+use crate::process;
+
+/// The demo namespace.
+pub const NAMESPACE: &str = "demo";
+/// The demo objects.
+const DEMO: &str = include_str!("sandbox/demo.yaml");
+/// Lifetime of the printed tokens.
+const TOKEN_TTL: Duration = Duration::from_secs(8 * 3_600);
+
+/// Start an embedded Kubernetes emulator with demo workloads and serve the API against it.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address of the API listener (loopback).
+    #[arg(
+        long,
+        env = "ROLLSAFE_SANDBOX_LISTEN",
+        default_value = "127.0.0.1:8080"
+    )]
+    listen: SocketAddr,
+    /// Print exactly one JSON line (`url`, `token`, `kubeconfig`, `namespace`) on stdout once
+    /// ready; everything else goes to stderr.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    process::init_logging();
+    anyhow::ensure!(
+        args.listen.ip().is_loopback(),
+        "--listen must be a loopback address: the sandbox has no real authentication secret"
+    );
+    process::runtime()?.block_on(sandbox(args))
+}
+
+async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
+    let emulator = Emulator::builder()
+        .seed_yaml(DEMO)
+        .context("the demo objects")?
+        .start("127.0.0.1:0".parse()?)
+        .await
+        .context("cannot start the emulator")?;
+    let dir = tempfile::Builder::new()
+        .prefix("rollsafe-sandbox-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    emulator
+        .write_kubeconfig(&kubeconfig)
+        .context("cannot write the kubeconfig")?;
+
+    let secret = SessionSecret::new(format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let settings = rollsafe_server::config::Settings {
+        listen: args.listen,
+        admin_listen: SocketAddr::new(args.listen.ip(), 0),
+        kubeconfig: Some(kubeconfig.clone()),
+        context: None,
+        audit_file: None,
+        restart_enabled: true,
+        scope: rollsafe_server::config::Scope::Namespace,
+        server_namespace: NAMESPACE.to_owned(),
+        admins: rollsafe_server::config::Admins {
+            users: Vec::new(),
+            groups: vec!["platform".to_owned()],
+        },
+        access_configmap: "krypton-access".to_owned(),
+        annotation_prefix: "krypton.io".to_owned(),
+        impersonation: true,
+        auth: AuthMode::Session {
+            secret: secret.clone(),
+            max_age: TOKEN_TTL,
+        },
+    };
+    let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
+        .await
+        .context("cannot connect to the emulator")?;
+    // With --json, stdout carries exactly one line: audit lines go to stderr.
+    let stream = if args.json {
+        Stream::Stderr
+    } else {
+        Stream::Stdout
+    };
+    let server = crate::serve::bind(settings, connection, stream).await?;
+    let url = format!(
+        "http://{}",
+        server
+            .api_addr()
+            .context("the API listener has no address")?
+    );
+    let mint = |email: &str, groups: &[&str]| {
+        session::mint(
+            &NewSession {
+                sub: None,
+                email: email.to_owned(),
+                name: None,
+                groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+                ttl: TOKEN_TTL,
+            },
+            &secret,
+            session::now(),
+        )
+    };
+    let alice =
+        mint("alice@example.com", &["platform", "developers"]).context("cannot mint a token")?;
+    let bob = mint("bob@example.com", &["developers"]).context("cannot mint a token")?;
+
+    if args.json {
+        let line = json!({
+            "url": url,
+            "token": alice,
+            "kubeconfig": kubeconfig,
+            "namespace": NAMESPACE,
+        });
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{line}")?;
+        stdout.flush()?;
+    } else {
+        eprintln!(
+            "{}",
+            banner(
+                &url,
+                &alice,
+                &bob,
+                &kubeconfig.display().to_string(),
+                &emulator.url()
+            )
+        );
+    }
+
+    server
+        .run(async {
+            if let Err(error) = process::wait_for_signal().await {
+                warn!(error = %error, "cannot wait for signals; shutting down");
+            }
+        })
+        .await;
+    emulator.shutdown().await;
+    drop(dir);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn banner(url: &str, alice: &str, bob: &str, kubeconfig: &str, emulator: &str) -> String {
+    format!(
+        r#"
+rollsafe sandbox is ready.
+
+  API         {url}
+  Kubernetes  {emulator}   (kubectl --kubeconfig {kubeconfig} get deploy,sts,ds -n {NAMESPACE})
+
+Token for alice@example.com (groups platform, developers — an admin):
+  export ROLLSAFE_TOKEN={alice}
+Token for bob@example.com (group developers — not allowed on payments-key):
+  export BOB_TOKEN={bob}
+
+Try:
+  curl -s -X POST -H "Authorization: Bearer $ROLLSAFE_TOKEN" {url}/api/namespaces/{NAMESPACE}/secrets/db-credentials/restart-consumers
+  cargo run -q -p rollsafe -- restart --server {url} {NAMESPACE}/db-credentials
+  cargo run -q -p rollsafe -- restart --server {url} --token "$BOB_TOKEN" {NAMESPACE}/payments-key    # 403 by the ACL
+  cargo run -q -p rollsafe -- restart --server {url} {NAMESPACE}/db-credentials-v1                   # a history snapshot: 404
+
+Press Ctrl-C to stop.
+"#
+    )
+}
