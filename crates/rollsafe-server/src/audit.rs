@@ -180,16 +180,27 @@ pub enum AuditError {
     Task,
 }
 
-/// Where audit lines go: stdout, and the file when one is configured.
+/// The stream audit lines are printed to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output (the default).
+    #[default]
+    Stdout,
+    /// Standard error, when stdout is reserved for something else (`rollsafe sandbox --json`).
+    Stderr,
+}
+
+/// Where audit lines go: a standard stream, and the file when one is configured.
 #[derive(Debug, Clone, Default)]
 pub struct AuditSink {
+    stream: Stream,
     file: Option<Arc<Mutex<File>>>,
 }
 
 impl AuditSink {
     /// Stdout only.
     pub fn stdout() -> Self {
-        Self { file: None }
+        Self::default()
     }
 
     /// Stdout and an append-only file.
@@ -200,21 +211,32 @@ impl AuditSink {
             .open(path)
             .map_err(AuditError::Open)?;
         Ok(Self {
+            stream: Stream::Stdout,
             file: Some(Arc::new(Mutex::new(file))),
         })
     }
 
-    /// Writes a line to stdout and, durably, to the file.
+    /// The same sink, printing to `stream`.
+    pub fn on(mut self, stream: Stream) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Writes a line to the stream and, durably, to the file.
     pub async fn write(&self, line: &AuditLine) -> Result<(), AuditError> {
         let mut text = serde_json::to_string(line).map_err(|_| AuditError::Task)?;
         text.push('\n');
-        {
-            let mut stdout = std::io::stdout().lock();
-            // Stdout is best-effort: a closed pipe must not fail the request.
-            let _ = stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush());
-        }
+        // The stream is best-effort: a closed pipe must not fail the request.
+        let _ = match self.stream {
+            Stream::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes()).and_then(|()| out.flush())
+            }
+            Stream::Stderr => {
+                let mut out = std::io::stderr().lock();
+                out.write_all(text.as_bytes()).and_then(|()| out.flush())
+            }
+        };
         let Some(file) = self.file.clone() else {
             return Ok(());
         };
