@@ -1,0 +1,263 @@
+//! `rollsafe consumers` and `rollsafe restart-consumers` against an in-process emulator.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
+use serde_json::{Value, json};
+
+const NS: &str = "shop";
+
+struct Env {
+    emu: RunningEmulator,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+    // Last: the emulator's runtime outlives the emulator.
+    _runtime: tokio::runtime::Runtime,
+}
+
+fn workload(kind: &str, name: &str, secret: Option<&str>) -> Value {
+    let mut spec = json!({"containers": [{"name": "app", "image": "registry.example/app:1"}]});
+    if let Some(secret) = secret {
+        spec["containers"][0]["envFrom"] = json!([{"secretRef": {"name": secret}}]);
+    }
+    let mut object = json!({
+        "apiVersion": "apps/v1", "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}
+        }
+    });
+    if kind == "StatefulSet" {
+        object["spec"]["serviceName"] = json!(name);
+    }
+    object
+}
+
+fn start() -> Env {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let seeds = vec![
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "db-creds", "namespace": NS},
+               "stringData": {"password": "not-a-real-password"}}),
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "unused", "namespace": NS}}),
+        workload("Deployment", "api", Some("db-creds")),
+        workload("Deployment", "web", None),
+        workload("StatefulSet", "worker", Some("db-creds")),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "restarter", "namespace": NS},
+            "rules": [{"apiGroups": ["apps"],
+                       "resources": ["deployments", "statefulsets", "daemonsets"],
+                       "verbs": ["list", "patch"]},
+                      {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "restarter", "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "restarter"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]
+        }),
+    ];
+    let emu = runtime
+        .block_on(
+            Emulator::builder()
+                .seed_objects(seeds)
+                .start("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    emu.write_kubeconfig(&kubeconfig).unwrap();
+    Env {
+        emu,
+        kubeconfig,
+        _dir: dir,
+        _runtime: runtime,
+    }
+}
+
+impl Env {
+    fn rollsafe(&self, args: &[&str]) -> (i32, Value, String) {
+        let output = Command::cargo_bin("rollsafe")
+            .unwrap()
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .env_remove("RUST_LOG")
+            .env_remove("ROLLSAFE_ANNOTATION")
+            .output()
+            .unwrap();
+        let stdout = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (
+            output.status.code().unwrap_or(-1),
+            stdout,
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    fn annotations(&self, resource: &str, name: &str) -> Value {
+        self.emu
+            .get_object(resource, Some(NS), name)
+            .unwrap()
+            .pointer("/spec/template/metadata/annotations")
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+}
+
+#[test]
+fn consumers_prints_inventories_and_matches_and_patches_nothing() {
+    let env = start();
+    let (code, out, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        json!({
+            "namespace": "shop",
+            "secret": "db-creds",
+            "inventories": {
+                "Deployment": {"complete": true},
+                "StatefulSet": {"complete": true},
+                "DaemonSet": {"complete": true}
+            },
+            "workloads": [
+                {"kind": "Deployment", "name": "api", "references": [
+                    {"kind": "Secret", "name": "db-creds", "via": "envFrom",
+                     "containerList": "container", "container": "app", "optional": false}
+                ]},
+                {"kind": "StatefulSet", "name": "worker", "references": [
+                    {"kind": "Secret", "name": "db-creds", "via": "envFrom",
+                     "containerList": "container", "container": "app", "optional": false}
+                ]}
+            ]
+        })
+    );
+    assert!(env.emu.requests().iter().all(|r| r.method == "GET"));
+
+    env.emu
+        .add_fault(Fault::on("list", "statefulsets").then(FaultAction::status(403)));
+    let (code, out, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out["inventories"]["StatefulSet"],
+        json!({"complete": false, "code": "forbidden", "httpStatus": 403})
+    );
+    assert_eq!(out["workloads"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn restart_consumers_exit_codes_follow_the_status() {
+    let env = start();
+    // requested → 0, the exact API body on stdout.
+    let (code, out, _) = env.rollsafe(&["restart-consumers", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "requested");
+    assert_eq!(
+        out["requested"],
+        json!([{"kind": "Deployment", "name": "api"}, {"kind": "StatefulSet", "name": "worker"}])
+    );
+    assert!(out.get("error").is_none());
+    let stamp = env.annotations("deployments", "api")["krypton.io/restarted-at"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(stamp.len(), "2026-11-29T18:00:00.123Z".len());
+    assert!(stamp.ends_with('Z'));
+    assert_eq!(
+        env.annotations("statefulsets", "worker")["krypton.io/restarted-at"],
+        json!(stamp),
+        "one timestamp per run"
+    );
+
+    // no_targets → 0.
+    let (code, out, _) = env.rollsafe(&["restart-consumers", "-n", NS, "unused"]);
+    assert_eq!((code, out["status"].clone()), (0, json!("no_targets")));
+
+    // partial → 2.
+    env.emu
+        .add_fault(Fault::on("patch", "statefulsets").then(FaultAction::status(409)));
+    let (code, out, _) = env.rollsafe(&["restart-consumers", "-n", NS, "db-creds"]);
+    assert_eq!((code, out["status"].clone()), (2, json!("partial")));
+    assert_eq!(out["failures"][0]["code"], "conflict");
+
+    // failed → 3, with `error`.
+    env.emu.add_fault(
+        Fault::on("patch", "*")
+            .times(2)
+            .then(FaultAction::status(500)),
+    );
+    let (code, out, _) = env.rollsafe(&["restart-consumers", "-n", NS, "db-creds"]);
+    assert_eq!((code, out["status"].clone()), (3, json!("failed")));
+    assert_eq!(out["error"], out["message"]);
+}
+
+#[test]
+fn preflight_errors_exit_1_before_anything_is_listed() {
+    let env = start();
+    let (code, out, stderr) = env.rollsafe(&["restart-consumers", "-n", NS, "missing"]);
+    assert_eq!(code, 1);
+    assert_eq!(out, Value::Null);
+    assert!(stderr.contains("not found"), "{stderr}");
+    let (code, _, stderr) = env.rollsafe(&[
+        "restart-consumers",
+        "-n",
+        NS,
+        "db-creds",
+        "--annotation",
+        "Not A Key",
+    ]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("annotation"), "{stderr}");
+    let (code, _, _) = env.rollsafe(&["restart-consumers", "-n", "Bad_NS", "db-creds"]);
+    assert_eq!(code, 1);
+    assert!(
+        env.emu
+            .requests()
+            .iter()
+            .all(|r| r.verb.as_deref() == Some("get")),
+        "only the Secret read"
+    );
+}
+
+#[test]
+fn annotation_and_identity_options() {
+    let env = start();
+    let (code, out, _) = env.rollsafe(&[
+        "restart-consumers",
+        "-n",
+        NS,
+        "db-creds",
+        "--annotation",
+        "example.com/rolled-at",
+        "--as",
+        "ada@example.com",
+        "--as-group",
+        "devs",
+        "--as-group",
+        "ops",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        env.annotations("deployments", "api")
+            .get("example.com/rolled-at")
+            .is_some()
+    );
+    let requests = env.emu.requests();
+    assert_eq!(requests.len(), 1 + 3 + 2);
+    for request in requests {
+        assert_eq!(
+            request.impersonated_user.as_deref(),
+            Some("ada@example.com")
+        );
+        assert_eq!(request.impersonated_groups, ["devs", "ops"]);
+    }
+}
