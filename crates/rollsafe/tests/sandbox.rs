@@ -1,0 +1,272 @@
+//! `rollsafe sandbox --json` as a user runs it: one JSON line on stdout, a restart end to end
+//! through the HTTP API and `rollsafe restart`, the rollouts recorded by the embedded emulator
+//! (read with real kubectl), a clean exit on SIGTERM — and nothing secret in any output.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn rollsafe() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("rollsafe")
+}
+
+fn kubectl() -> PathBuf {
+    if let Some(path) = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("kubectl"))
+        .find(|p| p.is_file())
+    {
+        return path;
+    }
+    let fallback = PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl");
+    assert!(
+        fallback.is_file(),
+        "kubectl is required: not on PATH nor at {}",
+        fallback.display()
+    );
+    fallback
+}
+
+struct Sandbox {
+    child: Child,
+    ready: Value,
+    stdout_rest: mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+fn start() -> Sandbox {
+    let mut child = Command::new(rollsafe())
+        .args(["sandbox", "--listen", "127.0.0.1:0", "--json"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(DEADLINE)
+        .expect("the sandbox printed its ready line");
+    let ready: Value = serde_json::from_str(&first).unwrap();
+    Sandbox {
+        child,
+        ready,
+        stdout_rest: rx,
+        stderr,
+    }
+}
+
+fn run(program: &PathBuf, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(program).args(args).output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn sandbox_end_to_end() {
+    let mut sandbox = start();
+    let ready = sandbox.ready.clone();
+    let keys: Vec<_> = ready.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["url", "token", "kubeconfig", "namespace"]);
+    let url = ready["url"].as_str().unwrap();
+    let token = ready["token"].as_str().unwrap();
+    let kubeconfig = ready["kubeconfig"].as_str().unwrap();
+    assert_eq!(ready["namespace"], "demo");
+
+    let (code, stdout, stderr) = run(
+        &rollsafe(),
+        &[
+            "restart",
+            "--server",
+            url,
+            "--token",
+            token,
+            "demo/db-credentials",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let result: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(result["status"], "requested");
+    let requested: Vec<_> = result["requested"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            format!(
+                "{}/{}",
+                w["kind"].as_str().unwrap(),
+                w["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        requested,
+        [
+            "Deployment/api-server",
+            "Deployment/batch-reports",
+            "StatefulSet/worker",
+            "DaemonSet/log-agent"
+        ]
+    );
+
+    // The history snapshot answers like a missing Secret; the ACL refuses bob on payments-key.
+    let (code, _, stderr) = run(
+        &rollsafe(),
+        &[
+            "restart",
+            "--server",
+            url,
+            "--token",
+            token,
+            "demo/db-credentials-v1",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("HTTP 404: Secret \"db-credentials-v1\" not found"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run(
+        &rollsafe(),
+        &["restart", "--server", url, "demo/db-credentials"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("HTTP 401: Authentication required"),
+        "{stderr}"
+    );
+
+    // The emulator recorded the rollouts; the paused Deployment's template changed without rolling.
+    let (code, rollouts, stderr) = run(
+        &kubectl(),
+        &[
+            "--kubeconfig",
+            kubeconfig,
+            "get",
+            "--raw",
+            "/_emulator/rollouts",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let rollouts: Value = serde_json::from_str(&rollouts).unwrap();
+    let summary: Vec<_> = rollouts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["rolled"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(summary.len(), 4);
+    assert!(
+        summary.contains(&("batch-reports".to_owned(), false)),
+        "{summary:?}"
+    );
+    assert!(
+        summary.contains(&("api-server".to_owned(), true)),
+        "{summary:?}"
+    );
+    let (code, annotation, _) = run(
+        &kubectl(),
+        &[
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            "demo",
+            "get",
+            "deployment",
+            "api-server",
+            "-o",
+            "jsonpath={.spec.template.metadata.annotations.krypton\\.io/restarted-at}",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        annotation.ends_with('Z') && annotation.len() == 24,
+        "{annotation}"
+    );
+    let (_, uids, _) = run(
+        &kubectl(),
+        &[
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            "demo",
+            "get",
+            "deploy,sts,ds,secrets",
+            "-o",
+            "jsonpath={.items[*].metadata.uid}",
+        ],
+    );
+    let uids: Vec<String> = uids.split_whitespace().map(str::to_owned).collect();
+    assert!(uids.len() >= 10);
+
+    // SIGTERM: a clean exit, within a deadline.
+    let status = Command::new("kill")
+        .args(["-TERM", &sandbox.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(exit) = sandbox.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(started.elapsed() < DEADLINE, "the sandbox did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit:?}");
+    let extra_stdout: Vec<String> = sandbox.stdout_rest.try_iter().collect();
+    assert!(
+        extra_stdout.is_empty(),
+        "stdout must hold exactly one line: {extra_stdout:?}"
+    );
+    let stderr = sandbox.stderr.join().unwrap();
+    assert!(
+        stderr.contains("\"action\":\"secret.restart\""),
+        "audit lines go to stderr with --json"
+    );
+    assert!(stderr.contains("\"result\":\"allow\""));
+
+    // Nothing secret anywhere: Secret values, the token, uids.
+    let everything = format!("{stdout}\n{stderr}\n{}", extra_stdout.join("\n"));
+    for forbidden in [
+        "sandbox-password-not-a-real-one",
+        "an-older-sandbox-password",
+        "sandbox-payments-key",
+        "sandbox-certificate",
+        token,
+    ] {
+        assert!(!everything.contains(forbidden), "leaked {forbidden}");
+    }
+    for uid in &uids {
+        assert!(!everything.contains(uid.as_str()), "leaked a uid");
+    }
+}
