@@ -200,7 +200,7 @@ fn route(
             let mut stored = Vec::new();
             for obj in objects {
                 stored.push(handle.put_object(obj).map_err(|e| match e {
-                    crate::EmulatorError::Api(api) => api,
+                    crate::EmulatorError::Api(api) => *api,
                     other => ApiError::bad_request(&other.to_string()),
                 })?);
             }
@@ -212,7 +212,7 @@ fn route(
             handle
                 .delete_object(resources::def(res).plural, ns_opt, &name)
                 .map_err(|e| match e {
-                    crate::EmulatorError::Api(api) => api,
+                    crate::EmulatorError::Api(api) => *api,
                     other => ApiError::bad_request(&other.to_string()),
                 })?;
             Ok(ok())

@@ -995,10 +995,10 @@ fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     Ok(resp)
 }
 
+type FrameStream<S> = futures::stream::Map<S, fn(Bytes) -> Result<Frame<Bytes>, Infallible>>;
+
 trait MapOkFrames: futures::Stream<Item = Bytes> + Sized {
-    fn map_ok_frames(
-        self,
-    ) -> futures::stream::Map<Self, fn(Bytes) -> Result<Frame<Bytes>, Infallible>> {
+    fn map_ok_frames(self) -> FrameStream<Self> {
         futures::StreamExt::map(self, |b| Ok(Frame::data(b)))
     }
 }
@@ -1349,7 +1349,7 @@ fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let mut obj = if crate::proto::is_protobuf(&c.content_type) {
         crate::proto::decode_access_review(c.body)
             .filter(|_| c.info.res != ids::TOKENREVIEWS)
-            .ok_or_else(|| unsupported_body())?
+            .ok_or_else(unsupported_body)?
     } else {
         parse_object(c.body)?
     };

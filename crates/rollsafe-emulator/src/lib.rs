@@ -153,7 +153,7 @@ pub enum EmulatorError {
         /// Its name.
         name: String,
         /// Why.
-        source: ApiError,
+        source: Box<ApiError>,
     },
     /// An identity is invalid (reserved name, duplicate token, empty token).
     #[error("identity {name:?}: {reason}")]
@@ -168,7 +168,7 @@ pub enum EmulatorError {
     UnknownResource(String),
     /// A write was refused, as the API would refuse it.
     #[error("{0}")]
-    Api(#[from] ApiError),
+    Api(Box<ApiError>),
     /// TLS could not be set up.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -180,6 +180,12 @@ pub enum EmulatorError {
         /// Cause.
         source: std::io::Error,
     },
+}
+
+impl From<ApiError> for EmulatorError {
+    fn from(e: ApiError) -> Self {
+        Self::Api(Box::new(e))
+    }
 }
 
 /// Entry point: `Emulator::builder()`.
@@ -350,7 +356,7 @@ fn load_base(store: &mut Store, seeds: &[Value]) -> Result<(), EmulatorError> {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string(),
-                source,
+                source: Box::new(source),
             })?;
     }
     Ok(())

@@ -334,7 +334,7 @@ fn merge_list(out: &mut Map<String, Value>, field: &str, items: &[Value]) {
     }
 }
 
-fn reorder(list: &mut Vec<Value>, order: &[Value], mkey: Option<&str>) {
+fn reorder(list: &mut [Value], order: &[Value], mkey: Option<&str>) {
     let position = |v: &Value| -> usize {
         let id = match mkey {
             Some(k) => key_of(v, k),
