@@ -156,6 +156,13 @@ pub struct Match {
     pub(crate) object: Value,
 }
 
+impl Match {
+    /// The listed object, as inspected.
+    pub fn object(&self) -> &Value {
+        &self.object
+    }
+}
+
 /// How far one kind's inventory got.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InventoryStatus {
