@@ -10,6 +10,8 @@
 //!
 //! Run: `cargo bench -p rollsafe-server --bench load`
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,6 +1,8 @@
 //! The Restart Consumers API against the emulator: gate order, ACL, scope, visibility,
 //! impersonation, audit, caching headers and the sanitized 500.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -14,7 +14,7 @@ pub const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
 pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<Vec<Manifest>> {
     let stdin = [PathBuf::from("-")];
     let paths = if paths.is_empty() { &stdin[..] } else { paths };
-    paths.iter().map(|path| read_one(path)).collect()
+    paths.iter().map(read_one).collect()
 }
 
 fn read_one(path: &PathBuf) -> anyhow::Result<Manifest> {

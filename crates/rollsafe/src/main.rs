@@ -29,6 +29,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process; the size difference between variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show which workloads reference a Secret, patching nothing (dry run of restart-consumers).

@@ -1,5 +1,7 @@
 //! `rollsafe refs` against the real manifests in the shared fixtures.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use assert_cmd::Command;

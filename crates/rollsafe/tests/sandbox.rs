@@ -2,6 +2,8 @@
 //! through the HTTP API and `rollsafe restart`, the rollouts recorded by the embedded emulator
 //! (read with real kubectl), a clean exit on SIGTERM — and nothing secret in any output.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
