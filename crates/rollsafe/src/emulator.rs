@@ -11,6 +11,8 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use rollsafe_emulator::{Emulator, Identity};
 
+use crate::process;
+
 /// Run a Kubernetes API emulator (for tests and the sandbox).
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -35,13 +37,7 @@ pub struct Args {
 
 /// Runs the emulator until SIGTERM or SIGINT.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
+    process::init_logging();
     if !args.listen.ip().is_loopback() {
         bail!("--listen must be a loopback address, not {}", args.listen);
     }
@@ -64,11 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         builder = builder.identities(identities);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(serve(builder, args))
+    process::runtime()?.block_on(serve(builder, args))
 }
 
 async fn serve(
@@ -96,28 +88,9 @@ async fn serve(
         writeln!(stdout, "{ready}").context("cannot write to stdout")?;
         stdout.flush().context("cannot write to stdout")?;
     }
-    wait_for_signal().await?;
+    process::wait_for_signal().await?;
     tracing::info!("shutting down");
     emulator.shutdown().await;
     drop(temp_dir);
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(unix)]
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-async fn wait_for_signal() -> anyhow::Result<()> {
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot listen for Ctrl-C")
 }
