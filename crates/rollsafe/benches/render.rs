@@ -24,7 +24,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 const COMPONENTS: usize = 200;
-const RUNS: usize = 7;
+const RUNS: usize = 5;
 
 fn generate() -> String {
     let mut out = String::new();
@@ -45,7 +45,7 @@ fn generate() -> String {
             out.push_str(&format!(
                 "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-{c}-config-{i}\n  namespace: {ns}\n  labels:\n    app: app-{c}\ndata:\n  app.properties: |\n"
             ));
-            for line in filler(c * 10 + i, 9_000).lines() {
+            for line in filler(c * 10 + i, 10_000).lines() {
                 out.push_str("    ");
                 out.push_str(line);
                 out.push('\n');
@@ -155,6 +155,40 @@ fn main() {
     println!(
         "referenced mode render (+previous): {referenced_time:>8.2?}  ratio {:.3}",
         referenced_time.as_secs_f64() / baseline.as_secs_f64()
+    );
+
+    // The engine alone (plan + apply on already parsed streams), against the same baseline.
+    let parsed_previous = Manifest::parse(&previous).expect("previous parses");
+    let engine = |settings: &Settings, previous: Option<&Manifest>| {
+        let mut manifest = manifest.clone();
+        let updates = {
+            let objects: Vec<&Value> = manifest.objects().map(|(_, o)| o).collect();
+            let previous: Option<Vec<&Value>> =
+                previous.map(|m| m.objects().map(|(_, o)| o).collect());
+            render::plan(&objects, previous.as_deref(), settings).expect("render succeeds")
+        };
+        let mut pending = updates.iter().peekable();
+        for (index, (_, object)) in manifest.objects_mut().enumerate() {
+            while let Some(update) = pending.next_if(|u| u.index == index) {
+                update.apply(object).expect("apply succeeds");
+            }
+        }
+        black_box(manifest);
+    };
+    let clone_only = measure(|| {
+        black_box(manifest.clone());
+    });
+    let engine_default = measure(|| engine(&default, None));
+    let engine_referenced = measure(|| engine(&referenced, Some(&parsed_previous)));
+    println!(
+        "engine only, default (plan + apply):    {:>8.2?}  ratio {:.4}",
+        engine_default.saturating_sub(clone_only),
+        engine_default.saturating_sub(clone_only).as_secs_f64() / baseline.as_secs_f64()
+    );
+    println!(
+        "engine only, referenced (plan + apply): {:>8.2?}  ratio {:.4}",
+        engine_referenced.saturating_sub(clone_only),
+        engine_referenced.saturating_sub(clone_only).as_secs_f64() / baseline.as_secs_f64()
     );
 
     // The hash alone, over every resource of the stream.
