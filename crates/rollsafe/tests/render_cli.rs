@@ -1,5 +1,6 @@
 //! `rollsafe render` end to end: golden transcripts (exit code, stdout, stderr) of the binary
 //! over the input files in `tests/render/`, pinned as snapshots in `tests/render/snapshots/`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
