@@ -12,7 +12,8 @@
 //! (YAML types are kept: an unquoted `true` is a boolean). [`Manifest::to_yaml`] writes the
 //! documents back in the same order and shape. Comments and formatting are not preserved.
 //!
-//! Error messages carry the document number and a line/column, never a snippet of the input:
+//! Error messages carry the document number and a line/column in the whole stream, never a
+//! snippet of the input:
 //! a manifest may hold Secret data.
 
 mod error;
@@ -66,12 +67,12 @@ impl Manifest {
         let mut documents = Vec::new();
         for (position, source) in split::documents(text).into_iter().enumerate() {
             let number = position + 1;
-            let value: Value = if split::is_blank(&source) {
+            let value: Value = if split::is_blank(&source.text) {
                 Value::Null
             } else {
-                serde_saphyr::from_str(&source).map_err(|error| ManifestError::Yaml {
+                serde_saphyr::from_str(&source.text).map_err(|error| ManifestError::Yaml {
                     document: number,
-                    line: error.location().map(|l| l.line()),
+                    line: error.location().map(|l| l.line() + source.first_line),
                     column: error.location().map(|l| l.column()),
                 })?
             };
@@ -293,6 +294,10 @@ mod tests {
             panic!("unexpected {error:?}")
         };
         assert_eq!(document, 3);
+        let ManifestError::Yaml { line, .. } = error.clone() else {
+            unreachable!()
+        };
+        assert_eq!(line, Some(5), "lines count from the start of the stream");
         assert!(!error.to_string().contains("secret-value"), "{error}");
     }
 

@@ -2,31 +2,47 @@
 //!
 //! In YAML 1.2 a line that starts with `---` or `...` followed by whitespace or the end of the
 //! line is always a document marker; it cannot occur inside any scalar. Splitting lines there is
-//! therefore exact, and lets errors name their document. Lines of later documents are padded
-//! with blank lines so that parser line numbers stay those of the whole stream.
+//! therefore exact, and lets errors name their document.
 
-/// The documents of a stream, each padded with leading newlines to its original line offset.
-pub(crate) fn documents(text: &str) -> Vec<String> {
+/// One document's text and the 0-based line of the stream it starts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Source {
+    /// Lines before the document in the stream (added to parser line numbers).
+    pub(crate) first_line: u64,
+    /// The document's text.
+    pub(crate) text: String,
+}
+
+/// The documents of a stream, in order.
+pub(crate) fn documents(text: &str) -> Vec<Source> {
     let mut documents = Vec::new();
-    let mut current = String::new();
+    let mut current = Source {
+        first_line: 0,
+        text: String::new(),
+    };
     let mut started = false; // whether the current document holds anything, marker included
-    for (line_number, line) in text.split_inclusive('\n').enumerate() {
+    for (line_number, line) in (0u64..).zip(text.split_inclusive('\n')) {
         if let Some(rest) = marker(line, "---") {
-            if started || !is_blank(&current) {
-                documents.push(std::mem::take(&mut current));
+            if started || !is_blank(&current.text) {
+                documents.push(current);
             }
-            current = "\n".repeat(line_number);
-            current.push_str(rest);
+            current = Source {
+                first_line: line_number,
+                text: rest.to_owned(),
+            };
             started = true;
         } else if marker(line, "...").is_some() {
-            documents.push(std::mem::take(&mut current));
-            current = "\n".repeat(line_number + 1);
+            documents.push(current);
+            current = Source {
+                first_line: line_number + 1,
+                text: String::new(),
+            };
             started = false;
         } else {
-            current.push_str(line);
+            current.text.push_str(line);
         }
     }
-    if started || !is_blank(&current) || documents.is_empty() {
+    if started || !is_blank(&current.text) || documents.is_empty() {
         documents.push(current);
     }
     documents
@@ -58,8 +74,10 @@ mod tests {
     fn splits_at_markers_only() {
         let docs = documents("a: 1\n---\nb: |\n  ---x\n  --- not a marker\n--- c: 2\n...\n");
         assert_eq!(docs.len(), 3, "{docs:?}");
-        assert!(docs[1].contains("--- not a marker"));
-        assert_eq!(docs[2].trim(), "c: 2");
+        assert!(docs[1].text.contains("--- not a marker"));
+        assert_eq!(docs[1].first_line, 1);
+        assert_eq!(docs[2].text.trim(), "c: 2");
+        assert_eq!(docs[2].first_line, 5);
     }
 
     #[test]
@@ -67,5 +85,13 @@ mod tests {
         assert_eq!(documents("---\na: 1\n").len(), 1);
         assert_eq!(documents("# c\n---\na: 1\n").len(), 1);
         assert_eq!(documents("").len(), 1);
+    }
+
+    #[test]
+    fn linear_in_the_number_of_documents() {
+        let stream = "a: 1\n---\n".repeat(50_000);
+        let docs = documents(&stream);
+        assert_eq!(docs.len(), 50_001);
+        assert_eq!(docs[49_999].first_line, 99_997);
     }
 }

@@ -1,38 +1,48 @@
 //! Reading manifest streams from files or stdin.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use rollsafe_manifest::Manifest;
 
-/// The largest manifest stream read from one input.
+/// The largest manifest stream read from one input; a larger one is an error, never cut short.
 pub const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Reads and parses every input, in order; no paths (or `-`) means stdin. An error names the input and,
-/// for invalid YAML, the document.
-pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<Vec<Manifest>> {
-    let stdin = [PathBuf::from("-")];
-    let paths = if paths.is_empty() { &stdin[..] } else { paths };
-    paths.iter().map(read_one).collect()
+/// One parsed input.
+#[derive(Debug)]
+pub struct Input {
+    /// How messages name it: the path, or `<stdin>`.
+    pub label: String,
+    /// The parsed stream.
+    pub manifest: Manifest,
 }
 
-fn read_one(path: &PathBuf) -> anyhow::Result<Manifest> {
-    let (label, text) = if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .take(MAX_INPUT_BYTES)
-            .read_to_string(&mut text)
-            .context("<stdin>: cannot read")?;
-        ("<stdin>".to_owned(), text)
+/// Reads and parses the inputs in order; none (or `-`) means stdin. An error names the input
+/// and, for invalid YAML, the document.
+pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<Vec<Input>> {
+    let stdin = [PathBuf::from("-")];
+    let paths = if paths.is_empty() { &stdin[..] } else { paths };
+    paths.iter().map(|path| read_one(path)).collect()
+}
+
+/// Reads and parses one input: a file, or stdin for `-`.
+pub fn read_one(path: &Path) -> anyhow::Result<Input> {
+    let (label, reader): (String, Box<dyn Read>) = if path.as_os_str() == "-" {
+        ("<stdin>".to_owned(), Box::new(std::io::stdin()))
     } else {
         let label = path.display().to_string();
         let file = std::fs::File::open(path).with_context(|| format!("{label}: cannot open"))?;
-        let mut text = String::new();
-        file.take(MAX_INPUT_BYTES)
-            .read_to_string(&mut text)
-            .with_context(|| format!("{label}: cannot read"))?;
-        (label, text)
+        (label, Box::new(file))
     };
-    Manifest::parse(&text).with_context(|| label.clone())
+    let mut text = String::new();
+    reader
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("{label}: cannot read (is it UTF-8 text?)"))?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        anyhow::bail!("{label}: larger than {MAX_INPUT_BYTES} bytes");
+    }
+    let manifest = Manifest::parse(&text).with_context(|| label.clone())?;
+    Ok(Input { label, manifest })
 }

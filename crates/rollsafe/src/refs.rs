@@ -67,10 +67,10 @@ impl WorkloadReferences {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let manifests = input::read_all(&args.files)?;
-    let workloads: Vec<WorkloadReferences> = manifests
+    let inputs = input::read_all(&args.files)?;
+    let workloads: Vec<WorkloadReferences> = inputs
         .iter()
-        .flat_map(|manifest| manifest.objects())
+        .flat_map(|input| input.manifest.objects())
         .filter_map(|(_, object)| WorkloadReferences::of(object))
         .collect();
     let mut out = std::io::stdout().lock();

@@ -13,49 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+
+use crate::input;
 use rollsafe_core::render::{self, FingerprintKey, Settings, WorkloadType, patch, setting};
 use rollsafe_manifest::{Manifest, Position};
 use serde_json::Value;
 
 /// The largest key file read.
 const MAX_KEY_BYTES: u64 = 64 * 1024;
-/// The largest manifest stream read from one input.
-const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
-
-/// One parsed input.
-struct Input {
-    /// How messages name it: the path, or `<stdin>`.
-    label: String,
-    manifest: Manifest,
-}
-
-/// Reads and parses the inputs in order; none (or `-`) means stdin.
-fn read_inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<Input>> {
-    let stdin = [PathBuf::from("-")];
-    let paths = if paths.is_empty() { &stdin[..] } else { paths };
-    paths.iter().map(|path| read_input(path)).collect()
-}
-
-fn read_input(path: &Path) -> anyhow::Result<Input> {
-    let (label, reader): (String, Box<dyn Read>) = if path.as_os_str() == "-" {
-        ("<stdin>".to_owned(), Box::new(std::io::stdin()))
-    } else {
-        let label = path.display().to_string();
-        let file = std::fs::File::open(path).with_context(|| format!("{label}: cannot open"))?;
-        (label, Box::new(file))
-    };
-    let mut text = String::new();
-    reader
-        .take(MAX_INPUT_BYTES + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("{label}: cannot read (is it UTF-8 text?)"))?;
-    if text.len() as u64 > MAX_INPUT_BYTES {
-        anyhow::bail!("{label}: larger than {MAX_INPUT_BYTES} bytes");
-    }
-    let manifest = Manifest::parse(&text).with_context(|| label.clone())?;
-    Ok(Input { label, manifest })
-}
-
 /// Add `openchoreo.dev/dp-resource-hash` to the pod templates of rendered manifests (usable as a
 /// Helm post-renderer).
 #[derive(Debug, clap::Args)]
@@ -181,7 +146,7 @@ impl Options {
 }
 
 fn read_manifest(path: &Path) -> anyhow::Result<Manifest> {
-    Ok(read_input(path)?.manifest)
+    Ok(input::read_one(path)?.manifest)
 }
 
 fn read_key(path: &Path) -> anyhow::Result<FingerprintKey> {
@@ -224,7 +189,7 @@ impl std::fmt::Display for Origin<'_> {
 
 /// Reads, patches and renders the inputs; returns the whole output text.
 fn render_inputs(files: &[PathBuf], options: &Options) -> anyhow::Result<String> {
-    let mut inputs = read_inputs(files)?;
+    let mut inputs = input::read_all(files)?;
     let mut origins: Vec<(usize, Position)> = Vec::new();
     for (which, input) in inputs.iter().enumerate() {
         origins.extend(
