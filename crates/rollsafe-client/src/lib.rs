@@ -204,17 +204,16 @@ fn interpret(status: StatusCode, body: &[u8]) -> Result<RestartReport, ClientErr
     }
 }
 
-/// Percent-encodes one path segment (everything but unreserved characters).
+/// Everything but RFC 3986 unreserved characters is percent-encoded.
+const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes one path segment.
 fn encode_segment(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for byte in segment.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(segment, NOT_UNRESERVED).to_string()
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use crate::faults::{Fault, FaultAction, ListCorruption, wrong_list_kind};
 use crate::http_util::{error, json, read_body};
 use crate::observe::{MAX_LOGGED_BODY, RequestLogEntry};
 use crate::patch::{self, PatchKind};
-use crate::query::{FieldSelector, LabelSelector, Query, decode};
+use crate::query::{FieldSelector, LabelSelector, Query};
 use crate::resources::{ResId, Storage, def, ids};
 use crate::route::{self, ResourceRequest, Route};
 use crate::server::{Body, Shared};
@@ -314,7 +314,9 @@ fn impersonate(
         .filter_map(|(n, v)| {
             let key = n.as_str().strip_prefix("impersonate-extra-")?;
             Some((
-                decode(&key.to_ascii_lowercase()),
+                percent_encoding::percent_decode_str(&key.to_ascii_lowercase())
+                    .decode_utf8_lossy()
+                    .into_owned(),
                 v.to_str().ok()?.to_string(),
             ))
         })

@@ -9,15 +9,10 @@ pub struct Query {
 }
 
 impl Query {
-    /// Parses `a=1&b=2` (without the `?`).
+    /// Parses `a=1&b=2` (without the `?`) as Go's `url.ParseQuery` does: `+` is a space.
     pub fn parse(raw: &str) -> Self {
-        let pairs = raw
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .map(|p| match p.split_once('=') {
-                Some((k, v)) => (decode(k), decode(v)),
-                None => (decode(p), String::new()),
-            })
+        let pairs = form_urlencoded::parse(raw.as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
         Self { pairs }
     }
@@ -38,45 +33,6 @@ impl Query {
     /// Whether a boolean parameter is set to `true`/`1`.
     pub fn flag(&self, key: &str) -> bool {
         matches!(self.get(key), Some("true" | "1" | "True" | "TRUE"))
-    }
-}
-
-/// Percent-decodes a query component; `+` is a space, as Go's `url.ParseQuery` reads it.
-pub fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h * 16 + l);
-                    i += 3;
-                }
-                _ => {
-                    out.push(b'%');
-                    i += 1;
-                }
-            },
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
     }
 }
 
