@@ -99,7 +99,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Counts every response and sets `Cache-Control: no-store` on it.
+/// Refuses declared bodies over [`MAX_BODY_BYTES`], counts every response and sets
+/// `Cache-Control: no-store` on it.
 async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let route = match request
         .extensions()
@@ -112,7 +113,21 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
         Some("/readyz") => "readyz",
         _ => "other",
     };
-    let mut response = next.run(request).await;
+    let declared_length = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let mut response = if declared_length.is_some_and(|length| length > MAX_BODY_BYTES) {
+        // No route reads a large body; refuse it before any handler runs.
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Json(json!({ "error": "Request body too large" })),
+        )
+            .into_response()
+    } else {
+        next.run(request).await
+    };
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

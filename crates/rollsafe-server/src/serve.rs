@@ -133,7 +133,7 @@ async fn serve(
                 builder
                     .timer(TokioTimer::new())
                     .header_read_timeout(HEADER_READ_TIMEOUT)
-                    .max_buf_size(MAX_HEADER_BYTES)
+                    .max_header_size(MAX_HEADER_BYTES)
                     .max_headers(MAX_HEADERS);
                 let connection = builder.serve_connection(TokioIo::new(stream), service);
                 let connection = graceful.watch(connection);

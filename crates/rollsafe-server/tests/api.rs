@@ -880,3 +880,25 @@ async fn audit_file_holds_no_secret_token_uid_or_upstream_text() {
     }
     f.stop().await;
 }
+
+#[tokio::test]
+async fn request_size_limits() {
+    let f = Fixture::start(|_| {}).await;
+    let big_header = "x".repeat(40 * 1024);
+    let (status, _, _) = f
+        .request(Method::GET, "/healthz", &[("x-padding", &big_header)])
+        .await;
+    assert_eq!(status, 431, "request heads over 32 KiB are refused");
+    let request = Request::post(format!(
+        "{}/api/namespaces/{NS}/secrets/db/restart-consumers",
+        f.url
+    ))
+    .header("authorization", format!("Bearer {}", admin()))
+    .body(Full::new(Bytes::from(vec![b'{'; 20 * 1024])))
+    .unwrap();
+    let response = f.http.request(request).await.unwrap();
+    assert_eq!(response.status(), 413);
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    assert!(f.emulator.requests().is_empty(), "refused before any gate");
+    f.stop().await;
+}
