@@ -8,7 +8,7 @@ use assert_cmd::Command;
 use serde_json::{Value, json};
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real-manifests")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real-manifests")
 }
 
 fn refs(args: &[&str], stdin: Option<&str>) -> (bool, Value, String) {
