@@ -198,11 +198,23 @@ impl RestartEngine {
             }
         }
         let patch_timeout = self.timeouts.patch;
+        // No patch starts after the phase deadline: the run as a whole stays bounded
+        // (`Timeouts::max_run`). A match not started by then was never sent: `unavailable`.
+        let phase_deadline = tokio::time::Instant::now() + self.timeouts.patch_phase;
         // Built eagerly (a Vec, not a lazy iterator adapter) so the run stays `Send` for callers
-        // that spawn it.
+        // that spawn it. `buffer_unordered` polls each future first when a slot frees up, so the
+        // deadline check below runs when the patch would start.
         let sends: Vec<_> = planned
             .into_iter()
             .map(|(kind, name, document)| async move {
+                if tokio::time::Instant::now() >= phase_deadline {
+                    warn!(
+                        kind = kind.as_str(),
+                        name, "patch not started: the patch phase ran out of time"
+                    );
+                    let never_sent = Failure::from_transport(TransportFailure::NotSent);
+                    return (kind, name, Err(never_sent));
+                }
                 let result =
                     send_patch(client, namespace, kind, &name, &document, patch_timeout).await;
                 (kind, name, result)

@@ -109,11 +109,11 @@ impl Incomplete {
             Incomplete::Http(status) => Failure::from_status(status),
             Incomplete::ContinueExpired => Failure::incomplete_list(Some(410)),
             Incomplete::ContinueRejected => Failure::incomplete_list(Some(400)),
-            // A list changes nothing, so a lost response means "not served", never
-            // "may have been applied".
-            Incomplete::Transport(_) | Incomplete::Timeout => {
-                Failure::from_transport(TransportFailure::NotSent)
-            }
+            // Classified like any other request (DESIGN "Classification"): a list that may have
+            // reached the server and got no answer is `unconfirmed`, one never sent is
+            // `unavailable`.
+            Incomplete::Transport(failure) => Failure::from_transport(failure),
+            Incomplete::Timeout => Failure::from_transport(TransportFailure::AfterSend),
             _ => Failure::incomplete_list(None),
         }
     }

@@ -17,6 +17,10 @@ pub const INVENTORY_TIMEOUT: Duration = Duration::from_secs(120);
 pub const PATCH_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long one single-object read (a Secret, a ConfigMap) may take.
 pub const GET_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the patch phase of a run may go on starting patches. A match whose patch has not
+/// started by then is never sent and is reported `unavailable`; patches already in flight finish
+/// (each within [`PATCH_TIMEOUT`]).
+pub const PATCH_PHASE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The largest body read from a single-object response.
 pub const MAX_OBJECT_BODY: u64 = 4 * 1024 * 1024;
@@ -35,6 +39,16 @@ pub struct Timeouts {
     pub patch: Duration,
     /// One single-object read: [`GET_TIMEOUT`].
     pub get: Duration,
+    /// Starting patches: [`PATCH_PHASE_TIMEOUT`].
+    pub patch_phase: Duration,
+}
+
+impl Timeouts {
+    /// The longest a whole run can take: the inventories (listed concurrently), the patch phase,
+    /// and the last patch started in it. Callers that must let a run finish wait this long.
+    pub fn max_run(&self) -> Duration {
+        self.inventory + self.patch_phase + self.patch
+    }
 }
 
 impl Default for Timeouts {
@@ -44,6 +58,7 @@ impl Default for Timeouts {
             inventory: INVENTORY_TIMEOUT,
             patch: PATCH_TIMEOUT,
             get: GET_TIMEOUT,
+            patch_phase: PATCH_PHASE_TIMEOUT,
         }
     }
 }

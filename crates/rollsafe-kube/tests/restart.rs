@@ -558,3 +558,48 @@ async fn a_listed_match_without_uid_is_never_patched() {
     );
     assert_eq!(env.patched_names("deployments"), ["b-second"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patches_not_started_within_the_patch_phase_are_never_sent() {
+    let seeds: Vec<serde_json::Value> = (0..20)
+        .map(|i| deployment(&format!("web-{i:02}"), Some(SECRET)))
+        .collect();
+    let env = Env::start(seeds).await;
+    env.emu.add_fault(
+        Fault::on("patch", "*")
+            .always()
+            .then(FaultAction::Delay { millis: 100 }),
+    );
+    let timeouts = rollsafe_kube::Timeouts {
+        patch_phase: std::time::Duration::from_millis(150),
+        ..Default::default()
+    };
+    let result = env
+        .engine()
+        .with_timeouts(timeouts)
+        .run(
+            NS,
+            SECRET,
+            None,
+            rollsafe_kube::DEFAULT_ANNOTATION_KEY,
+            now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.status, RestartStatus::Partial);
+    let sent = env.patches().len();
+    assert_eq!(
+        result.requested.len(),
+        sent,
+        "everything sent was acknowledged"
+    );
+    assert!((4..20).contains(&sent), "{sent} patches were sent");
+    assert_eq!(result.failures.len(), 20 - sent);
+    for failure in &result.failures {
+        assert_eq!(
+            (failure.code, failure.http_status),
+            (FailureCode::Unavailable, None)
+        );
+    }
+    env.assert_nothing_sent_twice();
+}

@@ -35,10 +35,10 @@ impl AccessRulesCache {
         }
     }
 
-    /// The current rules, read as the server (never impersonated) when the cache is stale.
+    /// The current rules, read as the server (never impersonated) when the cache is stale. The
+    /// lock is not held during the read: concurrent requests on a stale cache may each read.
     pub async fn get(&self, connection: &Connection) -> Result<AccessRules, ReadError> {
-        let mut cached = self.cached.lock().await;
-        if let Some((at, rules)) = cached.as_ref()
+        if let Some((at, rules)) = self.cached.lock().await.as_ref()
             && at.elapsed() < self.ttl
         {
             return Ok(rules.clone());
@@ -69,7 +69,7 @@ impl AccessRulesCache {
                 }
             },
         };
-        *cached = Some((Instant::now(), rules.clone()));
+        *self.cached.lock().await = Some((Instant::now(), rules.clone()));
         Ok(rules)
     }
 }

@@ -111,6 +111,17 @@ impl Decision {
     }
 }
 
+/// The decision when it does not depend on the namespace rules (the caller is an admin, or the
+/// Secret's annotations decide), given the decision made with [`AccessRules::Absent`].
+pub fn decided_without_rules(decision_without_rules: Decision) -> Option<Decision> {
+    match decision_without_rules {
+        Decision::Admin | Decision::Annotation | Decision::DeniedByAnnotation => {
+            Some(decision_without_rules)
+        }
+        _ => None,
+    }
+}
+
 /// Whether `user` is an admin.
 pub fn is_admin(user: &User, admins: &Admins) -> bool {
     admins.is_bootstrap()

@@ -21,10 +21,11 @@ use axum::{Json, Router};
 use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
 use rollsafe_kube::{Connection, Impersonation, ReadError, RestartEngine, Timeouts, read_secret};
 use serde_json::json;
-use tracing::{Instrument, error, info, info_span, warn};
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, error, info, info_span};
 
 use crate::access::{ACCESS_RULES_TTL, AccessRulesCache};
-use crate::acl;
+use crate::acl::{self, AccessRules};
 use crate::audit::{AuditBase, AuditLine, AuditResult, AuditSink};
 use crate::config::{AuthMode, Settings};
 use crate::error::ApiError;
@@ -56,6 +57,9 @@ pub struct AppState {
     pub access: AccessRulesCache,
     /// Metrics.
     pub metrics: Metrics,
+    /// Restart runs in progress. A run is its own task, so a client that hangs up cannot cancel
+    /// it halfway; shutdown waits for these.
+    pub runs: TaskTracker,
 }
 
 impl AppState {
@@ -78,6 +82,7 @@ impl AppState {
             audit,
             access,
             metrics,
+            runs: TaskTracker::new(),
         }
     }
 }
@@ -245,22 +250,31 @@ async fn handle_restart(
             Err(ReadError::Status(403)) => return Err(Refusal::Deny(ApiError::KubernetesDenied)),
             Err(error) => return Err(Refusal::Error(read_problem(&error))),
         };
-        // 6. The ACL on the live object.
-        let rules = state
-            .access
-            .get(&state.connection)
-            .await
-            .map_err(|error| Refusal::Error(read_problem(&error)))?;
+        // 6. The ACL on the live object. The access ConfigMap is read only when neither the
+        // caller being an admin nor the Secret's own annotations decide.
         let annotations: BTreeMap<String, String> =
             secret.metadata.annotations.clone().unwrap_or_default();
-        let decision = acl::decide(
-            &user,
-            &settings.admins,
-            &settings.annotation_prefix,
-            &annotations,
-            &namespace,
-            &rules,
-        );
+        let decide = |rules: &AccessRules| {
+            acl::decide(
+                &user,
+                &settings.admins,
+                &settings.annotation_prefix,
+                &annotations,
+                &namespace,
+                rules,
+            )
+        };
+        let decision = match acl::decided_without_rules(decide(&AccessRules::Absent)) {
+            Some(decision) => decision,
+            None => {
+                let rules = state
+                    .access
+                    .get(&state.connection)
+                    .await
+                    .map_err(|error| Refusal::Error(read_problem(&error)))?;
+                decide(&rules)
+            }
+        };
         if !decision.allowed() {
             return Err(Refusal::Deny(ApiError::NotAllowed));
         }
@@ -283,20 +297,41 @@ async fn handle_restart(
         }
     };
     info!(decision = ?decision, namespace, secret = name, "restart allowed");
-    // 7. The engine, as the caller.
-    let result = state
-        .engine
-        .run(
-            &namespace,
-            &name,
-            identity.as_ref(),
-            RESTART_ANNOTATION,
-            jiff::Timestamp::now(),
+    // 7. The engine, as the caller, in its own task: once patches may be sent, the run, its
+    // metrics and its audit line complete even if the client hangs up or shutdown begins.
+    let run = {
+        let engine = state.engine.clone();
+        let metrics = state.metrics.clone();
+        let audit = state.audit.clone();
+        let (namespace, name) = (namespace.clone(), name.clone());
+        state.runs.spawn(
+            async move {
+                let result = engine
+                    .run(
+                        &namespace,
+                        &name,
+                        identity.as_ref(),
+                        RESTART_ANNOTATION,
+                        jiff::Timestamp::now(),
+                    )
+                    .await?;
+                metrics.result(&result);
+                write_audit_to(&audit, AuditLine::for_result(base, &result)).await;
+                Ok::<_, rollsafe_kube::RunError>(result)
+            }
+            .in_current_span(),
         )
-        .await
-        .map_err(|_| internal(request_id, "the engine refused validated arguments"))?;
-    state.metrics.result(&result);
-    write_audit(state, AuditLine::for_result(base, &result)).await;
+    };
+    let result = match run.await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => {
+            return Err(internal(
+                request_id,
+                "the engine refused validated arguments",
+            ));
+        }
+        Err(_) => return Err(internal(request_id, "the restart task failed")),
+    };
     let status =
         StatusCode::from_u16(result.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     Ok((status, Json(result)).into_response())
@@ -358,7 +393,11 @@ fn internal(request_id: &str, problem: &'static str) -> ApiError {
 }
 
 async fn write_audit(state: &AppState, line: AuditLine) {
-    if let Err(error) = state.audit.write(&line).await {
-        warn!(error = %error, "audit line not written durably");
+    write_audit_to(&state.audit, line).await;
+}
+
+async fn write_audit_to(audit: &AuditSink, line: AuditLine) {
+    if let Err(error) = audit.write(&line).await {
+        error!(error = %error, "audit line not written durably");
     }
 }

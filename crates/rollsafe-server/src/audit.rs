@@ -20,7 +20,7 @@ use thiserror::Error;
 /// The audit action of a restart request.
 pub const ACTION: &str = "secret.restart";
 /// The `app` field.
-pub const APP: &str = "rollsafe";
+pub const APP: &str = "krypton";
 
 /// The outcome class of a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({
-                "ts": "T", "app": "rollsafe", "action": "secret.restart", "user": "alice@x.io",
+                "ts": "T", "app": "krypton", "action": "secret.restart", "user": "alice@x.io",
                 "namespace": "team-a", "name": "db", "result": "error", "status": "partial", "matched": 2,
                 "requested": [{"kind": "Deployment", "name": "api"}],
                 "failures": [{"kind": "StatefulSet", "name": "worker", "code": "forbidden", "httpStatus": 403}],

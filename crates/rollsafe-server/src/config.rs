@@ -31,8 +31,9 @@ pub struct ServeArgs {
     /// Address of the admin listener (metrics).
     #[arg(long, env = "ROLLSAFE_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
     pub admin_listen: SocketAddr,
-    /// Kubeconfig file; in-cluster configuration or the default kubeconfig when absent.
-    #[arg(long, env = "KUBECONFIG")]
+    /// Kubeconfig file; when absent, `KUBECONFIG` (a path list) or `~/.kube/config`, else the
+    /// in-cluster ServiceAccount.
+    #[arg(long, env = "ROLLSAFE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context.
     #[arg(long, env = "ROLLSAFE_CONTEXT")]

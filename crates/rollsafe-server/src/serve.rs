@@ -24,8 +24,14 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 pub const MAX_HEADERS: usize = 64;
 /// How long a client may take to send its request head.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long shutdown waits for in-flight requests.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(60);
+/// What shutdown waits beyond the longest restart run and the gates' deadline.
+const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
+
+/// How long shutdown waits for in-flight requests and restart runs: long enough for any run
+/// that has started to finish (`Timeouts::max_run`), plus the gates' deadline.
+pub fn shutdown_grace() -> Duration {
+    crate::app::GATE_DEADLINE + rollsafe_kube::Timeouts::default().max_run() + SHUTDOWN_MARGIN
+}
 
 /// Why serving failed.
 #[derive(Debug, Error)]
@@ -73,7 +79,7 @@ impl BoundServer {
     }
 
     /// Serves until `shutdown` resolves, then stops accepting and waits up to
-    /// [`SHUTDOWN_GRACE`] for in-flight requests.
+    /// [`shutdown_grace`] for in-flight requests and restart runs.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let api = serve(self.api, router(self.state.clone()), stop_rx.clone());
@@ -89,6 +95,14 @@ impl BoundServer {
         let _ = stop_tx.send(true);
         let _ = api.await;
         let _ = admin.await;
+        // Runs outlive their connections when a client hangs up; wait for them too.
+        self.state.runs.close();
+        if tokio::time::timeout(shutdown_grace(), self.state.runs.wait())
+            .await
+            .is_err()
+        {
+            warn!("shutdown grace period ended with restart runs still in flight");
+        }
     }
 }
 
@@ -145,7 +159,7 @@ async fn serve(
         }
     }
     drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+    if tokio::time::timeout(shutdown_grace(), graceful.shutdown())
         .await
         .is_err()
     {

@@ -270,6 +270,10 @@ async fn allowed_request_restarts_consumers() {
     assert!(body.get("error").is_none());
     let rolled: Vec<_> = f.emulator.rollouts().into_iter().map(|r| r.name).collect();
     assert_eq!(rolled, ["api", "worker"]);
+    assert!(
+        f.emulator.requests_for("get", "configmaps").is_empty(),
+        "an admin's decision needs no access rules"
+    );
     let audit = f.audit_lines();
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0]["result"], "allow");
@@ -900,5 +904,52 @@ async fn request_size_limits() {
     assert_eq!(response.status(), 413);
     assert_eq!(response.headers()["cache-control"], "no-store");
     assert!(f.emulator.requests().is_empty(), "refused before any gate");
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_hanging_up_does_not_cancel_the_restart() {
+    let f = Fixture::start(|_| {}).await;
+    f.emulator.add_fault(
+        Fault::on("patch", "*")
+            .namespace(NS)
+            .always()
+            .then(FaultAction::Delay { millis: 300 }),
+    );
+    let url = f.url.clone();
+    let http = f.http.clone();
+    let token = admin();
+    let call = tokio::spawn(async move {
+        let request = Request::post(format!(
+            "{url}/api/namespaces/{NS}/secrets/db/restart-consumers"
+        ))
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+        http.request(request).await.map(|r| r.status())
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !f
+        .emulator
+        .in_flight()
+        .iter()
+        .any(|s| s.verb == "patch" && s.current > 0)
+    {
+        assert!(tokio::time::Instant::now() < deadline, "no patch arrived");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    call.abort();
+    let _ = call.await;
+    // The run completes on its own: both workloads patched, and its audit line written.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while f.audit_lines().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run was cancelled with its client"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(f.audit_lines()[0]["status"], "requested");
+    assert_eq!(f.emulator.rollouts().len(), 2);
     f.stop().await;
 }

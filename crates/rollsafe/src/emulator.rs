@@ -55,8 +55,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let identities: Vec<Identity> = if text.trim().is_empty() {
             Vec::new()
         } else {
-            serde_saphyr::from_str(&text)
-                .with_context(|| format!("identities file {}", path.display()))?
+            // The file holds tokens: name the position of a problem, never its text.
+            serde_saphyr::from_str(&text).map_err(|error| {
+                let at = error
+                    .location()
+                    .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
+                    .unwrap_or_default();
+                anyhow::anyhow!(
+                    "identities file {}: not a YAML list of {{name, token, groups}}{at}",
+                    path.display()
+                )
+            })?
         };
         builder = builder.identities(identities);
     }

@@ -90,3 +90,21 @@ fn http_get(addr: &str, path: &str) -> String {
     s.read_to_string(&mut out).unwrap();
     out
 }
+
+#[test]
+fn a_malformed_identities_file_is_not_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("identities.yaml");
+    std::fs::write(&path, "- name: a\n  token: supersecret-token-123\n  groups: [x\n").unwrap();
+    let output = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"))
+        .args(["emulator", "--listen", "127.0.0.1:0", "--identities"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("identities file"), "{stderr}");
+    assert!(stderr.contains("line 3"), "{stderr}");
+    assert!(!stderr.contains("supersecret-token-123"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}

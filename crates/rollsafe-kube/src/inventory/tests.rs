@@ -401,10 +401,15 @@ fn failures_are_classified() {
         ),
         (
             Incomplete::Transport(TransportFailure::AfterSend),
+            FailureCode::Unconfirmed,
+            None,
+        ),
+        (
+            Incomplete::Transport(TransportFailure::NotSent),
             FailureCode::Unavailable,
             None,
         ),
-        (Incomplete::Timeout, FailureCode::Unavailable, None),
+        (Incomplete::Timeout, FailureCode::Unconfirmed, None),
     ];
     for (reason, code, status) in cases {
         let failure = reason.failure();
