@@ -110,12 +110,42 @@ fn settings() -> Settings {
     }
 }
 
+/// Everything every test of this binary logs, at debug level, to check for leaks.
+static LOGS: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+
+struct LogWriter(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn captured_logs() -> Arc<std::sync::Mutex<Vec<u8>>> {
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = buffer.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
+            .with_ansi(false)
+            .with_writer(move || LogWriter(writer.clone()))
+            .try_init();
+        buffer
+    })
+    .clone()
+}
+
 impl Fixture {
     async fn start(configure: impl FnOnce(&mut Settings)) -> Self {
         Self::start_with(seed(), configure).await
     }
 
     async fn start_with(objects: Vec<Value>, configure: impl FnOnce(&mut Settings)) -> Self {
+        captured_logs();
         let emulator = Emulator::builder()
             .seed_objects(objects)
             .start("127.0.0.1:0".parse().unwrap())
@@ -815,7 +845,7 @@ async fn shutdown_lets_an_in_flight_restart_finish() {
 }
 
 #[tokio::test]
-async fn audit_file_holds_no_secret_token_uid_or_upstream_text() {
+async fn audit_file_and_logs_hold_no_secret_token_uid_or_upstream_text() {
     let f = Fixture::start(|s| s.impersonation = true).await;
     let upstream = "upstream-detail-do-not-echo";
     let status = |code| FaultAction::Status {
@@ -854,6 +884,8 @@ async fn audit_file_holds_no_secret_token_uid_or_upstream_text() {
             f.restart(NS, name, Some(token)).await;
         }
     }
+    let logs = String::from_utf8_lossy(&captured_logs().lock().unwrap()).into_owned();
+    assert!(logs.contains("restart allowed"), "logs are captured");
     let audit = std::fs::read_to_string(&f.audit_file).unwrap();
     let results: std::collections::BTreeSet<_> = f
         .audit_lines()
@@ -881,6 +913,7 @@ async fn audit_file_holds_no_secret_token_uid_or_upstream_text() {
             !audit.contains(needle.as_str()),
             "the audit file holds {needle}"
         );
+        assert!(!logs.contains(needle.as_str()), "the logs hold {needle}");
     }
     f.stop().await;
 }
