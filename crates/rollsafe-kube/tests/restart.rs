@@ -571,7 +571,7 @@ async fn patches_not_started_within_the_patch_phase_are_never_sent() {
             .then(FaultAction::Delay { millis: 100 }),
     );
     let timeouts = rollsafe_kube::Timeouts {
-        patch_phase: std::time::Duration::from_millis(150),
+        patch_phase: std::time::Duration::from_millis(300),
         ..Default::default()
     };
     let result = env

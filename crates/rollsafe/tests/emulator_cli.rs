@@ -95,7 +95,11 @@ fn http_get(addr: &str, path: &str) -> String {
 fn a_malformed_identities_file_is_not_echoed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("identities.yaml");
-    std::fs::write(&path, "- name: a\n  token: supersecret-token-123\n  groups: [x\n").unwrap();
+    std::fs::write(
+        &path,
+        "- name: a\n  token: supersecret-token-123\n  groups: [x\n",
+    )
+    .unwrap();
     let output = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"))
         .args(["emulator", "--listen", "127.0.0.1:0", "--identities"])
         .arg(&path)
