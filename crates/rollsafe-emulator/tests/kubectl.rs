@@ -452,3 +452,107 @@ async fn a_user_without_rbac_is_denied_with_the_real_message() {
     );
     emu.shutdown().await;
 }
+
+/// Every kubectl release the machine carries (`kubectl.1.27` … under the Cloud SDK), or the one
+/// found on PATH when there are none.
+fn kubectl_releases() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/google-cloud-sdk/bin")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("kubectl.1."))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    if found.is_empty() {
+        found.push(kubectl_binary());
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_on_the_machine_rolls_a_deployment() {
+    let (emu, k) = setup().await;
+    let releases = kubectl_releases();
+    // One Deployment per release: kubectl refuses two restarts of one object within a second.
+    let mut manifest = "apiVersion: v1\nkind: Namespace\nmetadata: {name: matrix}\n".to_owned();
+    for round in 0..releases.len() {
+        manifest.push_str(&format!(
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web-{round}, namespace: matrix}}\n\
+             spec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    \
+             metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: nginx}}]}}\n"
+        ));
+    }
+    let file = k.file("web.yaml", &manifest);
+    k.ok(&["create", "-f", &file]);
+    for (round, binary) in releases.into_iter().enumerate() {
+        let deployment = format!("deployment/web-{round}");
+        let name = format!("web-{round}");
+        let run = |args: &[&str]| {
+            let cmd = k.command(args);
+            let mut real = Command::new(&binary);
+            real.args(cmd.get_args())
+                .env("HOME", k.dir.path())
+                .env_remove("KUBECONFIG");
+            real.output().unwrap()
+        };
+        let label = binary.display().to_string();
+        let out = run(&["-n", "matrix", "rollout", "restart", &deployment]);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            emu.rollouts().len(),
+            round + 1,
+            "{label}: a rollout is recorded"
+        );
+        let out = run(&[
+            "-n",
+            "matrix",
+            "get",
+            "deployments",
+            "-o",
+            "json",
+            "--chunk-size=1",
+        ]);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["metadata"]["name"] == name.as_str()),
+            "{label}"
+        );
+        let out = run(&[
+            "-n",
+            "matrix",
+            "patch",
+            "deployment",
+            &name,
+            "--type=json",
+            "-p",
+            r#"[{"op":"test","path":"/metadata/uid","value":"not-the-uid"}]"#,
+        ]);
+        assert!(
+            !out.status.success(),
+            "{label}: a failing test must not apply"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("Invalid") || stderr.contains("422") || stderr.contains("invalid"),
+            "{label}: {stderr}"
+        );
+    }
+}
