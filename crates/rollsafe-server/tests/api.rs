@@ -257,6 +257,42 @@ impl Fixture {
             .collect()
     }
 
+    /// Starts a restart of `db` whose patches each take 300 ms, and returns once one of them is
+    /// being handled (polled with a deadline). The task yields the response status.
+    async fn slow_restart_in_flight(
+        &self,
+    ) -> tokio::task::JoinHandle<Result<StatusCode, hyper_util::client::legacy::Error>> {
+        self.emulator.add_fault(
+            Fault::on("patch", "*")
+                .namespace(NS)
+                .always()
+                .then(FaultAction::Delay { millis: 300 }),
+        );
+        let url = self.url.clone();
+        let http = self.http.clone();
+        let token = admin();
+        let call = tokio::spawn(async move {
+            let request = Request::post(format!(
+                "{url}/api/namespaces/{NS}/secrets/db/restart-consumers"
+            ))
+            .header("authorization", format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+            http.request(request).await.map(|r| r.status())
+        });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !self
+            .emulator
+            .in_flight()
+            .iter()
+            .any(|s| s.verb == "patch" && s.current > 0)
+        {
+            assert!(tokio::time::Instant::now() < deadline, "no patch arrived");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        call
+    }
+
     async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -802,38 +838,7 @@ async fn typed_client_reports_and_errors() {
 #[tokio::test]
 async fn shutdown_lets_an_in_flight_restart_finish() {
     let f = Fixture::start(|_| {}).await;
-    f.emulator.add_fault(
-        Fault::on("patch", "deployments")
-            .namespace(NS)
-            .always()
-            .then(FaultAction::Delay { millis: 300 }),
-    );
-    let url = f.url.clone();
-    let http = f.http.clone();
-    let token = admin();
-    let call = tokio::spawn(async move {
-        let request = Request::post(format!(
-            "{url}/api/namespaces/{NS}/secrets/db/restart-consumers"
-        ))
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-        http.request(request).await.map(|r| r.status())
-    });
-    // Poll (with a deadline) until the delayed patch is being handled.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !f
-        .emulator
-        .in_flight()
-        .iter()
-        .any(|s| s.verb == "patch" && s.resource == "deployments" && s.current > 0)
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the patch never arrived"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let call = f.slow_restart_in_flight().await;
     let emulator_rollouts = f.emulator.handle();
     f.stop().await;
     let status = call.await.unwrap().unwrap();
@@ -943,34 +948,7 @@ async fn request_size_limits() {
 #[tokio::test]
 async fn a_client_hanging_up_does_not_cancel_the_restart() {
     let f = Fixture::start(|_| {}).await;
-    f.emulator.add_fault(
-        Fault::on("patch", "*")
-            .namespace(NS)
-            .always()
-            .then(FaultAction::Delay { millis: 300 }),
-    );
-    let url = f.url.clone();
-    let http = f.http.clone();
-    let token = admin();
-    let call = tokio::spawn(async move {
-        let request = Request::post(format!(
-            "{url}/api/namespaces/{NS}/secrets/db/restart-consumers"
-        ))
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-        http.request(request).await.map(|r| r.status())
-    });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !f
-        .emulator
-        .in_flight()
-        .iter()
-        .any(|s| s.verb == "patch" && s.current > 0)
-    {
-        assert!(tokio::time::Instant::now() < deadline, "no patch arrived");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let call = f.slow_restart_in_flight().await;
     call.abort();
     let _ = call.await;
     // The run completes on its own: both workloads patched, and its audit line written.
