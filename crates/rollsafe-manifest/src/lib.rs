@@ -70,11 +70,13 @@ impl Manifest {
             let value: Value = if split::is_blank(&source.text) {
                 Value::Null
             } else {
-                serde_saphyr::from_str(&source.text).map_err(|error| ManifestError::Yaml {
-                    document: number,
-                    line: error.location().map(|l| l.line() + source.first_line),
-                    column: error.location().map(|l| l.column()),
-                })?
+                serde_saphyr::from_str_with_options(&source.text, read_options()).map_err(
+                    |error| ManifestError::Yaml {
+                        document: number,
+                        line: error.location().map(|l| l.line() + source.first_line),
+                        column: error.location().map(|l| l.column()),
+                    },
+                )?
             };
             documents.push(Document {
                 number,
@@ -169,6 +171,15 @@ impl Manifest {
             push_document(&mut out, &text);
         }
         Ok(out)
+    }
+}
+
+/// How scalars are read: as Kubernetes reads manifests (go-yaml v2, YAML 1.1), so a plain
+/// `0644` is the octal 420 that `kubectl apply` sends, not 644. Errors carry no snippet.
+fn read_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        legacy_octal_numbers: true,
+        with_snippet: false,
     }
 }
 
@@ -284,6 +295,23 @@ mod tests {
         );
         let again = Manifest::parse(&manifest.to_yaml().unwrap()).unwrap();
         assert_eq!(again, manifest);
+    }
+
+    #[test]
+    fn scalars_are_read_as_kubernetes_reads_them() {
+        let text = "defaultMode: 0644\nmode: 0600\nzero: 00\nquoted: '0644'\nport: 8080\nratio: 0.5\non: yes\n";
+        let manifest = Manifest::parse(text).unwrap();
+        let (_, value) = manifest.objects().next().unwrap();
+        assert_eq!(
+            value,
+            &json!({"defaultMode": 420, "mode": 384, "zero": 0, "quoted": "0644", "port": 8080, "ratio": 0.5, "on": true})
+        );
+        assert!(
+            value["defaultMode"].is_u64() || value["defaultMode"].is_i64(),
+            "an integer, never a float"
+        );
+        let again = Manifest::parse(&manifest.to_yaml().unwrap()).unwrap();
+        assert_eq!(again, manifest, "written back as the same values");
     }
 
     #[test]

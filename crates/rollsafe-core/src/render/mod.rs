@@ -467,16 +467,20 @@ fn check_workload(object: &Value, index: usize) -> Result<(), RenderError> {
     ] {
         let key = field.rsplit('.').next().unwrap_or(field);
         match current.get(key) {
-            None => break,
+            // An empty `annotations:` (null) holds nothing: it is written as a new map.
+            None | Some(Value::Null) => break,
             Some(next) if next.is_object() => current = next,
             Some(_) => return Err(not_a_map(field)),
         }
     }
-    if let Some(metadata) = object.get("metadata") {
+    if let Some(metadata) = object.get("metadata").filter(|m| !m.is_null()) {
         if !metadata.is_object() {
             return Err(not_a_map("metadata"));
         }
-        if metadata.get("annotations").is_some_and(|a| !a.is_object()) {
+        if metadata
+            .get("annotations")
+            .is_some_and(|a| !a.is_object() && !a.is_null())
+        {
             return Err(not_a_map("metadata.annotations"));
         }
     }
@@ -559,7 +563,7 @@ impl Update {
     }
 }
 
-/// Walks (creating when missing) nested maps; fails with the field that is not a map.
+/// Walks (creating when missing or null) nested maps; fails with the field that is not a map.
 fn path_mut<'a>(
     mut map: &'a mut Map<String, Value>,
     path: &[(&str, &'static str)],
@@ -568,6 +572,9 @@ fn path_mut<'a>(
         let entry = map
             .entry(key.to_owned())
             .or_insert_with(|| Value::Object(Map::new()));
+        if entry.is_null() {
+            *entry = Value::Object(Map::new());
+        }
         map = entry.as_object_mut().ok_or(field)?;
     }
     Ok(map)
@@ -640,10 +647,13 @@ impl<'a, 'p> Referenced<'a, 'p> {
             Some(workload_type) => [workload_type.kind()].into(),
             None => [DEPLOYMENT, STATEFUL_SET].into(),
         };
+        // The annotation applies to the resources rendered beside a workload: without one in
+        // the input there is nothing it could restart, so it is neither read nor validated.
+        let has_workload = !groups.is_empty();
         let mut marks = Vec::with_capacity(parsed.len());
         for (index, object) in parsed.iter().enumerate() {
             let mark = match object {
-                Some(object) if !workload_kinds.contains(object.kind) => {
+                Some(object) if has_workload && !workload_kinds.contains(object.kind) => {
                     restart_on_change(object, index)?
                 }
                 _ => None,

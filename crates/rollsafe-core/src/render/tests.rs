@@ -961,3 +961,41 @@ proptest! {
         prop_assert_eq!(twice, once);
     }
 }
+
+#[test]
+fn empty_annotation_maps_are_written_like_missing_ones() {
+    // Helm templates often leave `annotations:` empty (null): valid manifests, nothing to lose.
+    let mut app = deployment("app", &["cfg"], &[]);
+    app["metadata"]["annotations"] = Value::Null;
+    app["spec"]["template"]["metadata"]["annotations"] = Value::Null;
+    let input = vec![app, configmap("cfg", "1")];
+    for referenced in [false, true] {
+        let mut sequence = Sequence::new();
+        let first = sequence.render(&input, referenced);
+        assert!(first.is_some(), "referenced={referenced}");
+        assert_eq!(
+            sequence.render(&input, referenced),
+            first,
+            "stable, referenced={referenced}"
+        );
+    }
+    let mut no_template_metadata = deployment("app", &["cfg"], &[]);
+    no_template_metadata["spec"]["template"]["metadata"] = Value::Null;
+    let out = run(
+        &[no_template_metadata, configmap("cfg", "1")],
+        None,
+        &settings(false),
+    );
+    assert!(app_hash(&out).is_some());
+}
+
+#[test]
+fn restart_on_change_is_not_validated_without_a_workload() {
+    let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": {}});
+    let bad = mark(configmap("cfg", "1"), json!("yes"));
+    let mut objects = vec![cron, bad.clone()];
+    render(&mut objects, None, &settings(true)).unwrap();
+    // With a workload beside it, the same value fails the render.
+    let mut objects = vec![deployment("app", &["cfg"], &[]), bad];
+    assert!(render(&mut objects, None, &settings(true)).is_err());
+}
