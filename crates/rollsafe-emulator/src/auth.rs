@@ -225,14 +225,10 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Option<Strin
     };
     for (_, binding) in store.range(ids::CLUSTERROLEBINDINGS, None, None) {
         if check(binding, "") {
-            let name = binding
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let role = binding
-                .pointer("/roleRef/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let (name, role) = (
+                text_at(binding, "/metadata/name"),
+                text_at(binding, "/roleRef/name"),
+            );
             return Some(format!(
                 "RBAC: allowed by ClusterRoleBinding {name:?} of ClusterRole {role:?} to User {:?}",
                 user.name
@@ -242,18 +238,9 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Option<Strin
     if !a.namespace.is_empty() && a.path.is_none() {
         for (_, binding) in store.range(ids::ROLEBINDINGS, Some(&a.namespace), None) {
             if check(binding, &a.namespace) {
-                let name = binding
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let kind = binding
-                    .pointer("/roleRef/kind")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let role = binding
-                    .pointer("/roleRef/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+                let name = text_at(binding, "/metadata/name");
+                let kind = text_at(binding, "/roleRef/kind");
+                let role = text_at(binding, "/roleRef/name");
                 return Some(format!(
                     "RBAC: allowed by RoleBinding \"{name}/{}\" of {kind} {role:?} to User {:?}",
                     a.namespace, user.name
@@ -306,6 +293,11 @@ pub fn bootstrap_objects() -> Vec<Value> {
                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": AUTHENTICATED_GROUP},
                             {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": UNAUTHENTICATED_GROUP}]}),
     ]
+}
+
+/// The string at a JSON pointer, or `""`.
+fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 #[cfg(test)]

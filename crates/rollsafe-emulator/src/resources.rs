@@ -62,19 +62,20 @@ impl ResourceDef {
     /// `deployments.apps`, or `secrets` for the core group: how the real server names a
     /// resource in error messages.
     pub fn group_resource(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.to_string()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
+        self.qualified(self.plural)
     }
 
     /// `Deployment.apps`, or `Secret`: how Invalid errors name a kind.
     pub fn group_kind(&self) -> String {
+        self.qualified(self.kind)
+    }
+
+    /// `name.group`, or `name` for the core group.
+    fn qualified(&self, name: &str) -> String {
         if self.group.is_empty() {
-            self.kind.to_string()
+            name.to_owned()
         } else {
-            format!("{}.{}", self.kind, self.group)
+            format!("{name}.{}", self.group)
         }
     }
 

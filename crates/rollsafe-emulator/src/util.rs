@@ -1,41 +1,14 @@
 //! Small helpers: random ids, timestamps.
 
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// 64 unpredictable-enough bits (SipHash keyed by the process's random state, over a counter
-/// and the clock). Good for uids, generated names and test tokens; not cryptographic.
-pub fn random_u64() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    h.write_u128(nanos);
-    h.finish()
-}
-
-/// A version-4-shaped UUID string.
+/// A version-4 UUID string (from the operating system's random source).
 pub fn uuid() -> String {
-    let a = random_u64();
-    let b = random_u64();
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0x0fff,
-        ((b >> 48) & 0x3fff) | 0x8000,
-        b & 0xffff_ffff_ffff
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// A random string for `generateName`, from the alphabet the real server uses.
 pub fn name_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut r = random_u64();
+    let mut r = uuid::Uuid::new_v4().as_u64_pair().0;
     (0..5)
         .map(|_| {
             let c = ALPHABET[(r % ALPHABET.len() as u64) as usize];
@@ -45,9 +18,9 @@ pub fn name_suffix() -> String {
         .collect()
 }
 
-/// A random token of 32 hex characters.
+/// A random token of 32 hex characters (122 random bits).
 pub fn token() -> String {
-    format!("{:016x}{:016x}", random_u64(), random_u64())
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// Now, as the real server writes `creationTimestamp` (RFC 3339, seconds, UTC).
