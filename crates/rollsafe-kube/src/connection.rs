@@ -173,6 +173,19 @@ impl Connection {
         Self::from_config(config)
     }
 
+    /// The configuration a command line names: the kubeconfig `path` and/or `context` when
+    /// either is given, else [`Connection::infer`].
+    pub async fn from_options(
+        path: Option<&Path>,
+        context: Option<&str>,
+    ) -> Result<Self, ConnectionError> {
+        if path.is_some() || context.is_some() {
+            Self::from_kubeconfig(path, context).await
+        } else {
+            Self::infer().await
+        }
+    }
+
     /// The local kubeconfig if there is one, else the in-cluster ServiceAccount.
     pub async fn infer() -> Result<Self, ConnectionError> {
         let config = kube::Config::infer()

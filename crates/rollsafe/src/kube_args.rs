@@ -29,12 +29,9 @@ pub struct KubeArgs {
 impl KubeArgs {
     /// A connection from the options.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
-        let connection = if self.kubeconfig.is_some() || self.context.is_some() {
-            Connection::from_kubeconfig(self.kubeconfig.as_deref(), self.context.as_deref()).await
-        } else {
-            Connection::infer().await
-        };
-        connection.context("cannot connect to Kubernetes")
+        Connection::from_options(self.kubeconfig.as_deref(), self.context.as_deref())
+            .await
+            .context("cannot connect to Kubernetes")
     }
 
     /// The identity to impersonate, if `--as` was given.

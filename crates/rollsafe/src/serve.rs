@@ -28,16 +28,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .validate(service_account_namespace.as_deref())
         .context("invalid configuration")?;
     process::runtime()?.block_on(async {
-        let connection = match &settings.kubeconfig {
-            Some(path) => {
-                Connection::from_kubeconfig(Some(path), settings.context.as_deref()).await
-            }
-            None if settings.context.is_some() => {
-                Connection::from_kubeconfig(None, settings.context.as_deref()).await
-            }
-            None => Connection::infer().await,
-        }
-        .context("cannot connect to Kubernetes")?;
+        let connection =
+            Connection::from_options(settings.kubeconfig.as_deref(), settings.context.as_deref())
+                .await
+                .context("cannot connect to Kubernetes")?;
         let server = bind(settings, connection, Stream::Stdout).await?;
         server.run(shutdown_on_signal()).await;
         Ok(ExitCode::SUCCESS)
