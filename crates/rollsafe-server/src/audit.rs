@@ -149,11 +149,8 @@ impl AuditBase {
     /// A line with this decision.
     pub fn line(self, result: AuditResult, restart: Option<RestartFields>) -> AuditLine {
         AuditLine {
-            ts: jiff::Timestamp::now()
-                .round(jiff::Unit::Millisecond)
-                .unwrap_or_else(|_| jiff::Timestamp::now())
-                .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-                .to_string(),
+            // RFC 3339 UTC with milliseconds, the format of the restart annotation.
+            ts: rollsafe_kube::restart_timestamp(jiff::Timestamp::now()),
             app: APP,
             action: ACTION,
             user: self.user,
