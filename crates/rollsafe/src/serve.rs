@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use rollsafe_kube::Connection;
 use rollsafe_server::audit::{AuditSink, Stream};
-use rollsafe_server::config::{SERVICE_ACCOUNT_NAMESPACE_FILE, ServeArgs, Settings};
+use rollsafe_server::config::{ServeArgs, Settings};
 use rollsafe_server::metrics::Metrics;
 use rollsafe_server::{AppState, BoundServer};
 use tracing::{info, warn};
@@ -22,7 +22,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     process::init_logging();
-    let service_account_namespace = std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE).ok();
+    // The same directory the in-cluster connection reads (`ROLLSAFE_SERVICEACCOUNT_DIR`).
+    let service_account_namespace =
+        std::fs::read_to_string(rollsafe_kube::connection::service_account_dir().join("namespace"))
+            .ok();
     let settings = args
         .serve
         .validate(service_account_namespace.as_deref())

@@ -1,0 +1,93 @@
+{{/* The chart name, truncated to a DNS label. */}}
+{{- define "rollsafe.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The object name prefix. */}}
+{{- define "rollsafe.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "rollsafe.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "rollsafe.labels" -}}
+helm.sh/chart: {{ include "rollsafe.chart" . }}
+{{ include "rollsafe.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: rollsafe
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The server's selector labels. */}}
+{{- define "rollsafe.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "rollsafe.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: server
+{{- end -}}
+
+{{/* The ServiceAccount the server runs as. */}}
+{{- define "rollsafe.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "rollsafe.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding SESSION_SECRET. */}}
+{{- define "rollsafe.sessionSecretName" -}}
+{{- default (printf "%s-session" (include "rollsafe.fullname" .)) .Values.session.existingSecret -}}
+{{- end -}}
+
+{{/* image reference: digest wins over tag; tag defaults to appVersion. */}}
+{{- define "rollsafe.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The namespaces whose Roles grant workload access: the release namespace in namespace scope,
+the listed namespaces in cluster scope with a list; empty in cluster scope without a list
+(ClusterRoles instead).
+*/}}
+{{- define "rollsafe.roleNamespaces" -}}
+{{- if eq .Values.server.scope "namespace" -}}
+{{- list .Release.Namespace | toJson -}}
+{{- else -}}
+{{- .Values.server.namespaces | uniq | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The container port of the API and of the metrics listener. */}}
+{{- define "rollsafe.apiPort" -}}8080{{- end -}}
+{{- define "rollsafe.metricsPort" -}}9090{{- end -}}
+
+{{/* What a restart run needs when the server makes the calls as itself. */}}
+{{- define "rollsafe.restartRules" -}}
+# The live Secret read (gate 5): get by name, never list or watch.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+# The paged inventory of the three kinds and the one JSON Patch per match.
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs: ["list", "patch"]
+{{- end -}}
