@@ -18,7 +18,7 @@ use futures::StreamExt;
 use http::{Method, Request};
 use jiff::Timestamp;
 use kube::client::Body;
-use rollsafe_core::contract::{RestartOutcome, RestartResult};
+use rollsafe_core::contract::{RestartOutcome, RestartResult, WorkloadName};
 use rollsafe_core::failure::{Failure, TransportFailure};
 use rollsafe_core::patch::{self, PatchError};
 use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name};
@@ -126,7 +126,7 @@ impl RestartEngine {
     /// Discovers, then requests a rollout of every match of the complete inventories with one
     /// JSON Patch each, at most [`MAX_PATCHES_IN_FLIGHT`] at once, and returns the contract
     /// result. Every request carries `identity` and is sent at most once. `now` is the one
-    /// timestamp of the run.
+    /// timestamp of the run. The same as [`RestartEngine::plan`] then [`RestartEngine::execute`].
     pub async fn run(
         &self,
         namespace: &str,
@@ -135,16 +135,90 @@ impl RestartEngine {
         annotation_key: &str,
         now: Timestamp,
     ) -> Result<RestartResult, RunError> {
+        let plan = self
+            .plan(namespace, secret, identity, annotation_key, now)
+            .await?;
+        Ok(self.execute(plan).await)
+    }
+
+    /// The first phase of a run: discovery, settled completely, and the patch planned for every
+    /// match of the complete inventories. Nothing is patched. The plan names its targets (for an
+    /// intent record made before [`RestartEngine::execute`]); the inspected uid and
+    /// resourceVersion each patch will test stay inside it.
+    pub async fn plan(
+        &self,
+        namespace: &str,
+        secret: &str,
+        identity: Option<&Impersonation>,
+        annotation_key: &str,
+        now: Timestamp,
+    ) -> Result<RestartPlan, RunError> {
         validate(namespace, secret)?;
         if !is_qualified_name(annotation_key) {
             return Err(RunError::InvalidAnnotationKey);
         }
         let client = self.connection.client(identity);
         let span = info_span!("restart_consumers", namespace, secret);
-        Ok(self
-            .run_with(&client, namespace, secret, annotation_key, now)
-            .instrument(span)
-            .await)
+        let discovery = self
+            .discover_with(&client, namespace, secret)
+            .instrument(span.clone())
+            .await;
+        let timestamp = restart_timestamp(now);
+        let mut outcome = RestartOutcome::new();
+        let mut targets = Vec::new();
+        let mut unpatchable = Vec::new();
+        let mut discovery_failures = Vec::new();
+        for inventory in &discovery.inventories {
+            if let inventory::InventoryStatus::Incomplete { failure, .. } = inventory.status {
+                outcome.discovery_failed(inventory.kind, failure);
+                discovery_failures.push((inventory.kind, failure));
+            }
+            for found in inventory.matches() {
+                match patch::restart_patch(&found.object, annotation_key, &timestamp) {
+                    Ok(document) => targets.push(PlannedPatch {
+                        target: WorkloadName {
+                            kind: found.kind,
+                            name: found.name.clone(),
+                        },
+                        document,
+                    }),
+                    Err(error) => {
+                        span.in_scope(|| {
+                            warn!(
+                                kind = found.kind.as_str(),
+                                name = found.name,
+                                problem = problem(&error),
+                                "match not patched: listed object is malformed"
+                            );
+                        });
+                        outcome.failed(found.kind, &found.name, Failure::incomplete_list(None));
+                        unpatchable.push(WorkloadName {
+                            kind: found.kind,
+                            name: found.name.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        targets.sort_by(|a, b| a.target.cmp(&b.target));
+        Ok(RestartPlan {
+            namespace: discovery.namespace,
+            secret: discovery.secret,
+            client,
+            targets,
+            unpatchable,
+            discovery_failures,
+            outcome,
+            span,
+        })
+    }
+
+    /// The second phase of a run: sends the plan's patches, each once, at most
+    /// [`MAX_PATCHES_IN_FLIGHT`] at once, as the identity the plan was made for, and returns the
+    /// contract result (discovery failures and unpatchable matches included).
+    pub async fn execute(&self, plan: RestartPlan) -> RestartResult {
+        let span = plan.span.clone();
+        self.execute_plan(plan).instrument(span).await
     }
 
     async fn discover_with(
@@ -165,48 +239,26 @@ impl RestartEngine {
         }
     }
 
-    async fn run_with(
-        &self,
-        client: &kube::Client,
-        namespace: &str,
-        secret: &str,
-        annotation_key: &str,
-        now: Timestamp,
-    ) -> RestartResult {
-        let timestamp = restart_timestamp(now);
-        // Discovery settles completely before the first patch.
-        let discovery = self.discover_with(client, namespace, secret).await;
-        let mut outcome = RestartOutcome::new();
-        let mut planned = Vec::new();
-        for inventory in &discovery.inventories {
-            if let inventory::InventoryStatus::Incomplete { failure, .. } = inventory.status {
-                outcome.discovery_failed(inventory.kind, failure);
-            }
-            for found in inventory.matches() {
-                match patch::restart_patch(&found.object, annotation_key, &timestamp) {
-                    Ok(document) => planned.push((found.kind, found.name.clone(), document)),
-                    Err(error) => {
-                        warn!(
-                            kind = found.kind.as_str(),
-                            name = found.name,
-                            problem = problem(&error),
-                            "match not patched: listed object is malformed"
-                        );
-                        outcome.failed(found.kind, &found.name, Failure::incomplete_list(None));
-                    }
-                }
-            }
-        }
+    async fn execute_plan(&self, plan: RestartPlan) -> RestartResult {
+        let RestartPlan {
+            namespace,
+            client,
+            targets,
+            mut outcome,
+            ..
+        } = plan;
         let patch_timeout = self.timeouts.patch;
         // No patch starts after the phase deadline: the run as a whole stays bounded
         // (`Timeouts::max_run`). A match not started by then was never sent: `unavailable`.
         let phase_deadline = tokio::time::Instant::now() + self.timeouts.patch_phase;
+        let (client, namespace) = (&client, namespace.as_str());
         // Built eagerly (a Vec, not a lazy iterator adapter) so the run stays `Send` for callers
         // that spawn it. `buffer_unordered` polls each future first when a slot frees up, so the
         // deadline check below runs when the patch would start.
-        let sends: Vec<_> = planned
+        let sends: Vec<_> = targets
             .into_iter()
-            .map(|(kind, name, document)| async move {
+            .map(|PlannedPatch { target, document }| async move {
+                let WorkloadName { kind, name } = target;
                 if tokio::time::Instant::now() >= phase_deadline {
                     warn!(
                         kind = kind.as_str(),
@@ -238,6 +290,77 @@ impl RestartEngine {
             "restart consumers finished"
         );
         result
+    }
+}
+
+/// The planned patch of one match: the target and the document that tests the inspected uid and
+/// resourceVersion (kept private: they never leave the engine).
+#[derive(Debug, Clone)]
+struct PlannedPatch {
+    target: WorkloadName,
+    document: Value,
+}
+
+/// A run between its two phases: what discovery found and what [`RestartEngine::execute`] will
+/// patch. Made by [`RestartEngine::plan`]; it carries the caller's client, so the patches go out
+/// as the identity that listed. Its public view holds kinds, names and classified failures
+/// only — never uids, resourceVersions or upstream text — so it can be recorded as it is.
+pub struct RestartPlan {
+    namespace: String,
+    secret: String,
+    client: kube::Client,
+    targets: Vec<PlannedPatch>,
+    unpatchable: Vec<WorkloadName>,
+    discovery_failures: Vec<(WorkloadKind, Failure)>,
+    outcome: RestartOutcome,
+    span: tracing::Span,
+}
+
+impl RestartPlan {
+    /// The namespace listed and patched.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The Secret the matches reference.
+    pub fn secret(&self) -> &str {
+        &self.secret
+    }
+
+    /// The workloads [`RestartEngine::execute`] will send a patch to, by kind then name.
+    pub fn targets(&self) -> impl ExactSizeIterator<Item = &WorkloadName> {
+        self.targets.iter().map(|planned| &planned.target)
+    }
+
+    /// Matches that will not be patched because the listed object was malformed (reported as
+    /// `incomplete_list` failures).
+    pub fn unpatchable(&self) -> impl ExactSizeIterator<Item = &WorkloadName> {
+        self.unpatchable.iter()
+    }
+
+    /// The kinds whose inventory failed, with the classified failure; nothing of these kinds is
+    /// patched.
+    pub fn discovery_failures(&self) -> impl ExactSizeIterator<Item = (WorkloadKind, &Failure)> {
+        self.discovery_failures
+            .iter()
+            .map(|(kind, failure)| (*kind, failure))
+    }
+
+    /// Whether executing the plan sends no patch at all.
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+}
+
+impl std::fmt::Debug for RestartPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestartPlan")
+            .field("namespace", &self.namespace)
+            .field("secret", &self.secret)
+            .field("targets", &self.targets().collect::<Vec<_>>())
+            .field("unpatchable", &self.unpatchable)
+            .field("discovery_failures", &self.discovery_failures)
+            .finish_non_exhaustive()
     }
 }
 

@@ -5,7 +5,8 @@
 //!   [`Connection::client`] gives a kube client acting as an [`Impersonation`] (or as the
 //!   server itself). Nothing in this crate retries a request.
 //! - [`RestartEngine`]: Restart Consumers — [`RestartEngine::discover`] (dry run) and
-//!   [`RestartEngine::run`] (discover, patch, result).
+//!   [`RestartEngine::plan`] then [`RestartEngine::execute`] (discover and plan, then patch;
+//!   [`RestartEngine::run`] does both).
 //! - [`inventory`]: the paged, budgeted listing of one workload kind and its consistency rules.
 //! - [`read`]: single-object reads (Secret, ConfigMap) for preflight checks.
 //!
@@ -20,7 +21,7 @@ pub mod transport;
 
 pub use connection::{Connection, ConnectionError, IdentityError, Impersonation};
 pub use engine::{
-    DEFAULT_ANNOTATION_KEY, Discovery, MAX_PATCHES_IN_FLIGHT, RestartEngine, RunError,
+    DEFAULT_ANNOTATION_KEY, Discovery, MAX_PATCHES_IN_FLIGHT, RestartEngine, RestartPlan, RunError,
     restart_timestamp,
 };
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};

@@ -88,6 +88,56 @@ async fn requested_when_every_match_is_acknowledged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_names_its_targets_and_patches_nothing_until_executed() {
+    let env = Env::start(vec![
+        stateful_set("worker", Some(SECRET)),
+        deployment("api-server", Some(SECRET)),
+        deployment("unrelated", Some("other-secret")),
+    ])
+    .await;
+    env.emu.add_fault(
+        Fault::on("list", "daemonsets")
+            .namespace(NS)
+            .then(FaultAction::status(403)),
+    );
+    let engine = env.engine();
+    let plan = engine
+        .plan(
+            NS,
+            SECRET,
+            None,
+            rollsafe_kube::DEFAULT_ANNOTATION_KEY,
+            now(),
+        )
+        .await
+        .unwrap();
+    let targets: Vec<_> = plan
+        .targets()
+        .map(|t| (t.kind.as_str(), t.name.as_str()))
+        .collect();
+    assert_eq!(
+        targets,
+        [("Deployment", "api-server"), ("StatefulSet", "worker")]
+    );
+    let failures: Vec<_> = plan
+        .discovery_failures()
+        .map(|(kind, failure)| (kind.as_str(), failure.code))
+        .collect();
+    assert_eq!(failures, [("DaemonSet", FailureCode::Forbidden)]);
+    assert_eq!(plan.unpatchable().len(), 0);
+    // Between the phases nothing has been patched: an intent record can be made here.
+    assert!(env.patches().is_empty());
+    assert_eq!(env.annotation("deployments", "api-server"), None);
+
+    let result = engine.execute(plan).await;
+    assert_eq!(result.status, RestartStatus::Partial);
+    assert_eq!(env.patched_names("deployments"), ["api-server"]);
+    assert_eq!(env.patched_names("statefulsets"), ["worker"]);
+    assert_eq!(result.discovery_failures.len(), 1);
+    env.assert_nothing_sent_twice();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_targets_when_nothing_references_the_secret() {
     let env = Env::start(vec![
         deployment("web", Some("db-creds-old")),

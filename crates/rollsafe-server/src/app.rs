@@ -306,8 +306,9 @@ async fn handle_restart(
         let (namespace, name) = (namespace.clone(), name.clone());
         state.runs.spawn(
             async move {
-                let result = engine
-                    .run(
+                // Discovery settles and the patches are planned; nothing is patched yet.
+                let plan = engine
+                    .plan(
                         &namespace,
                         &name,
                         identity.as_ref(),
@@ -315,6 +316,8 @@ async fn handle_restart(
                         jiff::Timestamp::now(),
                     )
                     .await?;
+                // The plan's targets are known here, before the first patch is sent.
+                let result = engine.execute(plan).await;
                 metrics.result(&result);
                 write_audit_to(&audit, AuditLine::for_result(base, &result)).await;
                 Ok::<_, rollsafe_kube::RunError>(result)
