@@ -30,3 +30,14 @@ fn position(line: Option<u64>, column: Option<u64>) -> String {
         _ => String::new(),
     }
 }
+
+/// A [`ManifestError`] in one input of a [`crate::ManifestSet`], named by its label.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{label}: {source}")]
+pub struct InputError {
+    /// How the input is named in messages (a path, or `<stdin>`).
+    pub label: String,
+    /// What went wrong.
+    #[source]
+    pub source: ManifestError,
+}

@@ -17,9 +17,14 @@
 //! a manifest may hold Secret data.
 
 mod error;
+mod numbers;
+mod set;
 mod split;
 
-pub use error::ManifestError;
+pub use error::{InputError, ManifestError};
+pub use set::{ManifestSet, Origin};
+
+use std::fmt;
 
 use serde_json::Value;
 
@@ -43,15 +48,32 @@ pub struct Document {
     pub number: usize,
     /// What the document holds.
     pub body: Body,
+    /// Integers the document wrote beyond the 64-bit range, as written (see [`numbers`]).
+    literals: numbers::Literals,
 }
 
 /// Where an object sits in a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Position {
     /// 1-based document number.
     pub document: usize,
-    /// 0-based index inside a sequence or `kind: List`; `None` for a single-object document.
-    pub item: Option<usize>,
+    /// 0-based indices inside a sequence or `kind: List`, one per level of nesting (a `List`
+    /// inside a `List` adds one); empty for a single-object document.
+    pub items: Vec<usize>,
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}", self.document)?;
+        let mut items = self.items.iter();
+        if let Some(first) = items.next() {
+            write!(f, ", item {first}")?;
+            for item in items {
+                write!(f, ".{item}")?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A parsed manifest stream.
@@ -67,86 +89,74 @@ impl Manifest {
         let mut documents = Vec::new();
         for (position, source) in split::documents(text).into_iter().enumerate() {
             let number = position + 1;
+            let yaml_error = |error: serde_saphyr::Error| ManifestError::Yaml {
+                document: number,
+                line: error.location().map(|l| l.line() + source.first_line),
+                column: error.location().map(|l| l.column()),
+            };
             let value: Value = if split::is_blank(&source.text) {
                 Value::Null
             } else {
-                serde_saphyr::from_str_with_options(&source.text, read_options()).map_err(
-                    |error| ManifestError::Yaml {
-                        document: number,
-                        line: error.location().map(|l| l.line() + source.first_line),
-                        column: error.location().map(|l| l.column()),
-                    },
-                )?
+                serde_saphyr::from_str_with_options(&source.text, read_options())
+                    .map_err(yaml_error)?
+            };
+            let literals = if numbers::has_wide_integer(&value) {
+                numbers::Literals::read(&source.text, read_options()).map_err(yaml_error)?
+            } else {
+                numbers::Literals::default()
             };
             documents.push(Document {
                 number,
                 body: Body::classify(value),
+                literals,
             });
         }
         Ok(Self { documents })
     }
 
-    /// Every object of the stream, in input order, with its position.
+    /// Every object of the stream, in input order, with its position. The items of a
+    /// `kind: List` are objects, also when the list is itself an item of a list (as `kubectl`
+    /// reads them); the list is not.
     pub fn objects(&self) -> impl Iterator<Item = (Position, &Value)> {
-        self.documents.iter().flat_map(|document| {
-            let number = document.number;
-            let items: Box<dyn Iterator<Item = (Option<usize>, &Value)>> = match &document.body {
-                Body::Empty => Box::new(std::iter::empty()),
-                Body::Single(value) => Box::new(std::iter::once((None, value))),
-                Body::Sequence(items) => {
-                    Box::new(items.iter().enumerate().map(|(i, v)| (Some(i), v)))
+        let mut out = Vec::new();
+        for document in &self.documents {
+            let mut items = Vec::new();
+            match &document.body {
+                Body::Empty => {}
+                Body::Single(value) => collect(value, document.number, &mut items, &mut out),
+                Body::Sequence(values) => {
+                    for (i, value) in values.iter().enumerate() {
+                        items.push(i);
+                        collect(value, document.number, &mut items, &mut out);
+                        items.pop();
+                    }
                 }
-                Body::List(list) => Box::new(
-                    list_items(list)
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| (Some(i), v)),
-                ),
-            };
-            items
-                .filter(|(_, value)| value.is_object())
-                .map(move |(item, value)| {
-                    (
-                        Position {
-                            document: number,
-                            item,
-                        },
-                        value,
-                    )
-                })
-        })
+                Body::List(list) => collect(list, document.number, &mut items, &mut out),
+            }
+        }
+        out.into_iter()
     }
 
     /// Every object of the stream, mutably, in input order, with its position.
     pub fn objects_mut(&mut self) -> impl Iterator<Item = (Position, &mut Value)> {
-        self.documents.iter_mut().flat_map(|document| {
-            let number = document.number;
-            let items: Box<dyn Iterator<Item = (Option<usize>, &mut Value)>> =
-                match &mut document.body {
-                    Body::Empty => Box::new(std::iter::empty()),
-                    Body::Single(value) => Box::new(std::iter::once((None, value))),
-                    Body::Sequence(items) => {
-                        Box::new(items.iter_mut().enumerate().map(|(i, v)| (Some(i), v)))
+        let mut out = Vec::new();
+        for document in &mut self.documents {
+            let mut items = Vec::new();
+            match &mut document.body {
+                Body::Empty => {}
+                Body::Single(value) | Body::List(value) => {
+                    collect_mut(value, document.number, &mut items, &mut out);
+                }
+                Body::Sequence(values) => {
+                    for (i, value) in values.iter_mut().enumerate() {
+                        items.push(i);
+                        collect_mut(value, document.number, &mut items, &mut out);
+                        items.pop();
                     }
-                    Body::List(list) => Box::new(
-                        list_items_mut(list)
-                            .iter_mut()
-                            .enumerate()
-                            .map(|(i, v)| (Some(i), v)),
-                    ),
-                };
-            items
-                .filter(|(_, value)| value.is_object())
-                .map(move |(item, value)| {
-                    (
-                        Position {
-                            document: number,
-                            item,
-                        },
-                        value,
-                    )
-                })
-        })
+                }
+            }
+        }
+        out.into_iter()
     }
 
     /// Writes the stream back as YAML: the documents in order, separated by `---`, each in the
@@ -154,23 +164,66 @@ impl Manifest {
     pub fn to_yaml(&self) -> Result<String, ManifestError> {
         let mut out = String::new();
         for document in &self.documents {
-            let value = match &document.body {
-                Body::Empty => continue,
-                Body::Single(value) | Body::List(value) => value,
-                Body::Sequence(items) => {
-                    let text = serde_saphyr::to_string(items).map_err(|_| ManifestError::Emit {
-                        document: document.number,
-                    })?;
-                    push_document(&mut out, &text);
-                    continue;
-                }
-            };
-            let text = serde_saphyr::to_string(value).map_err(|_| ManifestError::Emit {
+            let emit_error = |_| ManifestError::Emit {
                 document: document.number,
-            })?;
+            };
+            let text = match &document.body {
+                Body::Empty => continue,
+                Body::Single(value) | Body::List(value) => {
+                    document.literals.emit(value).map_err(emit_error)?
+                }
+                Body::Sequence(items) => document.literals.emit(items).map_err(emit_error)?,
+            };
             push_document(&mut out, &text);
         }
         Ok(out)
+    }
+}
+
+/// Pushes `value` as an object, or descends into it when it is a `kind: List`.
+fn collect<'a>(
+    value: &'a Value,
+    document: usize,
+    items: &mut Vec<usize>,
+    out: &mut Vec<(Position, &'a Value)>,
+) {
+    if is_kind_list(value) {
+        for (i, item) in list_items(value).iter().enumerate() {
+            items.push(i);
+            collect(item, document, items, out);
+            items.pop();
+        }
+    } else if value.is_object() {
+        out.push((
+            Position {
+                document,
+                items: items.clone(),
+            },
+            value,
+        ));
+    }
+}
+
+fn collect_mut<'a>(
+    value: &'a mut Value,
+    document: usize,
+    items: &mut Vec<usize>,
+    out: &mut Vec<(Position, &'a mut Value)>,
+) {
+    if is_kind_list(value) {
+        for (i, item) in list_items_mut(value).iter_mut().enumerate() {
+            items.push(i);
+            collect_mut(item, document, items, out);
+            items.pop();
+        }
+    } else if value.is_object() {
+        out.push((
+            Position {
+                document,
+                items: items.clone(),
+            },
+            value,
+        ));
     }
 }
 
@@ -263,21 +316,21 @@ mod tests {
                 (
                     Position {
                         document: 1,
-                        item: Some(0)
+                        items: vec![0]
                     },
                     "A".to_owned()
                 ),
                 (
                     Position {
                         document: 1,
-                        item: Some(2)
+                        items: vec![2]
                     },
                     "B".to_owned()
                 ),
                 (
                     Position {
                         document: 2,
-                        item: Some(0)
+                        items: vec![0]
                     },
                     "C".to_owned()
                 ),

@@ -19,7 +19,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use rollsafe_core::render::{self, Settings, dump, hash};
-use rollsafe_manifest::Manifest;
+use rollsafe_manifest::{Manifest, ManifestSet};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -93,23 +93,17 @@ fn measure(mut f: impl FnMut()) -> Duration {
     )
 }
 
+/// The command's pipeline: parse the inputs into a set, render it in place, write it back.
 fn render_stream(text: &str, previous: Option<&str>, settings: &Settings) -> String {
-    let mut manifest = Manifest::parse(text).expect("generated stream parses");
+    let mut set = ManifestSet::new();
+    set.parse_input("<bench>", text)
+        .expect("generated stream parses");
     let previous = previous.map(|p| Manifest::parse(p).expect("previous parses"));
-    let updates = {
-        let objects: Vec<&Value> = manifest.objects().map(|(_, o)| o).collect();
-        let previous: Option<Vec<&Value>> = previous
-            .as_ref()
-            .map(|m| m.objects().map(|(_, o)| o).collect());
-        render::plan(&objects, previous.as_deref(), settings).expect("render succeeds")
-    };
-    let mut pending = updates.iter().peekable();
-    for (index, (_, object)) in manifest.objects_mut().enumerate() {
-        while let Some(update) = pending.next_if(|u| u.index == index) {
-            update.apply(object).expect("apply succeeds");
-        }
-    }
-    manifest.to_yaml().expect("emits")
+    let previous: Option<Vec<&Value>> = previous
+        .as_ref()
+        .map(|m| m.objects().map(|(_, o)| o).collect());
+    render::render(&mut set.objects_mut(), previous.as_deref(), settings).expect("render succeeds");
+    set.to_yaml().expect("emits")
 }
 
 fn mb_per_s(bytes: usize, time: Duration) -> f64 {
@@ -161,18 +155,9 @@ fn main() {
     let parsed_previous = Manifest::parse(&previous).expect("previous parses");
     let engine = |settings: &Settings, previous: Option<&Manifest>| {
         let mut manifest = manifest.clone();
-        let updates = {
-            let objects: Vec<&Value> = manifest.objects().map(|(_, o)| o).collect();
-            let previous: Option<Vec<&Value>> =
-                previous.map(|m| m.objects().map(|(_, o)| o).collect());
-            render::plan(&objects, previous.as_deref(), settings).expect("render succeeds")
-        };
-        let mut pending = updates.iter().peekable();
-        for (index, (_, object)) in manifest.objects_mut().enumerate() {
-            while let Some(update) = pending.next_if(|u| u.index == index) {
-                update.apply(object).expect("apply succeeds");
-            }
-        }
+        let previous: Option<Vec<&Value>> = previous.map(|m| m.objects().map(|(_, o)| o).collect());
+        let mut objects: Vec<&mut Value> = manifest.objects_mut().map(|(_, o)| o).collect();
+        render::render(&mut objects, previous.as_deref(), settings).expect("render succeeds");
         black_box(manifest);
     };
     let clone_only = measure(|| {

@@ -4,30 +4,31 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use rollsafe_manifest::Manifest;
+use rollsafe_manifest::ManifestSet;
 
 /// The largest manifest stream read from one input; a larger one is an error, never cut short.
 pub const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
 
-/// One parsed input.
-#[derive(Debug)]
-pub struct Input {
-    /// How messages name it: the path, or `<stdin>`.
-    pub label: String,
-    /// The parsed stream.
-    pub manifest: Manifest,
-}
-
-/// Reads and parses the inputs in order; none (or `-`) means stdin. An error names the input
-/// and, for invalid YAML, the document.
-pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<Vec<Input>> {
+/// Reads and parses the inputs in order into one set; none (or `-`) means stdin. An error
+/// names the input and, for invalid YAML, the document.
+pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<ManifestSet> {
     let stdin = [PathBuf::from("-")];
     let paths = if paths.is_empty() { &stdin[..] } else { paths };
-    paths.iter().map(|path| read_one(path)).collect()
+    let mut set = ManifestSet::new();
+    for path in paths {
+        read_into(&mut set, path)?;
+    }
+    Ok(set)
 }
 
-/// Reads and parses one input: a file, or stdin for `-`.
-pub fn read_one(path: &Path) -> anyhow::Result<Input> {
+/// Reads and parses one input (a file, or stdin for `-`) as a set of its own.
+pub fn read_one(path: &Path) -> anyhow::Result<ManifestSet> {
+    let mut set = ManifestSet::new();
+    read_into(&mut set, path)?;
+    Ok(set)
+}
+
+fn read_into(set: &mut ManifestSet, path: &Path) -> anyhow::Result<()> {
     let (label, reader): (String, Box<dyn Read>) = if path.as_os_str() == "-" {
         ("<stdin>".to_owned(), Box::new(std::io::stdin()))
     } else {
@@ -43,6 +44,6 @@ pub fn read_one(path: &Path) -> anyhow::Result<Input> {
     if text.len() as u64 > MAX_INPUT_BYTES {
         anyhow::bail!("{label}: larger than {MAX_INPUT_BYTES} bytes");
     }
-    let manifest = Manifest::parse(&text).with_context(|| label.clone())?;
-    Ok(Input { label, manifest })
+    set.parse_input(label, &text)?;
+    Ok(())
 }

@@ -67,11 +67,11 @@ impl WorkloadReferences {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let inputs = input::read_all(&args.files)?;
-    let workloads: Vec<WorkloadReferences> = inputs
-        .iter()
-        .flat_map(|input| input.manifest.objects())
-        .filter_map(|(_, object)| WorkloadReferences::of(object))
+    let set = input::read_all(&args.files)?;
+    let workloads: Vec<WorkloadReferences> = set
+        .objects()
+        .into_iter()
+        .filter_map(WorkloadReferences::of)
         .collect();
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &workloads)?;

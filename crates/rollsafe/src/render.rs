@@ -16,7 +16,7 @@ use anyhow::Context;
 
 use crate::input;
 use rollsafe_core::render::{self, FingerprintKey, Settings, WorkloadType, patch, setting};
-use rollsafe_manifest::{Manifest, Position};
+use rollsafe_manifest::ManifestSet;
 use serde_json::Value;
 
 /// The largest key file read.
@@ -107,7 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 struct Options {
     settings: Settings,
     patches: Vec<patch::TraitPatch>,
-    previous: Option<Manifest>,
+    previous: Option<ManifestSet>,
 }
 
 impl Options {
@@ -145,8 +145,8 @@ impl Options {
     }
 }
 
-fn read_manifest(path: &Path) -> anyhow::Result<Manifest> {
-    Ok(input::read_one(path)?.manifest)
+fn read_manifest(path: &Path) -> anyhow::Result<ManifestSet> {
+    input::read_one(path)
 }
 
 fn read_key(path: &Path) -> anyhow::Result<FingerprintKey> {
@@ -166,98 +166,43 @@ fn read_key(path: &Path) -> anyhow::Result<FingerprintKey> {
 
 fn read_patches(path: &Path) -> anyhow::Result<Vec<patch::TraitPatch>> {
     let manifest = read_manifest(path).context("--patches")?;
-    let patches = patch::parse(manifest.objects().map(|(_, object)| object))
+    let patches = patch::parse(manifest.objects())
         .with_context(|| format!("--patches {}", path.display()))?;
     Ok(patches)
 }
 
-/// Where an object of the inputs is, for messages.
-struct Origin<'a> {
-    label: &'a str,
-    position: Position,
-}
-
-impl std::fmt::Display for Origin<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: document {}", self.label, self.position.document)?;
-        if let Some(item) = self.position.item {
-            write!(f, ", item {item}")?;
-        }
-        Ok(())
-    }
-}
-
 /// Reads, patches and renders the inputs; returns the whole output text.
 fn render_inputs(files: &[PathBuf], options: &Options) -> anyhow::Result<String> {
-    let mut inputs = input::read_all(files)?;
-    let mut origins: Vec<(usize, Position)> = Vec::new();
-    for (which, input) in inputs.iter().enumerate() {
-        origins.extend(
-            input
-                .manifest
-                .objects()
-                .map(|(position, _)| (which, position)),
-        );
-    }
-    let labels: Vec<String> = inputs.iter().map(|i| i.label.clone()).collect();
-    let origin = |index: usize| {
-        origins.get(index).map(|&(which, position)| Origin {
-            label: &labels[which],
-            position,
-        })
-    };
-    let describe = |index: usize, error: &dyn std::fmt::Display| match origin(index) {
-        Some(origin) => anyhow::anyhow!("{origin}: {error}"),
-        None => anyhow::anyhow!("{error}"),
-    };
+    let mut set = input::read_all(files)?;
+    let located =
+        |set: &ManifestSet, index: usize, error: &dyn std::fmt::Display| match set.locate(index) {
+            Some(origin) => anyhow::anyhow!("{origin}: {error}"),
+            None => anyhow::anyhow!("{error}"),
+        };
 
     if !options.patches.is_empty() {
-        let mut index = 0;
-        for input in &mut inputs {
-            for (_, object) in input.manifest.objects_mut() {
-                patch::apply(&options.patches, object, index).map_err(|e| describe(index, &e))?;
-                index += 1;
-            }
+        let failed = set
+            .objects_mut()
+            .into_iter()
+            .enumerate()
+            .find_map(|(index, object)| {
+                patch::apply(&options.patches, object, index)
+                    .err()
+                    .map(|error| (index, error))
+            });
+        if let Some((index, error)) = failed {
+            return Err(located(&set, index, &error));
         }
     }
 
-    let updates = {
-        let objects: Vec<&Value> = inputs
-            .iter()
-            .flat_map(|input| input.manifest.objects().map(|(_, object)| object))
-            .collect();
-        let previous: Option<Vec<&Value>> = options
-            .previous
-            .as_ref()
-            .map(|manifest| manifest.objects().map(|(_, object)| object).collect());
-        render::plan(&objects, previous.as_deref(), &options.settings)
-            .map_err(|e| describe(e.index(), &e))?
-    };
-
-    let mut pending = updates.iter().peekable();
-    let mut index = 0;
-    for input in &mut inputs {
-        for (_, object) in input.manifest.objects_mut() {
-            while let Some(update) = pending.next_if(|u| u.index == index) {
-                update.apply(object).map_err(|e| describe(index, &e))?;
-            }
-            index += 1;
-        }
+    let previous: Option<Vec<&Value>> = options.previous.as_ref().map(ManifestSet::objects);
+    let rendered = render::render(
+        &mut set.objects_mut(),
+        previous.as_deref(),
+        &options.settings,
+    );
+    if let Err(error) = rendered {
+        return Err(located(&set, error.index(), &error));
     }
-
-    let mut output = String::new();
-    for input in &inputs {
-        let text = input
-            .manifest
-            .to_yaml()
-            .with_context(|| input.label.clone())?;
-        if text.is_empty() {
-            continue;
-        }
-        if !output.is_empty() {
-            output.push_str("---\n");
-        }
-        output.push_str(&text);
-    }
-    Ok(output)
+    Ok(set.to_yaml()?)
 }

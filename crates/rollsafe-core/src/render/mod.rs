@@ -326,23 +326,38 @@ pub fn plan(
     }
 }
 
-/// Plans and applies: renders `objects` in place and returns what was done.
+/// Plans and applies: renders `objects` in place and returns what was done. Nothing is
+/// written unless the whole plan succeeds and every update can be written.
+///
+/// This is the one render step: the command line, the benchmark and the tests all call it
+/// with the flattened objects of their inputs.
 pub fn render(
-    objects: &mut [Value],
-    previous: Option<&[Value]>,
+    objects: &mut [&mut Value],
+    previous: Option<&[&Value]>,
     settings: &Settings,
 ) -> Result<Vec<Update>, RenderError> {
     let updates = {
-        let refs: Vec<&Value> = objects.iter().collect();
-        let previous: Option<Vec<&Value>> = previous.map(|p| p.iter().collect());
-        plan(&refs, previous.as_deref(), settings)?
+        let view: Vec<&Value> = objects.iter().map(|object| &**object).collect();
+        plan(&view, previous, settings)?
     };
-    for update in &updates {
+    apply_all(&updates, objects)?;
+    Ok(updates)
+}
+
+/// Writes planned updates on the objects they were planned for (`objects` in the order given
+/// to [`plan`]). Every update is checked before any is written.
+pub fn apply_all(updates: &[Update], objects: &mut [&mut Value]) -> Result<(), RenderError> {
+    for update in updates {
+        if let Some(object) = objects.get(update.index) {
+            update.check(object)?;
+        }
+    }
+    for update in updates {
         if let Some(object) = objects.get_mut(update.index) {
             update.apply(object)?;
         }
     }
-    Ok(updates)
+    Ok(())
 }
 
 fn groups(parsed: &[Option<Object<'_>>], workload_type: Option<WorkloadType>) -> Vec<Group> {
@@ -446,138 +461,127 @@ fn plan_default(
     Ok(updates)
 }
 
-/// Fails unless the annotation can be written on the workload's pod template.
+/// The maps from `spec` to the pod template's annotations: (key, field named in errors).
+const HASH_PATH: [(&str, &str); 3] = [
+    ("template", "spec.template"),
+    ("metadata", "spec.template.metadata"),
+    ("annotations", "spec.template.metadata.annotations"),
+];
+/// The maps from the object to its own annotations.
+const STATE_PATH: [(&str, &str); 2] = [
+    ("metadata", "metadata"),
+    ("annotations", "metadata.annotations"),
+];
+
+/// Fails unless the annotations can be written on the workload: a `spec` map, and every map
+/// on the two paths a map, missing or null (null is written as a new map).
 fn check_workload(object: &Value, index: usize) -> Result<(), RenderError> {
-    let not_a_map = |field| RenderError::NotAMap {
-        index,
-        resource: ResourceName::of(object),
-        field,
-    };
     let Some(spec) = object.get("spec").filter(|s| s.is_object()) else {
         return Err(RenderError::MissingSpec {
             index,
             resource: ResourceName::of(object),
         });
     };
-    let mut current = spec;
-    for field in [
-        "spec.template",
-        "spec.template.metadata",
-        "spec.template.metadata.annotations",
-    ] {
-        let key = field.rsplit('.').next().unwrap_or(field);
+    check_path(spec, &HASH_PATH)
+        .and_then(|()| check_path(object, &STATE_PATH))
+        .map_err(|field| RenderError::NotAMap {
+            index,
+            resource: ResourceName::of(object),
+            field,
+        })
+}
+
+fn check_path(mut current: &Value, path: &[(&str, &'static str)]) -> Result<(), &'static str> {
+    for &(key, field) in path {
         match current.get(key) {
-            // An empty `annotations:` (null) holds nothing: it is written as a new map.
             None | Some(Value::Null) => break,
             Some(next) if next.is_object() => current = next,
-            Some(_) => return Err(not_a_map(field)),
-        }
-    }
-    if let Some(metadata) = object.get("metadata").filter(|m| !m.is_null()) {
-        if !metadata.is_object() {
-            return Err(not_a_map("metadata"));
-        }
-        if metadata
-            .get("annotations")
-            .is_some_and(|a| !a.is_object() && !a.is_null())
-        {
-            return Err(not_a_map("metadata.annotations"));
+            Some(_) => return Err(field),
         }
     }
     Ok(())
 }
 
 impl Update {
+    /// Fails, writing nothing, when this update cannot be written on `object`.
+    pub fn check(&self, object: &Value) -> Result<(), RenderError> {
+        match (&self.hash, &self.state) {
+            (Edit::Set(_), _) => check_workload(object, self.index),
+            (_, Edit::Set(_)) => {
+                check_path(object, &STATE_PATH).map_err(|field| RenderError::NotAMap {
+                    index: self.index,
+                    resource: ResourceName::of(object),
+                    field,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Writes this update's annotations on the workload object.
     pub fn apply(&self, object: &mut Value) -> Result<(), RenderError> {
-        let index = self.index;
-        match &self.hash {
-            Edit::Keep => {}
-            Edit::Set(value) => {
-                let name = ResourceName::of(object);
-                let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        self.check(object)?;
+        let name = ResourceName::of(object);
+        let not_a_map = |field| RenderError::NotAMap {
+            index: self.index,
+            resource: name.clone(),
+            field,
+        };
+        let Some(map) = object.as_object_mut() else {
+            return Err(not_a_map("object"));
+        };
+        if self.hash != Edit::Keep {
+            match map.get_mut("spec").and_then(Value::as_object_mut) {
+                Some(spec) => edit_annotation(spec, &HASH_PATH, HASH_ANNOTATION, &self.hash),
+                None if self.hash == Edit::Remove => Ok(()),
+                None => {
                     return Err(RenderError::MissingSpec {
-                        index,
+                        index: self.index,
                         resource: name,
                     });
-                };
-                let annotations = path_mut(
-                    spec,
-                    &[
-                        ("template", "spec.template"),
-                        ("metadata", "spec.template.metadata"),
-                        ("annotations", "spec.template.metadata.annotations"),
-                    ],
-                )
-                .map_err(|field| RenderError::NotAMap {
-                    index,
-                    resource: name,
-                    field,
-                })?;
-                annotations.insert(HASH_ANNOTATION.to_owned(), Value::String(value.clone()));
-            }
-            Edit::Remove => {
-                if let Some(annotations) = object
-                    .pointer_mut("/spec/template/metadata/annotations")
-                    .and_then(Value::as_object_mut)
-                {
-                    annotations.shift_remove(HASH_ANNOTATION);
                 }
             }
+            .map_err(not_a_map)?;
         }
-        match &self.state {
-            Edit::Keep => {}
-            Edit::Set(value) => {
-                let name = ResourceName::of(object);
-                let Some(map) = object.as_object_mut() else {
-                    return Err(RenderError::NotAMap {
-                        index,
-                        resource: name,
-                        field: "object",
-                    });
-                };
-                let annotations = path_mut(
-                    map,
-                    &[
-                        ("metadata", "metadata"),
-                        ("annotations", "metadata.annotations"),
-                    ],
-                )
-                .map_err(|field| RenderError::NotAMap {
-                    index,
-                    resource: name,
-                    field,
-                })?;
-                annotations.insert(STATE_ANNOTATION.to_owned(), Value::String(value.clone()));
-            }
-            Edit::Remove => {
-                if let Some(annotations) = object
-                    .pointer_mut("/metadata/annotations")
-                    .and_then(Value::as_object_mut)
-                {
-                    annotations.shift_remove(STATE_ANNOTATION);
-                }
-            }
-        }
-        Ok(())
+        edit_annotation(map, &STATE_PATH, STATE_ANNOTATION, &self.state).map_err(not_a_map)
     }
 }
 
-/// Walks (creating when missing or null) nested maps; fails with the field that is not a map.
-fn path_mut<'a>(
-    mut map: &'a mut Map<String, Value>,
+/// Sets or removes `key` in the annotations map at the end of `path` (maps created when
+/// missing or null on a set; nothing created on a removal). Fails with the field that is not a
+/// map.
+fn edit_annotation(
+    mut map: &mut Map<String, Value>,
     path: &[(&str, &'static str)],
-) -> Result<&'a mut Map<String, Value>, &'static str> {
-    for &(key, field) in path {
-        let entry = map
-            .entry(key.to_owned())
-            .or_insert_with(|| Value::Object(Map::new()));
-        if entry.is_null() {
-            *entry = Value::Object(Map::new());
+    key: &str,
+    edit: &Edit,
+) -> Result<(), &'static str> {
+    match edit {
+        Edit::Keep => Ok(()),
+        Edit::Set(value) => {
+            for &(segment, field) in path {
+                let entry = map
+                    .entry(segment.to_owned())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if entry.is_null() {
+                    *entry = Value::Object(Map::new());
+                }
+                map = entry.as_object_mut().ok_or(field)?;
+            }
+            map.insert(key.to_owned(), Value::String(value.clone()));
+            Ok(())
         }
-        map = entry.as_object_mut().ok_or(field)?;
+        Edit::Remove => {
+            for &(segment, _) in path {
+                match map.get_mut(segment).and_then(Value::as_object_mut) {
+                    Some(next) => map = next,
+                    None => return Ok(()),
+                }
+            }
+            map.shift_remove(key);
+            Ok(())
+        }
     }
-    Ok(map)
 }
 
 /// Reads `openchoreo.dev/restart-on-change`: `None` when unset.

@@ -56,6 +56,17 @@ fn mark(mut object: Value, value: Value) -> Value {
     object
 }
 
+/// [`super::render`] over owned values, as the tests hold them.
+fn render(
+    objects: &mut [Value],
+    previous: Option<&[Value]>,
+    settings: &Settings,
+) -> Result<Vec<Update>, RenderError> {
+    let mut targets: Vec<&mut Value> = objects.iter_mut().collect();
+    let previous: Option<Vec<&Value>> = previous.map(|p| p.iter().collect());
+    super::render(&mut targets, previous.as_deref(), settings)
+}
+
 fn settings(referenced: bool) -> Settings {
     Settings {
         workload_type: Some(WorkloadType::Deployment),
