@@ -29,6 +29,9 @@ pub async fn handle(
         ));
     }
     let (parts, body) = req.into_parts();
+    if let Err(e) = check_browser_safety(&parts, shared.addr.port()) {
+        return error(&e);
+    }
     let path = parts
         .uri
         .path()
@@ -50,6 +53,88 @@ pub async fn handle(
         Ok(resp) => resp,
         Err(e) => error(&e),
     }
+}
+
+/// Whether a `Host` value (or an `Origin`'s authority) names a loopback address: `localhost`,
+/// `127.0.0.0/8` or `[::1]`, with or without a port.
+fn is_loopback_authority(authority: &str) -> Option<(bool, Option<u16>)> {
+    let authority: http::uri::Authority = authority.parse().ok()?;
+    let host = authority.host();
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    Some((loopback, authority.port_u16()))
+}
+
+/// The admin API is unauthenticated, so it must not be reachable from a web page the user
+/// happens to visit: only loopback `Host` values (a DNS-rebinding page carries its own host
+/// name), no foreign `Origin` (a cross-site request carries the page's), and a JSON body on
+/// every state-changing request (a cross-site form or `text/plain` request cannot send one
+/// without a CORS preflight, which this API never grants).
+fn check_browser_safety(parts: &http::request::Parts, port: u16) -> Result<(), ApiError> {
+    let host = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            parts
+                .headers
+                .get(http::header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        });
+    let host_ok = host
+        .as_deref()
+        .and_then(is_loopback_authority)
+        .is_some_and(|(loopback, _)| loopback);
+    if !host_ok {
+        return Err(ApiError::new(
+            403,
+            "Forbidden",
+            "the admin API answers requests addressed to a loopback host only",
+            None,
+        ));
+    }
+    for origin in parts.headers.get_all(http::header::ORIGIN) {
+        let same_site = origin
+            .to_str()
+            .ok()
+            .and_then(|o| {
+                o.strip_prefix("http://")
+                    .or_else(|| o.strip_prefix("https://"))
+            })
+            .and_then(is_loopback_authority)
+            .is_some_and(|(loopback, p)| loopback && p == Some(port));
+        if !same_site {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                "the admin API refuses cross-origin requests",
+                None,
+            ));
+        }
+    }
+    let reads_only = matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let json_body = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+    if !reads_only && !json_body {
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "state-changing admin API requests must have Content-Type: application/json",
+            None,
+        ));
+    }
+    Ok(())
 }
 
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {

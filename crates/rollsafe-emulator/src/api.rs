@@ -295,32 +295,81 @@ fn authenticate(headers: &HeaderMap, shared: &Shared) -> Result<UserInfo, ApiErr
         .ok_or_else(ApiError::unauthorized)
 }
 
+/// The impersonation headers of a request, read strictly: a value that is not UTF-8, or a
+/// header the real server would read only once given twice, is refused instead of skipped (a
+/// skipped header would run the request as the impersonator).
+#[derive(Debug, Default)]
+struct ImpersonationHeaders {
+    user: Option<String>,
+    groups: Vec<String>,
+    uid: Option<String>,
+    extras: Vec<(String, String)>,
+}
+
+fn invalid_impersonation(header: &str, why: &str) -> ApiError {
+    ApiError::bad_request(&format!("invalid impersonation header {header}: {why}"))
+}
+
+fn header_utf8<'h>(name: &str, value: &'h http::HeaderValue) -> Result<&'h str, ApiError> {
+    std::str::from_utf8(value.as_bytes())
+        .map_err(|_| invalid_impersonation(name, "the value is not valid UTF-8"))
+}
+
+/// One value of a single-valued header; `None` when absent or empty (the real filter treats an
+/// empty value as not impersonating).
+fn single_header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(invalid_impersonation(name, "it may be given once"));
+    }
+    let text = header_utf8(name, first)?;
+    Ok((!text.is_empty()).then(|| text.to_string()))
+}
+
+impl ImpersonationHeaders {
+    fn read(headers: &HeaderMap) -> Result<Self, ApiError> {
+        let user = single_header(headers, "impersonate-user")?;
+        let uid = single_header(headers, "impersonate-uid")?;
+        let groups = headers
+            .get_all("impersonate-group")
+            .iter()
+            .map(|v| header_utf8("Impersonate-Group", v).map(str::to_string))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut extras = Vec::new();
+        for (name, value) in headers {
+            let Some(key) = name.as_str().strip_prefix("impersonate-extra-") else {
+                continue;
+            };
+            let key = percent_encoding::percent_decode_str(key)
+                .decode_utf8()
+                .map_err(|_| invalid_impersonation(name.as_str(), "the key is not valid UTF-8"))?
+                .into_owned();
+            extras.push((key, header_utf8(name.as_str(), value)?.to_string()));
+        }
+        Ok(Self {
+            user,
+            groups,
+            uid,
+            extras,
+        })
+    }
+}
+
 fn impersonate(
     headers: &HeaderMap,
     shared: &Shared,
     requester: UserInfo,
     entry: &mut RequestLogEntry,
 ) -> Result<UserInfo, ApiError> {
-    let user = header(headers, "impersonate-user");
-    let groups: Vec<String> = headers
-        .get_all("impersonate-group")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .map(str::to_string)
-        .collect();
-    let uid = header(headers, "impersonate-uid");
-    let extras: Vec<(String, String)> = headers
-        .iter()
-        .filter_map(|(n, v)| {
-            let key = n.as_str().strip_prefix("impersonate-extra-")?;
-            Some((
-                percent_encoding::percent_decode_str(&key.to_ascii_lowercase())
-                    .decode_utf8_lossy()
-                    .into_owned(),
-                v.to_str().ok()?.to_string(),
-            ))
-        })
-        .collect();
+    let ImpersonationHeaders {
+        user,
+        groups,
+        uid,
+        extras,
+    } = ImpersonationHeaders::read(headers)?;
     entry.impersonated_user = user.clone();
     entry.impersonated_groups = groups.clone();
     entry.impersonated_uid = uid.clone();

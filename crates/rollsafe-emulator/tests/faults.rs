@@ -431,7 +431,7 @@ async fn admin(
     let body = body.map(|b| b.to_string()).unwrap_or_default();
     let mut s = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();
