@@ -49,23 +49,24 @@ fn header(headers: &HeaderMap, name: impl http::header::AsHeaderName) -> Option<
         .map(str::to_string)
 }
 
-/// Serves one API request and records it in the request log.
+/// Serves one API request and records it in the request log (also when the client hangs up
+/// before the answer: the log entry is stored when this future completes or is dropped).
 pub async fn serve(req: Request<Incoming>, shared: &Arc<Shared>) -> Outcome {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let raw_query = parts.uri.query().unwrap_or("").to_string();
-    let mut entry = shared.new_entry(parts.method.as_str(), &path, &raw_query);
-    entry.content_type = header(&parts.headers, CONTENT_TYPE);
-    let outcome = serve_inner(&parts, body, shared, &mut entry).await;
+    let mut pending = shared.begin_entry(parts.method.as_str(), &path, &raw_query);
+    pending.entry.content_type = header(&parts.headers, CONTENT_TYPE);
+    let outcome = serve_inner(&parts, body, shared, &mut pending.entry).await;
     let status = match &outcome {
         Outcome::Respond(r) => r.status().as_u16(),
         Outcome::Drop => 0,
     };
+    pending.set_status(status);
     tracing::debug!(
-        method = %entry.method, path = %entry.path, status, user = ?entry.user,
-        "request"
+        method = %pending.entry.method, path = %pending.entry.path, status,
+        user = ?pending.entry.user, "request"
     );
-    shared.finish_entry(entry, status);
     outcome
 }
 

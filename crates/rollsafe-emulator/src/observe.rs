@@ -11,7 +11,7 @@ use crate::query::Query;
 pub const MAX_LOGGED_BODY: usize = 64 * 1024;
 
 /// One API request as the server saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestLogEntry {
     /// Arrival order, from 1.
@@ -52,7 +52,8 @@ pub struct RequestLogEntry {
     /// `Impersonate-Uid`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub impersonated_uid: Option<String>,
-    /// HTTP status sent; 0 when the connection was dropped instead.
+    /// HTTP status sent; 0 when no answer was sent: a fault dropped the connection, or the
+    /// client hung up first (then `end` is when the server noticed).
     pub status: u16,
     /// The faults applied, described.
     #[serde(default)]

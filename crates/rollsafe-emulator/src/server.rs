@@ -129,12 +129,47 @@ impl Shared {
         }
     }
 
+    /// Starts the log entry of a request that reached the server. It is stored when the
+    /// returned guard drops, whichever way the request ends: with the status set by
+    /// [`PendingEntry::set_status`], or 0 when it was abandoned (the client hung up, or a
+    /// fault dropped the connection) before an answer.
+    pub fn begin_entry(self: &Arc<Self>, method: &str, path: &str, query: &str) -> PendingEntry {
+        PendingEntry {
+            entry: self.new_entry(method, path, query),
+            status: 0,
+            shared: self.clone(),
+        }
+    }
+
     /// Stamps the end time and stores the entry.
     pub fn finish_entry(&self, mut entry: RequestLogEntry, status: u16) {
         entry.status = status;
         entry.end = util::now_precise();
         entry.end_micros = self.micros();
         self.log().push(entry);
+    }
+}
+
+/// A request-log entry in the making; stored when dropped (see [`Shared::begin_entry`]).
+#[derive(Debug)]
+pub struct PendingEntry {
+    /// The entry, filled in as the request is handled.
+    pub entry: RequestLogEntry,
+    status: u16,
+    shared: Arc<Shared>,
+}
+
+impl PendingEntry {
+    /// The status the client is sent (a response head is ready).
+    pub fn set_status(&mut self, status: u16) {
+        self.status = status;
+    }
+}
+
+impl Drop for PendingEntry {
+    fn drop(&mut self) {
+        let entry = std::mem::take(&mut self.entry);
+        self.shared.finish_entry(entry, self.status);
     }
 }
 
