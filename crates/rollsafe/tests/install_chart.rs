@@ -1,0 +1,453 @@
+//! The Helm chart through Helm's own Go SDK (helm-python-sdk): strict lint and render of every
+//! mode, golden snapshots of the rendered manifests, the least-privilege invariants of the
+//! generated RBAC, schema refusals, and `rollsafe render` run as a Helm 4 post-renderer plugin.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod install_common;
+
+use std::path::Path;
+
+use install_common::*;
+use serde_json::{Value, json};
+
+/// The modes the chart is rendered in: (snapshot name, values).
+fn modes() -> Vec<(&'static str, Value)> {
+    vec![
+        ("namespace-scope", json!({})),
+        (
+            "namespace-scope-impersonation",
+            json!({"impersonation": {"enabled": true, "groups": ["developers", "platform"]}}),
+        ),
+        ("cluster-scope", json!({"server": {"scope": "cluster"}})),
+        (
+            "cluster-scope-namespaces",
+            json!({"server": {"scope": "cluster", "namespaces": ["team-a", "team-b"]}}),
+        ),
+        (
+            "cluster-scope-impersonation",
+            json!({"server": {"scope": "cluster"},
+                   "impersonation": {"enabled": true, "users": ["ada@example.com"]}}),
+        ),
+        (
+            "exposed",
+            json!({
+                "server": {"restartEnabled": true, "adminGroups": ["platform"], "replicas": 3},
+                "session": {"existingSecret": "rollsafe-session"},
+                "audit": {"file": {"enabled": true, "existingClaim": "rollsafe-audit"}},
+                "ingress": {"enabled": true, "className": "nginx",
+                            "hosts": [{"host": "rollsafe.example.com",
+                                       "paths": [{"path": "/api", "pathType": "Prefix"}]}],
+                            "tls": [{"secretName": "rollsafe-tls", "hosts": ["rollsafe.example.com"]}]},
+                "networkPolicy": {"enabled": true,
+                                  "apiFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}],
+                                  "egress": {"enabled": true, "apiServerCIDRs": ["10.0.0.1/32"]}},
+                "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prometheus"}}}
+            }),
+        ),
+    ]
+}
+
+/// The manifests as `helm template` prints them, with the one random value (a generated
+/// session key) replaced after checking its shape.
+fn golden_text(manifests: &[(String, String)]) -> String {
+    let mut text = String::new();
+    for (path, manifest) in manifests {
+        let manifest = manifest.trim();
+        if manifest.is_empty() {
+            continue;
+        }
+        text.push_str(&format!("---\n# Source: {path}\n"));
+        for line in manifest.lines() {
+            match line.trim_start().strip_prefix("session-secret: ") {
+                Some(value) if path.ends_with("session-secret.yaml") => {
+                    let value = value.trim_matches('"');
+                    assert_eq!(value.len(), 88, "a base64 of 64 random characters");
+                    text.push_str("  session-secret: <generated once: 64 random characters>\n");
+                }
+                _ => {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    text
+}
+
+#[test]
+fn every_mode_lints_strictly_and_matches_its_golden_render() {
+    let Some(python) = helm_python() else { return };
+    for (name, values) in modes() {
+        let lint = helm(
+            &python,
+            json!({"op": "lint", "chart": chart_dir(), "values": values, "namespace": NAMESPACE}),
+        )
+        .unwrap();
+        let problems: Vec<&Value> = lint["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["severity"].as_i64().unwrap_or(3) >= 2)
+            .collect();
+        assert!(
+            problems.is_empty(),
+            "{name}: lint --strict found {problems:?}"
+        );
+        assert_eq!(lint["errors"], json!([]), "{name}");
+
+        let manifests = render(&python, &values);
+        insta::assert_snapshot!(format!("chart-{name}"), golden_text(&manifests));
+        check_invariants(name, &values, &objects(&manifests));
+    }
+}
+
+/// What must hold in every mode, whatever the snapshots say.
+fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
+    let impersonation = values["impersonation"]["enabled"] == true;
+    for (kind, namespace, rule) in rules(objects) {
+        let verbs: Vec<&str> = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let resources: Vec<&str> = rule["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        for verb in &verbs {
+            assert!(
+                ["get", "list", "patch", "impersonate"].contains(verb),
+                "{mode}: {kind} grants {verb}"
+            );
+        }
+        assert!(!resources.contains(&"*") && !verbs.contains(&"*"), "{mode}");
+        assert!(
+            !resources.contains(&"leases"),
+            "{mode}: leases only for the controller"
+        );
+        assert!(
+            !resources.contains(&"serviceaccounts"),
+            "{mode}: never impersonate or touch ServiceAccounts"
+        );
+        if verbs.contains(&"impersonate") {
+            assert!(impersonation, "{mode}: impersonate without impersonation");
+            assert_eq!(kind, "ClusterRole");
+            assert!(resources.iter().all(|r| *r == "users" || *r == "groups"));
+        }
+        if resources.contains(&"configmaps") {
+            assert_eq!(verbs, ["get"], "{mode}");
+            assert_eq!(rule["resourceNames"], json!(["krypton-access"]), "{mode}");
+            assert_eq!(namespace, NAMESPACE, "{mode}");
+        }
+        if resources.contains(&"secrets") {
+            assert!(
+                !impersonation,
+                "{mode}: with impersonation the caller reads Secrets"
+            );
+            assert_eq!(verbs, ["get"], "{mode}");
+        }
+    }
+    let restart_roles: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            (o["kind"] == "Role" || o["kind"] == "ClusterRole")
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("-restart")
+        })
+        .collect();
+    match (
+        impersonation,
+        values["server"]["scope"].as_str(),
+        values["server"]["namespaces"].as_array(),
+    ) {
+        (true, _, _) => assert!(restart_roles.is_empty(), "{mode}"),
+        (false, Some("cluster"), None) => {
+            assert_eq!(restart_roles.len(), 1);
+            assert_eq!(restart_roles[0]["kind"], "ClusterRole");
+        }
+        (false, Some("cluster"), Some(namespaces)) => {
+            let mut seen: Vec<&str> = restart_roles
+                .iter()
+                .map(|r| {
+                    assert_eq!(
+                        r["kind"], "Role",
+                        "{mode}: Roles in the listed namespaces only"
+                    );
+                    r["metadata"]["namespace"].as_str().unwrap()
+                })
+                .collect();
+            seen.sort();
+            let wanted: Vec<&str> = namespaces.iter().map(|n| n.as_str().unwrap()).collect();
+            assert_eq!(seen, wanted, "{mode}");
+        }
+        (false, _, _) => {
+            assert_eq!(restart_roles.len(), 1);
+            assert_eq!(restart_roles[0]["kind"], "Role");
+            assert_eq!(restart_roles[0]["metadata"]["namespace"], NAMESPACE);
+        }
+    }
+    if let Some(groups) = values["impersonation"]["groups"].as_array() {
+        let impersonate = of_kind(objects, "ClusterRole")
+            .into_iter()
+            .find(|r| {
+                r["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("-impersonate")
+            })
+            .unwrap();
+        let rule = impersonate["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resources"] == json!(["groups"]))
+            .unwrap();
+        assert_eq!(
+            &rule["resourceNames"],
+            &Value::Array(groups.clone()),
+            "{mode}"
+        );
+    }
+
+    // The pod: hardened, probed, with a grace above the server's own.
+    let deployment = of_kind(objects, "Deployment")[0];
+    let pod = &deployment["spec"]["template"]["spec"];
+    let grace = rollsafe_server::serve::shutdown_grace().as_secs();
+    assert!(
+        pod["terminationGracePeriodSeconds"].as_u64().unwrap() > grace,
+        "{mode}: the kubelet must wait longer than the server's shutdown grace ({grace} s)"
+    );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert!(pod["securityContext"]["runAsUser"].as_u64().unwrap() > 0);
+    let container = &pod["containers"][0];
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert!(container["resources"]["requests"].is_object());
+    assert!(container["resources"]["limits"]["memory"].is_string());
+    let env = container["env"].as_array().unwrap();
+    let session = env.iter().find(|e| e["name"] == "SESSION_SECRET").unwrap();
+    assert!(
+        session.get("value").is_none(),
+        "{mode}: the session key only from a Secret"
+    );
+    assert!(session["valueFrom"]["secretKeyRef"].is_object());
+    for service_account in of_kind(objects, "ServiceAccount") {
+        assert_eq!(service_account["automountServiceAccountToken"], false);
+    }
+    assert!(
+        of_kind(objects, "Lease").is_empty()
+            && !objects.iter().any(|o| o["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("controller"))),
+        "{mode}: nothing of the controller is rendered"
+    );
+}
+
+#[test]
+fn the_chart_default_shutdown_grace_is_the_servers() {
+    let values: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
+            .unwrap();
+    assert_eq!(
+        values["server"]["shutdownGraceSeconds"].as_u64().unwrap(),
+        rollsafe_server::serve::shutdown_grace().as_secs(),
+        "server.shutdownGraceSeconds must follow the server's shutdown_grace()"
+    );
+}
+
+#[test]
+fn the_schema_refuses_bad_values_at_install_time() {
+    let Some(python) = helm_python() else { return };
+    let refused = [
+        (
+            "the controller is not released",
+            json!({"controller": {"enabled": true}}),
+        ),
+        (
+            "an unknown scope",
+            json!({"server": {"scope": "everything"}}),
+        ),
+        (
+            "namespaces in namespace scope",
+            json!({"server": {"namespaces": ["a"]}}),
+        ),
+        (
+            "a namespace that is not a DNS label",
+            json!({"server": {"scope": "cluster", "namespaces": ["Team_A"]}}),
+        ),
+        (
+            "a session key in clear",
+            json!({"session": {"secret": "0123456789abcdef0123456789abcdef"}}),
+        ),
+        (
+            "a session key through extraEnv",
+            json!({"server": {"extraEnv": [{"name": "SESSION_SECRET", "value": "x"}]}}),
+        ),
+        (
+            "authentication switched off",
+            json!({"server": {"extraEnv": [{"name": "AUTH_DISABLED", "value": "true"}]}}),
+        ),
+        (
+            "impersonating a reserved group",
+            json!({"impersonation": {"enabled": true, "groups": ["system:masters"]}}),
+        ),
+        (
+            "impersonating a ServiceAccount user",
+            json!({"impersonation": {"enabled": true, "users": ["system:serviceaccount:kube-system:default"]}}),
+        ),
+        (
+            "a writable root filesystem",
+            json!({"server": {"securityContext": {"readOnlyRootFilesystem": false, "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}}),
+        ),
+        (
+            "running as root",
+            json!({"server": {"podSecurityContext": {"runAsNonRoot": false, "runAsUser": 0}}}),
+        ),
+        (
+            "a grace below the server's",
+            json!({"server": {"shutdownGraceSeconds": 30}}),
+        ),
+        (
+            "egress without the API server",
+            json!({"networkPolicy": {"enabled": true, "egress": {"enabled": true}}}),
+        ),
+        (
+            "both PDB bounds",
+            json!({"server": {"podDisruptionBudget": {"enabled": true, "minAvailable": 1, "maxUnavailable": 1}}}),
+        ),
+        ("an unknown key", json!({"replicas": 3})),
+        (
+            "a string where a number goes",
+            json!({"server": {"replicas": "two"}}),
+        ),
+    ];
+    for (why, values) in refused {
+        let answer = helm(
+            &python,
+            json!({"op": "validate", "chart": chart_dir(), "values": values}),
+        )
+        .unwrap();
+        assert_eq!(answer["ok"], false, "{why}: accepted {values}");
+        // The same values fail a real render (what `helm install` does first).
+        let render = helm(
+            &python,
+            json!({"op": "render", "chart": chart_dir(), "values": values,
+                   "name": RELEASE, "namespace": NAMESPACE}),
+        );
+        assert_eq!(
+            render.map(|_| ()).unwrap_err()["error"],
+            "HelmValuesError",
+            "{why}"
+        );
+    }
+    for (mode, values) in modes() {
+        let answer = helm(
+            &python,
+            json!({"op": "validate", "chart": chart_dir(), "values": values}),
+        )
+        .unwrap();
+        assert_eq!(answer["ok"], true, "{mode}: {answer}");
+    }
+}
+
+/// `rollsafe render` as Helm 4 runs post-renderers: the plugin of `deploy/helm-plugin`, found
+/// under `$HELM_PLUGINS`, run by Helm's own install action (client-side dry run). Its output
+/// is the same as piping the chart's manifests into `rollsafe render`, as Helm 3's
+/// `--post-renderer <executable>` does.
+#[test]
+fn rollsafe_render_runs_as_a_helm_4_post_renderer_plugin() {
+    let Some(python) = helm_python() else { return };
+    let plugins = tempfile::tempdir().unwrap();
+    copy_dir(
+        &repo().join("deploy/helm-plugin/rollsafe-render"),
+        &plugins.path().join("rollsafe-render"),
+    );
+    let binary = assert_cmd::cargo::cargo_bin("rollsafe");
+    let path = std::env::join_paths(
+        std::iter::once(binary.parent().unwrap().to_path_buf()).chain(
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        ),
+    )
+    .unwrap();
+    let values = json!({"session": {"existingSecret": "rollsafe-session"}});
+    let installed = helm_with_env(
+        &python,
+        json!({"op": "install", "chart": chart_dir(), "values": values, "name": RELEASE,
+               "namespace": NAMESPACE, "postRenderer": "rollsafe-render"}),
+        &[
+            ("HELM_PLUGINS", plugins.path().as_os_str().to_owned()),
+            ("PATH", path),
+        ],
+    )
+    .unwrap_or_else(|error| panic!("helm install --post-renderer failed: {error}"));
+    let manifest = installed["manifest"].as_str().unwrap();
+    let objects: Vec<Value> = serde_saphyr::from_multiple::<Value>(manifest)
+        .unwrap()
+        .into_iter()
+        .filter(Value::is_object)
+        .collect();
+    let deployment = of_kind(&objects, "Deployment")[0];
+    let hash = deployment["spec"]["template"]["metadata"]["annotations"]
+        ["openchoreo.dev/dp-resource-hash"]
+        .as_str()
+        .expect("the post-renderer annotated the pod template");
+
+    // Helm 3's contract: the whole rendered stream on stdin, the result on stdout.
+    let manifests: Vec<(String, String)> = render(&python, &values)
+        .into_iter()
+        .filter(|(path, _)| !path.ends_with("NOTES.txt"))
+        .collect();
+    let stream = golden_text(&manifests);
+    let output = std::process::Command::new(&binary)
+        .arg("render")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(stream.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let piped: Vec<Value> =
+        serde_saphyr::from_multiple::<Value>(std::str::from_utf8(&output.stdout).unwrap()).unwrap();
+    let piped_deployment = piped.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(
+        piped_deployment["spec"]["template"]["metadata"]["annotations"]["openchoreo.dev/dp-resource-hash"],
+        hash
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}

@@ -1,0 +1,666 @@
+//! The chart's RBAC proven against the API, and the binary run as its pod runs it.
+//!
+//! The chart is rendered with Helm's own SDK; its ServiceAccount, Roles, ClusterRoles,
+//! bindings and session Secret are applied to the emulator with real kubectl (the emulator
+//! does not serve Services, PodDisruptionBudgets, NetworkPolicies, Ingresses or
+//! ServiceMonitors; those are checked by the render tests). Then `rollsafe serve` runs with
+//! no kubeconfig, only `KUBERNETES_SERVICE_HOST`/`PORT` and a ServiceAccount directory
+//! (token, CA, namespace) — the emulator's TLS and CA on the same port — and with the
+//! ServiceAccount's identity:
+//!
+//! (a) a full restart run succeeds: the RBAC is sufficient;
+//! (b) the same identity is refused reading Secrets and patching workloads outside its
+//!     scope, deleting anything, listing Secrets, reading another ConfigMap, and
+//!     impersonating a ServiceAccount — the RBAC is minimal; each denial is read from the
+//!     emulator's request log;
+//! (c) a rotated token file is picked up without a restart.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod install_common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use install_common::*;
+use rollsafe_emulator::{Emulator, RequestLogEntry, RunningEmulator};
+use serde_json::{Value, json};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+const SA_NAME: &str = "rs-rollsafe";
+const SA_USER: &str = "system:serviceaccount:rollsafe:rs-rollsafe";
+const SA_TOKEN: &str = "sa-token-first";
+const ROTATED_USER: &str = "system:serviceaccount:rollsafe:rs-rollsafe-rotated";
+const ROTATED_TOKEN: &str = "sa-token-rotated";
+
+fn consumer(namespace: &str, name: &str, secret: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",
+                                         "envFrom": [{"secretRef": {"name": secret}}]}]}
+            }
+        }
+    })
+}
+
+fn seeds() -> Vec<Value> {
+    let secret = |namespace: &str, name: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": name, "namespace": namespace},
+               "data": {"password": "aHVudGVyMg=="}})
+    };
+    let mut worker = consumer("rollsafe", "worker", "db-credentials");
+    worker["kind"] = json!("StatefulSet");
+    worker["spec"]["serviceName"] = json!("worker");
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rollsafe"}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}}),
+        secret("rollsafe", "db-credentials"),
+        consumer("rollsafe", "web", "db-credentials"),
+        worker,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "unrelated", "namespace": "rollsafe"},
+               "data": {"a": "b"}}),
+        secret("other", "db-credentials"),
+        consumer("other", "web", "db-credentials"),
+    ]
+}
+
+/// The chart objects the emulator serves, from a render in `values`' mode.
+fn chart_objects(python: &Path, values: &Value) -> Vec<Value> {
+    let served = [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Secret",
+    ];
+    objects(&render(python, values))
+        .into_iter()
+        .filter(|o| served.contains(&o["kind"].as_str().unwrap()))
+        .collect()
+}
+
+fn kubectl_apply(kubectl: &Path, kubeconfig: &Path, objects: &[Value], dir: &Path) {
+    let file = dir.join("chart-rbac.json");
+    std::fs::write(
+        &file,
+        serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": objects}))
+            .unwrap(),
+    )
+    .unwrap();
+    let output = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        // The emulator publishes no per-group OpenAPI documents, which client-side validation
+        // fetches; the server validates what it stores.
+        .args(["--context", "admin", "apply", "--validate=false", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "kubectl apply failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// kubectl acting with the ServiceAccount's token, as anything holding it could.
+fn kubectl_as_service_account(
+    kubectl: &Path,
+    emulator: &RunningEmulator,
+    ca: &Path,
+    args: &[&str],
+) -> std::process::Output {
+    Command::new(kubectl)
+        .env("KUBECONFIG", "/dev/null")
+        .arg(format!("--server={}", emulator.https_url()))
+        .arg(format!("--certificate-authority={}", ca.display()))
+        .arg(format!("--token={SA_TOKEN}"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP/1.1 GET; the status code.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `rollsafe serve` as the chart's Deployment runs it: the chart's environment, no
+/// kubeconfig anywhere, the API server from `KUBERNETES_SERVICE_*`, credentials from the
+/// ServiceAccount directory.
+fn serve_in_cluster(
+    deployment: &Value,
+    emulator: &RunningEmulator,
+    service_account_dir: &Path,
+    home: &Path,
+    session_secret: &str,
+) -> Server {
+    let port = free_port();
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"));
+    command.arg("serve").env_clear();
+    for variable in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+    {
+        if let Some(value) = variable["value"].as_str() {
+            command.env(variable["name"].as_str().unwrap(), value);
+        }
+    }
+    command
+        .env("SESSION_SECRET", session_secret)
+        .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("HOME", home)
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env(
+            "KUBERNETES_SERVICE_PORT",
+            emulator.addr().port().to_string(),
+        )
+        .env("ROLLSAFE_SERVICEACCOUNT_DIR", service_account_dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = command.spawn().unwrap();
+    let server = Server { child, port };
+    poll("the server to be ready", || {
+        (http_status(port, "/readyz") == Some(200)).then_some(())
+    });
+    server
+}
+
+fn session_token(secret: &str, email: &str, groups: &[&str]) -> String {
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"));
+    command
+        .args(["token", "--email", email, "--ttl", "10m"])
+        .env("SESSION_SECRET", secret);
+    for group in groups {
+        command.args(["--group", group]);
+    }
+    let output = command.output().unwrap();
+    assert!(output.status.success());
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+fn restart(port: u16, token: &str, target: &str) -> (i32, Value) {
+    let output = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"))
+        .args([
+            "restart",
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+            target,
+        ])
+        .env("ROLLSAFE_TOKEN", token)
+        .output()
+        .unwrap();
+    let body = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), body)
+}
+
+fn write_atomically(path: &Path, text: &str) {
+    let next = path.with_extension("next");
+    std::fs::write(&next, text).unwrap();
+    std::fs::rename(&next, path).unwrap();
+}
+
+fn denied(log: &[RequestLogEntry], verb: &str, resource: &str, namespace: Option<&str>) -> bool {
+    log.iter().any(|e| {
+        e.user.as_deref() == Some(SA_USER)
+            && e.verb.as_deref() == Some(verb)
+            && e.resource.as_deref() == Some(resource)
+            && e.namespace.as_deref() == namespace
+            && e.status == 403
+    })
+}
+
+struct Cluster {
+    emulator: RunningEmulator,
+    python: PathBuf,
+    kubectl: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+async fn cluster() -> Option<Cluster> {
+    let python = helm_python()?;
+    let kubectl = kubectl()?;
+    let emulator = Emulator::builder()
+        .seed_objects(seeds())
+        .identity(
+            SA_USER,
+            SA_TOKEN,
+            &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
+        )
+        .identity(
+            ROTATED_USER,
+            ROTATED_TOKEN,
+            &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
+        )
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    emulator
+        .write_kubeconfig(&dir.path().join("kubeconfig"))
+        .unwrap();
+    Some(Cluster {
+        emulator,
+        python,
+        kubectl,
+        dir,
+    })
+}
+
+/// A pod's ServiceAccount directory: the token, the cluster CA, the namespace.
+fn service_account_dir(cluster: &Cluster) -> PathBuf {
+    let dir = cluster.dir.path().join("serviceaccount");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("token"), SA_TOKEN).unwrap();
+    std::fs::write(dir.join("ca.crt"), cluster.emulator.ca_pem()).unwrap();
+    std::fs::write(dir.join("namespace"), "rollsafe").unwrap();
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn namespace_scope_rbac_is_sufficient_and_minimal_in_cluster() {
+    let Some(cluster) = cluster().await else {
+        return;
+    };
+    let values = json!({"server": {"restartEnabled": true, "adminGroups": ["platform"]}});
+    let objects = chart_objects(&cluster.python, &values);
+    let kubeconfig = cluster.dir.path().join("kubeconfig");
+    kubectl_apply(&cluster.kubectl, &kubeconfig, &objects, cluster.dir.path());
+    let service_account = cluster
+        .emulator
+        .get_object("serviceaccounts", Some(NAMESPACE), SA_NAME)
+        .expect("the chart's ServiceAccount was applied");
+    assert_eq!(service_account["automountServiceAccountToken"], false);
+
+    // The session key the chart generated, as the pod gets it: from the Secret.
+    let secret = cluster
+        .emulator
+        .get_object("secrets", Some(NAMESPACE), "rs-rollsafe-session")
+        .unwrap();
+    let session_secret = String::from_utf8(base64_decode(
+        secret["data"]["session-secret"].as_str().unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(session_secret.len(), 64);
+
+    // Helm's lookup keeps it on the next upgrade.
+    let upgrade = helm(
+        &cluster.python,
+        json!({"op": "lookup", "chart": chart_dir(), "values": values, "name": RELEASE,
+               "namespace": NAMESPACE, "kubeconfig": kubeconfig}),
+    )
+    .unwrap();
+    let again = upgrade["manifests"]["rollsafe/templates/session-secret.yaml"]
+        .as_str()
+        .unwrap();
+    assert!(
+        again.contains(secret["data"]["session-secret"].as_str().unwrap()),
+        "an upgrade must keep the generated session key"
+    );
+
+    let deployment = objects_of_render(&cluster.python, &values, "Deployment");
+    let sa_dir = service_account_dir(&cluster);
+    let home = tempfile::tempdir().unwrap();
+    cluster.emulator.clear_requests();
+    let server = serve_in_cluster(
+        &deployment,
+        &cluster.emulator,
+        &sa_dir,
+        home.path(),
+        &session_secret,
+    );
+
+    // (a) A full restart run, every call made as the ServiceAccount.
+    let token = session_token(&session_secret, "alice@example.com", &["platform"]);
+    let (code, result) = restart(server.port, &token, "rollsafe/db-credentials");
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["status"], "requested", "{result}");
+    assert_eq!(result["requested"].as_array().unwrap().len(), 2, "{result}");
+    let mut rolled: Vec<String> = cluster
+        .emulator
+        .rollouts()
+        .iter()
+        .map(|r| format!("{}/{}/{}", r.kind, r.namespace, r.name))
+        .collect();
+    rolled.sort();
+    assert_eq!(
+        rolled,
+        ["Deployment/rollsafe/web", "StatefulSet/rollsafe/worker"]
+    );
+    let log = cluster.emulator.requests();
+    let kube_calls: Vec<&RequestLogEntry> = log.iter().filter(|e| e.verb.is_some()).collect();
+    assert!(!kube_calls.is_empty());
+    for entry in &kube_calls {
+        assert_eq!(entry.user.as_deref(), Some(SA_USER), "{entry:?}");
+        assert!(entry.impersonated_user.is_none());
+        assert!(entry.status < 400, "the RBAC must allow the run: {entry:?}");
+    }
+    for (verb, resource) in [
+        ("get", "secrets"),
+        ("list", "deployments"),
+        ("list", "statefulsets"),
+        ("list", "daemonsets"),
+        ("patch", "deployments"),
+        ("patch", "statefulsets"),
+    ] {
+        assert!(
+            kube_calls.iter().any(|e| e.is(verb, resource)),
+            "{verb} {resource} was made"
+        );
+    }
+
+    // The access ConfigMap: readable (missing is fine); any other ConfigMap is not.
+    let ca = sa_dir.join("ca.crt");
+    cluster.emulator.clear_requests();
+    // Writes go straight to the API, as the server's own in-cluster client sends them
+    // (kubectl would stop at the GET it makes first).
+    let connection =
+        rollsafe_kube::Connection::in_cluster(&rollsafe_kube::connection::InCluster::new(
+            "127.0.0.1",
+            cluster.emulator.addr().port(),
+            &sa_dir,
+        ))
+        .unwrap();
+    let client = connection.client(None);
+    let merge = |path: &str| {
+        http::Request::patch(path)
+            .header("content-type", "application/merge-patch+json")
+            .body(br#"{"metadata":{"annotations":{"x":"y"}}}"#.to_vec())
+            .unwrap()
+    };
+    let delete = |path: &str| http::Request::delete(path).body(Vec::new()).unwrap();
+    for request in [
+        merge("/apis/apps/v1/namespaces/other/deployments/web"),
+        delete("/apis/apps/v1/namespaces/rollsafe/deployments/web"),
+        delete("/api/v1/namespaces/rollsafe/secrets/db-credentials"),
+    ] {
+        let refused = client.request_text(request).await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(status)) if status.code == 403),
+            "{refused:?}"
+        );
+    }
+    let attempts: [&[&str]; 6] = [
+        &["-n", "other", "get", "secret", "db-credentials"],
+        &["-n", "other", "get", "deployments"],
+        &["-n", "rollsafe", "get", "secrets"],
+        &["-n", "rollsafe", "get", "configmap", "unrelated"],
+        &["-n", "rollsafe", "get", "leases"],
+        &[
+            "-n",
+            "rollsafe",
+            "get",
+            "secrets",
+            "--as",
+            "system:serviceaccount:kube-system:default",
+        ],
+    ];
+    for args in attempts {
+        let output = kubectl_as_service_account(&cluster.kubectl, &cluster.emulator, &ca, args);
+        assert!(!output.status.success(), "allowed: kubectl {args:?}");
+    }
+    let log = cluster.emulator.requests();
+    assert!(
+        denied(&log, "get", "secrets", Some("other")),
+        "read a Secret outside scope"
+    );
+    assert!(
+        denied(&log, "patch", "deployments", Some("other")),
+        "patch outside scope"
+    );
+    assert!(
+        denied(&log, "list", "deployments", Some("other")),
+        "list outside scope"
+    );
+    assert!(
+        denied(&log, "delete", "deployments", Some("rollsafe")),
+        "delete a workload"
+    );
+    assert!(
+        denied(&log, "delete", "secrets", Some("rollsafe")),
+        "delete a Secret"
+    );
+    assert!(
+        denied(&log, "list", "secrets", Some("rollsafe")),
+        "list Secrets"
+    );
+    assert!(
+        denied(&log, "get", "configmaps", Some("rollsafe")),
+        "another ConfigMap"
+    );
+    assert!(
+        denied(&log, "list", "leases", Some("rollsafe")),
+        "leases: controller only"
+    );
+    assert!(
+        log.iter().any(|e| e.user.as_deref() == Some(SA_USER)
+            && e.impersonated_user.as_deref() == Some("system:serviceaccount:kube-system:default")
+            && e.status == 403),
+        "impersonating a ServiceAccount must be refused: {log:#?}"
+    );
+    assert!(
+        cluster
+            .emulator
+            .get_object("deployments", Some("rollsafe"), "web")
+            .is_some()
+    );
+
+    // (c) Token rotation: the file is replaced (as the kubelet does); the running server
+    // sends the new token on its next call, without a restart.
+    cluster.emulator.clear_requests();
+    write_atomically(&sa_dir.join("token"), "a-token-the-cluster-does-not-know");
+    poll("the server to send the unknown token", || {
+        (http_status(server.port, "/readyz") == Some(503)).then_some(())
+    });
+    assert!(
+        cluster
+            .emulator
+            .requests()
+            .iter()
+            .any(|e| e.path == "/version" && e.status == 401 && e.user.is_none())
+    );
+    write_atomically(&sa_dir.join("token"), ROTATED_TOKEN);
+    poll("the server to use the rotated token", || {
+        (http_status(server.port, "/readyz") == Some(200)).then_some(())
+    });
+    let last = cluster
+        .emulator
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|e| e.path == "/version")
+        .unwrap();
+    assert_eq!(last.user.as_deref(), Some(ROTATED_USER));
+    drop(server);
+    cluster.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn impersonation_rbac_is_restricted_to_the_listed_groups() {
+    let Some(cluster) = cluster().await else {
+        return;
+    };
+    let values = json!({"server": {"restartEnabled": true, "adminGroups": ["platform"]},
+                        "impersonation": {"enabled": true, "groups": ["platform", "developers"]}});
+    let objects = chart_objects(&cluster.python, &values);
+    let kubeconfig = cluster.dir.path().join("kubeconfig");
+    kubectl_apply(&cluster.kubectl, &kubeconfig, &objects, cluster.dir.path());
+    // The callers' own rights: developers may restart in `rollsafe` only.
+    kubectl_apply(
+        &cluster.kubectl,
+        &kubeconfig,
+        &[
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": "developers", "namespace": "rollsafe"},
+                   "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+                             {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets"],
+                              "verbs": ["list", "patch"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "developers", "namespace": "rollsafe"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "developers"},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "developers"}]}),
+        ],
+        cluster.dir.path(),
+    );
+    let secret = cluster
+        .emulator
+        .get_object("secrets", Some(NAMESPACE), "rs-rollsafe-session")
+        .unwrap();
+    let session_secret = String::from_utf8(base64_decode(
+        secret["data"]["session-secret"].as_str().unwrap(),
+    ))
+    .unwrap();
+    let deployment = objects_of_render(&cluster.python, &values, "Deployment");
+    let sa_dir = service_account_dir(&cluster);
+    let home = tempfile::tempdir().unwrap();
+    let server = serve_in_cluster(
+        &deployment,
+        &cluster.emulator,
+        &sa_dir,
+        home.path(),
+        &session_secret,
+    );
+
+    // Sufficient: a caller in listed groups restarts; every workload call is impersonated.
+    cluster.emulator.clear_requests();
+    let token = session_token(&session_secret, "bob@example.com", &["developers"]);
+    let (code, result) = restart(server.port, &token, "rollsafe/db-credentials");
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["status"], "requested", "{result}");
+    let log = cluster.emulator.requests();
+    for entry in log
+        .iter()
+        .filter(|e| e.resource.as_deref().is_some_and(|r| r != "configmaps") && e.verb.is_some())
+    {
+        assert_eq!(entry.user.as_deref(), Some(SA_USER));
+        assert_eq!(
+            entry.impersonated_user.as_deref(),
+            Some("bob@example.com"),
+            "{entry:?}"
+        );
+        assert!(entry.status < 400, "{entry:?}");
+    }
+
+    // Minimal: the ServiceAccount alone reads no Secret; it may not impersonate a group that
+    // is not listed, nor a ServiceAccount.
+    let ca = sa_dir.join("ca.crt");
+    cluster.emulator.clear_requests();
+    for args in [
+        vec!["-n", "rollsafe", "get", "secret", "db-credentials"],
+        vec![
+            "-n",
+            "rollsafe",
+            "get",
+            "secret",
+            "db-credentials",
+            "--as",
+            "bob@example.com",
+            "--as-group",
+            "system:masters",
+        ],
+        vec![
+            "-n",
+            "rollsafe",
+            "get",
+            "secret",
+            "db-credentials",
+            "--as",
+            "bob@example.com",
+            "--as-group",
+            "auditors",
+        ],
+        vec![
+            "-n",
+            "rollsafe",
+            "get",
+            "secret",
+            "db-credentials",
+            "--as",
+            "system:serviceaccount:rollsafe:default",
+        ],
+    ] {
+        let output = kubectl_as_service_account(&cluster.kubectl, &cluster.emulator, &ca, &args);
+        assert!(!output.status.success(), "allowed: kubectl {args:?}");
+    }
+    let log = cluster.emulator.requests();
+    assert!(denied(&log, "get", "secrets", Some("rollsafe")), "{log:#?}");
+    let impersonation_refusals = log
+        .iter()
+        .filter(|e| {
+            e.user.as_deref() == Some(SA_USER) && e.status == 403 && e.impersonated_user.is_some()
+        })
+        .count();
+    assert_eq!(impersonation_refusals, 3, "{log:#?}");
+    drop(server);
+    cluster.emulator.shutdown().await;
+}
+
+fn objects_of_render(python: &Path, values: &Value, kind: &str) -> Value {
+    objects(&render(python, values))
+        .into_iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap()
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}
