@@ -56,8 +56,22 @@ fn the_build_step_is_a_locked_release_build_for_a_named_target() {
     // The runtime image copies exactly what that build writes.
     let text = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
     assert!(text.contains(&format!("target/{target}/release/rollsafe")));
-    assert!(!text.contains("HEALTHCHECK"));
-    assert!(text.contains("USER 65532:65532"));
+    let instructions: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.starts_with('#'))
+        .collect();
+    assert!(
+        !instructions.iter().any(|l| l.starts_with("HEALTHCHECK")),
+        "Kubernetes probes do the health checks"
+    );
+    assert!(instructions.contains(&"USER 65532:65532"));
+    let runtime = instructions
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("FROM "))
+        .unwrap();
+    assert!(runtime.contains("distroless"), "{runtime}");
 }
 
 #[test]
