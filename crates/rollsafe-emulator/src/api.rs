@@ -31,6 +31,9 @@ use crate::store::{Event, EventType, Key, Preconditions, UpdateMode};
 
 /// Server-side watch timeout when the client gives none (the real minimum request timeout).
 pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The longest a watch stays open; a larger `timeoutSeconds` is cut to it (a deadline must
+/// stay representable: `timeoutSeconds=18446744073709551615` once crashed the watch task).
+pub const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(366 * 24 * 3600);
 /// Lines buffered per watch before the writer waits for the client.
 pub const WATCH_BUFFER: usize = 256;
 
@@ -978,7 +981,7 @@ fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .non_empty("timeoutSeconds")
         .and_then(|s| s.parse::<u64>().ok())
         .filter(|s| *s > 0)
-        .map(Duration::from_secs)
+        .map(|s| Duration::from_secs(s).min(MAX_WATCH_TIMEOUT))
         .unwrap_or(DEFAULT_WATCH_TIMEOUT);
     let rv_param = q.non_empty("resourceVersion");
     let since = match rv_param {
