@@ -72,6 +72,9 @@ fn seeds() -> Vec<Value> {
                "data": {"a": "b"}}),
         secret("other", "db-credentials"),
         consumer("other", "web", "db-credentials"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
+        secret("team-a", "db-credentials"),
+        consumer("team-a", "web", "db-credentials"),
     ]
 }
 
@@ -647,6 +650,140 @@ async fn impersonation_rbac_is_restricted_to_the_listed_groups() {
         })
         .count();
     assert_eq!(impersonation_refusals, 3, "{log:#?}");
+    drop(server);
+    cluster.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_scope_with_a_namespace_list_grants_those_namespaces_only() {
+    let Some(cluster) = cluster().await else {
+        return;
+    };
+    let values = json!({"server": {"restartEnabled": true, "adminGroups": ["platform"],
+                                   "scope": "cluster", "namespaces": ["team-a"]}});
+    let objects = chart_objects(&cluster.python, &values);
+    assert!(
+        of_kind(&objects, "ClusterRole").is_empty(),
+        "a namespace list means Roles only"
+    );
+    let kubeconfig = cluster.dir.path().join("kubeconfig");
+    kubectl_apply(&cluster.kubectl, &kubeconfig, &objects, cluster.dir.path());
+    let secret = cluster
+        .emulator
+        .get_object("secrets", Some(NAMESPACE), "rs-rollsafe-session")
+        .unwrap();
+    let session_secret = String::from_utf8(base64_decode(
+        secret["data"]["session-secret"].as_str().unwrap(),
+    ))
+    .unwrap();
+    let deployment = objects_of_render(&cluster.python, &values, "Deployment");
+    let sa_dir = service_account_dir(&cluster);
+    let home = tempfile::tempdir().unwrap();
+    let server = serve_in_cluster(
+        &deployment,
+        &cluster.emulator,
+        &sa_dir,
+        home.path(),
+        &session_secret,
+    );
+
+    // Sufficient in the listed namespace.
+    cluster.emulator.clear_requests();
+    let token = session_token(&session_secret, "alice@example.com", &["platform"]);
+    let (code, result) = restart(server.port, &token, "team-a/db-credentials");
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["status"], "requested", "{result}");
+    let log = cluster.emulator.requests();
+    assert!(log.iter().any(|e| e.is("patch", "deployments")
+        && e.namespace.as_deref() == Some("team-a")
+        && e.status == 200));
+    // The namespace list is refused (no ClusterRole): the allow-list decides alone.
+    assert!(denied(&log, "list", "namespaces", None), "{log:#?}");
+
+    // Minimal: nothing in the release namespace or elsewhere beyond the access ConfigMap.
+    let ca = sa_dir.join("ca.crt");
+    cluster.emulator.clear_requests();
+    for args in [
+        ["-n", "rollsafe", "get", "secret", "db-credentials"],
+        ["-n", "other", "get", "secret", "db-credentials"],
+        ["-n", "other", "get", "deployments", "web"],
+    ] {
+        let output = kubectl_as_service_account(&cluster.kubectl, &cluster.emulator, &ca, &args);
+        assert!(!output.status.success(), "allowed: kubectl {args:?}");
+    }
+    let log = cluster.emulator.requests();
+    assert!(denied(&log, "get", "secrets", Some("rollsafe")));
+    assert!(denied(&log, "get", "secrets", Some("other")));
+    assert!(denied(&log, "get", "deployments", Some("other")));
+    drop(server);
+    cluster.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_scope_uses_cluster_roles_and_still_cannot_write_or_list_secrets() {
+    let Some(cluster) = cluster().await else {
+        return;
+    };
+    let values = json!({"server": {"restartEnabled": true, "adminGroups": ["platform"],
+                                   "scope": "cluster"}});
+    let objects = chart_objects(&cluster.python, &values);
+    let kubeconfig = cluster.dir.path().join("kubeconfig");
+    kubectl_apply(&cluster.kubectl, &kubeconfig, &objects, cluster.dir.path());
+    let secret = cluster
+        .emulator
+        .get_object("secrets", Some(NAMESPACE), "rs-rollsafe-session")
+        .unwrap();
+    let session_secret = String::from_utf8(base64_decode(
+        secret["data"]["session-secret"].as_str().unwrap(),
+    ))
+    .unwrap();
+    let deployment = objects_of_render(&cluster.python, &values, "Deployment");
+    let sa_dir = service_account_dir(&cluster);
+    let home = tempfile::tempdir().unwrap();
+    let server = serve_in_cluster(
+        &deployment,
+        &cluster.emulator,
+        &sa_dir,
+        home.path(),
+        &session_secret,
+    );
+    cluster.emulator.clear_requests();
+    let token = session_token(&session_secret, "alice@example.com", &["platform"]);
+    for target in ["other/db-credentials", "team-a/db-credentials"] {
+        let (code, result) = restart(server.port, &token, target);
+        assert_eq!(code, 0, "{target}: {result}");
+        assert_eq!(result["status"], "requested", "{target}: {result}");
+    }
+    let log = cluster.emulator.requests();
+    assert!(
+        log.iter()
+            .any(|e| e.is("list", "namespaces") && e.status == 200)
+    );
+    for entry in log.iter().filter(|e| e.verb.is_some()) {
+        assert_eq!(entry.user.as_deref(), Some(SA_USER));
+        assert!(entry.status < 400, "{entry:?}");
+    }
+
+    let ca = sa_dir.join("ca.crt");
+    cluster.emulator.clear_requests();
+    for args in [
+        &["-n", "other", "get", "secrets"][..],
+        &["-n", "other", "delete", "deployment", "web"],
+        &["-n", "kube-system", "get", "configmaps"],
+    ] {
+        let output = kubectl_as_service_account(&cluster.kubectl, &cluster.emulator, &ca, args);
+        assert!(!output.status.success(), "allowed: kubectl {args:?}");
+    }
+    let log = cluster.emulator.requests();
+    assert!(denied(&log, "list", "secrets", Some("other")), "{log:#?}");
+    assert!(
+        denied(&log, "delete", "deployments", Some("other")),
+        "{log:#?}"
+    );
+    assert!(
+        denied(&log, "list", "configmaps", Some("kube-system")),
+        "{log:#?}"
+    );
     drop(server);
     cluster.emulator.shutdown().await;
 }
