@@ -8,9 +8,9 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use serde_json::{Value, json};
 
-use crate::auth::Identity;
 use crate::faults::Fault;
 use crate::http_util::{error, json, read_body};
+use crate::identity::Identity;
 use crate::query::Query;
 use crate::resources;
 use crate::server::{ADMIN_PREFIX, Body, Shared};

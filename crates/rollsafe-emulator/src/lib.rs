@@ -71,20 +71,21 @@
 //!   ownership.
 
 mod admin;
-mod api;
-mod auth;
 mod discovery;
 mod faults;
+mod filters;
+mod handlers;
 mod http_util;
+mod identity;
 mod observe;
 mod patch;
 mod proto;
 mod query;
+mod registry;
 mod resources;
 mod route;
 mod server;
 mod status;
-mod store;
 mod tls;
 mod util;
 
@@ -101,19 +102,19 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use api::ContinueToken;
-pub use auth::{Identity, MASTERS_GROUP};
 pub use faults::{Fault, FaultAction, FaultMatch, FaultState, ListCorruption};
+pub use handlers::list::ContinueToken;
+pub use identity::{Identity, MASTERS_GROUP};
 pub use observe::{InFlightStat, RequestLogEntry};
 pub use patch::{JsonPatchError, apply_json_patch};
+pub use registry::{EventType, Rollout};
 pub use server::ADMIN_PREFIX;
 pub use status::ApiError;
-pub use store::{EventType, Rollout};
 pub use tls::TlsError;
 
 use observe::InFlight;
+use registry::Store;
 use server::Shared;
-use store::Store;
 
 /// The user name of the admin identity.
 pub const ADMIN_USER: &str = "system:admin";
@@ -338,7 +339,7 @@ fn load_base(store: &mut Store, seeds: &[Value]) -> Result<(), EmulatorError> {
     for ns in DEFAULT_NAMESPACES {
         store.ensure_namespace(ns)?;
     }
-    for obj in auth::bootstrap_objects() {
+    for obj in filters::authorization::bootstrap_objects() {
         store.upsert(obj)?;
     }
     for (index, obj) in seeds.iter().enumerate() {
@@ -703,7 +704,7 @@ impl Handle {
             res,
             namespace.unwrap_or(""),
             name,
-            &store::Preconditions::default(),
+            &registry::Preconditions::default(),
         )?;
         Ok(())
     }

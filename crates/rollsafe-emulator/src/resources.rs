@@ -1,4 +1,7 @@
-//! The resource table: every API resource the emulator serves, with what discovery reports.
+//! The resource table: every API resource the emulator serves, with what discovery reports and
+//! the registry strategy that applies to it.
+
+use crate::registry::strategy::{self, Strategy, configmap, namespace, rbac, secret, workloads};
 
 /// How objects of a resource are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +38,8 @@ pub struct ResourceDef {
     pub subresources: &'static [&'static str],
     /// `metadata.generation` is maintained (bumped on spec changes).
     pub generation: bool,
+    /// Defaulting, validation and the controller simulation of this resource.
+    pub strategy: &'static Strategy,
 }
 
 const STORED_VERBS: &[&str] = &[
@@ -94,12 +99,12 @@ impl ResourceDef {
 
     /// Whether this is a Deployment, StatefulSet or DaemonSet.
     pub fn is_workload(&self) -> bool {
-        self.group == "apps"
+        self.strategy.workload.is_some()
     }
 }
 
 macro_rules! res {
-    ($group:expr, $version:expr, $plural:expr, $singular:expr, $kind:expr, $ns:expr, $short:expr, $storage:expr, $custom:expr, $sub:expr, $gen:expr) => {
+    ($group:expr, $version:expr, $plural:expr, $singular:expr, $kind:expr, $ns:expr, $short:expr, $storage:expr, $custom:expr, $sub:expr, $gen:expr, $strategy:expr) => {
         ResourceDef {
             group: $group,
             version: $version,
@@ -112,6 +117,7 @@ macro_rules! res {
             custom: $custom,
             subresources: $sub,
             generation: $gen,
+            strategy: $strategy,
         }
     };
 }
@@ -131,7 +137,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &["status"],
-        false
+        false,
+        &namespace::STRATEGY
     ),
     res!(
         "",
@@ -144,7 +151,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &[],
-        false
+        false,
+        &secret::STRATEGY
     ),
     res!(
         "",
@@ -157,7 +165,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &[],
-        false
+        false,
+        &configmap::STRATEGY
     ),
     res!(
         "",
@@ -170,7 +179,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &[],
-        false
+        false,
+        &strategy::DEFAULT
     ),
     res!(
         "apps",
@@ -183,7 +193,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &["status", "scale"],
-        true
+        true,
+        &workloads::DEPLOYMENT
     ),
     res!(
         "apps",
@@ -196,7 +207,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &["status", "scale"],
-        true
+        true,
+        &workloads::STATEFULSET
     ),
     res!(
         "apps",
@@ -209,7 +221,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &["status"],
-        true
+        true,
+        &workloads::DAEMONSET
     ),
     res!(
         "coordination.k8s.io",
@@ -222,7 +235,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &[],
-        false
+        false,
+        &strategy::DEFAULT
     ),
     res!(
         "rbac.authorization.k8s.io",
@@ -235,7 +249,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &[],
-        false
+        false,
+        &rbac::STRATEGY
     ),
     res!(
         "rbac.authorization.k8s.io",
@@ -248,7 +263,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &[],
-        false
+        false,
+        &rbac::STRATEGY
     ),
     res!(
         "rbac.authorization.k8s.io",
@@ -261,7 +277,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &[],
-        false
+        false,
+        &rbac::STRATEGY
     ),
     res!(
         "rbac.authorization.k8s.io",
@@ -274,7 +291,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         false,
         &[],
-        false
+        false,
+        &rbac::STRATEGY
     ),
     res!(
         "external-secrets.io",
@@ -287,7 +305,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Stored,
         true,
         &["status"],
-        true
+        true,
+        &strategy::DEFAULT
     ),
     res!(
         "authentication.k8s.io",
@@ -300,7 +319,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Review,
         false,
         &[],
-        false
+        false,
+        &strategy::DEFAULT
     ),
     res!(
         "authentication.k8s.io",
@@ -313,7 +333,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Review,
         false,
         &[],
-        false
+        false,
+        &strategy::DEFAULT
     ),
     res!(
         "authorization.k8s.io",
@@ -326,7 +347,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Review,
         false,
         &[],
-        false
+        false,
+        &strategy::DEFAULT
     ),
     res!(
         "authorization.k8s.io",
@@ -339,7 +361,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         Review,
         false,
         &[],
-        false
+        false,
+        &strategy::DEFAULT
     ),
 ];
 

@@ -1,9 +1,53 @@
-//! URL → what the request is about (the real server's `RequestInfo`).
+//! URL → what the request is about (the real server's `RequestInfo`): the route, the resource,
+//! namespace, name and subresource, and the [`Verb`].
 
 use http::Method;
 
 use crate::query::Query;
 use crate::resources::{self, ResId, Storage, def};
+
+/// A Kubernetes verb of a resource request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// GET of one object.
+    Get,
+    /// GET of a collection.
+    List,
+    /// GET of a collection with `watch`.
+    Watch,
+    /// POST to a collection.
+    Create,
+    /// PUT of an object.
+    Update,
+    /// PATCH of an object.
+    Patch,
+    /// DELETE of an object.
+    Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
+}
+
+impl Verb {
+    /// The verb as RBAC rules, faults and the request log name it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::List => "list",
+            Self::Watch => "watch",
+            Self::Create => "create",
+            Self::Update => "update",
+            Self::Patch => "patch",
+            Self::Delete => "delete",
+            Self::DeleteCollection => "deletecollection",
+        }
+    }
+}
+
+impl std::fmt::Display for Verb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A request on a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +61,7 @@ pub struct ResourceRequest {
     /// Subresource (`status`, `scale`).
     pub subresource: Option<String>,
     /// Kubernetes verb.
-    pub verb: &'static str,
+    pub verb: Verb,
 }
 
 impl ResourceRequest {
@@ -57,21 +101,21 @@ pub enum Route {
     NotFound,
 }
 
-fn verb_for(method: &Method, has_name: bool, query: &Query) -> Option<&'static str> {
+fn verb_for(method: &Method, has_name: bool, query: &Query) -> Option<Verb> {
     Some(match (method.as_str(), has_name) {
-        ("GET" | "HEAD", true) => "get",
+        ("GET" | "HEAD", true) => Verb::Get,
         ("GET" | "HEAD", false) => {
             if query.flag("watch") {
-                "watch"
+                Verb::Watch
             } else {
-                "list"
+                Verb::List
             }
         }
-        ("POST", false) => "create",
-        ("PUT", true) => "update",
-        ("PATCH", true) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
+        ("POST", false) => Verb::Create,
+        ("PUT", true) => Verb::Update,
+        ("PATCH", true) => Verb::Patch,
+        ("DELETE", true) => Verb::Delete,
+        ("DELETE", false) => Verb::DeleteCollection,
         _ => return None,
     })
 }
@@ -140,10 +184,10 @@ fn resource_route(
     let Some(verb) = verb_for(method, name.is_some(), query) else {
         return Route::MethodNotAllowed(res);
     };
-    if d.storage == Storage::Review && verb != "create" {
+    if d.storage == Storage::Review && verb != Verb::Create {
         return Route::MethodNotAllowed(res);
     }
-    if subresource.is_some() && !matches!(verb, "get" | "update" | "patch") {
+    if subresource.is_some() && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
         return Route::MethodNotAllowed(res);
     }
     Route::Resource(ResourceRequest {
@@ -173,7 +217,7 @@ mod tests {
                 namespace: Some("ns".into()),
                 name: Some("web".into()),
                 subresource: None,
-                verb: "get",
+                verb: Verb::Get,
             })
         );
         assert_eq!(
@@ -183,13 +227,13 @@ mod tests {
                 namespace: None,
                 name: Some("ns".into()),
                 subresource: None,
-                verb: "get",
+                verb: Verb::Get,
             })
         );
         assert!(matches!(
             p(Method::GET, "/apis/apps/v1/deployments"),
             Route::Resource(ResourceRequest {
-                verb: "list",
+                verb: Verb::List,
                 namespace: None,
                 ..
             })
@@ -199,7 +243,10 @@ mod tests {
                 Method::PATCH,
                 "/apis/apps/v1/namespaces/ns/deployments/web/scale"
             ),
-            Route::Resource(ResourceRequest { verb: "patch", .. })
+            Route::Resource(ResourceRequest {
+                verb: Verb::Patch,
+                ..
+            })
         ));
         assert_eq!(
             p(Method::GET, "/apis/apps/v1/namespaces/ns/pods"),

@@ -23,11 +23,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
-use crate::auth::Identity;
 use crate::faults::FaultTable;
+use crate::identity::Identity;
 use crate::observe::{InFlight, RequestLogEntry};
-use crate::store::Store;
-use crate::{admin, api, util};
+use crate::registry::Store;
+use crate::{admin, filters, util};
 
 /// Response body type.
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -354,9 +354,9 @@ async fn handle(
     if path == ADMIN_PREFIX || path.starts_with(&format!("{ADMIN_PREFIX}/")) {
         return admin::handle(req, &shared, peer).await;
     }
-    match api::serve(req, &shared).await {
-        api::Outcome::Respond(resp) => resp,
-        api::Outcome::Drop => {
+    match filters::serve(req, &shared).await {
+        filters::Outcome::Respond(resp) => resp,
+        filters::Outcome::Drop => {
             killer.kill();
             // The connection task drops the connection; this future is dropped with it.
             std::future::pending::<Response<Body>>().await

@@ -1,0 +1,27 @@
+//! Authentication: a bearer token names a known identity; no credentials is
+//! `system:anonymous`; anything else is the real 401.
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+
+use crate::identity::UserInfo;
+use crate::server::Shared;
+use crate::status::ApiError;
+
+pub fn authenticate(headers: &HeaderMap, shared: &Shared) -> Result<UserInfo, ApiError> {
+    let Some(value) = headers.get(AUTHORIZATION) else {
+        return Ok(UserInfo::anonymous());
+    };
+    let text = value.to_str().map_err(|_| ApiError::unauthorized())?;
+    let token = match text.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+        _ => return Err(ApiError::unauthorized()),
+    };
+    if token.is_empty() {
+        return Err(ApiError::unauthorized());
+    }
+    shared
+        .identity_for_token(token)
+        .map(|i| UserInfo::authenticated(&i.name, &i.groups))
+        .ok_or_else(ApiError::unauthorized)
+}

@@ -1,0 +1,97 @@
+//! The emulator's own filter, after authorization: faults registered by tests fire here (error
+//! statuses, delays, dropped connections, list corruptions, concurrent edits).
+
+use serde_json::{Value, json};
+
+use crate::faults::{Fault, FaultAction};
+use crate::registry::{Preconditions, UpdateMode};
+use crate::resources::ResId;
+use crate::server::Shared;
+use crate::status::{self, ApiError};
+
+pub fn fault_target(fault: &Fault, ns: &str, name: &str) -> (String, String) {
+    let tns = if ns.is_empty() {
+        fault.matcher.namespace.clone().unwrap_or_default()
+    } else {
+        ns.to_string()
+    };
+    let tname = if name.is_empty() {
+        fault.matcher.name.clone().unwrap_or_default()
+    } else {
+        name.to_string()
+    };
+    (tns, tname)
+}
+
+pub fn status_fault(action: &FaultAction) -> ApiError {
+    let FaultAction::Status {
+        code,
+        reason,
+        message,
+        retry_after_seconds,
+        plain_text,
+    } = action
+    else {
+        return ApiError::internal("not a status fault");
+    };
+    let e = if *plain_text {
+        let default = if *code == 429 {
+            "Too many requests, please try again later."
+        } else {
+            status::generic_message(*code)
+        };
+        ApiError::plain(*code, message.as_deref().unwrap_or(default))
+    } else {
+        ApiError::new(
+            *code,
+            reason.as_deref().unwrap_or(status::reason_for(*code)),
+            message.as_deref().unwrap_or(status::generic_message(*code)),
+            None,
+        )
+    };
+    e.with_retry_after(retry_after_seconds.unwrap_or(0))
+}
+
+pub fn concurrent_edit(shared: &Shared, res: ResId, ns: &str, name: &str, patch: Option<&Value>) {
+    let mut store = shared.store();
+    let Some(current) = store.get(res, ns, name).cloned() else {
+        tracing::warn!(ns, name, "concurrent-edit fault: no such object");
+        return;
+    };
+    let n = shared
+        .edit_counter
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        + 1;
+    let patch = patch.cloned().unwrap_or_else(|| {
+        json!({"metadata": {"annotations": {"emulator.rollsafe.dev/concurrent-edit": n.to_string()}}})
+    });
+    let mut edited = (*current).clone();
+    json_patch::merge(&mut edited, &patch);
+    if let Err(e) = store.update(res, ns, name, edited, UpdateMode::Force) {
+        tracing::warn!(%e, "concurrent-edit fault failed");
+    }
+}
+
+pub fn delete_and_recreate(shared: &Shared, res: ResId, ns: &str, name: &str) {
+    let mut store = shared.store();
+    let Some(current) = store.get(res, ns, name).cloned() else {
+        tracing::warn!(ns, name, "delete-and-recreate fault: no such object");
+        return;
+    };
+    if let Err(e) = store.delete(res, ns, name, &Preconditions::default()) {
+        tracing::warn!(%e, "delete-and-recreate fault: delete failed");
+        return;
+    }
+    let mut copy = (*current).clone();
+    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["uid", "resourceVersion", "creationTimestamp", "generation"] {
+            meta.remove(field);
+        }
+    }
+    if let Some(o) = copy.as_object_mut() {
+        o.remove("status");
+    }
+    if let Err(e) = store.create(res, copy) {
+        tracing::warn!(%e, "delete-and-recreate fault: create failed");
+    }
+}

@@ -1,0 +1,169 @@
+//! The request pipeline, in the real server's order: authentication, impersonation, request
+//! info (what the URL addresses), authorization, then the emulator's fault injection, then the
+//! handler of the verb. Each filter has its own module.
+
+pub mod authentication;
+pub mod authorization;
+pub mod fault_injection;
+pub mod impersonation;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderMap;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+
+use crate::faults::FaultAction;
+use crate::handlers::{self, Call};
+use crate::http_util::{error, read_body};
+use crate::observe::{MAX_LOGGED_BODY, RequestLogEntry};
+use crate::query::Query;
+use crate::resources::def;
+use crate::route::{self, Route, Verb};
+use crate::server::{Body, Shared};
+use crate::status::ApiError;
+
+/// What to do with a request.
+pub enum Outcome {
+    /// Send this response.
+    Respond(Response<Body>),
+    /// Close the connection without a response.
+    Drop,
+}
+
+fn header(headers: &HeaderMap, name: impl http::header::AsHeaderName) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Serves one API request and records it in the request log (also when the client hangs up
+/// before the answer: the log entry is stored when this future completes or is dropped).
+pub async fn serve(req: Request<Incoming>, shared: &Arc<Shared>) -> Outcome {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let raw_query = parts.uri.query().unwrap_or("").to_string();
+    let mut pending = shared.begin_entry(parts.method.as_str(), &path, &raw_query);
+    pending.entry.content_type = header(&parts.headers, CONTENT_TYPE);
+    let outcome = serve_inner(&parts, body, shared, &mut pending.entry).await;
+    let status = match &outcome {
+        Outcome::Respond(r) => r.status().as_u16(),
+        Outcome::Drop => 0,
+    };
+    pending.set_status(status);
+    tracing::debug!(
+        method = %pending.entry.method, path = %pending.entry.path, status,
+        user = ?pending.entry.user, "request"
+    );
+    outcome
+}
+
+fn respond(e: ApiError) -> Outcome {
+    Outcome::Respond(error(&e))
+}
+
+async fn serve_inner(
+    parts: &http::request::Parts,
+    body: Incoming,
+    shared: &Arc<Shared>,
+    entry: &mut RequestLogEntry,
+) -> Outcome {
+    let query = Query::parse(&entry.query);
+    let requester = match authentication::authenticate(&parts.headers, shared) {
+        Ok(u) => u,
+        Err(e) => return respond(e),
+    };
+    entry.user = Some(requester.name.clone());
+    entry.groups = requester.groups.clone();
+    let user = match impersonation::impersonate(&parts.headers, shared, requester, entry) {
+        Ok(u) => u,
+        Err(e) => return respond(e),
+    };
+    let info = match route::parse(&parts.method, &entry.path, &query) {
+        Route::Resource(info) => info,
+        Route::NotFound => return respond(ApiError::page_not_found()),
+        Route::MethodNotAllowed(res) => {
+            return respond(ApiError::method_not_allowed(
+                def(res),
+                parts.method.as_str(),
+            ));
+        }
+        other => {
+            return Outcome::Respond(handlers::nonresource::non_resource(
+                other,
+                &parts.method,
+                &entry.path,
+                shared,
+                &user,
+            ));
+        }
+    };
+    let ns = info.namespace.clone().unwrap_or_default();
+    let name = info.name.clone().unwrap_or_default();
+    let full_resource = info.full_resource();
+    entry.verb = Some(info.verb.to_string());
+    entry.resource = Some(full_resource.clone());
+    entry.namespace = info.namespace.clone();
+    entry.name = info.name.clone();
+
+    let content_length = header(&parts.headers, CONTENT_LENGTH).and_then(|v| v.parse().ok());
+    let body = match read_body(body, content_length).await {
+        Ok(b) => b,
+        Err(e) => return respond(e),
+    };
+    if info.verb == Verb::Patch {
+        let cut = body.len().min(MAX_LOGGED_BODY);
+        entry.body = Some(String::from_utf8_lossy(&body[..cut]).into_owned());
+    }
+
+    let attrs = authorization::resource_attributes(&info);
+    if let Err(e) = authorization::check(&shared.store(), &user, &attrs) {
+        return respond(e);
+    }
+
+    let fired = shared
+        .faults()
+        .hit(info.verb.as_str(), &full_resource, &ns, &name);
+    entry.faults = fired.iter().map(|f| f.action.describe()).collect();
+    let _in_flight = shared.inflight.enter(info.verb.as_str(), &full_resource);
+    let mut corruption = None;
+    let mut drop_after = false;
+    for fault in &fired {
+        match &fault.action {
+            FaultAction::Delay { millis } => {
+                tokio::time::sleep(Duration::from_millis(*millis)).await;
+            }
+            FaultAction::DropBeforeApply => return Outcome::Drop,
+            FaultAction::DropAfterApply => drop_after = true,
+            FaultAction::Status { .. } => {
+                return respond(fault_injection::status_fault(&fault.action));
+            }
+            FaultAction::List { corruption: c } => corruption = Some(*c),
+            FaultAction::ConcurrentEdit { patch } => {
+                let (tns, tname) = fault_injection::fault_target(fault, &ns, &name);
+                fault_injection::concurrent_edit(shared, info.res, &tns, &tname, patch.as_ref());
+            }
+            FaultAction::DeleteAndRecreate => {
+                let (tns, tname) = fault_injection::fault_target(fault, &ns, &name);
+                fault_injection::delete_and_recreate(shared, info.res, &tns, &tname);
+            }
+        }
+    }
+    let call = Call {
+        shared,
+        info: &info,
+        query: &query,
+        content_type: header(&parts.headers, CONTENT_TYPE).unwrap_or_default(),
+        body: &body,
+        user: &user,
+        corruption,
+    };
+    let resp = handlers::dispatch(&call).unwrap_or_else(|e| error(&e));
+    if drop_after {
+        return Outcome::Drop;
+    }
+    Outcome::Respond(resp)
+}

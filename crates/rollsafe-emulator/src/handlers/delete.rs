@@ -1,0 +1,75 @@
+//! DELETE of one object (with preconditions) and of a collection.
+
+use hyper::Response;
+use serde_json::{Map, Value, json};
+
+use crate::handlers::{Call, selectors};
+use crate::http_util::json;
+use crate::registry::{Key, Preconditions};
+use crate::resources::{def, ids};
+use crate::server::Body;
+use crate::status::ApiError;
+
+pub fn delete(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let d = def(c.info.res);
+    let opts: Value = if c.body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(c.body)
+            .map_err(|e| ApiError::bad_request(&format!("error decoding DeleteOptions: {e}")))?
+    };
+    let pre = Preconditions {
+        uid: opts
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        resource_version: opts
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    };
+    let deleted = c
+        .shared
+        .store()
+        .delete(c.info.res, c.ns(), c.name(), &pre)?;
+    if c.info.res == ids::NAMESPACES {
+        let mut obj = (*deleted).clone();
+        obj["status"] = json!({"phase": "Terminating"});
+        return Ok(json(200, &obj));
+    }
+    let mut details = Map::new();
+    details.insert("name".into(), json!(c.name()));
+    if !d.group.is_empty() {
+        details.insert("group".into(), json!(d.group));
+    }
+    details.insert("kind".into(), json!(d.plural));
+    if let Some(uid) = deleted.pointer("/metadata/uid") {
+        details.insert("uid".into(), uid.clone());
+    }
+    Ok(json(
+        200,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+    ))
+}
+
+pub fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let d = def(c.info.res);
+    let (labels, fields) = selectors(c.query)?;
+    let mut store = c.shared.store();
+    let keys: Vec<Key> = store
+        .range(c.info.res, c.info.namespace.as_deref(), None)
+        .filter(|(_, v)| labels.matches(v) && fields.matches(v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let mut items = Vec::new();
+    for (res, ns, name) in keys {
+        if let Ok(obj) = store.delete(res, &ns, &name, &Preconditions::default()) {
+            items.push((*obj).clone());
+        }
+    }
+    let rv = store.current_rv();
+    Ok(json(
+        200,
+        &json!({"kind": d.list_kind(), "apiVersion": d.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+    ))
+}

@@ -1,0 +1,24 @@
+//! GET of one object (and of its `scale`).
+
+use hyper::Response;
+
+use crate::handlers::Call;
+use crate::handlers::scale::scale_of;
+use crate::http_util::json;
+use crate::resources::def;
+use crate::server::Body;
+use crate::status::ApiError;
+
+pub fn get(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let d = def(c.info.res);
+    let obj = c
+        .shared
+        .store()
+        .get(c.info.res, c.ns(), c.name())
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(d, c.name()))?;
+    if c.sub() == Some("scale") {
+        return Ok(json(200, &scale_of(&obj)));
+    }
+    Ok(json(200, &obj))
+}

@@ -1,0 +1,187 @@
+//! One handler per verb over the registry store (the real server's `endpoints/handlers`), plus
+//! what they share: the request scope, body decoding and the checks of an object against its URL.
+
+pub mod create;
+pub mod delete;
+pub mod get;
+pub mod list;
+pub mod nonresource;
+pub mod patch;
+pub mod review;
+pub mod scale;
+pub mod update;
+pub mod watch;
+
+use hyper::Response;
+use serde_json::{Value, json};
+
+use crate::faults::ListCorruption;
+use crate::identity::UserInfo;
+use crate::query::{FieldSelector, LabelSelector, Query};
+use crate::resources::{ResId, Storage, def};
+use crate::route::{ResourceRequest, Verb};
+use crate::server::{Body, Shared};
+use crate::status::{ApiError, FieldCause};
+
+/// Everything a handler needs about one request (the real server's `RequestScope` plus the
+/// request itself).
+pub struct Call<'a> {
+    /// Server state.
+    pub shared: &'a Shared,
+    /// What the URL addresses.
+    pub info: &'a ResourceRequest,
+    /// The query string.
+    pub query: &'a Query,
+    /// `Content-Type` of the body.
+    pub content_type: String,
+    /// The request body.
+    pub body: &'a [u8],
+    /// Who the request acts as (after impersonation).
+    pub user: &'a UserInfo,
+    /// A list corruption a fault asked for.
+    pub corruption: Option<ListCorruption>,
+}
+
+impl Call<'_> {
+    /// The namespace of the URL, or `""`.
+    pub fn ns(&self) -> &str {
+        self.info.namespace.as_deref().unwrap_or("")
+    }
+
+    /// The object name of the URL, or `""`.
+    pub fn name(&self) -> &str {
+        self.info.name.as_deref().unwrap_or("")
+    }
+
+    /// The subresource.
+    pub fn sub(&self) -> Option<&str> {
+        self.info.subresource.as_deref()
+    }
+}
+
+pub fn dispatch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    if def(c.info.res).storage == Storage::Review {
+        return review::review(c);
+    }
+    match c.info.verb {
+        Verb::Get => get::get(c),
+        Verb::List => list::list(c),
+        Verb::Watch => watch::watch(c),
+        Verb::Create => create::create(c),
+        Verb::Update => update::update(c),
+        Verb::Patch => patch::patch_object(c),
+        Verb::Delete => delete::delete(c),
+        Verb::DeleteCollection => delete::delete_collection(c),
+    }
+}
+
+pub fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(&format!("couldn't get version/kind; json parse error: {e}"))
+    })?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "couldn't get version/kind; json parse error: the body is not a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+pub fn check_type(obj: &Value, res: ResId) -> Result<(), ApiError> {
+    let d = def(res);
+    let expected = d.api_version();
+    if let Some(v) = obj.get("apiVersion").and_then(Value::as_str)
+        && !v.is_empty()
+        && v != expected
+    {
+        return Err(ApiError::bad_request(&format!(
+            "the API version in the data ({v}) does not match the expected API version ({expected})"
+        )));
+    }
+    if let Some(k) = obj.get("kind").and_then(Value::as_str)
+        && !k.is_empty()
+        && k != d.kind
+    {
+        return Err(ApiError::bad_request(&format!(
+            "the kind in the data ({k}) does not match the expected kind ({})",
+            d.kind
+        )));
+    }
+    Ok(())
+}
+
+pub fn set_namespace(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
+    if !def(c.info.res).namespaced {
+        return Ok(());
+    }
+    let url_ns = c.ns().to_string();
+    let meta = obj
+        .as_object_mut()
+        .map(|o| o.entry("metadata").or_insert_with(|| json!({})));
+    let Some(Value::Object(meta)) = meta else {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    };
+    match meta.get("namespace").and_then(Value::as_str) {
+        Some(ns) if !ns.is_empty() && ns != url_ns => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        _ => {
+            meta.insert("namespace".into(), json!(url_ns));
+            Ok(())
+        }
+    }
+}
+
+pub fn check_name(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
+    let url_name = c.name().to_string();
+    let meta = obj
+        .as_object_mut()
+        .map(|o| o.entry("metadata").or_insert_with(|| json!({})));
+    let Some(Value::Object(meta)) = meta else {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    };
+    match meta.get("name").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() && n != url_name => Err(ApiError::bad_request(&format!(
+            "the name of the object ({n}) does not match the name on the URL ({url_name})"
+        ))),
+        _ => {
+            meta.insert("name".into(), json!(url_name));
+            Ok(())
+        }
+    }
+}
+
+pub fn unsupported_body() -> ApiError {
+    ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        None,
+    )
+}
+
+pub fn selectors(q: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(&e))?;
+    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(&e))?;
+    Ok((labels, fields))
+}
+
+pub fn list_options_invalid(causes: &[FieldCause]) -> ApiError {
+    let texts: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: Invalid value: {}", c.field, c.detail))
+        .collect();
+    ApiError::new(
+        422,
+        "Invalid",
+        &format!(
+            "ListOptions.meta.k8s.io \"\" is invalid: {}",
+            texts.join(", ")
+        ),
+        Some(
+            json!({"kind": "ListOptions", "group": "meta.k8s.io", "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.detail, "field": c.field})).collect::<Vec<_>>()}),
+        ),
+    )
+}

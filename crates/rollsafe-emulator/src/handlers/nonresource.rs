@@ -1,0 +1,48 @@
+//! Non-resource paths: version, health, discovery and OpenAPI documents.
+
+use hyper::{Method, Response};
+
+use crate::discovery;
+use crate::filters::authorization::{self, Attributes};
+use crate::http_util::{error, json};
+use crate::identity::UserInfo;
+use crate::route::Route;
+use crate::server::{Body, Shared};
+use crate::status::ApiError;
+
+pub fn non_resource(
+    route: Route,
+    method: &Method,
+    path: &str,
+    shared: &Shared,
+    user: &UserInfo,
+) -> Response<Body> {
+    let verb = method.as_str().to_ascii_lowercase();
+    let attrs = Attributes {
+        verb: verb.clone(),
+        path: Some(path.to_string()),
+        ..Attributes::default()
+    };
+    if let Err(e) = authorization::check(&shared.store(), user, &attrs) {
+        return error(&e);
+    }
+    if verb != "get" && verb != "head" {
+        return error(&ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+            None,
+        ));
+    }
+    match route {
+        Route::Version => json(200, &discovery::version()),
+        Route::Health => crate::http_util::full(200, "text/plain; charset=utf-8", "ok"),
+        Route::CoreVersions => json(200, &discovery::core_versions(shared.addr)),
+        Route::Groups => json(200, &discovery::groups()),
+        Route::Group(g) => json(200, &discovery::group(&g)),
+        Route::Resources(g, v) => json(200, &discovery::resource_list(&g, &v)),
+        Route::OpenApiIndex => json(200, &discovery::openapi_index()),
+        Route::OpenApiGroupVersion(g, v) => json(200, &discovery::openapi_group_version(&g, &v)),
+        _ => error(&ApiError::page_not_found()),
+    }
+}

@@ -1,0 +1,92 @@
+//! PATCH in the four content types (the patch engines are in `crate::patch`), including
+//! server-side apply creating a missing object, and PATCH of `status` and `scale`.
+
+use hyper::Response;
+use serde_json::{Value, json};
+
+use crate::handlers::scale::scale_of;
+use crate::handlers::{Call, check_name, check_type, set_namespace};
+use crate::http_util::json;
+use crate::patch::{self, PatchKind};
+use crate::registry::UpdateMode;
+use crate::resources::def;
+use crate::server::Body;
+use crate::status::ApiError;
+
+pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let d = def(c.info.res);
+    let kind = PatchKind::from_content_type(&c.content_type)
+        .filter(|k| !(d.custom && *k == PatchKind::Strategic))
+        .ok_or_else(|| ApiError::unsupported_patch(d))?;
+    if kind == PatchKind::Apply && c.query.non_empty("fieldManager").is_none() {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            Some(
+                json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}]}),
+            ),
+        ));
+    }
+    if kind != PatchKind::Apply && c.query.get("force").is_some() {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
+            Some(
+                json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{"reason": "FieldValueForbidden", "message": "Forbidden: may not be specified for non-apply patch", "field": "force"}]}),
+            ),
+        ));
+    }
+    let mut store = c.shared.store();
+    let Some(current) = store.get(c.info.res, c.ns(), c.name()).cloned() else {
+        if kind == PatchKind::Apply && c.sub().is_none() {
+            let decoded = patch::decode(kind, c.body)?;
+            let mut obj = patch::apply(&decoded, &json!({}))?;
+            check_type(&obj, c.info.res)?;
+            check_name(&mut obj, c)?;
+            set_namespace(&mut obj, c)?;
+            let created = store.create(c.info.res, obj)?;
+            return Ok(json(201, &created));
+        }
+        return Err(ApiError::not_found(d, c.name()));
+    };
+    let decoded = patch::decode(kind, c.body)?;
+    if c.sub() == Some("scale") {
+        let scale = scale_of(&current);
+        let patched = patch::apply(&decoded, &scale)?;
+        let mut next = (*current).clone();
+        next["spec"]["replicas"] = patched
+            .pointer("/spec/replicas")
+            .cloned()
+            .unwrap_or(json!(0));
+        next["metadata"]["resourceVersion"] = patched
+            .pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let (stored, _) = store.update(c.info.res, c.ns(), c.name(), next, UpdateMode::Patch)?;
+        return Ok(json(200, &scale_of(&stored)));
+    }
+    let mut patched = patch::apply(&decoded, &current)?;
+    let name_now = patched
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if name_now != c.name() {
+        return Err(ApiError::bad_request(&format!(
+            "the name of the object ({name_now}) does not match the name on the URL ({})",
+            c.name()
+        )));
+    }
+    check_type(&patched, c.info.res)?;
+    if def(c.info.res).namespaced {
+        set_namespace(&mut patched, c)?;
+    }
+    let mode = if c.sub() == Some("status") {
+        UpdateMode::Status
+    } else {
+        UpdateMode::Patch
+    };
+    let (stored, _) = store.update(c.info.res, c.ns(), c.name(), patched, mode)?;
+    Ok(json(200, &stored))
+}

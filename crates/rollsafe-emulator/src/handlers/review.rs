@@ -1,0 +1,116 @@
+//! The review resources, computed and never stored: TokenReview, SelfSubjectReview,
+//! SelfSubjectAccessReview and SubjectAccessReview.
+
+use hyper::Response;
+use serde_json::{Value, json};
+
+use crate::filters::authorization::{self, Attributes};
+use crate::handlers::{Call, check_type, parse_object, unsupported_body};
+use crate::http_util::json;
+use crate::identity::UserInfo;
+use crate::resources::{def, ids};
+use crate::server::Body;
+use crate::status::{ApiError, FieldCause};
+
+pub fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let d = def(c.info.res);
+    let mut obj = if crate::proto::is_protobuf(&c.content_type) {
+        crate::proto::decode_access_review(c.body)
+            .filter(|_| c.info.res != ids::TOKENREVIEWS)
+            .ok_or_else(unsupported_body)?
+    } else {
+        parse_object(c.body)?
+    };
+    check_type(&obj, c.info.res)?;
+    let status = match c.info.res {
+        ids::TOKENREVIEWS => {
+            let token = obj
+                .pointer("/spec/token")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            match c.shared.identity_for_token(token) {
+                Some(i) => {
+                    let u = UserInfo::authenticated(&i.name, &i.groups);
+                    json!({"authenticated": true, "user": {"username": u.name, "groups": u.groups}})
+                }
+                None => json!({"authenticated": false, "error": "invalid bearer token"}),
+            }
+        }
+        ids::SELFSUBJECTREVIEWS => {
+            let mut info = json!({"username": c.user.name, "groups": c.user.groups});
+            if let Some(uid) = &c.user.uid {
+                info["uid"] = json!(uid);
+            }
+            json!({"userInfo": info})
+        }
+        ids::SELFSUBJECTACCESSREVIEWS | ids::SUBJECTACCESSREVIEWS => {
+            let subject = if c.info.res == ids::SELFSUBJECTACCESSREVIEWS {
+                c.user.clone()
+            } else {
+                UserInfo {
+                    name: obj
+                        .pointer("/spec/user")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    groups: obj
+                        .pointer("/spec/groups")
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    uid: None,
+                }
+            };
+            let attrs = if let Some(r) = obj.pointer("/spec/resourceAttributes") {
+                let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                Attributes {
+                    verb: s("verb"),
+                    group: s("group"),
+                    resource: s("resource"),
+                    subresource: s("subresource"),
+                    namespace: s("namespace"),
+                    name: s("name"),
+                    path: None,
+                }
+            } else if let Some(r) = obj.pointer("/spec/nonResourceAttributes") {
+                let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                Attributes {
+                    verb: s("verb"),
+                    path: Some(s("path")),
+                    ..Attributes::default()
+                }
+            } else {
+                return Err(ApiError::invalid(
+                    d,
+                    "",
+                    &[FieldCause::invalid(
+                        "spec.resourceAttributes",
+                        "null",
+                        "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                    )],
+                ));
+            };
+            match authorization::authorize(&c.shared.store(), &subject, &attrs) {
+                Some(reason) if reason.is_empty() => json!({"allowed": true}),
+                Some(reason) => json!({"allowed": true, "reason": reason}),
+                None => json!({"allowed": false}),
+            }
+        }
+        _ => return Err(ApiError::method_not_allowed(d, "POST")),
+    };
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("apiVersion".into(), json!(d.api_version()));
+        o.insert("kind".into(), json!(d.kind));
+        o.entry("metadata").or_insert_with(|| json!({}));
+        o.insert("status".into(), status);
+    }
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.entry("creationTimestamp").or_insert(Value::Null);
+    }
+    Ok(json(201, &obj))
+}

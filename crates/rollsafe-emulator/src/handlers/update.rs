@@ -1,0 +1,53 @@
+//! PUT of an object, of its `status`, or of its `scale`.
+
+use hyper::Response;
+use serde_json::{Value, json};
+
+use crate::handlers::scale::scale_of;
+use crate::handlers::{
+    Call, check_name, check_type, parse_object, set_namespace, unsupported_body,
+};
+use crate::http_util::json;
+use crate::registry::UpdateMode;
+use crate::resources::def;
+use crate::server::Body;
+use crate::status::ApiError;
+
+pub fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let d = def(c.info.res);
+    if crate::proto::is_protobuf(&c.content_type) {
+        return Err(unsupported_body());
+    }
+    let mut obj = parse_object(c.body)?;
+    if c.sub() == Some("scale") {
+        let replicas = obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
+        let mut store = c.shared.store();
+        let current = store
+            .get(c.info.res, c.ns(), c.name())
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(d, c.name()))?;
+        let mut next = (*current).clone();
+        next["spec"]["replicas"] = replicas;
+        if let Some(rv) = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+        {
+            next["metadata"]["resourceVersion"] = json!(rv);
+        }
+        let (stored, _) = store.update(c.info.res, c.ns(), c.name(), next, UpdateMode::Put)?;
+        return Ok(json(200, &scale_of(&stored)));
+    }
+    check_type(&obj, c.info.res)?;
+    check_name(&mut obj, c)?;
+    set_namespace(&mut obj, c)?;
+    let mode = if c.sub() == Some("status") {
+        UpdateMode::Status
+    } else {
+        UpdateMode::Put
+    };
+    let (stored, _) = c
+        .shared
+        .store()
+        .update(c.info.res, c.ns(), c.name(), obj, mode)?;
+    Ok(json(200, &stored))
+}

@@ -1,0 +1,248 @@
+//! WATCH: one JSON event per line, initial events, resumption from the history, bookmarks, and
+//! the 410 ERROR event for a resourceVersion older than the history.
+
+use std::convert::Infallible;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::Response;
+use hyper::body::Frame;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::handlers::{Call, list_options_invalid, selectors};
+use crate::query::{FieldSelector, LabelSelector};
+use crate::registry::{Event, EventType};
+use crate::resources::{ResId, def};
+use crate::server::Body;
+use crate::status::{self, ApiError, FieldCause};
+
+/// Server-side watch timeout when the client gives none (the real minimum request timeout).
+pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The longest a watch stays open; a larger `timeoutSeconds` is cut to it (a deadline must
+/// stay representable: `timeoutSeconds=18446744073709551615` once crashed the watch task).
+pub const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(366 * 24 * 3600);
+/// Lines buffered per watch before the writer waits for the client.
+pub const WATCH_BUFFER: usize = 256;
+
+struct WatchSpec {
+    res: ResId,
+    namespace: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    bookmarks: bool,
+    initial_end_bookmark: bool,
+    timeout: Duration,
+    bookmark_interval: Duration,
+    api_version: String,
+    kind: &'static str,
+}
+
+impl WatchSpec {
+    fn matches(&self, e: &Event) -> bool {
+        e.res == self.res
+            && self.namespace.as_deref().is_none_or(|n| n == e.namespace)
+            && self.labels.matches(&e.object)
+            && self.fields.matches(&e.object)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        line(
+            "BOOKMARK",
+            &json!({"kind": self.kind, "apiVersion": self.api_version, "metadata": meta}),
+        )
+    }
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    let mut buf = Vec::with_capacity(512);
+    let _ = write!(buf, "{{\"type\":\"{kind}\",\"object\":");
+    let _ = serde_json::to_writer(&mut buf, object);
+    buf.extend_from_slice(b"}\n");
+    Bytes::from(buf)
+}
+
+fn event_line(e: &Event) -> Bytes {
+    let kind = match e.kind {
+        EventType::Added => "ADDED",
+        EventType::Modified => "MODIFIED",
+        EventType::Deleted => "DELETED",
+    };
+    line(kind, &e.object)
+}
+
+fn too_old_line(requested: u64, oldest: u64) -> Bytes {
+    let status = status::status_body(
+        410,
+        "Expired",
+        &format!("too old resource version: {requested} ({oldest})"),
+        None,
+    );
+    line("ERROR", &status)
+}
+
+pub fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let d = def(c.info.res);
+    let q = c.query;
+    let (labels, fields) = selectors(q)?;
+    let bookmarks = q.flag("allowWatchBookmarks");
+    let send_initial = q.get("sendInitialEvents").map(|v| v == "true" || v == "1");
+    if send_initial.is_some() && q.get("resourceVersionMatch") != Some("NotOlderThan") {
+        return Err(list_options_invalid(&[FieldCause::invalid(
+            "sendInitialEvents",
+            "",
+            "sendInitialEvents is forbidden unless resourceVersionMatch is NotOlderThan",
+        )]));
+    }
+    let timeout = q
+        .non_empty("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map(|s| Duration::from_secs(s).min(MAX_WATCH_TIMEOUT))
+        .unwrap_or(DEFAULT_WATCH_TIMEOUT);
+    let rv_param = q.non_empty("resourceVersion");
+    let since = match rv_param {
+        Some(r) if r != "0" => Some(
+            r.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(&format!("invalid resource version: {r:?}")))?,
+        ),
+        _ => None,
+    };
+    let initial = send_initial.unwrap_or(since.is_none());
+    let spec = WatchSpec {
+        res: c.info.res,
+        namespace: c.info.namespace.clone(),
+        labels,
+        fields,
+        bookmarks,
+        initial_end_bookmark: send_initial == Some(true) && bookmarks,
+        timeout,
+        bookmark_interval: c.shared.bookmark_interval,
+        api_version: d.api_version(),
+        kind: d.kind,
+    };
+    let store = c.shared.store();
+    let mut initial_lines = Vec::new();
+    let (rx, replay, too_old, start_rv) = if initial {
+        for (_, obj) in store.range(c.info.res, c.info.namespace.as_deref(), None) {
+            if spec.labels.matches(obj) && spec.fields.matches(obj) {
+                initial_lines.push(line("ADDED", obj));
+            }
+        }
+        (store.subscribe(), Vec::new(), None, store.current_rv())
+    } else {
+        let since = since.unwrap_or(0);
+        match store.watch_from(since) {
+            (rx, Some(replay)) => (rx, replay, None, store.current_rv().max(since)),
+            (rx, None) => (
+                rx,
+                Vec::new(),
+                Some((since, store.history_floor().saturating_sub(1))),
+                store.current_rv(),
+            ),
+        }
+    };
+    drop(store);
+    let (tx, mut body_rx) = mpsc::channel::<Bytes>(WATCH_BUFFER);
+    let shutdown = c.shared.shutdown.clone();
+    tokio::spawn(async move {
+        run_watch(
+            tx,
+            rx,
+            spec,
+            initial_lines,
+            replay,
+            too_old,
+            start_rv,
+            shutdown,
+        )
+        .await;
+    });
+    let stream = futures::stream::poll_fn(move |cx| body_rx.poll_recv(cx)).map_ok_frames();
+    let mut resp = Response::new(StreamBody::new(stream).boxed());
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+type FrameStream<S> = futures::stream::Map<S, fn(Bytes) -> Result<Frame<Bytes>, Infallible>>;
+
+trait MapOkFrames: futures::Stream<Item = Bytes> + Sized {
+    fn map_ok_frames(self) -> FrameStream<Self> {
+        futures::StreamExt::map(self, |b| Ok(Frame::data(b)))
+    }
+}
+
+impl<S: futures::Stream<Item = Bytes>> MapOkFrames for S {}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_watch(
+    tx: mpsc::Sender<Bytes>,
+    mut rx: broadcast::Receiver<Arc<Event>>,
+    spec: WatchSpec,
+    initial: Vec<Bytes>,
+    replay: Vec<Arc<Event>>,
+    too_old: Option<(u64, u64)>,
+    mut last_rv: u64,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    if let Some((requested, oldest)) = too_old {
+        let _ = tx.send(too_old_line(requested, oldest)).await;
+        return;
+    }
+    for l in initial {
+        if tx.send(l).await.is_err() {
+            return;
+        }
+    }
+    if spec.initial_end_bookmark && tx.send(spec.bookmark(last_rv, true)).await.is_err() {
+        return;
+    }
+    for e in replay {
+        last_rv = last_rv.max(e.rv);
+        if spec.matches(&e) && tx.send(event_line(&e)).await.is_err() {
+            return;
+        }
+    }
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let mut ticker = tokio::time::interval(spec.bookmark_interval);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            received = rx.recv() => match received {
+                Ok(e) => {
+                    if e.rv <= last_rv {
+                        continue;
+                    }
+                    last_rv = e.rv;
+                    if spec.matches(&e) && tx.send(event_line(&e)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let _ = tx.send(too_old_line(last_rv, last_rv + 1)).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = ticker.tick(), if spec.bookmarks => {
+                if tx.send(spec.bookmark(last_rv, false)).await.is_err() {
+                    return;
+                }
+            }
+            _ = tx.closed() => return,
+            _ = tokio::time::sleep_until(deadline) => return,
+            _ = crate::server::shutdown_signal(shutdown.clone()) => return,
+        }
+    }
+}

@@ -1,0 +1,672 @@
+//! The generic registry store (the real server's `registry/generic/registry/store.go`): one
+//! ordered map keyed by (resource, namespace, name), a global resourceVersion counter, a
+//! bounded watch-event history, preconditions and optimistic concurrency. What differs per
+//! resource — defaulting, validation, the controller simulation — is in [`strategy`], one entry
+//! per resource in the resource table.
+
+pub mod rollouts;
+pub mod strategy;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+use crate::resources::{self, ResId, ResourceDef, def, ids};
+use crate::status::{ApiError, FieldCause, OPTIMISTIC_LOCK};
+use crate::util;
+
+pub use rollouts::Rollout;
+
+/// Watch events kept for watches that resume from an older resourceVersion.
+pub const HISTORY_CAPACITY: usize = 10_000;
+/// Capacity of the live event channel; a watcher that falls further behind is closed with a
+/// 410 ERROR event, as the real watch cache does.
+pub const EVENT_CHANNEL_CAPACITY: usize = 16_384;
+/// The etcd request limit (stored object size).
+pub const MAX_STORED_OBJECT_SIZE: usize = 3 * 512 * 1024;
+
+/// A store key: resource id, namespace (`""` for cluster-scoped), name.
+pub type Key = (ResId, String, String);
+
+/// Kind of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum EventType {
+    /// Created.
+    Added,
+    /// Changed.
+    Modified,
+    /// Removed.
+    Deleted,
+}
+
+/// One change, as watches see it.
+#[derive(Debug)]
+pub struct Event {
+    /// resourceVersion of the change.
+    pub rv: u64,
+    /// Resource id.
+    pub res: ResId,
+    /// Namespace of the object.
+    pub namespace: String,
+    /// Event type.
+    pub kind: EventType,
+    /// The object after the change (for DELETED: the last state, with the deletion's RV).
+    pub object: Arc<Value>,
+}
+
+/// Preconditions carried by a write.
+#[derive(Debug, Clone, Default)]
+pub struct Preconditions {
+    /// Required uid.
+    pub uid: Option<String>,
+    /// Required resourceVersion.
+    pub resource_version: Option<String>,
+}
+
+/// How an update arrived; it decides which checks apply and how they fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateMode {
+    /// PUT of the main resource.
+    Put,
+    /// PATCH of the main resource.
+    Patch,
+    /// PUT or PATCH of the `status` subresource.
+    Status,
+    /// Test setup through the handle or admin API: no resourceVersion check.
+    Force,
+}
+
+/// The object store.
+#[derive(Debug)]
+pub struct Store {
+    objects: BTreeMap<Key, Arc<Value>>,
+    rv: u64,
+    history: VecDeque<Arc<Event>>,
+    /// Watches may resume from any RV ≥ this.
+    history_floor: u64,
+    /// Continue tokens pinned to an RV below this are expired.
+    token_floor: u64,
+    rollouts: Vec<Rollout>,
+    rollout_seq: u64,
+    events: broadcast::Sender<Arc<Event>>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+}
+
+fn ensure_object(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("the value was just made an object"),
+    }
+}
+
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    let map = ensure_object(obj);
+    ensure_object(
+        map.entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new())),
+    )
+}
+
+impl Store {
+    /// An empty store.
+    pub fn new() -> Self {
+        let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        Self {
+            objects: BTreeMap::new(),
+            rv: 1,
+            history: VecDeque::new(),
+            history_floor: 1,
+            token_floor: 0,
+            rollouts: Vec::new(),
+            rollout_seq: 0,
+            events,
+        }
+    }
+
+    /// Empties the store (keeping the counter moving forward, as a real cluster would).
+    pub fn clear(&mut self) {
+        self.objects.clear();
+        self.history.clear();
+        self.history_floor = self.rv;
+        self.rollouts.clear();
+    }
+
+    /// The latest resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// Continue tokens with an RV below this are expired.
+    pub fn token_floor(&self) -> u64 {
+        self.token_floor
+    }
+
+    /// Expires every continue token issued so far.
+    pub fn expire_continue_tokens(&mut self) {
+        self.token_floor = self.rv + 1;
+    }
+
+    /// Forgets the watch history: watches from any RV issued so far get 410.
+    pub fn compact(&mut self) {
+        self.expire_continue_tokens();
+        self.history.clear();
+        self.history_floor = self.rv + 1;
+    }
+
+    /// Number of stored objects.
+    pub fn object_count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// One object.
+    pub fn get(&self, res: ResId, ns: &str, name: &str) -> Option<&Arc<Value>> {
+        self.objects.get(&(res, ns.to_string(), name.to_string()))
+    }
+
+    /// Whether a namespace exists.
+    pub fn namespace_exists(&self, ns: &str) -> bool {
+        self.get(ids::NAMESPACES, "", ns).is_some()
+    }
+
+    /// The key range of a resource, optionally within one namespace, starting after `after`
+    /// (a key of the same range) when given.
+    pub fn range(
+        &self,
+        res: ResId,
+        ns: Option<&str>,
+        after: Option<&Key>,
+    ) -> Box<dyn Iterator<Item = (&Key, &Arc<Value>)> + '_> {
+        let (first, end) = match ns {
+            Some(ns) => (
+                (res, ns.to_string(), String::new()),
+                (res, format!("{ns}\u{0}"), String::new()),
+            ),
+            None => (
+                (res, String::new(), String::new()),
+                (res.saturating_add(1), String::new(), String::new()),
+            ),
+        };
+        let lower = match after {
+            Some(k) if *k >= first => {
+                if *k >= end {
+                    return Box::new(std::iter::empty());
+                }
+                Bound::Excluded(k.clone())
+            }
+            _ => Bound::Included(first),
+        };
+        Box::new(self.objects.range((lower, Bound::Excluded(end))))
+    }
+
+    /// Subscribes to live events and returns the retained history after `since`, atomically
+    /// (the caller holds the lock). `None`: `since` is older than the retained history.
+    pub fn watch_from(
+        &self,
+        since: u64,
+    ) -> (broadcast::Receiver<Arc<Event>>, Option<Vec<Arc<Event>>>) {
+        let rx = self.events.subscribe();
+        if since + 1 < self.history_floor {
+            return (rx, None);
+        }
+        let replay = self
+            .history
+            .iter()
+            .filter(|e| e.rv > since)
+            .cloned()
+            .collect();
+        (rx, Some(replay))
+    }
+
+    /// A subscription to live events only.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    /// The oldest RV a watch can resume from.
+    pub fn history_floor(&self) -> u64 {
+        self.history_floor
+    }
+
+    /// Recorded rollouts.
+    pub fn rollouts(&self) -> &[Rollout] {
+        &self.rollouts
+    }
+
+    /// Forgets recorded rollouts.
+    pub fn clear_rollouts(&mut self) {
+        self.rollouts.clear();
+    }
+
+    fn next_rv(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    fn emit(&mut self, res: ResId, ns: &str, kind: EventType, object: Arc<Value>, rv: u64) {
+        let event = Arc::new(Event {
+            rv,
+            res,
+            namespace: ns.to_string(),
+            kind,
+            object,
+        });
+        self.history.push_back(event.clone());
+        while self.history.len() > HISTORY_CAPACITY {
+            if let Some(old) = self.history.pop_front() {
+                self.history_floor = old.rv + 1;
+            }
+        }
+        let _ = self.events.send(event);
+    }
+
+    /// Creates an object. The object's namespace must already be set for namespaced resources.
+    pub fn create(&mut self, res: ResId, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+        let d = def(res);
+        let ns = if d.namespaced {
+            meta_str(&obj, "namespace").unwrap_or("").to_string()
+        } else {
+            String::new()
+        };
+        if d.namespaced && res != ids::NAMESPACES && !self.namespace_exists(&ns) {
+            return Err(ApiError::namespace_not_found(&ns));
+        }
+        {
+            let meta = meta_mut(&mut obj);
+            let has_name = meta
+                .get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            if !has_name
+                && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
+                && !prefix.is_empty()
+            {
+                let name = format!("{prefix}{}", util::name_suffix());
+                meta.insert("name".into(), json!(name));
+            }
+            if !d.namespaced {
+                meta.remove("namespace");
+            }
+            meta.remove("resourceVersion");
+            meta.remove("deletionTimestamp");
+            meta.remove("managedFields");
+        }
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        if name.is_empty() {
+            return Err(ApiError::invalid(
+                d,
+                "",
+                &[FieldCause::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            ));
+        }
+        strategy::prepare(d, &mut obj, None)?;
+        strategy::validate(d, &name, &obj)?;
+        let key = (res, ns.clone(), name.clone());
+        if self.objects.contains_key(&key) {
+            return Err(ApiError::already_exists(d, &name));
+        }
+        let rv = self.next_rv();
+        {
+            let meta = meta_mut(&mut obj);
+            meta.insert("uid".into(), json!(util::uuid()));
+            meta.insert("resourceVersion".into(), json!(rv.to_string()));
+            meta.insert("creationTimestamp".into(), json!(util::now_seconds()));
+            if d.generation {
+                meta.insert("generation".into(), json!(1));
+            }
+        }
+        strategy::sync(d, &mut obj, None, false);
+        check_stored_size(&obj)?;
+        let stored = Arc::new(obj);
+        self.objects.insert(key, stored.clone());
+        self.emit(res, &ns, EventType::Added, stored.clone(), rv);
+        Ok(stored)
+    }
+
+    /// Replaces an existing object with `new` (after the checks `mode` calls for). Returns the
+    /// stored object and whether anything changed (a no-op writes nothing).
+    pub fn update(
+        &mut self,
+        res: ResId,
+        ns: &str,
+        name: &str,
+        mut new: Value,
+        mode: UpdateMode,
+    ) -> Result<(Arc<Value>, bool), ApiError> {
+        let d = def(res);
+        let key = (res, ns.to_string(), name.to_string());
+        let Some(old) = self.objects.get(&key).cloned() else {
+            return Err(ApiError::not_found(d, name));
+        };
+        let old_rv = meta_str(&old, "resourceVersion").unwrap_or("").to_string();
+        let old_uid = meta_str(&old, "uid").unwrap_or("").to_string();
+        if mode != UpdateMode::Force {
+            let new_rv = meta_str(&new, "resourceVersion").unwrap_or("");
+            if !new_rv.is_empty() && new_rv != old_rv {
+                return Err(ApiError::conflict(d, name, OPTIMISTIC_LOCK));
+            }
+            let new_uid = meta_str(&new, "uid").unwrap_or("");
+            if !new_uid.is_empty() && new_uid != old_uid {
+                return Err(match mode {
+                    UpdateMode::Patch => ApiError::invalid(
+                        d,
+                        name,
+                        &[FieldCause::invalid(
+                            "metadata.uid",
+                            &format!("{new_uid:?}"),
+                            "field is immutable",
+                        )],
+                    ),
+                    _ => ApiError::conflict(
+                        d,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {new_uid}, UID in object meta: {old_uid}"
+                        ),
+                    ),
+                });
+            }
+        }
+        if mode == UpdateMode::Status {
+            let status = new.get("status").cloned();
+            new = (*old).clone();
+            if let Some(obj) = new.as_object_mut() {
+                match status {
+                    Some(s) => obj.insert("status".into(), s),
+                    None => obj.remove("status"),
+                };
+            }
+        }
+        {
+            let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            let meta = meta_mut(&mut new);
+            for field in ["uid", "creationTimestamp", "generation", "namespace"] {
+                match old_meta.get(field) {
+                    Some(v) => meta.insert(field.into(), v.clone()),
+                    None => meta.remove(field),
+                };
+            }
+            meta.insert("name".into(), json!(name));
+            meta.insert("resourceVersion".into(), json!(old_rv));
+            meta.remove("managedFields");
+        }
+        if d.is_workload() && mode != UpdateMode::Status {
+            // Writes to the main resource never change status (status subresource).
+            if let Some(obj) = new.as_object_mut() {
+                match old.get("status") {
+                    Some(s) => obj.insert("status".into(), s.clone()),
+                    None => obj.remove("status"),
+                };
+            }
+        }
+        if mode != UpdateMode::Status {
+            strategy::prepare(d, &mut new, Some(&old))?;
+            strategy::validate(d, name, &new)?;
+        }
+        let spec_changed = old.get("spec") != new.get("spec")
+            || (d
+                .strategy
+                .workload
+                .is_some_and(|w| w.generation_on_annotations)
+                && old.pointer("/metadata/annotations") != new.pointer("/metadata/annotations"));
+        if d.generation && spec_changed && mode != UpdateMode::Status {
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                + 1;
+            meta_mut(&mut new).insert("generation".into(), json!(generation));
+        }
+        let template_changed =
+            d.is_workload() && old.pointer("/spec/template") != new.pointer("/spec/template");
+        if mode != UpdateMode::Status {
+            strategy::sync(d, &mut new, Some(&old), template_changed);
+        }
+        if new == *old {
+            return Ok((old, false));
+        }
+        check_stored_size(&new)?;
+        let rv = self.next_rv();
+        meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
+        if template_changed && mode != UpdateMode::Status {
+            self.record_rollout(d, &new);
+        }
+        let stored = Arc::new(new);
+        self.objects.insert(key, stored.clone());
+        self.emit(res, ns, EventType::Modified, stored.clone(), rv);
+        Ok((stored, true))
+    }
+
+    fn record_rollout(&mut self, d: &ResourceDef, obj: &Value) {
+        self.rollout_seq += 1;
+        self.rollouts
+            .push(Rollout::record(self.rollout_seq, d, obj));
+    }
+
+    /// Deletes an object (and, for a namespace, everything in it).
+    pub fn delete(
+        &mut self,
+        res: ResId,
+        ns: &str,
+        name: &str,
+        pre: &Preconditions,
+    ) -> Result<Arc<Value>, ApiError> {
+        let d = def(res);
+        let key = (res, ns.to_string(), name.to_string());
+        let Some(old) = self.objects.get(&key).cloned() else {
+            return Err(ApiError::not_found(d, name));
+        };
+        if let Some(uid) = pre.uid.as_deref() {
+            let actual = meta_str(&old, "uid").unwrap_or("");
+            if uid != actual {
+                return Err(ApiError::conflict(
+                    d,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                    ),
+                ));
+            }
+        }
+        if let Some(rv) = pre.resource_version.as_deref() {
+            let actual = meta_str(&old, "resourceVersion").unwrap_or("");
+            if rv != actual {
+                return Err(ApiError::conflict(
+                    d,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                    ),
+                ));
+            }
+        }
+        if res == ids::NAMESPACES {
+            let inside: Vec<Key> = self
+                .objects
+                .keys()
+                .filter(|(r, n, _)| *r != ids::NAMESPACES && n == name)
+                .cloned()
+                .collect();
+            for k in inside {
+                self.remove_key(&k);
+            }
+        }
+        self.remove_key(&key)
+            .ok_or_else(|| ApiError::not_found(d, name))
+    }
+
+    fn remove_key(&mut self, key: &Key) -> Option<Arc<Value>> {
+        let old = self.objects.remove(key)?;
+        let rv = self.next_rv();
+        let mut last = (*old).clone();
+        meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
+        let last = Arc::new(last);
+        self.emit(key.0, &key.1, EventType::Deleted, last.clone(), rv);
+        Some(last)
+    }
+
+    /// Creates the object, or replaces it without a resourceVersion check: test setup and
+    /// seeding. Namespaces the object needs are created.
+    pub fn upsert(&mut self, obj: Value) -> Result<Arc<Value>, ApiError> {
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        let Some(res) = resources::find_kind(api_version, kind) else {
+            return Err(ApiError::bad_request(&format!(
+                "no kind \"{kind}\" is registered for version \"{api_version}\""
+            )));
+        };
+        let d = def(res);
+        let mut obj = obj;
+        let ns = if d.namespaced {
+            let ns = meta_str(&obj, "namespace")
+                .filter(|s| !s.is_empty())
+                .unwrap_or("default")
+                .to_string();
+            meta_mut(&mut obj).insert("namespace".into(), json!(ns));
+            self.ensure_namespace(&ns)?;
+            ns
+        } else {
+            String::new()
+        };
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        if !name.is_empty() && self.get(res, &ns, &name).is_some() {
+            self.update(res, &ns, &name, obj, UpdateMode::Force)
+                .map(|(o, _)| o)
+        } else {
+            self.create(res, obj)
+        }
+    }
+
+    /// Creates a namespace when it does not exist.
+    pub fn ensure_namespace(&mut self, ns: &str) -> Result<(), ApiError> {
+        if !self.namespace_exists(ns) {
+            self.create(
+                ids::NAMESPACES,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn check_stored_size(obj: &Value) -> Result<(), ApiError> {
+    let size = serde_json::to_vec(obj).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_STORED_OBJECT_SIZE {
+        return Err(ApiError::new(
+            500,
+            "",
+            "etcdserver: request is too large",
+            None,
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(ns: &str, name: &str) -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+        })
+    }
+
+    #[test]
+    fn create_assigns_metadata_and_status() {
+        let mut s = Store::new();
+        assert!(s.ensure_namespace("ns").is_ok());
+        let d = s.create(ids::DEPLOYMENTS, deployment("ns", "web"));
+        let d = d.unwrap_or_default();
+        assert_eq!(d["metadata"]["generation"], 1);
+        assert_eq!(d["status"]["observedGeneration"], 1);
+        assert!(d["metadata"]["uid"].is_string());
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "1"
+        );
+    }
+
+    #[test]
+    fn template_change_records_a_rollout_and_bumps_generation() {
+        let mut s = Store::new();
+        assert!(s.ensure_namespace("ns").is_ok());
+        let d = s
+            .create(ids::DEPLOYMENTS, deployment("ns", "web"))
+            .unwrap_or_default();
+        let mut changed = (*d).clone();
+        changed["spec"]["template"]["metadata"]["annotations"] = json!({"x": "1"});
+        let (after, wrote) = s
+            .update(ids::DEPLOYMENTS, "ns", "web", changed, UpdateMode::Put)
+            .unwrap_or_else(|_| (d.clone(), false));
+        assert!(wrote);
+        assert_eq!(after["metadata"]["generation"], 2);
+        assert_eq!(after["status"]["observedGeneration"], 2);
+        assert_eq!(s.rollouts().len(), 1);
+        assert!(s.rollouts()[0].rolled);
+    }
+
+    #[test]
+    fn stale_resource_version_conflicts() {
+        let mut s = Store::new();
+        assert!(s.ensure_namespace("ns").is_ok());
+        let d = s
+            .create(ids::DEPLOYMENTS, deployment("ns", "web"))
+            .unwrap_or_default();
+        let mut stale = (*d).clone();
+        stale["metadata"]["resourceVersion"] = json!("1");
+        let err = s.update(ids::DEPLOYMENTS, "ns", "web", stale, UpdateMode::Put);
+        assert_eq!(err.err().map(|e| e.code), Some(409));
+    }
+
+    #[test]
+    fn no_op_update_writes_nothing() {
+        let mut s = Store::new();
+        assert!(s.ensure_namespace("ns").is_ok());
+        let d = s
+            .create(ids::DEPLOYMENTS, deployment("ns", "web"))
+            .unwrap_or_default();
+        let rv = s.current_rv();
+        let r = s.update(ids::DEPLOYMENTS, "ns", "web", (*d).clone(), UpdateMode::Put);
+        assert_eq!(r.ok().map(|(_, w)| w), Some(false));
+        assert_eq!(s.current_rv(), rv);
+    }
+
+    #[test]
+    fn ranges_respect_namespaces() {
+        let mut s = Store::new();
+        for ns in ["a", "ab", "b"] {
+            assert!(s.ensure_namespace(ns).is_ok());
+            assert!(s.create(ids::DEPLOYMENTS, deployment(ns, "x")).is_ok());
+        }
+        assert_eq!(s.range(ids::DEPLOYMENTS, Some("a"), None).count(), 1);
+        assert_eq!(s.range(ids::DEPLOYMENTS, None, None).count(), 3);
+        let first = (ids::DEPLOYMENTS, "a".to_string(), "x".to_string());
+        assert_eq!(s.range(ids::DEPLOYMENTS, None, Some(&first)).count(), 2);
+    }
+}

@@ -1,0 +1,29 @@
+//! ConfigMaps: the 1 MiB payload limit over `data` and `binaryData`.
+
+use serde_json::Value;
+
+use super::{DEFAULT, Strategy};
+use crate::registry::strategy::secret::MAX_SECRET_SIZE;
+use crate::status::{ApiError, FieldCause};
+
+/// ConfigMaps.
+pub static STRATEGY: Strategy = Strategy {
+    validate,
+    ..DEFAULT
+};
+
+fn validate(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), ApiError> {
+    let mut total = 0usize;
+    for field in ["data", "binaryData"] {
+        if let Some(Value::Object(data)) = obj.get(field) {
+            total += data
+                .values()
+                .map(|v| v.as_str().map(str::len).unwrap_or(0))
+                .sum::<usize>();
+        }
+    }
+    if total > MAX_SECRET_SIZE {
+        causes.push(FieldCause::too_long("", MAX_SECRET_SIZE));
+    }
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! Secrets: `stringData` folded into `data`, the default type `Opaque` (or the stored one), and
+//! the base64 and 1 MiB checks of `data`.
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::{DEFAULT, Strategy};
+use crate::status::{ApiError, FieldCause};
+
+/// `MaxSecretSize`: Secret and ConfigMap payload limit.
+pub const MAX_SECRET_SIZE: usize = 1024 * 1024;
+
+/// Secrets.
+pub static STRATEGY: Strategy = Strategy {
+    prepare,
+    validate,
+    ..DEFAULT
+};
+
+fn prepare(map: &mut Map<String, Value>, old: Option<&Value>) {
+    if let Some(Value::Object(string_data)) = map.remove("stringData") {
+        let data = map.entry("data").or_insert_with(|| json!({}));
+        if !data.is_object() {
+            *data = json!({});
+        }
+        if let Some(data) = data.as_object_mut() {
+            for (k, v) in string_data {
+                let text = v.as_str().unwrap_or("").to_string();
+                data.insert(
+                    k,
+                    json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                );
+            }
+        }
+    }
+    if map
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        let t = old
+            .and_then(|o| o.get("type").cloned())
+            .unwrap_or_else(|| json!("Opaque"));
+        map.insert("type".into(), t);
+    }
+}
+
+fn validate(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), ApiError> {
+    let mut total = 0usize;
+    if let Some(Value::Object(data)) = obj.get("data") {
+        for (k, v) in data {
+            let text = v.as_str().unwrap_or("");
+            match base64::engine::general_purpose::STANDARD.decode(text) {
+                Ok(bytes) => total += bytes.len(),
+                Err(e) => {
+                    return Err(ApiError::bad_request(&format!(
+                        "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at key {k:?}: {e}"
+                    )));
+                }
+            }
+        }
+    }
+    if total > MAX_SECRET_SIZE {
+        causes.push(FieldCause::too_long("data", MAX_SECRET_SIZE));
+    }
+    Ok(())
+}

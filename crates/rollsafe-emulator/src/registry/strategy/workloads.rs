@@ -1,0 +1,267 @@
+//! Deployments, StatefulSets and DaemonSets: their defaults, the selector check, and the
+//! emulator's stand-in for their controllers — status follows spec at once, the Deployment
+//! revision annotation and the DaemonSet template generation advance on template changes — and
+//! the rollout model (why a template change does not roll).
+
+use serde_json::{Map, Value, json};
+
+use super::{DEFAULT, Strategy, default, object_at};
+use crate::registry::{meta_mut, meta_str};
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, FieldCause};
+
+/// What the registry does for a workload besides defaulting and validation.
+#[derive(Debug)]
+pub struct Workload {
+    /// Annotation changes bump `metadata.generation` (Deployments).
+    pub generation_on_annotations: bool,
+    /// A StatefulSet partition ≥ replicas holds a rollout back.
+    pub partitioned: bool,
+    /// The controller simulation: `(object, old, template_changed)`.
+    pub sync: fn(&mut Value, Option<&Value>, bool),
+}
+
+/// Deployments.
+pub static DEPLOYMENT: Strategy = Strategy {
+    prepare: prepare_deployment,
+    validate: validate_selector,
+    workload: Some(&Workload {
+        generation_on_annotations: true,
+        partitioned: false,
+        sync: sync_deployment,
+    }),
+    ..DEFAULT
+};
+
+/// StatefulSets.
+pub static STATEFULSET: Strategy = Strategy {
+    prepare: prepare_statefulset,
+    validate: validate_selector,
+    workload: Some(&Workload {
+        generation_on_annotations: false,
+        partitioned: true,
+        sync: sync_statefulset,
+    }),
+    ..DEFAULT
+};
+
+/// DaemonSets.
+pub static DAEMONSET: Strategy = Strategy {
+    prepare: prepare_daemonset,
+    validate: validate_selector,
+    workload: Some(&Workload {
+        generation_on_annotations: false,
+        partitioned: false,
+        sync: sync_daemonset,
+    }),
+    ..DEFAULT
+};
+
+/// Defaults `updateStrategy`/`strategy` (at `key`): type `RollingUpdate` and, for that type,
+/// `rollingUpdate`.
+fn default_rolling_update(spec: &mut Map<String, Value>, key: &str, rolling_update: Value) {
+    if let Some(s) = object_at(spec, key) {
+        default(s, "type", json!("RollingUpdate"));
+        if s.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+            default(s, "rollingUpdate", rolling_update);
+        }
+    }
+}
+
+fn prepare_deployment(map: &mut Map<String, Value>, _old: Option<&Value>) {
+    if let Some(spec) = object_at(map, "spec") {
+        default(spec, "replicas", json!(1));
+        default(spec, "revisionHistoryLimit", json!(10));
+        default(spec, "progressDeadlineSeconds", json!(600));
+        default_rolling_update(
+            spec,
+            "strategy",
+            json!({"maxUnavailable": "25%", "maxSurge": "25%"}),
+        );
+    }
+}
+
+fn prepare_statefulset(map: &mut Map<String, Value>, _old: Option<&Value>) {
+    if let Some(spec) = object_at(map, "spec") {
+        default(spec, "replicas", json!(1));
+        default(spec, "revisionHistoryLimit", json!(10));
+        default(spec, "podManagementPolicy", json!("OrderedReady"));
+        default_rolling_update(spec, "updateStrategy", json!({"partition": 0}));
+    }
+}
+
+fn prepare_daemonset(map: &mut Map<String, Value>, _old: Option<&Value>) {
+    if let Some(spec) = object_at(map, "spec") {
+        default(spec, "revisionHistoryLimit", json!(10));
+        default_rolling_update(
+            spec,
+            "updateStrategy",
+            json!({"maxUnavailable": 1, "maxSurge": 0}),
+        );
+    }
+}
+
+/// `spec.selector` is required and its `matchLabels` must match the template's labels.
+fn validate_selector(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), ApiError> {
+    match obj.pointer("/spec/selector") {
+        None | Some(Value::Null) => {
+            causes.push(FieldCause::required("spec.selector", ""));
+        }
+        Some(selector) => {
+            let labels = obj.pointer("/spec/template/metadata/labels");
+            let matches = selector
+                .get("matchLabels")
+                .and_then(Value::as_object)
+                .is_none_or(|want| {
+                    want.iter()
+                        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+                });
+            if !matches {
+                let rendered = labels
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| format!("{k}:{}", v.as_str().unwrap_or("")))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                causes.push(FieldCause::invalid(
+                    "spec.template.metadata.labels",
+                    &format!("map[string]string{{{rendered}}}"),
+                    "`selector` does not match template `labels`",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn generation(obj: &Value) -> i64 {
+    obj.pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+fn replicas(obj: &Value) -> i64 {
+    obj.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+fn set_status(obj: &mut Value, status: Value) {
+    if let Some(map) = obj.as_object_mut() {
+        map.insert("status".into(), status);
+    }
+}
+
+fn sync_deployment(obj: &mut Value, old: Option<&Value>, template_changed: bool) {
+    let old_revision = old
+        .and_then(|o| {
+            o.pointer("/metadata/annotations/deployment.kubernetes.io~1revision")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<i64>().ok())
+        })
+        .unwrap_or(0);
+    let paused = obj.pointer("/spec/paused") == Some(&Value::Bool(true));
+    let revision = if old.is_none() || (template_changed && !paused) {
+        old_revision + 1
+    } else {
+        old_revision
+    };
+    if revision > 0 {
+        let meta = meta_mut(obj);
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(
+                "deployment.kubernetes.io/revision".into(),
+                json!(revision.to_string()),
+            );
+        }
+    }
+    let replicas = replicas(obj);
+    let status = json!({
+        "observedGeneration": generation(obj),
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+    });
+    set_status(obj, status);
+}
+
+/// Hash of a pod template, for revision names.
+fn template_hash(obj: &Value) -> String {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    obj.pointer("/spec/template")
+        .map(Value::to_string)
+        .unwrap_or_default()
+        .hash(&mut h);
+    format!("{:x}", h.finish() & 0xff_ffff_ffff)
+}
+
+fn sync_statefulset(obj: &mut Value, _old: Option<&Value>, _template_changed: bool) {
+    let replicas = replicas(obj);
+    let name = meta_str(obj, "name").unwrap_or("").to_string();
+    let revision = format!("{name}-{}", template_hash(obj));
+    let status = json!({
+        "observedGeneration": generation(obj),
+        "replicas": replicas,
+        "readyReplicas": replicas,
+        "currentReplicas": replicas,
+        "updatedReplicas": replicas,
+        "availableReplicas": replicas,
+        "currentRevision": revision,
+        "updateRevision": revision,
+    });
+    set_status(obj, status);
+}
+
+fn sync_daemonset(obj: &mut Value, old: Option<&Value>, template_changed: bool) {
+    let status = json!({
+        "observedGeneration": generation(obj),
+        "desiredNumberScheduled": 1,
+        "currentNumberScheduled": 1,
+        "numberReady": 1,
+        "numberAvailable": 1,
+        "updatedNumberScheduled": 1,
+        "numberMisscheduled": 0,
+    });
+    let tg = old
+        .and_then(|o| {
+            o.pointer("/spec/templateGeneration")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(0);
+    let tg = if old.is_none() || template_changed {
+        tg + 1
+    } else {
+        tg
+    };
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("templateGeneration".into(), json!(tg));
+    }
+    set_status(obj, status);
+}
+
+/// Why a template change of `obj` rolls no pods: `Paused`, `OnDelete` or `Partition`; `None`
+/// when it rolls.
+pub fn held_back(d: &ResourceDef, obj: &Value) -> Option<&'static str> {
+    if obj.pointer("/spec/paused") == Some(&Value::Bool(true)) {
+        return Some("Paused");
+    }
+    if obj
+        .pointer("/spec/updateStrategy/type")
+        .and_then(Value::as_str)
+        == Some("OnDelete")
+    {
+        return Some("OnDelete");
+    }
+    let partition = obj
+        .pointer("/spec/updateStrategy/rollingUpdate/partition")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let partitioned = d.strategy.workload.is_some_and(|w| w.partitioned);
+    (partitioned && partition > 0 && partition >= replicas(obj)).then_some("Partition")
+}
