@@ -135,6 +135,8 @@ fn main() {
             annotation_prefix: "krypton.io".into(),
             impersonation: true,
             auth: AuthMode::Session { secret: SessionSecret::new(SECRET.as_bytes().to_vec()), max_age: Duration::from_secs(3600) },
+            allowed_groups: Default::default(),
+            max_concurrent_restarts: usize::MAX >> 4,
         };
         let state = Arc::new(AppState::new(settings, connection.clone(), AuditSink::stdout().on(rollsafe_server::audit::Stream::Stderr), Metrics::new()));
         let bound = BoundServer::bind(state).await.expect("bind");

@@ -22,13 +22,15 @@ use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
 use rollsafe_kube::{Connection, Impersonation, ReadError, RestartEngine, Timeouts, read_secret};
 use serde_json::json;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, error, info, info_span};
+use tracing::{Instrument, error, info, info_span, warn};
 
 use crate::access::{ACCESS_RULES_TTL, AccessRulesCache};
 use crate::acl::{self, AccessRules};
 use crate::audit::{AuditBase, AuditLine, AuditResult, AuditSink};
 use crate::config::{AuthMode, Settings};
 use crate::error::ApiError;
+use crate::identity;
+use crate::limits::RunLimiter;
 use crate::metrics::Metrics;
 use crate::scope;
 use crate::session::{self, User};
@@ -60,6 +62,8 @@ pub struct AppState {
     /// Restart runs in progress. A run is its own task, so a client that hangs up cannot cancel
     /// it halfway; shutdown waits for these.
     pub runs: TaskTracker,
+    /// The server-wide cap on concurrent restart runs.
+    pub limiter: RunLimiter,
 }
 
 impl AppState {
@@ -75,6 +79,7 @@ impl AppState {
             settings.access_configmap.clone(),
             ACCESS_RULES_TTL,
         );
+        let limiter = RunLimiter::new(settings.max_concurrent_restarts);
         Self {
             engine: RestartEngine::new(&connection),
             settings,
@@ -83,6 +88,7 @@ impl AppState {
             access,
             metrics,
             runs: TaskTracker::new(),
+            limiter,
         }
     }
 }
@@ -203,8 +209,28 @@ async fn handle_restart(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let settings = &state.settings;
-    // 1. Authentication.
+    // 1. Authentication; reserved Kubernetes identities are refused here, and audited.
     let user = authenticate(&settings.auth, headers)?;
+    if let Err(refused) = identity::check(&user, &settings.allowed_groups) {
+        let (namespace, name) = match &path {
+            Ok(Path((ns, name))) if is_dns1123_label(ns) && is_dns1123_subdomain(name) => {
+                (ns.clone(), name.clone())
+            }
+            _ => (String::new(), String::new()),
+        };
+        let base = AuditBase {
+            user: user.email.clone(),
+            namespace,
+            name,
+            request_id: request_id.to_owned(),
+        };
+        warn!(
+            reason = refused.code(),
+            "session refused: reserved identity"
+        );
+        write_audit(state, base.refusal(refused.code())).await;
+        return Err(ApiError::ReservedIdentity);
+    }
     // 2. The restart flag.
     if !settings.restart_enabled {
         return Err(ApiError::RestartDisabled);
@@ -228,6 +254,12 @@ async fn handle_restart(
             "the caller's identity cannot be sent as impersonation headers",
         )
     })?;
+    // The server-wide run limit, before any Kubernetes call; the permit lives until the run's
+    // result record is written.
+    let Some(permit) = state.limiter.try_admit() else {
+        state.metrics.restart_shed();
+        return Err(ApiError::Busy);
+    };
     let client = state.connection.client(identity.as_ref());
     let gates = async {
         // 4. Namespace scope.
@@ -315,22 +347,42 @@ async fn handle_restart(
                         RESTART_ANNOTATION,
                         jiff::Timestamp::now(),
                     )
-                    .await?;
-                // The plan's targets are known here, before the first patch is sent.
+                    .await
+                    .map_err(|_| RunFailure::Arguments)?;
+                // The plan's targets are known here, before the first patch is sent: the
+                // intent record is made durable first, and no patch is sent without it.
+                if !plan.is_empty() {
+                    let intent = base.intent(plan.targets().cloned().collect());
+                    if let Err(error) = audit.write(&intent).await {
+                        error!(
+                            error = error.code(),
+                            "intent record not written; nothing patched"
+                        );
+                        return Err(RunFailure::Intent);
+                    }
+                }
                 let result = engine.execute(plan).await;
                 metrics.result(&result);
+                // The response waits for the result record.
                 write_audit_to(&audit, AuditLine::for_result(base, &result)).await;
-                Ok::<_, rollsafe_kube::RunError>(result)
+                drop(permit);
+                Ok(result)
             }
             .in_current_span(),
         )
     };
     let result = match run.await {
         Ok(Ok(result)) => result,
-        Ok(Err(_)) => {
+        Ok(Err(RunFailure::Arguments)) => {
             return Err(internal(
                 request_id,
                 "the engine refused validated arguments",
+            ));
+        }
+        Ok(Err(RunFailure::Intent)) => {
+            return Err(internal(
+                request_id,
+                "the intent record could not be written; nothing was patched",
             ));
         }
         Err(_) => return Err(internal(request_id, "the restart task failed")),
@@ -338,6 +390,14 @@ async fn handle_restart(
     let status =
         StatusCode::from_u16(result.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     Ok((status, Json(result)).into_response())
+}
+
+/// Why a run stopped before its result.
+enum RunFailure {
+    /// The engine refused the (already validated) arguments.
+    Arguments,
+    /// The intent record could not be made durable, so nothing was patched.
+    Intent,
 }
 
 /// A gate's refusal: audited as a deny, not audited, or an unexpected error.
@@ -401,6 +461,6 @@ async fn write_audit(state: &AppState, line: AuditLine) {
 
 async fn write_audit_to(audit: &AuditSink, line: AuditLine) {
     if let Err(error) = audit.write(&line).await {
-        error!(error = %error, "audit line not written durably");
+        error!(error = error.code(), "audit line not written durably");
     }
 }

@@ -1,26 +1,56 @@
-//! Audit lines: one JSON object per decision, to stdout and optionally to an append-only file
-//! that is fsync'd before the response is sent.
+//! Audit records: one JSON object per line, written by one thread that owns the append-only
+//! audit file, copied to stdout through a bounded, lossy queue.
 //!
-//! A line carries `ts`, `app`, `action`, `user`, `namespace`, `name`, `result` (`allow`, `deny`
-//! or `error`) and, for restart results, `status`, `matched`, `requested`, `failures` and
-//! `discoveryFailures` with kind, name, code and httpStatus only — no free text. Then
-//! `requestId`. Never Secret values, templates, tokens, uids or upstream error text.
+//! Two stages, as Kubernetes' audit events have stages:
+//!
+//! - `"stage": "intent"` — before the first patch of a restart run: `ts`, `app`, `action`,
+//!   `stage`, `user`, `namespace`, `name`, `planned` (`[{kind, name}]`, every workload the run
+//!   is about to patch) and `requestId`. Written only when something is planned.
+//! - `"stage": "result"` — one per decision: `ts`, `app`, `action`, `stage`, `user`,
+//!   `namespace`, `name`, `result` (`allow`, `deny` or `error`), an optional static `reason`,
+//!   and, for restart results, `status`, `matched`, `requested`, `failures` and
+//!   `discoveryFailures` with kind, name, code and httpStatus only — no free text. Then
+//!   `requestId`.
+//!
+//! Never Secret values, templates, tokens, uids or upstream error text.
+//!
+//! **Durability.** With a file configured, [`AuditSink::write`] resolves only after the line
+//! (and every line queued with it: one `fdatasync` per batch) is on disk, so the caller can
+//! wait for the intent record before patching and for the result record before answering. The
+//! file is written with one `write` per batch of whole lines; if a previous process died with a
+//! partial line at the end, a newline is appended at open so the next record starts on its own
+//! line. Stdout only ever gets a copy: when its reader stops reading, copies are dropped and
+//! counted (`rollsafe_audit_stream_dropped_total`), and no request waits for it.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::LazyLock;
 
+use prometheus_client::metrics::counter::Counter;
 use rollsafe_core::contract::{RestartResult, RestartStatus, WorkloadName};
 use rollsafe_core::failure::FailureCode;
 use rollsafe_core::workload::WorkloadKind;
 use serde::Serialize;
 use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::output::LossyLines;
 
 /// The audit action of a restart request.
 pub const ACTION: &str = "secret.restart";
 /// The `app` field.
 pub const APP: &str = "krypton";
+
+/// The stage of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Before the first patch of a run: what it is about to patch.
+    Intent,
+    /// A decision, or the outcome of a run.
+    Result,
+}
 
 /// The outcome class of a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -106,6 +136,8 @@ pub struct AuditLine {
     pub app: &'static str,
     /// Always [`ACTION`].
     pub action: &'static str,
+    /// Always [`Stage::Result`].
+    pub stage: Stage,
     /// The caller's email.
     pub user: String,
     /// Path namespace.
@@ -114,6 +146,9 @@ pub struct AuditLine {
     pub name: String,
     /// Decision class.
     pub result: AuditResult,
+    /// A static reason code, for refusals that have one (a reserved identity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
     /// Restart fields, for restart results.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub restart: Option<RestartFields>,
@@ -153,14 +188,62 @@ impl AuditBase {
             ts: rollsafe_kube::restart_timestamp(jiff::Timestamp::now()),
             app: APP,
             action: ACTION,
+            stage: Stage::Result,
             user: self.user,
             namespace: self.namespace,
             name: self.name,
             result,
+            reason: None,
             restart,
             request_id: self.request_id,
         }
     }
+
+    /// A `deny` line with a static reason.
+    pub fn refusal(self, reason: &'static str) -> AuditLine {
+        let mut line = self.line(AuditResult::Deny, None);
+        line.reason = Some(reason);
+        line
+    }
+
+    /// The intent record of a run about to patch `planned`.
+    pub fn intent(&self, planned: Vec<WorkloadName>) -> IntentLine {
+        IntentLine {
+            ts: rollsafe_kube::restart_timestamp(jiff::Timestamp::now()),
+            app: APP,
+            action: ACTION,
+            stage: Stage::Intent,
+            user: self.user.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            planned,
+            request_id: self.request_id.clone(),
+        }
+    }
+}
+
+/// The record written, durably, before the first patch of a run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IntentLine {
+    /// RFC 3339 UTC with milliseconds.
+    pub ts: String,
+    /// Always [`APP`].
+    pub app: &'static str,
+    /// Always [`ACTION`].
+    pub action: &'static str,
+    /// Always [`Stage::Intent`].
+    pub stage: Stage,
+    /// The caller's email.
+    pub user: String,
+    /// Path namespace.
+    pub namespace: String,
+    /// Path Secret name.
+    pub name: String,
+    /// Every workload the run is about to patch, by kind then name.
+    pub planned: Vec<WorkloadName>,
+    /// The request id of the run; its result line carries the same.
+    pub request_id: String,
 }
 
 /// Why an audit line could not be written durably.
@@ -171,13 +254,33 @@ pub enum AuditError {
     Open(#[source] std::io::Error),
     /// A line could not be written or synced.
     #[error("cannot write the audit file")]
-    Write(#[source] std::io::Error),
-    /// The writer task failed.
+    Write(std::io::ErrorKind),
+    /// The writer thread is gone, or a line could not be serialized.
     #[error("the audit writer failed")]
     Task,
 }
 
-/// The stream audit lines are printed to.
+impl AuditError {
+    /// A stable code for logs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuditError::Open(_) => "audit_open",
+            AuditError::Write(_) => "audit_write",
+            AuditError::Task => "audit_writer",
+        }
+    }
+}
+
+/// Records queued for the audit file before writers wait (back-pressure on restart requests
+/// only: `/healthz` and `/metrics` never write audit records).
+pub const AUDIT_QUEUE: usize = 1024;
+/// The most records written with one `fdatasync`.
+const MAX_BATCH: usize = 256;
+
+/// Audit copies dropped because their stream was not being read, process-wide.
+pub static STREAM_COPIES_DROPPED: LazyLock<Counter> = LazyLock::new(Counter::default);
+
+/// The stream audit lines are copied to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Stream {
     /// Standard output (the default).
@@ -187,63 +290,164 @@ pub enum Stream {
     Stderr,
 }
 
-/// Where audit lines go: a standard stream, and the file when one is configured.
-#[derive(Debug, Clone, Default)]
+struct Job {
+    line: Vec<u8>,
+    done: oneshot::Sender<Result<(), std::io::ErrorKind>>,
+}
+
+/// Where audit records go: the durable file when one is configured, and a lossy copy on a
+/// standard stream. Cheap to clone.
+#[derive(Debug, Clone)]
 pub struct AuditSink {
-    stream: Stream,
-    file: Option<Arc<Mutex<File>>>,
+    durable: Option<mpsc::Sender<Job>>,
+    copy: Option<LossyLines>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Job({} bytes)", self.line.len())
+    }
+}
+
+fn copy_to(stream: Stream) -> Option<LossyLines> {
+    let dropped = STREAM_COPIES_DROPPED.clone();
+    match stream {
+        Stream::Stdout => LossyLines::stdout(dropped).ok(),
+        Stream::Stderr => LossyLines::stderr(dropped).ok(),
+    }
 }
 
 impl AuditSink {
-    /// Stdout only.
+    /// Stdout only: nothing durable.
     pub fn stdout() -> Self {
-        Self::default()
+        Self {
+            durable: None,
+            copy: copy_to(Stream::Stdout),
+        }
     }
 
-    /// Stdout and an append-only file.
+    /// An append-only file, owned by its own writer thread, and a copy on stdout.
     pub fn with_file(path: &Path) -> Result<Self, AuditError> {
-        let file = std::fs::OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .open(path)
             .map_err(AuditError::Open)?;
-        Ok(Self {
-            stream: Stream::Stdout,
-            file: Some(Arc::new(Mutex::new(file))),
-        })
+        let torn = ends_without_newline(&mut file).map_err(AuditError::Open)?;
+        let (durable, jobs) = mpsc::channel(AUDIT_QUEUE);
+        let copy = copy_to(Stream::Stdout);
+        let sink = Self {
+            durable: Some(durable),
+            copy,
+        };
+        let writer = DurableWriter { file, torn };
+        let copies = sink.copy.clone();
+        std::thread::Builder::new()
+            .name("audit-writer".to_owned())
+            .spawn(move || writer.run(jobs, copies))
+            .map_err(AuditError::Open)?;
+        Ok(sink)
     }
 
-    /// The same sink, printing to `stream`.
+    /// The same sink, copying to `stream`.
     pub fn on(mut self, stream: Stream) -> Self {
-        self.stream = stream;
+        self.copy = copy_to(stream);
         self
     }
 
-    /// Writes a line to the stream and, durably, to the file.
-    pub async fn write(&self, line: &AuditLine) -> Result<(), AuditError> {
-        let mut text = serde_json::to_string(line).map_err(|_| AuditError::Task)?;
-        text.push('\n');
-        // The stream is best-effort: a closed pipe must not fail the request.
-        let _ = match self.stream {
-            Stream::Stdout => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(text.as_bytes()).and_then(|()| out.flush())
-            }
-            Stream::Stderr => {
-                let mut out = std::io::stderr().lock();
-                out.write_all(text.as_bytes()).and_then(|()| out.flush())
-            }
-        };
-        let Some(file) = self.file.clone() else {
+    /// Writes a record: durably to the file when there is one (resolving once it is synced),
+    /// and as a copy to the stream, which never waits.
+    pub async fn write(&self, record: &impl Serialize) -> Result<(), AuditError> {
+        let mut line = serde_json::to_vec(record).map_err(|_| AuditError::Task)?;
+        line.push(b'\n');
+        let Some(durable) = &self.durable else {
+            self.copy_line(line);
             return Ok(());
         };
-        tokio::task::spawn_blocking(move || {
-            let mut file = file.lock().map_err(|_| AuditError::Task)?;
-            file.write_all(text.as_bytes()).map_err(AuditError::Write)?;
-            file.sync_data().map_err(AuditError::Write)
-        })
-        .await
-        .map_err(|_| AuditError::Task)?
+        let (done, written) = oneshot::channel();
+        durable
+            .send(Job { line, done })
+            .await
+            .map_err(|_| AuditError::Task)?;
+        written
+            .await
+            .map_err(|_| AuditError::Task)?
+            .map_err(AuditError::Write)
+    }
+
+    /// Whether records are made durable.
+    pub fn is_durable(&self) -> bool {
+        self.durable.is_some()
+    }
+
+    fn copy_line(&self, line: Vec<u8>) {
+        match &self.copy {
+            Some(copy) => {
+                copy.send(line);
+            }
+            None => {
+                STREAM_COPIES_DROPPED.inc();
+            }
+        }
+    }
+}
+
+/// Whether the file's last byte is not a newline: the previous writer died mid-line.
+fn ends_without_newline(file: &mut File) -> std::io::Result<bool> {
+    let length = file.seek(SeekFrom::End(0))?;
+    if length == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
+struct DurableWriter {
+    file: File,
+    /// The file may end in a partial line; start the next write with a newline.
+    torn: bool,
+}
+
+impl DurableWriter {
+    fn run(mut self, mut jobs: mpsc::Receiver<Job>, copies: Option<LossyLines>) {
+        let mut batch = Vec::new();
+        let mut buffer = Vec::new();
+        while let Some(first) = jobs.blocking_recv() {
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match jobs.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            buffer.clear();
+            if self.torn {
+                buffer.push(b'\n');
+            }
+            for job in &batch {
+                buffer.extend_from_slice(&job.line);
+            }
+            let result = self
+                .file
+                .write_all(&buffer)
+                .and_then(|()| self.file.sync_data())
+                .map_err(|error| error.kind());
+            self.torn = result.is_err();
+            for job in batch.drain(..) {
+                match &copies {
+                    Some(copy) => {
+                        copy.send(job.line);
+                    }
+                    None => {
+                        STREAM_COPIES_DROPPED.inc();
+                    }
+                }
+                let _ = job.done.send(result);
+            }
+        }
     }
 }
 
@@ -279,7 +483,7 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({
-                "ts": "T", "app": "krypton", "action": "secret.restart", "user": "alice@x.io",
+                "ts": "T", "app": "krypton", "action": "secret.restart", "stage": "result", "user": "alice@x.io",
                 "namespace": "team-a", "name": "db", "result": "error", "status": "partial", "matched": 2,
                 "requested": [{"kind": "Deployment", "name": "api"}],
                 "failures": [{"kind": "StatefulSet", "name": "worker", "code": "forbidden", "httpStatus": 403}],
@@ -289,8 +493,17 @@ mod tests {
         );
         let keys: Vec<_> = json.as_object().unwrap().keys().cloned().collect();
         assert_eq!(
-            &keys[..7],
-            ["ts", "app", "action", "user", "namespace", "name", "result"]
+            &keys[..8],
+            [
+                "ts",
+                "app",
+                "action",
+                "stage",
+                "user",
+                "namespace",
+                "name",
+                "result"
+            ]
         );
     }
 
@@ -303,13 +516,45 @@ mod tests {
         assert!(deny.get("status").is_none());
     }
 
+    #[test]
+    fn intent_and_refusal_shapes() {
+        let planned = vec![
+            WorkloadName {
+                kind: WorkloadKind::Deployment,
+                name: "api".into(),
+            },
+            WorkloadName {
+                kind: WorkloadKind::DaemonSet,
+                name: "agent".into(),
+            },
+        ];
+        let mut intent = serde_json::to_value(base().intent(planned)).unwrap();
+        intent["ts"] = "T".into();
+        assert_eq!(
+            intent,
+            serde_json::json!({
+                "ts": "T", "app": "krypton", "action": "secret.restart", "stage": "intent",
+                "user": "alice@x.io", "namespace": "team-a", "name": "db",
+                "planned": [{"kind": "Deployment", "name": "api"}, {"kind": "DaemonSet", "name": "agent"}],
+                "requestId": "r-1"
+            })
+        );
+        let refusal = serde_json::to_value(base().refusal("reserved_group")).unwrap();
+        assert_eq!(refusal["result"], "deny");
+        assert_eq!(refusal["reason"], "reserved_group");
+        assert_eq!(refusal["stage"], "result");
+    }
+
+    fn temp_file() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        (dir, path)
+    }
+
     #[tokio::test]
     async fn file_lines_are_appended() {
-        let dir = std::env::temp_dir().join(format!("rollsafe-audit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("audit.log");
-        let _ = std::fs::remove_file(&path);
-        let sink = AuditSink::with_file(&path).unwrap();
+        let (_dir, path) = temp_file();
+        let sink = AuditSink::with_file(&path).unwrap().on(Stream::Stderr);
         sink.write(&base().line(AuditResult::Deny, None))
             .await
             .unwrap();
@@ -323,5 +568,52 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1]["result"], "error");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_records_are_whole_lines_and_all_durable() {
+        let (_dir, path) = temp_file();
+        let sink = AuditSink::with_file(&path).unwrap().on(Stream::Stderr);
+        let writes = (0..500).map(|i| {
+            let sink = sink.clone();
+            async move {
+                let mut b = base();
+                b.request_id = format!("r-{i}");
+                sink.write(&b.line(AuditResult::Allow, None)).await
+            }
+        });
+        for result in futures::future::join_all(writes).await {
+            result.unwrap();
+        }
+        // Every write resolved: every record is already in the file.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut ids: Vec<String> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["requestId"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 500);
+    }
+
+    #[tokio::test]
+    async fn a_torn_tail_is_closed_before_the_next_record() {
+        let (_dir, path) = temp_file();
+        std::fs::write(&path, b"{\"whole\":1}\n{\"torn\":").unwrap();
+        let sink = AuditSink::with_file(&path).unwrap().on(Stream::Stderr);
+        sink.write(&base().line(AuditResult::Deny, None))
+            .await
+            .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[1], "{\"torn\":");
+        let last: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(last["result"], "deny");
     }
 }

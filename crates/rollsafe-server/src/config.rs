@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::identity::{AllowedGroups, PatternError};
+
 /// Where the ServiceAccount namespace file is mounted in a pod.
 pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
     "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -84,6 +86,13 @@ pub struct ServeArgs {
     /// Skip authentication: every request is a fixed admin dev user. Loopback listeners only.
     #[arg(long, env = "AUTH_DISABLED", default_value = "")]
     pub auth_disabled: String,
+    /// Comma-separated group patterns (`name` or `prefix*`) a session's groups must all match;
+    /// empty allows every group that is not a reserved `system:` group (those never pass).
+    #[arg(long, env = "KRYPTON_ALLOWED_GROUPS", default_value = "")]
+    pub allowed_groups: String,
+    /// The most restart runs in progress at once; beyond it, 429 with Retry-After.
+    #[arg(long, env = "KRYPTON_MAX_CONCURRENT_RESTARTS", default_value_t = crate::limits::MAX_CONCURRENT_RUNS.to_string())]
+    pub max_concurrent_restarts: String,
 }
 
 impl fmt::Debug for ServeArgs {
@@ -212,6 +221,10 @@ pub struct Settings {
     pub impersonation: bool,
     /// Authentication.
     pub auth: AuthMode,
+    /// Group patterns every session group must match (empty: any group not reserved).
+    pub allowed_groups: AllowedGroups,
+    /// The most restart runs in progress at once.
+    pub max_concurrent_restarts: usize,
 }
 
 /// An invalid setting; the message names it.
@@ -252,6 +265,12 @@ pub enum ConfigError {
     /// `KRYPTON_ANNOTATION_PREFIX` is not a DNS subdomain.
     #[error("KRYPTON_ANNOTATION_PREFIX: {0:?} is not a DNS subdomain")]
     Prefix(String),
+    /// `KRYPTON_ALLOWED_GROUPS` has a pattern that is malformed or would admit reserved groups.
+    #[error("KRYPTON_ALLOWED_GROUPS: {0}")]
+    AllowedGroups(#[source] PatternError),
+    /// `KRYPTON_MAX_CONCURRENT_RESTARTS` is not a positive number.
+    #[error("KRYPTON_MAX_CONCURRENT_RESTARTS: {0:?} is not a positive number")]
+    MaxConcurrentRestarts(String),
 }
 
 /// Parses a boolean setting.
@@ -339,6 +358,16 @@ impl ServeArgs {
             Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
             _ => return Err(ConfigError::MaxAge(self.session_max_age.clone())),
         };
+        let allowed_groups =
+            AllowedGroups::parse(&self.allowed_groups).map_err(ConfigError::AllowedGroups)?;
+        let max_concurrent_restarts = match self.max_concurrent_restarts.trim().parse::<usize>() {
+            Ok(limit) if limit > 0 => limit,
+            _ => {
+                return Err(ConfigError::MaxConcurrentRestarts(
+                    self.max_concurrent_restarts.clone(),
+                ));
+            }
+        };
         let auth = if auth_disabled {
             for addr in [self.listen] {
                 if !addr.ip().is_loopback() {
@@ -375,6 +404,8 @@ impl ServeArgs {
             annotation_prefix: self.annotation_prefix.clone(),
             impersonation,
             auth,
+            allowed_groups,
+            max_concurrent_restarts,
         })
     }
 }
@@ -440,6 +471,11 @@ mod tests {
         assert_eq!(settings.annotation_prefix, "krypton.io");
         assert!(settings.admins.is_bootstrap());
         assert!(!settings.impersonation);
+        assert!(settings.allowed_groups.is_empty());
+        assert_eq!(
+            settings.max_concurrent_restarts,
+            crate::limits::MAX_CONCURRENT_RUNS
+        );
         assert!(
             matches!(settings.auth, AuthMode::Session { max_age, .. } if max_age == DEFAULT_SESSION_MAX_AGE)
         );
@@ -485,6 +521,19 @@ mod tests {
                 "KRYPTON_ACCESS_CONFIGMAP",
             ),
             (vec!["--annotation-prefix=-x"], "KRYPTON_ANNOTATION_PREFIX"),
+            (vec!["--allowed-groups", "sys*"], "KRYPTON_ALLOWED_GROUPS"),
+            (
+                vec!["--allowed-groups", "dev,system:masters"],
+                "KRYPTON_ALLOWED_GROUPS",
+            ),
+            (
+                vec!["--max-concurrent-restarts", "0"],
+                "KRYPTON_MAX_CONCURRENT_RESTARTS",
+            ),
+            (
+                vec!["--max-concurrent-restarts", "many"],
+                "KRYPTON_MAX_CONCURRENT_RESTARTS",
+            ),
         ];
         for (extra, name) in cases {
             let error = args(&extra).validate(None).unwrap_err();

@@ -19,6 +19,11 @@ pub const INVALID_PATH: &str = "Invalid namespace or Secret name";
 pub const NOT_ALLOWED: &str = "You are not allowed to modify this secret";
 /// Kubernetes refused to let the caller read the Secret.
 pub const KUBERNETES_DENIED: &str = "Access denied. Check Kubernetes permissions for the effective identity and, when enabled, ServiceAccount impersonation permissions.";
+/// A session whose identity is reserved by Kubernetes or outside the allowed groups.
+pub const RESERVED_IDENTITY: &str =
+    "This identity cannot be used here: reserved Kubernetes users and groups are refused";
+/// The server-wide limit on concurrent restarts is reached.
+pub const BUSY: &str = "Too many restarts in progress; retry shortly";
 /// The sanitized 500.
 pub const INTERNAL: &str = "Internal server error";
 
@@ -39,6 +44,10 @@ pub enum ApiError {
     KubernetesDenied,
     /// 403: the ACL refused.
     NotAllowed,
+    /// 403: the session's identity is reserved (or outside the allowed groups).
+    ReservedIdentity,
+    /// 429 with `Retry-After`: the concurrent-run limit is reached.
+    Busy,
     /// 500 with a request id.
     Internal {
         /// The request id, also logged.
@@ -62,6 +71,8 @@ impl ApiError {
             ApiError::InvalidPath => StatusCode::BAD_REQUEST,
             ApiError::SecretNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Busy => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::ReservedIdentity => StatusCode::FORBIDDEN,
             ApiError::RestartDisabled
             | ApiError::NamespaceNotAccessible(_)
             | ApiError::KubernetesDenied
@@ -80,6 +91,8 @@ impl ApiError {
             ApiError::KubernetesDenied => KUBERNETES_DENIED.to_owned(),
             ApiError::NotAllowed => NOT_ALLOWED.to_owned(),
             ApiError::Internal { .. } => INTERNAL.to_owned(),
+            ApiError::ReservedIdentity => RESERVED_IDENTITY.to_owned(),
+            ApiError::Busy => BUSY.to_owned(),
         }
     }
 }
@@ -94,6 +107,14 @@ impl IntoResponse for ApiError {
             error: self.message(),
             request_id,
         };
-        (self.status(), Json(body)).into_response()
+        let busy = self == ApiError::Busy;
+        let mut response = (self.status(), Json(body)).into_response();
+        if busy {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(crate::limits::RETRY_AFTER_SECONDS),
+            );
+        }
+        response
     }
 }

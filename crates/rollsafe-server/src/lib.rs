@@ -4,7 +4,9 @@
 //! - [`session`]: session JWTs (cookie or bearer), and minting them.
 //! - [`acl`]: the ACL on a live Secret; [`access`]: the cached access-rules ConfigMap.
 //! - [`scope`]: namespace scope.
-//! - [`audit`]: audit lines to stdout and an fsync'd file.
+//! - [`audit`]: intent and result records, durable in a file, copied to stdout.
+//! - [`identity`]: reserved Kubernetes identities are refused; [`limits`]: concurrent runs.
+//! - [`output`]: bounded, lossy writers for standard streams.
 //! - [`app`]: the routes and the gate sequence; [`error`]: the `{ error }` envelope.
 //! - [`metrics`]: Prometheus metrics; [`serve`]: listeners and graceful shutdown.
 
@@ -14,7 +16,10 @@ pub mod app;
 pub mod audit;
 pub mod config;
 pub mod error;
+pub mod identity;
+pub mod limits;
 pub mod metrics;
+pub mod output;
 pub mod scope;
 pub mod serve;
 pub mod session;

@@ -38,6 +38,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     results: Family<ResultLabels, Counter>,
     patches: Family<PatchLabels, Counter>,
+    shed: Counter,
 }
 
 impl Default for Metrics {
@@ -68,11 +69,28 @@ impl Metrics {
             "Workload outcomes of Restart Consumers, by code",
             patches.clone(),
         );
+        let shed = Counter::default();
+        registry.register(
+            "restart_shed",
+            "Restart requests refused with 429 because the concurrent-run limit was reached",
+            shed.clone(),
+        );
+        registry.register(
+            "audit_stream_dropped",
+            "Audit record copies not written to stdout because it was not being read",
+            crate::audit::STREAM_COPIES_DROPPED.clone(),
+        );
+        registry.register(
+            "log_lines_dropped",
+            "Log lines dropped because their stream was not being read",
+            crate::output::LOG_LINES_DROPPED.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             requests,
             results,
             patches,
+            shed,
         }
     }
 
@@ -107,6 +125,11 @@ impl Metrics {
         }
     }
 
+    /// Counts a restart request refused by the concurrent-run limit.
+    pub fn restart_shed(&self) {
+        self.shed.inc();
+    }
+
     /// The text exposition.
     pub fn encode(&self) -> String {
         let mut text = String::new();
@@ -126,6 +149,7 @@ fn status_label(status: u16) -> &'static str {
         404 => "404",
         405 => "405",
         413 => "413",
+        429 => "429",
         500 => "500",
         503 => "503",
         _ => "other",

@@ -20,7 +20,7 @@ use crate::config::SessionSecret;
 pub const ISSUER: &str = "krypton";
 /// The session cookie.
 pub const COOKIE: &str = "krypton_session";
-/// Clock skew tolerated on `exp`.
+/// Clock skew tolerated on `exp` and `nbf`.
 const LEEWAY_SECONDS: u64 = 5;
 
 /// An authenticated caller.
@@ -68,10 +68,16 @@ pub fn verify(token: &str, secret: &SessionSecret) -> Result<User, SessionError>
     validation.set_issuer(&[ISSUER]);
     validation.set_required_spec_claims(&["exp", "iss", "sub"]);
     validation.leeway = LEEWAY_SECONDS;
+    validation.validate_nbf = true;
     let key = DecodingKey::from_secret(secret.expose()).map_err(|_| SessionError::Invalid)?;
     let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
         .map_err(|_| SessionError::Invalid)?;
     let claims = data.claims;
+    // The library accepts an array of issuers that contains ours; a session token names exactly
+    // one issuer.
+    if claims.get("iss").and_then(Value::as_str) != Some(ISSUER) {
+        return Err(SessionError::Invalid);
+    }
     let sub = claims
         .get("sub")
         .and_then(Value::as_str)
@@ -256,6 +262,14 @@ mod tests {
         no_sub.as_object_mut().unwrap().remove("sub");
         let mut no_exp = claims();
         no_exp.as_object_mut().unwrap().remove("exp");
+        let mut not_yet_valid = claims();
+        not_yet_valid["nbf"] = json!(now() + 120);
+        let mut string_nbf = claims();
+        string_nbf["nbf"] = json!("0");
+        let mut issuer_array = claims();
+        issuer_array["iss"] = json!(["krypton"]);
+        let mut issuer_array_with_others = claims();
+        issuer_array_with_others["iss"] = json!(["someone-else", "krypton"]);
         let header_none = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
         let payload = URL_SAFE_NO_PAD.encode(claims().to_string());
         let alg_none = format!("{header_none}.{payload}.");
@@ -276,6 +290,13 @@ mod tests {
             ("non-string email", sign(&numeric_email, secret().expose())),
             ("missing sub", sign(&no_sub, secret().expose())),
             ("missing exp", sign(&no_exp, secret().expose())),
+            ("nbf in the future", sign(&not_yet_valid, secret().expose())),
+            ("nbf not a number", sign(&string_nbf, secret().expose())),
+            ("iss an array", sign(&issuer_array, secret().expose())),
+            (
+                "iss an array with others",
+                sign(&issuer_array_with_others, secret().expose()),
+            ),
             ("alg none", alg_none),
             ("HS512", hs512),
             ("garbage", "not.a.jwt".to_owned()),
@@ -285,6 +306,18 @@ mod tests {
             assert!(
                 verify(&token, &secret()).is_err(),
                 "{case} must be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn past_nbf_and_nbf_within_leeway_are_accepted() {
+        for nbf in [now() - 60, now() + 2] {
+            let mut c = claims();
+            c["nbf"] = json!(nbf);
+            assert!(
+                verify(&sign(&c, secret().expose()), &secret()).is_ok(),
+                "{nbf}"
             );
         }
     }

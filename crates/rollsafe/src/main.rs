@@ -66,6 +66,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Token(args) => token::run(args),
     };
+    process::flush_logs();
     match result {
         Ok(code) => code,
         Err(error) => {

@@ -1,17 +1,64 @@
-//! Process plumbing shared by the long-running subcommands: logging to stderr, the async
-//! runtime, and waiting for SIGTERM or SIGINT.
+//! Process plumbing shared by the long-running subcommands (`serve`, `emulator`, `sandbox`,
+//! `consumers`, and the controller to come): logging to stderr, the async runtime, and waiting
+//! for SIGTERM or SIGINT.
+//!
+//! Log lines never reach stderr from the thread that logged them: they go through a bounded
+//! queue to one writer thread ([`LossyLines`]). When stderr's reader stops reading, the queue
+//! fills and further lines are dropped and counted (`rollsafe_log_lines_dropped_total` on the
+//! server's metrics) instead of blocking async workers — a full pipe must not stop `/healthz`.
+//! [`flush_logs`] at exit waits briefly for the queue to drain.
+
+use std::io::Write;
+use std::sync::OnceLock;
 
 use anyhow::Context as _;
+use rollsafe_server::output::{FLUSH_WAIT, LOG_LINES_DROPPED, LossyLines};
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+/// The writer thread of the process's log lines, once logging is set up.
+static LOG_WRITER: OnceLock<LossyLines> = OnceLock::new();
+
+/// One log line at a time, handed to the writer thread; never blocks.
+struct QueuedLine<'a>(&'a LossyLines);
+
+impl Write for QueuedLine<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        // The formatter writes each event with one call; a dropped line is counted, not an
+        // error (an error would only make the formatter print to stderr directly).
+        self.0.send(bytes.to_vec());
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Logs to stderr through a bounded, lossy queue, filtered by `RUST_LOG` (default `info`).
 pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let writer = match LossyLines::stderr(LOG_LINES_DROPPED.clone()) {
+        Ok(writer) => LOG_WRITER.get_or_init(|| writer),
+        Err(_) => {
+            // No thread for the writer: log directly rather than not at all.
+            let _ = tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
+                .with_env_filter(filter)
+                .try_init();
+            return;
+        }
+    };
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_writer(move || QueuedLine(writer))
+        .with_env_filter(filter)
         .try_init();
+}
+
+/// Waits a short while for queued log lines to reach stderr (call before exiting).
+pub fn flush_logs() {
+    if let Some(writer) = LOG_WRITER.get() {
+        writer.flush(FLUSH_WAIT);
+    }
 }
 
 /// A multi-threaded tokio runtime.

@@ -95,6 +95,8 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
             secret: secret.clone(),
             max_age: TOKEN_TTL,
         },
+        allowed_groups: Default::default(),
+        max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
     };
     let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
         .await

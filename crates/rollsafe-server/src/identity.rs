@@ -1,0 +1,236 @@
+//! Which authenticated identities the server accepts: reserved Kubernetes identities never.
+//!
+//! With impersonation on, the caller's email becomes `Impersonate-User` and each group an
+//! `Impersonate-Group`. A caller whose identity provider can be made to emit `system:masters`
+//! would otherwise act as cluster-admin. So a session whose user name or any group starts with
+//! `system:` (after trimming the blanks an HTTP parser strips from a header value, compared
+//! without regard to ASCII case) is refused at authentication with a fixed message and
+//! audited — never forwarded, never silently stripped: a stripped identity would act with
+//! fewer groups than the identity provider gave it, which is a different person to RBAC and
+//! to the audit log.
+//!
+//! The rule holds in every mode (the groups also feed the ACL) and cannot be turned off. It can
+//! only be made stricter: [`AllowedGroups`] (`KRYPTON_ALLOWED_GROUPS`) lists patterns, and a
+//! session carrying a group that matches none of them is refused the same way.
+
+use thiserror::Error;
+
+use crate::session::User;
+
+/// The prefix of identities Kubernetes reserves (`system:masters`, `system:serviceaccount:…`,
+/// `system:nodes`, `system:anonymous`, …).
+pub const RESERVED_PREFIX: &str = "system:";
+
+/// Why an authenticated session is refused. The caller sees one fixed message; the variant is
+/// logged and audited as a static reason.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityError {
+    /// The user name is a reserved Kubernetes identity.
+    #[error("the user name is a reserved Kubernetes identity")]
+    ReservedUser,
+    /// A group is a reserved Kubernetes group.
+    #[error("a group is a reserved Kubernetes group")]
+    ReservedGroup,
+    /// A group matches none of the allowed group patterns.
+    #[error("a group is not among the allowed groups")]
+    GroupNotAllowed,
+}
+
+impl IdentityError {
+    /// A stable code for logs and the audit line's `reason`.
+    pub fn code(self) -> &'static str {
+        match self {
+            IdentityError::ReservedUser => "reserved_user",
+            IdentityError::ReservedGroup => "reserved_group",
+            IdentityError::GroupNotAllowed => "group_not_allowed",
+        }
+    }
+}
+
+/// An invalid `KRYPTON_ALLOWED_GROUPS` pattern.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum PatternError {
+    /// A pattern would admit reserved groups.
+    #[error("{0:?} would allow reserved system: groups")]
+    AdmitsReserved(String),
+    /// A pattern has more than one `*`, or one that is not at its end.
+    #[error("{0:?} is not a group name or a prefix ending in a single *")]
+    Malformed(String),
+}
+
+/// One allowed-group pattern: an exact name, or a prefix followed by `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum GroupPattern {
+    Exact(String),
+    Prefix(String),
+}
+
+impl GroupPattern {
+    fn matches(&self, group: &str) -> bool {
+        match self {
+            GroupPattern::Exact(name) => group == name,
+            GroupPattern::Prefix(prefix) => group.starts_with(prefix.as_str()),
+        }
+    }
+}
+
+/// The groups a session may carry, beyond the reserved rule. Empty means every group that is not
+/// reserved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedGroups {
+    patterns: Vec<GroupPattern>,
+}
+
+impl AllowedGroups {
+    /// Parses comma-separated patterns: `name` (exact) or `prefix*`. A bare `*` or a prefix that
+    /// a reserved group could match is refused: the setting may only make the rule stricter.
+    pub fn parse(value: &str) -> Result<Self, PatternError> {
+        let mut patterns = Vec::new();
+        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let pattern = match entry.split_once('*') {
+                None => GroupPattern::Exact(entry.to_owned()),
+                Some((prefix, "")) if !prefix.is_empty() => GroupPattern::Prefix(prefix.to_owned()),
+                _ => return Err(PatternError::Malformed(entry.to_owned())),
+            };
+            let lowered = entry.to_ascii_lowercase();
+            let admits_reserved = match &pattern {
+                GroupPattern::Exact(_) => is_reserved(entry),
+                // `sys*` admits `system:masters`; `system:x*` admits `system:x…`.
+                GroupPattern::Prefix(_) => {
+                    let prefix = lowered.trim_end_matches('*');
+                    RESERVED_PREFIX.starts_with(prefix) || prefix.starts_with(RESERVED_PREFIX)
+                }
+            };
+            if admits_reserved {
+                return Err(PatternError::AdmitsReserved(entry.to_owned()));
+            }
+            patterns.push(pattern);
+        }
+        Ok(Self { patterns })
+    }
+
+    /// Whether no pattern is set.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    fn allows(&self, group: &str) -> bool {
+        self.patterns.is_empty() || self.patterns.iter().any(|p| p.matches(group))
+    }
+}
+
+/// Whether a user or group name is a reserved Kubernetes identity, as the API server would read
+/// it from a header: surrounding blanks removed, and compared without regard to ASCII case (a
+/// stricter reading than Kubernetes', which is case-sensitive).
+pub fn is_reserved(name: &str) -> bool {
+    let name = name.trim_matches(|c: char| c == ' ' || c == '\t');
+    name.len() >= RESERVED_PREFIX.len()
+        && name.as_bytes()[..RESERVED_PREFIX.len()].eq_ignore_ascii_case(RESERVED_PREFIX.as_bytes())
+}
+
+/// Checks an authenticated session against the reserved rule and the allowed groups.
+pub fn check(user: &User, allowed: &AllowedGroups) -> Result<(), IdentityError> {
+    if is_reserved(&user.email) {
+        return Err(IdentityError::ReservedUser);
+    }
+    if user.groups.iter().any(|g| is_reserved(g)) {
+        return Err(IdentityError::ReservedGroup);
+    }
+    if !user.groups.iter().all(|g| allowed.allows(g)) {
+        return Err(IdentityError::GroupNotAllowed);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(email: &str, groups: &[&str]) -> User {
+        User {
+            sub: "u1".into(),
+            email: email.into(),
+            name: "U".into(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn reserved_identities_are_refused() {
+        let none = AllowedGroups::default();
+        let cases: [(User, Result<(), IdentityError>); 10] = [
+            (user("alice@x.io", &["dev", "ops"]), Ok(())),
+            (user("alice@x.io", &[]), Ok(())),
+            (user("alice@x.io", &["systems", "system"]), Ok(())),
+            (
+                user("alice@x.io", &["dev", "system:masters"]),
+                Err(IdentityError::ReservedGroup),
+            ),
+            (
+                user("alice@x.io", &[" system:masters"]),
+                Err(IdentityError::ReservedGroup),
+            ),
+            (
+                user("alice@x.io", &["SYSTEM:Masters"]),
+                Err(IdentityError::ReservedGroup),
+            ),
+            (
+                user("alice@x.io", &["system:authenticated"]),
+                Err(IdentityError::ReservedGroup),
+            ),
+            (user("system:admin", &[]), Err(IdentityError::ReservedUser)),
+            (
+                user("system:serviceaccount:kube-system:default", &[]),
+                Err(IdentityError::ReservedUser),
+            ),
+            (
+                user("\tsystem:kube-controller-manager", &["dev"]),
+                Err(IdentityError::ReservedUser),
+            ),
+        ];
+        for (user, expected) in cases {
+            assert_eq!(check(&user, &none), expected, "{user:?}");
+        }
+    }
+
+    #[test]
+    fn allowed_groups_only_narrow() {
+        let allowed = AllowedGroups::parse("team-*, ops").unwrap();
+        assert_eq!(check(&user("a@x.io", &["team-a", "ops"]), &allowed), Ok(()));
+        assert_eq!(check(&user("a@x.io", &[]), &allowed), Ok(()));
+        assert_eq!(
+            check(&user("a@x.io", &["team-a", "dev"]), &allowed),
+            Err(IdentityError::GroupNotAllowed)
+        );
+        assert_eq!(
+            check(&user("a@x.io", &["opsx"]), &allowed),
+            Err(IdentityError::GroupNotAllowed)
+        );
+        // The reserved rule comes first and cannot be widened.
+        assert_eq!(
+            check(&user("a@x.io", &["system:masters"]), &allowed),
+            Err(IdentityError::ReservedGroup)
+        );
+    }
+
+    #[test]
+    fn patterns_that_widen_are_refused() {
+        for bad in ["*", "s*", "sys*", "System:*", "system:masters", "system:x*"] {
+            assert!(
+                matches!(
+                    AllowedGroups::parse(bad),
+                    Err(PatternError::AdmitsReserved(_) | PatternError::Malformed(_))
+                ),
+                "{bad}"
+            );
+        }
+        for bad in ["a*b", "**", "a**"] {
+            assert!(
+                matches!(AllowedGroups::parse(bad), Err(PatternError::Malformed(_))),
+                "{bad}"
+            );
+        }
+        assert!(AllowedGroups::parse(" , ").unwrap().is_empty());
+        assert!(!AllowedGroups::parse("team-*").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,204 @@
+//! Output that a stuck reader cannot turn into a stuck server.
+//!
+//! A [`LossyLines`] owns a stream (stdout, stderr) on its own thread, fed through a bounded
+//! queue. Senders never wait: when the queue is full — the reader of the pipe has stopped
+//! reading — the line is dropped and counted. The async workers therefore never write to a
+//! standard stream themselves; `/healthz`, `/metrics` and restarts keep answering with the pipe
+//! full. Only copies go through here: the audit file (see [`crate::audit`]) is the record.
+
+use std::io::Write;
+use std::sync::LazyLock;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+
+/// Lines queued for a standard stream before new ones are dropped.
+pub const STREAM_QUEUE_LINES: usize = 8192;
+/// How long [`LossyLines::flush`] waits for the queue to drain (at process exit).
+pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// Log lines dropped because their stream was not being read, process-wide.
+pub static LOG_LINES_DROPPED: LazyLock<Counter> = LazyLock::new(Counter::default);
+
+enum Message {
+    Line(Vec<u8>),
+    Flush(SyncSender<()>),
+}
+
+/// A bounded, lossy line writer: one thread owns the stream; senders never block.
+#[derive(Debug, Clone)]
+pub struct LossyLines {
+    queue: SyncSender<Message>,
+    dropped: Counter,
+}
+
+impl std::fmt::Debug for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Message::Line(line) => write!(f, "Line({} bytes)", line.len()),
+            Message::Flush(_) => f.write_str("Flush"),
+        }
+    }
+}
+
+impl LossyLines {
+    /// Starts the thread that owns `stream`. Lines beyond `capacity` queued are dropped and
+    /// counted in `dropped`.
+    pub fn spawn(
+        name: &str,
+        capacity: usize,
+        stream: impl Write + Send + 'static,
+        dropped: Counter,
+    ) -> std::io::Result<Self> {
+        let (queue, receiver) = sync_channel(capacity.max(1));
+        std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || drain(receiver, stream))?;
+        Ok(Self { queue, dropped })
+    }
+
+    /// Standard output, counting drops in `dropped`.
+    pub fn stdout(dropped: Counter) -> std::io::Result<Self> {
+        Self::spawn(
+            "stdout-writer",
+            STREAM_QUEUE_LINES,
+            std::io::stdout(),
+            dropped,
+        )
+    }
+
+    /// Standard error, counting drops in `dropped`.
+    pub fn stderr(dropped: Counter) -> std::io::Result<Self> {
+        Self::spawn(
+            "stderr-writer",
+            STREAM_QUEUE_LINES,
+            std::io::stderr(),
+            dropped,
+        )
+    }
+
+    /// Queues a line (with its newline). Returns false, and counts a drop, when the queue is
+    /// full or the writer is gone.
+    pub fn send(&self, line: Vec<u8>) -> bool {
+        match self.queue.try_send(Message::Line(line)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.dropped.inc();
+                false
+            }
+        }
+    }
+
+    /// Lines dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.get()
+    }
+
+    /// Waits up to `wait` for every line queued so far to be written. Returns false when the
+    /// queue is full or the stream did not take them in time (a reader that stopped reading).
+    pub fn flush(&self, wait: Duration) -> bool {
+        let (done, finished) = sync_channel(1);
+        if self.queue.try_send(Message::Flush(done)).is_err() {
+            return false;
+        }
+        finished.recv_timeout(wait).is_ok()
+    }
+}
+
+fn drain(receiver: Receiver<Message>, mut stream: impl Write) {
+    let mut batch = Vec::new();
+    while let Ok(first) = receiver.recv() {
+        let mut flushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(message) = next {
+            match message {
+                Message::Line(line) => batch.extend_from_slice(&line),
+                Message::Flush(done) => flushes.push(done),
+            }
+            // Gather what is already queued into one write.
+            next = if batch.len() < 64 * 1024 {
+                receiver.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        // A closed or failing stream loses its copy; the writer keeps draining so senders keep
+        // seeing a queue with room.
+        let _ = stream.write_all(&batch).and_then(|()| stream.flush());
+        batch.clear();
+        for done in flushes {
+            let _ = done.try_send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A stream that blocks every write until released.
+    struct Gate {
+        open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+        entered: Arc<std::sync::atomic::AtomicBool>,
+        written: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Gate {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.entered
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let (lock, cvar) = &*self.open;
+            let mut open = lock.lock().unwrap();
+            while !*open {
+                open = cvar.wait(open).unwrap();
+            }
+            self.written.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stuck_stream_drops_and_counts_instead_of_blocking() {
+        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let entered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let gate = Gate {
+            open: open.clone(),
+            entered: entered.clone(),
+            written: written.clone(),
+        };
+        let dropped = Counter::default();
+        let lines = LossyLines::spawn("test-writer", 4, gate, dropped.clone()).unwrap();
+        assert!(lines.send(b"line 0\n".to_vec()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !entered.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never wrote"
+            );
+            std::thread::yield_now();
+        }
+        // The writer is stuck in its write: the queue holds 4, the rest drop, no send waits.
+        for i in 1..100 {
+            lines.send(format!("line {i}\n").into_bytes());
+        }
+        assert_eq!(dropped.get(), 95);
+        assert!(!lines.flush(Duration::from_millis(10)));
+        {
+            let (lock, cvar) = &*open;
+            *lock.lock().unwrap() = true;
+            cvar.notify_all();
+        }
+        assert!(lines.flush(FLUSH_WAIT));
+        let text = String::from_utf8(written.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 5, "{text}");
+        assert_eq!(dropped.get(), 95);
+        assert!(text.lines().all(|l| l.starts_with("line ")));
+    }
+}

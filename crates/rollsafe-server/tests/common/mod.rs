@@ -1,0 +1,180 @@
+//! A server over an in-process emulator, and a raw HTTP/1.1 client, for the hardening suites.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rollsafe_emulator::{Emulator, RunningEmulator};
+use rollsafe_kube::Connection;
+use rollsafe_server::audit::{AuditSink, Stream};
+use rollsafe_server::config::{Admins, AuthMode, Scope, SessionSecret, Settings};
+use rollsafe_server::metrics::Metrics;
+use rollsafe_server::session::{self, NewSession};
+use rollsafe_server::{AppState, BoundServer};
+use serde_json::{Value, json};
+
+pub mod http;
+
+#[allow(unused_imports)]
+pub use http::{Response, exchange, get, in_flight, wait_until};
+
+pub const SECRET: &str = "0123456789abcdef0123456789abcdef-hardening";
+pub const NS: &str = "team-a";
+
+pub fn seed() -> Vec<Value> {
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": NS},
+               "stringData": {"password": "never-shown"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "restarter"},
+               "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+                         {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets"], "verbs": ["list", "patch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "restarters"},
+               "subjects": [{"kind": "Group", "name": "developers", "apiGroup": "rbac.authorization.k8s.io"},
+                            {"kind": "Group", "name": "system:masters", "apiGroup": "rbac.authorization.k8s.io"}],
+               "roleRef": {"kind": "ClusterRole", "name": "restarter", "apiGroup": "rbac.authorization.k8s.io"}}),
+    ];
+    objects.push(workload("Deployment", "api", "db"));
+    objects.push(workload("Deployment", "web", "db"));
+    objects
+}
+
+pub fn workload(kind: &str, name: &str, secret: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "x",
+                    "envFrom": [{"secretRef": {"name": secret}}]}]}
+            }
+        }
+    })
+}
+
+pub fn settings() -> Settings {
+    Settings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        kubeconfig: None,
+        context: None,
+        audit_file: None,
+        restart_enabled: true,
+        scope: Scope::Namespace,
+        server_namespace: NS.into(),
+        admins: Admins::default(),
+        access_configmap: "krypton-access".into(),
+        annotation_prefix: "krypton.io".into(),
+        impersonation: true,
+        auth: AuthMode::Session {
+            secret: SessionSecret::new(SECRET.as_bytes().to_vec()),
+            max_age: Duration::from_secs(3600),
+        },
+        allowed_groups: Default::default(),
+        max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
+    }
+}
+
+pub struct Fixture {
+    pub emulator: RunningEmulator,
+    pub api: String,
+    pub admin: String,
+    pub audit_file: PathBuf,
+    _dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Fixture {
+    pub async fn start(configure: impl FnOnce(&mut Settings)) -> Self {
+        let emulator = Emulator::builder()
+            .seed_objects(seed())
+            .start("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        emulator.write_kubeconfig(&kubeconfig).unwrap();
+        let audit_file = dir.path().join("audit.log");
+        let mut settings = settings();
+        settings.kubeconfig = Some(kubeconfig.clone());
+        settings.audit_file = Some(audit_file.clone());
+        configure(&mut settings);
+        let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
+            .await
+            .unwrap();
+        let audit = AuditSink::with_file(&audit_file)
+            .unwrap()
+            .on(Stream::Stderr);
+        let state = Arc::new(AppState::new(settings, connection, audit, Metrics::new()));
+        let bound = BoundServer::bind(state).await.unwrap();
+        let api = bound.api_addr().unwrap().to_string();
+        let admin = bound.admin_addr().unwrap().to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(bound.run(async {
+            let _ = stopped.await;
+        }));
+        emulator.clear_requests();
+        Self {
+            emulator,
+            api,
+            admin,
+            audit_file,
+            _dir: dir,
+            stop: Some(stop),
+            server: Some(server),
+        }
+    }
+
+    pub fn audit_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.audit_file)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    pub async fn restart(&self, name: &str, token: &str) -> Response {
+        restart(&self.api, NS, name, token).await
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+pub fn token(email: &str, groups: &[&str]) -> String {
+    session::mint(
+        &NewSession {
+            sub: None,
+            email: email.into(),
+            name: None,
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            ttl: Duration::from_secs(600),
+        },
+        &SessionSecret::new(SECRET.as_bytes().to_vec()),
+        session::now(),
+    )
+    .unwrap()
+}
+
+pub async fn restart(addr: &str, namespace: &str, name: &str, token: &str) -> Response {
+    let request = format!(
+        "POST /api/namespaces/{namespace}/secrets/{name}/restart-consumers HTTP/1.1\r\n\
+         Host: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    exchange(addr, request.as_bytes(), Duration::from_secs(60))
+        .await
+        .expect("the server answered")
+}

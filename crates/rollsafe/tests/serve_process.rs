@@ -1,0 +1,308 @@
+//! `rollsafe serve` as a child process: a stdout and stderr nobody reads cannot stop it, and a
+//! `kill -9` in the middle of concurrent restarts leaves an intent record for every rollout the
+//! cluster saw, and no torn audit line.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(unix)]
+
+#[path = "../../rollsafe-server/tests/common/http.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::time::Duration;
+
+use common::{in_flight, wait_until};
+use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
+use serde_json::{Value, json};
+
+const NS: &str = "team-a";
+
+fn workload(name: &str, secret: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "x",
+                    "envFrom": [{"secretRef": {"name": secret}}]}]}
+            }
+        }
+    })
+}
+
+/// A running `rollsafe serve`, its pipes held open (and unread unless drained).
+struct Served {
+    child: Child,
+    api: String,
+    admin: String,
+    _stderr: Option<BufReader<ChildStderr>>,
+}
+
+/// What happens to the child's stdout and stderr once it listens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pipes {
+    /// Nobody reads them again.
+    Stuck,
+    /// Read and discarded by background threads.
+    Drained,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `rollsafe serve` against the emulator's kubeconfig and reads stderr until the
+/// listeners are logged; from then on the pipes are `pipes`.
+fn serve(kubeconfig: &Path, audit_file: Option<&Path>, pipes: Pipes) -> Served {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--restart-enabled",
+            "true",
+            "--auth-disabled",
+            "true",
+            "--namespace",
+            NS,
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .env("RUST_LOG", "debug")
+        .env("NO_COLOR", "1")
+        .env_remove("SESSION_SECRET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, _) in std::env::vars() {
+        if name.starts_with("KRYPTON_") || name.starts_with("ROLLSAFE_") {
+            command.env_remove(name);
+        }
+    }
+    if let Some(path) = audit_file {
+        command.arg("--audit-file").arg(path);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let (mut api, mut admin) = (None, None);
+    let mut line = String::new();
+    while api.is_none() || admin.is_none() {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "serve exited before listening"
+        );
+        if line.contains("serving") {
+            for word in line.split_whitespace() {
+                if let Some(addr) = word.strip_prefix("api=") {
+                    api = Some(addr.to_owned());
+                }
+                if let Some(addr) = word.strip_prefix("admin=") {
+                    admin = Some(addr.to_owned());
+                }
+            }
+        }
+    }
+    let stderr = match pipes {
+        Pipes::Stuck => Some(stderr),
+        Pipes::Drained => {
+            let mut stdout = child.stdout.take().unwrap();
+            std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            None
+        }
+    };
+    Served {
+        child,
+        api: api.unwrap(),
+        admin: admin.unwrap(),
+        _stderr: stderr,
+    }
+}
+
+async fn emulator(secrets: usize, per_secret: usize) -> RunningEmulator {
+    let mut objects =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})];
+    for s in 0..secrets {
+        objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("s{s}"), "namespace": NS}, "stringData": {"k": "v"}}));
+        for w in 0..per_secret {
+            objects.push(workload(&format!("d{s}-{w}"), &format!("s{s}")));
+        }
+    }
+    Emulator::builder()
+        .seed_objects(objects)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// POST a restart (the dev user of AUTH_DISABLED needs no token).
+async fn restart(addr: &str, name: &str, limit: Duration) -> Option<common::Response> {
+    let request = format!(
+        "POST /api/namespaces/{NS}/secrets/{name}/restart-consumers HTTP/1.1\r\n\
+         Host: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    common::exchange(addr, request.as_bytes(), limit).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdout_and_stderr_nobody_reads_do_not_stop_the_server() {
+    let emu = emulator(1, 2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    emu.write_kubeconfig(&kubeconfig).unwrap();
+    let served = serve(&kubeconfig, None, Pipes::Stuck);
+    // Each refusal below writes an audit line to stdout (about 230 bytes) and log lines to
+    // stderr: far more than a pipe holds (64 KiB), and nobody reads either pipe.
+    for i in 0..1_500 {
+        let request = "POST /api/namespaces/elsewhere/secrets/s0/restart-consumers HTTP/1.1\r\n\
+             Host: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        let response = common::exchange(&served.api, request.as_bytes(), Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("request {i} got no answer: the server is stuck on a pipe"));
+        assert_eq!(response.status, 403, "request {i}");
+    }
+    for (addr, path) in [
+        (&served.api, "/healthz"),
+        (&served.admin, "/healthz"),
+        (&served.admin, "/metrics"),
+    ] {
+        let response = common::get(addr, path)
+            .await
+            .unwrap_or_else(|| panic!("{path} got no answer"));
+        assert_eq!(response.status, 200, "{path}");
+    }
+    let metrics = common::get(&served.admin, "/metrics").await.unwrap();
+    let text = String::from_utf8_lossy(&metrics.body).into_owned();
+    assert!(
+        text.contains("rollsafe_audit_stream_dropped_total"),
+        "{text}"
+    );
+    assert!(text.contains("rollsafe_log_lines_dropped_total"), "{text}");
+    let response = restart(&served.api, "s0", Duration::from_secs(30))
+        .await
+        .expect("a restart still answers");
+    assert_eq!(response.status, 200, "{:?}", response.json());
+    assert_eq!(response.json()["status"], "requested");
+    assert_eq!(emu.rollouts().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_load_leaves_an_intent_for_every_rollout_and_no_torn_line() {
+    const SECRETS: usize = 16;
+    const PER_SECRET: usize = 3;
+    const APPLIED: u32 = 12;
+    let emu = emulator(SECRETS, PER_SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    emu.write_kubeconfig(&kubeconfig).unwrap();
+    let audit_file = dir.path().join("audit.log");
+    // The first patches go through; every later one is held open far beyond the test.
+    emu.add_fault(
+        Fault::on("patch", "deployments")
+            .nth(APPLIED + 1)
+            .times(0)
+            .then(FaultAction::Delay { millis: 600_000 }),
+    );
+    let served = serve(&kubeconfig, Some(&audit_file), Pipes::Drained);
+    let runs: Vec<_> = (0..SECRETS)
+        .map(|s| {
+            let api = served.api.clone();
+            tokio::spawn(
+                async move { restart(&api, &format!("s{s}"), Duration::from_secs(600)).await },
+            )
+        })
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(60), || emu.rollouts().len()
+            >= APPLIED as usize
+            && in_flight(&emu, "patch", "deployments") >= 4)
+        .await,
+        "the runs never reached the held point: {} rollouts",
+        emu.rollouts().len()
+    );
+    // kill -9 at the held point.
+    drop(served);
+    for run in runs {
+        run.abort();
+    }
+    emu.clear_faults();
+
+    // The restarted server appends to the same file and serves.
+    let served = serve(&kubeconfig, Some(&audit_file), Pipes::Drained);
+    let response = restart(&served.api, "s0", Duration::from_secs(60))
+        .await
+        .expect("the restarted server answers");
+    assert_eq!(response.status, 200, "{:?}", response.json());
+    drop(served);
+
+    let text = std::fs::read_to_string(&audit_file).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|_| panic!("a torn audit line: {line:?}"))
+        })
+        .collect();
+    let mut planned: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    let mut results = std::collections::BTreeSet::new();
+    for record in &records {
+        match record["stage"].as_str() {
+            Some("intent") => {
+                for target in record["planned"].as_array().unwrap() {
+                    *planned
+                        .entry((
+                            record["namespace"].as_str().unwrap().to_owned(),
+                            target["kind"].as_str().unwrap().to_owned(),
+                            target["name"].as_str().unwrap().to_owned(),
+                        ))
+                        .or_default() += 1;
+                }
+            }
+            _ => {
+                results.insert(record["requestId"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    let rollouts = emu.rollouts();
+    assert!(
+        rollouts.len() > APPLIED as usize,
+        "the second server rolled too"
+    );
+    let mut rolled: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    for rollout in &rollouts {
+        *rolled
+            .entry((
+                rollout.namespace.clone(),
+                rollout.kind.clone(),
+                rollout.name.clone(),
+            ))
+            .or_default() += 1;
+    }
+    for (workload, count) in &rolled {
+        assert!(
+            planned.get(workload).copied().unwrap_or(0) >= *count,
+            "{workload:?} rolled {count} times with fewer intent records: {planned:?}"
+        );
+    }
+    let interrupted = records
+        .iter()
+        .filter(|r| r["stage"] == "intent")
+        .filter(|r| !results.contains(r["requestId"].as_str().unwrap()))
+        .count();
+    assert!(
+        interrupted > 0,
+        "some runs were killed after their intent and before their result"
+    );
+}
