@@ -9,7 +9,7 @@
 use std::io::Write;
 use std::sync::LazyLock;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 
@@ -17,6 +17,9 @@ use prometheus_client::metrics::counter::Counter;
 pub const STREAM_QUEUE_LINES: usize = 8192;
 /// How long [`LossyLines::flush`] waits for the queue to drain (at process exit).
 pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// How often [`LossyLines::flush`] retries a full queue.
+const FLUSH_POLL: Duration = Duration::from_millis(1);
 
 /// Log lines dropped because their stream was not being read, process-wide.
 pub static LOG_LINES_DROPPED: LazyLock<Counter> = LazyLock::new(Counter::default);
@@ -96,13 +99,27 @@ impl LossyLines {
     }
 
     /// Waits up to `wait` for every line queued so far to be written. Returns false when the
-    /// queue is full or the stream did not take them in time (a reader that stopped reading).
+    /// stream did not take them in time (a reader that stopped reading).
     pub fn flush(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
         let (done, finished) = sync_channel(1);
-        if self.queue.try_send(Message::Flush(done)).is_err() {
-            return false;
+        let mut marker = Message::Flush(done);
+        loop {
+            match self.queue.try_send(marker) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => return false,
+                Err(TrySendError::Full(back)) => {
+                    if Instant::now() >= deadline {
+                        return false;
+                    }
+                    marker = back;
+                    std::thread::sleep(FLUSH_POLL);
+                }
+            }
         }
-        finished.recv_timeout(wait).is_ok()
+        finished
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .is_ok()
     }
 }
 
