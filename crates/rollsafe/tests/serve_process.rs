@@ -165,8 +165,10 @@ async fn a_stdout_and_stderr_nobody_reads_do_not_stop_the_server() {
     emu.write_kubeconfig(&kubeconfig).unwrap();
     let served = serve(&kubeconfig, None, Pipes::Stuck);
     // Each refusal below writes an audit line to stdout (about 230 bytes) and log lines to
-    // stderr: far more than a pipe holds (64 KiB), and nobody reads either pipe.
-    for i in 0..1_500 {
+    // stderr: far more than a pipe holds (64 KiB) and than the copy queue holds
+    // (STREAM_QUEUE_LINES), and nobody reads either pipe.
+    let requests = rollsafe_server::output::STREAM_QUEUE_LINES + 1_000;
+    for i in 0..requests {
         let request = "POST /api/namespaces/elsewhere/secrets/s0/restart-consumers HTTP/1.1\r\n\
              Host: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
         let response = common::exchange(&served.api, request.as_bytes(), Duration::from_secs(10))
@@ -186,11 +188,19 @@ async fn a_stdout_and_stderr_nobody_reads_do_not_stop_the_server() {
     }
     let metrics = common::get(&served.admin, "/metrics").await.unwrap();
     let text = String::from_utf8_lossy(&metrics.body).into_owned();
+    let counter = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing: {text}"))
+    };
     assert!(
-        text.contains("rollsafe_audit_stream_dropped_total"),
-        "{text}"
+        counter("rollsafe_audit_stream_dropped_total") > 0,
+        "the audit copies beyond the queue were dropped and counted"
     );
-    assert!(text.contains("rollsafe_log_lines_dropped_total"), "{text}");
+    assert!(
+        counter("rollsafe_log_lines_dropped_total") > 0,
+        "log lines beyond the queue were dropped and counted"
+    );
     let response = restart(&served.api, "s0", Duration::from_secs(30))
         .await
         .expect("a restart still answers");
@@ -201,9 +211,9 @@ async fn a_stdout_and_stderr_nobody_reads_do_not_stop_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_leaves_an_intent_for_every_rollout_and_no_torn_line() {
-    const SECRETS: usize = 16;
+    const SECRETS: usize = 32;
     const PER_SECRET: usize = 3;
-    const APPLIED: u32 = 12;
+    const APPLIED: u32 = 40;
     let emu = emulator(SECRETS, PER_SECRET).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
