@@ -2,7 +2,8 @@
 //!
 //! [`Client::restart_consumers`] returns a [`RestartReport`] for every response whose body is a
 //! restart result — 200, 207 and 503 alike: a failed attempt is data, not an error. Every
-//! `{ "error": … }` response (401, 403, 404, 400, 500, …) is an [`ApiError`] with its HTTP status.
+//! `{ "error": … }` response (401, 403, 404, 400, 500, …) is an [`ErrorResponse`] with its HTTP
+//! status; what kind of error it is follows from the status, never from the text.
 //! The session token is wrapped so that `Debug` never prints it.
 
 use std::fmt;
@@ -17,7 +18,8 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rollsafe_core::contract::{RestartResult, RestartStatus};
-use serde::Deserialize;
+use rollsafe_core::envelope::ErrorEnvelope;
+use rollsafe_core::name::{Namespace, SecretName};
 use thiserror::Error;
 
 /// How long one API call may take, end to end.
@@ -61,7 +63,7 @@ impl RestartReport {
 /// An `{ "error": … }` response.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("HTTP {status}: {message}")]
-pub struct ApiError {
+pub struct ErrorResponse {
     /// The HTTP status.
     pub status: u16,
     /// The `error` text.
@@ -70,10 +72,11 @@ pub struct ApiError {
     pub request_id: Option<String>,
 }
 
-impl ApiError {
-    /// Whether this is the session-expiry 401 (`Authentication required`).
+impl ErrorResponse {
+    /// Whether this is the session-expiry 401 (the server answers every missing or invalid
+    /// session with 401 and only then).
     pub fn is_authentication_required(&self) -> bool {
-        self.status == 401 && self.message == "Authentication required"
+        self.status == 401
     }
 }
 
@@ -82,7 +85,7 @@ impl ApiError {
 pub enum ClientError {
     /// The server answered with the `{ error }` envelope.
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Api(#[from] ErrorResponse),
     /// The server URL or the path names cannot form a request.
     #[error("invalid server URL or name")]
     InvalidRequest,
@@ -112,14 +115,6 @@ impl fmt::Debug for Client {
             .field("token", &self.token)
             .finish()
     }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Envelope {
-    error: String,
-    #[serde(default)]
-    request_id: Option<String>,
 }
 
 impl Client {
@@ -154,14 +149,15 @@ impl Client {
     /// `POST /api/namespaces/{namespace}/secrets/{name}/restart-consumers`.
     pub async fn restart_consumers(
         &self,
-        namespace: &str,
-        name: &str,
+        namespace: &Namespace,
+        name: &SecretName,
     ) -> Result<RestartReport, ClientError> {
+        // Valid names are path-safe; encoding keeps the path right should the rules widen.
         let uri = format!(
             "{}/api/namespaces/{}/secrets/{}/restart-consumers",
             self.base,
-            encode_segment(namespace),
-            encode_segment(name)
+            encode_segment(namespace.as_str()),
+            encode_segment(name.as_str())
         );
         let mut request = Request::builder()
             .method(Method::POST)
@@ -207,8 +203,8 @@ fn interpret(status: StatusCode, body: &[u8]) -> Result<RestartReport, ClientErr
             result,
         });
     }
-    match serde_json::from_value::<Envelope>(value) {
-        Ok(envelope) if !status.is_success() => Err(ClientError::Api(ApiError {
+    match serde_json::from_value::<ErrorEnvelope>(value) {
+        Ok(envelope) if !status.is_success() => Err(ClientError::Api(ErrorResponse {
             status: code,
             message: envelope.error,
             request_id: envelope.request_id,
@@ -273,21 +269,26 @@ mod tests {
 
     #[test]
     fn envelopes_are_api_errors() {
+        use rollsafe_core::envelope;
         for (status, text) in [
-            (401, "Authentication required"),
-            (403, "Restarting apps is disabled on this deployment"),
-            (404, "Secret \"x\" not found"),
-            (400, "Invalid namespace or Secret name"),
+            (401, envelope::AUTHENTICATION_REQUIRED.to_owned()),
+            (403, envelope::RESTART_DISABLED.to_owned()),
+            (404, envelope::secret_not_found("x")),
+            (400, envelope::INVALID_PATH.to_owned()),
         ] {
             let error = interpret(
                 StatusCode::from_u16(status).unwrap(),
-                &body(&serde_json::json!({"error": text})),
+                &body(&ErrorEnvelope::new(text.clone())),
             )
             .unwrap_err();
             let ClientError::Api(error) = error else {
                 panic!("{error:?}")
             };
-            assert_eq!((error.status, error.message.as_str()), (status, text));
+            assert_eq!(
+                (error.status, error.message.as_str()),
+                (status, text.as_str())
+            );
+            assert_eq!(error.is_authentication_required(), status == 401);
         }
         let error = interpret(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -295,15 +296,15 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            matches!(error, ClientError::Api(ApiError { status: 500, request_id: Some(ref id), .. }) if id == "r1")
+            matches!(error, ClientError::Api(ErrorResponse { status: 500, request_id: Some(ref id), .. }) if id == "r1")
         );
     }
 
     #[test]
-    fn session_bounce_is_recognised() {
-        let error = ApiError {
+    fn session_bounce_is_recognised_by_status_not_text() {
+        let error = ErrorResponse {
             status: 401,
-            message: "Authentication required".into(),
+            message: "any wording".into(),
             request_id: None,
         };
         assert!(error.is_authentication_required());

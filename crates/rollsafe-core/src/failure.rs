@@ -60,8 +60,9 @@ impl FailureCode {
         }
     }
 
-    /// The fixed, sanitized guidance for this code. Never upstream text.
-    pub fn message(self) -> &'static str {
+    /// The fixed, sanitized guidance for a workload (`failures`) entry with this code: what
+    /// happened to that workload's patch. Never upstream text.
+    pub const fn message(self) -> &'static str {
         match self {
             FailureCode::Unauthenticated => {
                 "Kubernetes rejected the credentials of the effective identity. Check the server's Kubernetes credentials."
@@ -88,7 +89,42 @@ impl FailureCode {
                 "No response confirmed the request; the rollout may or may not have been requested. Review the workload before retrying."
             }
             FailureCode::IncompleteList => {
-                "The workload inventory was incomplete or inconsistent, so nothing was patched from it. Review the workloads before retrying."
+                "The workload was listed without a usable uid, resourceVersion or pod template, so it was not patched. Review the workload before retrying."
+            }
+        }
+    }
+}
+
+impl FailureCode {
+    /// The fixed, sanitized guidance for a `discoveryFailures` entry with this code. A list is not
+    /// a patch: whatever failed, the kind's inventory is unknown and nothing of that kind was
+    /// patched. The `forbidden` text is the seed's, shared with patch failures.
+    pub const fn discovery_message(self) -> &'static str {
+        match self {
+            FailureCode::Unauthenticated => {
+                "Kubernetes rejected the credentials of the effective identity while listing this kind, so its inventory is unknown and nothing of this kind was patched. Check the server's Kubernetes credentials."
+            }
+            FailureCode::Forbidden => FailureCode::Forbidden.message(),
+            FailureCode::NotFound => {
+                "Kubernetes did not find the list of this kind, so its inventory is unknown and nothing of this kind was patched. Check that the namespace and the apps/v1 API exist."
+            }
+            FailureCode::Conflict => {
+                "Kubernetes reported a conflict while listing this kind, so its inventory is unknown and nothing of this kind was patched. Retry later."
+            }
+            FailureCode::InvalidRequest => {
+                "Kubernetes rejected the list request as invalid, so this kind's inventory is unknown and nothing of this kind was patched. Check the cluster's Kubernetes version."
+            }
+            FailureCode::RateLimited => {
+                "Kubernetes is rate limiting requests, so this kind's inventory is unknown and nothing of this kind was patched. Wait before retrying."
+            }
+            FailureCode::Unavailable => {
+                "Kubernetes was unavailable while listing this kind, so its inventory is unknown and nothing of this kind was patched. Retry later."
+            }
+            FailureCode::Unconfirmed => {
+                "No response completed the list of this kind, so its inventory is unknown and nothing of this kind was patched. Retry later."
+            }
+            FailureCode::IncompleteList => {
+                "The inventory of this kind was incomplete, inconsistent or over budget, so nothing of this kind was patched. Review the workloads before retrying."
             }
         }
     }
@@ -239,6 +275,21 @@ mod tests {
                 serde_json::json!(code.as_str())
             );
             assert!(!code.message().is_empty());
+            // A list is not a patch: discovery guidance never speaks of a patched workload.
+            let discovery = code.discovery_message();
+            if code != FailureCode::Forbidden {
+                assert!(
+                    discovery.contains("nothing of this kind was patched"),
+                    "{code}"
+                );
+            }
+            for patch_wording in [
+                "may or may not have been requested",
+                "no longer exists",
+                "did not apply the request",
+            ] {
+                assert!(!discovery.contains(patch_wording), "{code}: {discovery}");
+            }
         }
     }
 }

@@ -6,12 +6,20 @@
 //! - [`contract`]: the Restart Consumers result contract — its JSON, status and messages.
 //! - [`failure`]: classifying an HTTP status or a transport failure into a contract code.
 //! - [`patch`]: the optimistic-concurrency JSON Patch that requests a rollout.
+//! - [`name`]: validated Kubernetes names ([`name::Namespace`], [`name::SecretName`],
+//!   [`name::AnnotationKey`], …), parsed once at the edges.
+//! - [`envelope`]: the `{ "error" }` envelope and its fixed texts, shared by server and client.
+//! - [`time`]: the one RFC 3339 millisecond timestamp format.
 //! - [`validation`]: Kubernetes name and annotation-key rules.
+//! - [`render`]: the config-hash renderer.
 
 pub mod contract;
+pub mod envelope;
 pub mod failure;
+pub mod name;
 pub mod patch;
 pub mod reference;
 pub mod render;
+pub mod time;
 pub mod validation;
 pub mod workload;

@@ -1,6 +1,8 @@
 //! The optimistic-concurrency JSON Patch that requests a rollout.
 //!
-//! For an inspected workload object, [`restart_patch`] builds the RFC 6902 document:
+//! A listed workload object is inspected once ([`RestartPatch::inspect`]): its uid and
+//! resourceVersion become the patch's [`Preconditions`], and the shape of its pod template decides
+//! where the annotation is added. [`RestartPatch::document`] then builds the RFC 6902 document:
 //!
 //! 1. `test /metadata/uid` — the object is the one that was listed, not a same-name replacement;
 //! 2. `test /metadata/resourceVersion` — nothing edited it since it was listed;
@@ -9,15 +11,20 @@
 //!    `resourceVersion` test makes that shape decision safe: if the object changed, the patch
 //!    fails before any operation applies.
 //!
-//! The annotation key is escaped per RFC 6901 (`~` → `~0`, `/` → `~1`). The result is a
-//! `serde_json::Value` array; the Kubernetes layer sends it as `application/json-patch+json`.
+//! The document is a typed [`json_patch::Patch`]; the annotation key is escaped per RFC 6901
+//! (`~` → `~0`, `/` → `~1`) by its JSON Pointer. The Kubernetes layer sends it as
+//! `application/json-patch+json`.
 
-use serde_json::{Map, Value, json};
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, TestOperation};
+use serde_json::{Map, Value};
 use thiserror::Error;
 
-/// Why no patch can be built for an object.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum PatchError {
+use crate::name::AnnotationKey;
+
+/// Why no restart patch can be built for a listed object.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum InspectError {
     /// `metadata.uid` is missing, not a string, empty or malformed.
     #[error("the workload's metadata.uid is missing or malformed")]
     MissingUid,
@@ -29,39 +36,58 @@ pub enum PatchError {
     MalformedTemplate,
 }
 
+impl InspectError {
+    /// A static category, for logs.
+    pub fn code(self) -> &'static str {
+        match self {
+            InspectError::MissingUid => "uid",
+            InspectError::MissingResourceVersion => "resource_version",
+            InspectError::MalformedTemplate => "template",
+        }
+    }
+}
+
 /// The longest uid or resourceVersion accepted as well-formed.
 const MAX_IDENTITY_LEN: usize = 128;
 
-/// Escapes one JSON Pointer reference token (RFC 6901).
-pub fn escape_pointer_token(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+/// The uid and resourceVersion a patch tests before it changes anything (as kube-core's
+/// `Preconditions`). Never part of a result, an audit record or a log line.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Preconditions {
+    uid: String,
+    resource_version: String,
 }
 
-/// The listed identity of a workload: its uid and resourceVersion, both well-formed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity<'a> {
-    /// `metadata.uid`.
-    pub uid: &'a str,
-    /// `metadata.resourceVersion`.
-    pub resource_version: &'a str,
+impl std::fmt::Debug for Preconditions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Preconditions(<internal>)")
+    }
 }
 
-/// Reads the uid and resourceVersion of a listed object; an error when either is missing or
-/// malformed (not a non-empty string of printable characters, at most 128 long).
-pub fn identity(object: &Value) -> Result<Identity<'_>, PatchError> {
-    let metadata = object.get("metadata");
-    let field = |name: &str| {
-        metadata
-            .and_then(|m| m.get(name))
-            .and_then(Value::as_str)
-            .filter(|v| well_formed(v))
-    };
-    let uid = field("uid").ok_or(PatchError::MissingUid)?;
-    let resource_version = field("resourceVersion").ok_or(PatchError::MissingResourceVersion)?;
-    Ok(Identity {
-        uid,
-        resource_version,
-    })
+impl Preconditions {
+    /// Reads the uid and resourceVersion of a listed object; an error when either is missing or
+    /// malformed (not a non-empty string of printable characters, at most 128 long).
+    pub fn of(object: &Value) -> Result<Self, InspectError> {
+        let metadata = object.get("metadata");
+        let field = |name: &str| {
+            metadata
+                .and_then(|m| m.get(name))
+                .and_then(Value::as_str)
+                .filter(|v| well_formed(v))
+        };
+        let uid = field("uid").ok_or(InspectError::MissingUid)?;
+        let resource_version =
+            field("resourceVersion").ok_or(InspectError::MissingResourceVersion)?;
+        Ok(Self {
+            uid: uid.to_owned(),
+            resource_version: resource_version.to_owned(),
+        })
+    }
+
+    /// The inspected `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
 }
 
 fn well_formed(value: &str) -> bool {
@@ -70,54 +96,100 @@ fn well_formed(value: &str) -> bool {
         && value.chars().all(|c| c.is_ascii_graphic())
 }
 
-/// Builds the restart patch for an inspected workload object.
+/// Which maps the inspected pod template already has on the way to the annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TemplateShape {
+    /// No `spec.template.metadata` (or `null`): add the whole map.
+    NoMetadata,
+    /// `metadata` without `annotations` (or `null`): add the annotations map.
+    NoAnnotations,
+    /// `annotations` is a map: add the one key.
+    Annotations,
+}
+
+/// What an inspected workload needs for its restart patch: the preconditions and the template
+/// shape. Small, and free of the object itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestartPatch {
+    preconditions: Preconditions,
+    shape: TemplateShape,
+}
+
+impl RestartPatch {
+    /// Inspects a listed workload object.
+    pub fn inspect(object: &Value) -> Result<Self, InspectError> {
+        let preconditions = Preconditions::of(object)?;
+        let template = object
+            .get("spec")
+            .and_then(|spec| spec.get("template"))
+            .filter(|t| t.is_object())
+            .ok_or(InspectError::MalformedTemplate)?;
+        let shape = match present(template.get("metadata")) {
+            None => TemplateShape::NoMetadata,
+            Some(metadata) if metadata.is_object() => match present(metadata.get("annotations")) {
+                None => TemplateShape::NoAnnotations,
+                Some(annotations) if annotations.is_object() => TemplateShape::Annotations,
+                Some(_) => return Err(InspectError::MalformedTemplate),
+            },
+            Some(_) => return Err(InspectError::MalformedTemplate),
+        };
+        Ok(Self {
+            preconditions,
+            shape,
+        })
+    }
+
+    /// The preconditions the patch tests.
+    pub fn preconditions(&self) -> &Preconditions {
+        &self.preconditions
+    }
+
+    /// The JSON Patch setting `key` to `value`.
+    pub fn document(&self, key: &AnnotationKey, value: &str) -> Patch {
+        let test = |field: &str, expected: &str| {
+            PatchOperation::Test(TestOperation {
+                path: PointerBuf::from_tokens(["metadata", field]),
+                value: Value::String(expected.to_owned()),
+            })
+        };
+        let one =
+            |key: &str, value: Value| Value::Object(Map::from_iter([(key.to_owned(), value)]));
+        let annotation = Value::String(value.to_owned());
+        let (path, value) = match self.shape {
+            TemplateShape::NoMetadata => (
+                PointerBuf::from_tokens(["spec", "template", "metadata"]),
+                one("annotations", one(key.as_str(), annotation)),
+            ),
+            TemplateShape::NoAnnotations => (
+                PointerBuf::from_tokens(["spec", "template", "metadata", "annotations"]),
+                one(key.as_str(), annotation),
+            ),
+            TemplateShape::Annotations => (
+                PointerBuf::from_tokens([
+                    "spec",
+                    "template",
+                    "metadata",
+                    "annotations",
+                    key.as_str(),
+                ]),
+                annotation,
+            ),
+        };
+        Patch(vec![
+            test("uid", &self.preconditions.uid),
+            test("resourceVersion", &self.preconditions.resource_version),
+            PatchOperation::Add(AddOperation { path, value }),
+        ])
+    }
+}
+
+/// Inspects `object` and builds its restart patch setting `key` to `value`.
 pub fn restart_patch(
     object: &Value,
-    annotation_key: &str,
-    timestamp: &str,
-) -> Result<Value, PatchError> {
-    let Identity {
-        uid,
-        resource_version,
-    } = identity(object)?;
-    let template = object
-        .get("spec")
-        .and_then(|spec| spec.get("template"))
-        .filter(|t| t.is_object())
-        .ok_or(PatchError::MalformedTemplate)?;
-    let add = match present(template.get("metadata")) {
-        None => json!({
-            "op": "add",
-            "path": "/spec/template/metadata",
-            "value": { "annotations": { annotation_key: timestamp } },
-        }),
-        Some(metadata) if metadata.is_object() => match present(metadata.get("annotations")) {
-            None => json!({
-                "op": "add",
-                "path": "/spec/template/metadata/annotations",
-                "value": { annotation_key: timestamp },
-            }),
-            Some(annotations) if annotations.is_object() => json!({
-                "op": "add",
-                "path": format!(
-                    "/spec/template/metadata/annotations/{}",
-                    escape_pointer_token(annotation_key)
-                ),
-                "value": timestamp,
-            }),
-            Some(_) => return Err(PatchError::MalformedTemplate),
-        },
-        Some(_) => return Err(PatchError::MalformedTemplate),
-    };
-    let mut test_uid = Map::new();
-    test_uid.insert("op".into(), "test".into());
-    test_uid.insert("path".into(), "/metadata/uid".into());
-    test_uid.insert("value".into(), uid.into());
-    Ok(json!([
-        test_uid,
-        { "op": "test", "path": "/metadata/resourceVersion", "value": resource_version },
-        add,
-    ]))
+    key: &AnnotationKey,
+    value: &str,
+) -> Result<Patch, InspectError> {
+    RestartPatch::inspect(object).map(|patch| patch.document(key, value))
 }
 
 /// A JSON value that is present and not `null` (the API server omits or nulls empty maps).
@@ -128,8 +200,13 @@ fn present(value: Option<&Value>) -> Option<&Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const KEY: &str = "krypton.io/restarted-at";
+
+    fn key(text: &str) -> AnnotationKey {
+        text.parse().unwrap()
+    }
     const TS: &str = "2026-11-29T18:00:00.000Z";
 
     fn workload(template: Value) -> Value {
@@ -140,17 +217,16 @@ mod tests {
         })
     }
 
-    fn apply(object: &Value, patch: &Value) -> Result<Value, json_patch::PatchError> {
-        let patch: json_patch::Patch = serde_json::from_value(patch.clone()).unwrap();
+    fn apply(object: &Value, patch: &Patch) -> Result<Value, json_patch::PatchError> {
         let mut target = object.clone();
-        json_patch::patch(&mut target, &patch)?;
+        json_patch::patch(&mut target, patch)?;
         Ok(target)
     }
 
     /// Applies the patch and checks that exactly the one annotation changed.
     fn sets_exactly_the_annotation(template: Value) {
         let object = workload(template);
-        let patch = restart_patch(&object, KEY, TS).unwrap();
+        let patch = restart_patch(&object, &key(KEY), TS).unwrap();
         let patched = apply(&object, &patch).unwrap();
         assert_eq!(
             patched["spec"]["template"]["metadata"]["annotations"][KEY],
@@ -172,6 +248,57 @@ mod tests {
     }
 
     #[test]
+    fn each_shape_adds_the_smallest_map() {
+        let table = [
+            (
+                json!({}),
+                "/spec/template/metadata",
+                json!({"annotations": {KEY: TS}}),
+            ),
+            (
+                json!({"metadata": null}),
+                "/spec/template/metadata",
+                json!({"annotations": {KEY: TS}}),
+            ),
+            (
+                json!({"metadata": {}}),
+                "/spec/template/metadata/annotations",
+                json!({KEY: TS}),
+            ),
+            (
+                json!({"metadata": {"annotations": null}}),
+                "/spec/template/metadata/annotations",
+                json!({KEY: TS}),
+            ),
+            (
+                json!({"metadata": {"annotations": {}}}),
+                "/spec/template/metadata/annotations/krypton.io~1restarted-at",
+                json!(TS),
+            ),
+        ];
+        for (template, path, value) in table {
+            let patch = restart_patch(&workload(template.clone()), &key(KEY), TS).unwrap();
+            let add = serde_json::to_value(&patch.0[2]).unwrap();
+            assert_eq!(
+                add,
+                json!({"op": "add", "path": path, "value": value}),
+                "{template}"
+            );
+        }
+    }
+
+    #[test]
+    fn preconditions_never_print() {
+        let patch = RestartPatch::inspect(&workload(json!({}))).unwrap();
+        let printed = format!("{patch:?}");
+        assert!(
+            !printed.contains("u-1") && !printed.contains("42"),
+            "{printed}"
+        );
+        assert_eq!(patch.preconditions().resource_version(), "42");
+    }
+
+    #[test]
     fn template_shapes() {
         sets_exactly_the_annotation(json!({"spec": {"containers": []}}));
         sets_exactly_the_annotation(json!({"metadata": null, "spec": {}}));
@@ -186,11 +313,12 @@ mod tests {
     fn patch_document_shape() {
         let object = workload(json!({"metadata": {"annotations": {}}}));
         assert_eq!(
-            restart_patch(&object, "example.com/a~b", TS).unwrap(),
+            serde_json::to_value(restart_patch(&object, &key("example.com/a_b"), TS).unwrap())
+                .unwrap(),
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
-                {"op": "add", "path": "/spec/template/metadata/annotations/example.com~1a~0b", "value": TS}
+                {"op": "add", "path": "/spec/template/metadata/annotations/example.com~1a_b", "value": TS}
             ])
         );
     }
@@ -198,7 +326,7 @@ mod tests {
     #[test]
     fn changed_uid_or_resource_version_fails_to_apply() {
         let object = workload(json!({"metadata": {"annotations": {}}}));
-        let patch = restart_patch(&object, KEY, TS).unwrap();
+        let patch = restart_patch(&object, &key(KEY), TS).unwrap();
         let mut replaced = object.clone();
         replaced["metadata"]["uid"] = json!("u-2");
         assert!(apply(&replaced, &patch).is_err());
@@ -217,52 +345,56 @@ mod tests {
         let cases = [
             (
                 json!({"metadata": {"resourceVersion": "1"}}),
-                PatchError::MissingUid,
+                InspectError::MissingUid,
             ),
             (
                 json!({"metadata": {"uid": "", "resourceVersion": "1"}}),
-                PatchError::MissingUid,
+                InspectError::MissingUid,
             ),
             (
                 json!({"metadata": {"uid": 5, "resourceVersion": "1"}}),
-                PatchError::MissingUid,
+                InspectError::MissingUid,
             ),
             (
                 json!({"metadata": {"uid": "a b", "resourceVersion": "1"}}),
-                PatchError::MissingUid,
+                InspectError::MissingUid,
             ),
             (
                 json!({"metadata": {"uid": "u"}}),
-                PatchError::MissingResourceVersion,
+                InspectError::MissingResourceVersion,
             ),
             (
                 json!({"metadata": {"uid": "u", "resourceVersion": 7}}),
-                PatchError::MissingResourceVersion,
+                InspectError::MissingResourceVersion,
             ),
             (
                 json!({"metadata": {"uid": "u", "resourceVersion": "x".repeat(129)}}),
-                PatchError::MissingResourceVersion,
+                InspectError::MissingResourceVersion,
             ),
             (
                 json!({"metadata": {"uid": "u", "resourceVersion": "1"}}),
-                PatchError::MalformedTemplate,
+                InspectError::MalformedTemplate,
             ),
             (
                 json!({"metadata": {"uid": "u", "resourceVersion": "1"}, "spec": {"template": []}}),
-                PatchError::MalformedTemplate,
+                InspectError::MalformedTemplate,
             ),
             (
                 json!({"metadata": {"uid": "u", "resourceVersion": "1"}, "spec": {"template": {"metadata": "x"}}}),
-                PatchError::MalformedTemplate,
+                InspectError::MalformedTemplate,
             ),
             (
                 json!({"metadata": {"uid": "u", "resourceVersion": "1"}, "spec": {"template": {"metadata": {"annotations": []}}}}),
-                PatchError::MalformedTemplate,
+                InspectError::MalformedTemplate,
             ),
-            (json!(null), PatchError::MissingUid),
+            (json!(null), InspectError::MissingUid),
         ];
         for (object, error) in cases {
-            assert_eq!(restart_patch(&object, KEY, TS), Err(error), "{object}");
+            assert_eq!(
+                restart_patch(&object, &key(KEY), TS),
+                Err(error),
+                "{object}"
+            );
         }
     }
 }

@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
+use rollsafe_core::name::AnnotationKey;
 use rollsafe_core::patch::restart_patch;
 use rollsafe_emulator::{Emulator, Fault, FaultAction};
-use rollsafe_kube::{Connection, DEFAULT_ANNOTATION_KEY, RestartEngine, Timestamp};
+use rollsafe_kube::{Connection, RestartEngine, RestartRequest, Timestamp};
 use serde_json::{Value, json};
 
 const NS: &str = "bench";
@@ -161,25 +162,26 @@ fn measure_child(mode: &str, kubeconfig: &Path) {
                 return started.elapsed();
             }
             "restart" => {
-                let result = engine
-                    .run(NS, SECRET, None, DEFAULT_ANNOTATION_KEY, Timestamp::now())
-                    .await
-                    .unwrap();
+                let request = RestartRequest::new(NS.parse().unwrap(), SECRET.parse().unwrap());
+                let result = engine.run(&request).await;
                 assert_eq!(result.requested.len(), 50, "{result:?}");
             }
             "discover" => {
-                let discovery = engine.discover(NS, SECRET, None).await.unwrap();
+                let discovery = engine
+                    .discover(&NS.parse().unwrap(), &SECRET.parse().unwrap(), None)
+                    .await;
                 assert_eq!(discovery.matches().count(), 50);
             }
             "sequential" => {
                 // The same discovery, then the 50 patches one at a time.
-                let discovery = engine.discover(NS, SECRET, None).await.unwrap();
+                let discovery = engine
+                    .discover(&NS.parse().unwrap(), &SECRET.parse().unwrap(), None)
+                    .await;
                 let client = connection.client(None);
-                let stamp = rollsafe_kube::restart_timestamp(Timestamp::now());
+                let value = rollsafe_kube::restart_value(Timestamp::now());
+                let key = AnnotationKey::restarted_at();
                 for found in discovery.matches() {
-                    let document =
-                        restart_patch(found.object(), DEFAULT_ANNOTATION_KEY, &stamp).unwrap();
-                    let patch: json_patch::Patch = serde_json::from_value(document).unwrap();
+                    let patch = restart_patch(found.object(), &key, &value).unwrap();
                     let params = PatchParams::default();
                     let patch = Patch::Json::<()>(patch);
                     match found.kind {

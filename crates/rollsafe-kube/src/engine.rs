@@ -7,60 +7,117 @@
 //!   DaemonSet ──┘                                                     │
 //!                     matches of complete kinds, by kind then name ◄──┘
 //!                                   │
-//!                     restart_patch (core) ── malformed identity → incomplete_list
+//!                     RestartPatch::inspect (core) ── malformed identity → incomplete_list
 //!                                   │
-//!                     PATCH × n, ≤ MAX_PATCHES_IN_FLIGHT at once, each sent once
+//!                     RestartPlan  ◄── RestartEngine::plan returns here: nothing patched yet
+//!                                   │
+//!                     PATCH × n, ≤ MAX_PATCHES_IN_FLIGHT at once, each sent once,
+//!                     each answer checked for our annotation value and a new resourceVersion
 //!                                   │
 //!                     RestartOutcome (core) → RestartResult
 //! ```
+//!
+//! A run has two phases so that a caller can record what it is about to do between them:
+//! [`RestartEngine::plan`] (discovery, settled, and the planned patches) and
+//! [`RestartEngine::execute`] (the patches). [`RestartEngine::run`] composes the two. Every
+//! argument is a validated name, so a run cannot fail: every problem is a classified entry of
+//! its result.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use http::{Method, Request};
 use jiff::Timestamp;
 use kube::client::Body;
 use rollsafe_core::contract::{RestartOutcome, RestartResult, WorkloadName};
-use rollsafe_core::failure::{Failure, TransportFailure};
-use rollsafe_core::patch::{self, PatchError};
-use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name};
+use rollsafe_core::failure::{Failure, FailureCode, TransportFailure};
+use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
+use rollsafe_core::patch::{Preconditions, RestartPatch};
 use rollsafe_core::workload::WorkloadKind;
 use serde_json::Value;
-use thiserror::Error;
+use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::connection::{Connection, Impersonation};
-use crate::inventory::{self, Budget, Inventory, Match};
-use crate::transport::{self, Timeouts};
+use crate::inventory::{self, Budget, Inventory, InventoryStatus, Match};
+use crate::transport::{self, BodyError, MAX_OBJECT_BODY, Timeouts};
 
 /// The most patches of one run in flight at once, across all kinds.
 pub const MAX_PATCHES_IN_FLIGHT: usize = 4;
-/// The annotation set on the pod template to request a rollout.
-pub const DEFAULT_ANNOTATION_KEY: &str = "krypton.io/restarted-at";
 /// The field manager named on every patch.
 pub const FIELD_MANAGER: &str = "rollsafe";
 /// The content type of the restart patch.
 pub const JSON_PATCH: &str = "application/json-patch+json";
 
-/// Arguments the engine refuses before any request is sent.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum RunError {
-    /// The namespace is not a DNS-1123 label.
-    #[error("invalid namespace name")]
-    InvalidNamespace,
-    /// The Secret name is not a DNS-1123 subdomain.
-    #[error("invalid Secret name")]
-    InvalidSecretName,
-    /// The annotation key is not a qualified name.
-    #[error("invalid annotation key")]
-    InvalidAnnotationKey,
+/// The annotation value of one request: its RFC 3339 millisecond timestamp, `#`, and eight
+/// lower-case hex digits drawn at random for the request (`2026-11-29T18:00:00.123Z#5f0c9e1a`).
+/// Two requests in the same millisecond therefore write different values, so each patch that
+/// is applied changes the object (and requests a rollout) instead of being a no-op.
+pub fn restart_value(now: Timestamp) -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!(
+        "{}#{}",
+        rollsafe_core::time::rfc3339_millis(now),
+        &random[..8]
+    )
+}
+
+/// What to restart, as whom: the input of [`RestartEngine::plan`] and [`RestartEngine::run`].
+#[derive(Debug, Clone)]
+pub struct RestartRequest {
+    /// The namespace whose workloads are listed and patched.
+    pub namespace: Namespace,
+    /// The Secret the workloads must reference.
+    pub secret: SecretName,
+    /// The pod-template annotation set by the patch.
+    pub annotation: AnnotationKey,
+    /// The value written into it, unique per request ([`restart_value`]).
+    pub value: String,
+    /// The caller every list and patch acts as; `None` for the server's own identity.
+    pub identity: Option<Impersonation>,
+}
+
+impl RestartRequest {
+    /// A request for the consumers of `secret` in `namespace`, as the server itself, with the
+    /// contract's annotation and a value for now.
+    pub fn new(namespace: Namespace, secret: SecretName) -> Self {
+        Self {
+            namespace,
+            secret,
+            annotation: AnnotationKey::restarted_at(),
+            value: restart_value(Timestamp::now()),
+            identity: None,
+        }
+    }
+
+    /// Acts as `identity` (impersonation), or as the server itself for `None`.
+    pub fn acting_as(mut self, identity: Option<Impersonation>) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// Sets another annotation key.
+    pub fn annotation(mut self, annotation: AnnotationKey) -> Self {
+        self.annotation = annotation;
+        self
+    }
+
+    /// A value for the time `now` (still unique per request).
+    pub fn at(mut self, now: Timestamp) -> Self {
+        self.value = restart_value(now);
+        self
+    }
 }
 
 /// The dry-run result: each kind's inventory and the matches of the complete ones.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Discovery {
     /// The namespace listed.
-    pub namespace: String,
+    pub namespace: Namespace,
     /// The Secret matched.
-    pub secret: String,
+    pub secret: SecretName,
     /// One inventory per kind, in kind order (Deployment, StatefulSet, DaemonSet).
     pub inventories: Vec<Inventory>,
 }
@@ -72,10 +129,33 @@ impl Discovery {
     }
 }
 
-/// The RFC 3339 UTC timestamp with milliseconds written into the annotation.
-pub fn restart_timestamp(now: Timestamp) -> String {
-    now.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+/// Timings and outcomes of a run, reported as they happen (for latency histograms). Every
+/// method has an empty default.
+pub trait RunObserver: fmt::Debug + Send + Sync {
+    /// One kind's inventory settled after `elapsed`.
+    fn inventory(&self, _kind: WorkloadKind, _elapsed: Duration, _complete: bool) {}
+    /// One patch was answered, failed or timed out after `elapsed` (never called for a patch
+    /// that was not started).
+    fn patch(&self, _kind: WorkloadKind, _elapsed: Duration, _outcome: PatchOutcome) {}
+    /// A run finished, `elapsed` after its plan started.
+    fn run(&self, _elapsed: Duration) {}
 }
+
+/// How a sent patch ended, for a [`RunObserver`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchOutcome {
+    /// Acknowledged and confirmed by the patched object.
+    Acknowledged,
+    /// Not acknowledged, or not confirmed, with this code (a timeout is [`PatchOutcome::TimedOut`]).
+    Failed(FailureCode),
+    /// No answer within the patch timeout (reported as `unconfirmed`).
+    TimedOut,
+}
+
+#[derive(Debug)]
+struct NoObserver;
+
+impl RunObserver for NoObserver {}
 
 /// Runs Restart Consumers over a shared [`Connection`].
 #[derive(Debug, Clone)]
@@ -83,6 +163,7 @@ pub struct RestartEngine {
     connection: Connection,
     budget: Budget,
     timeouts: Timeouts,
+    observer: Arc<dyn RunObserver>,
 }
 
 impl RestartEngine {
@@ -92,6 +173,7 @@ impl RestartEngine {
             connection: connection.clone(),
             budget: Budget::default(),
             timeouts: Timeouts::default(),
+            observer: Arc::new(NoObserver),
         }
     }
 
@@ -107,110 +189,105 @@ impl RestartEngine {
         self
     }
 
+    /// Reports timings and outcomes to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn RunObserver>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The timeouts this engine was configured with; callers that must agree with them (a
+    /// preflight read, a shutdown grace) read them here.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
     /// The inventories and matches, patching nothing. Every list page carries `identity`.
     pub async fn discover(
         &self,
-        namespace: &str,
-        secret: &str,
+        namespace: &Namespace,
+        secret: &SecretName,
         identity: Option<&Impersonation>,
-    ) -> Result<Discovery, RunError> {
-        validate(namespace, secret)?;
+    ) -> Discovery {
         let client = self.connection.client(identity);
-        let span = info_span!("discover", namespace, secret);
-        Ok(self
-            .discover_with(&client, namespace, secret)
+        let span = info_span!("discover", %namespace, %secret);
+        self.discover_with(&client, namespace, secret)
             .instrument(span)
-            .await)
+            .await
     }
 
     /// Discovers, then requests a rollout of every match of the complete inventories with one
     /// JSON Patch each, at most [`MAX_PATCHES_IN_FLIGHT`] at once, and returns the contract
-    /// result. Every request carries `identity` and is sent at most once. `now` is the one
-    /// timestamp of the run. The same as [`RestartEngine::plan`] then [`RestartEngine::execute`].
-    pub async fn run(
-        &self,
-        namespace: &str,
-        secret: &str,
-        identity: Option<&Impersonation>,
-        annotation_key: &str,
-        now: Timestamp,
-    ) -> Result<RestartResult, RunError> {
-        let plan = self
-            .plan(namespace, secret, identity, annotation_key, now)
-            .await?;
-        Ok(self.execute(plan).await)
+    /// result. Every request carries the request's identity and is sent at most once. The same
+    /// as [`RestartEngine::plan`] then [`RestartEngine::execute`].
+    pub async fn run(&self, request: &RestartRequest) -> RestartResult {
+        let plan = self.plan(request).await;
+        self.execute(plan).await
     }
 
     /// The first phase of a run: discovery, settled completely, and the patch planned for every
     /// match of the complete inventories. Nothing is patched. The plan names its targets (for an
     /// intent record made before [`RestartEngine::execute`]); the inspected uid and
     /// resourceVersion each patch will test stay inside it.
-    pub async fn plan(
-        &self,
-        namespace: &str,
-        secret: &str,
-        identity: Option<&Impersonation>,
-        annotation_key: &str,
-        now: Timestamp,
-    ) -> Result<RestartPlan, RunError> {
-        validate(namespace, secret)?;
-        if !is_qualified_name(annotation_key) {
-            return Err(RunError::InvalidAnnotationKey);
-        }
-        let client = self.connection.client(identity);
-        let span = info_span!("restart_consumers", namespace, secret);
+    pub async fn plan(&self, request: &RestartRequest) -> RestartPlan {
+        let started = Instant::now();
+        let RestartRequest {
+            namespace,
+            secret,
+            annotation,
+            value,
+            identity,
+        } = request;
+        let client = self.connection.client(identity.as_ref());
+        let span = info_span!("restart_consumers", %namespace, %secret);
         let discovery = self
             .discover_with(&client, namespace, secret)
             .instrument(span.clone())
             .await;
-        let timestamp = restart_timestamp(now);
         let mut outcome = RestartOutcome::new();
         let mut targets = Vec::new();
         let mut unpatchable = Vec::new();
         let mut discovery_failures = Vec::new();
         for inventory in &discovery.inventories {
-            if let inventory::InventoryStatus::Incomplete { failure, .. } = inventory.status {
+            if let InventoryStatus::Incomplete { failure, .. } = inventory.status {
                 outcome.discovery_failed(inventory.kind, failure);
                 discovery_failures.push((inventory.kind, failure));
             }
             for found in inventory.matches() {
-                match patch::restart_patch(&found.object, annotation_key, &timestamp) {
-                    Ok(document) => targets.push(PlannedPatch {
-                        target: WorkloadName {
-                            kind: found.kind,
-                            name: found.name.clone(),
-                        },
-                        document,
-                    }),
+                let target = WorkloadName {
+                    kind: found.kind,
+                    name: found.name.clone(),
+                };
+                match RestartPatch::inspect(&found.object) {
+                    Ok(patch) => targets.push(PlannedPatch { target, patch }),
                     Err(error) => {
                         span.in_scope(|| {
                             warn!(
                                 kind = found.kind.as_str(),
                                 name = found.name,
-                                problem = problem(&error),
+                                problem = error.code(),
                                 "match not patched: listed object is malformed"
                             );
                         });
                         outcome.failed(found.kind, &found.name, Failure::incomplete_list(None));
-                        unpatchable.push(WorkloadName {
-                            kind: found.kind,
-                            name: found.name.clone(),
-                        });
+                        unpatchable.push(target);
                     }
                 }
             }
         }
         targets.sort_by(|a, b| a.target.cmp(&b.target));
-        Ok(RestartPlan {
-            namespace: discovery.namespace,
-            secret: discovery.secret,
+        RestartPlan {
+            namespace: namespace.clone(),
+            secret: secret.clone(),
+            annotation: annotation.clone(),
+            value: value.clone(),
             client,
             targets,
             unpatchable,
             discovery_failures,
             outcome,
             span,
-        })
+            started,
+        }
     }
 
     /// The second phase of a run: sends the plan's patches, each once, at most
@@ -224,17 +301,23 @@ impl RestartEngine {
     async fn discover_with(
         &self,
         client: &kube::Client,
-        namespace: &str,
-        secret: &str,
+        namespace: &Namespace,
+        secret: &SecretName,
     ) -> Discovery {
-        let [deployments, stateful_sets, daemon_sets] = WorkloadKind::ALL.map(|kind| {
-            inventory::list_kind(client, kind, namespace, secret, self.budget, self.timeouts)
+        let observer = &self.observer;
+        let [deployments, stateful_sets, daemon_sets] = WorkloadKind::ALL.map(|kind| async move {
+            let started = Instant::now();
+            let inventory =
+                inventory::list_kind(client, kind, namespace, secret, self.budget, self.timeouts)
+                    .await;
+            observer.inventory(kind, started.elapsed(), inventory.is_complete());
+            inventory
         });
         let (deployments, stateful_sets, daemon_sets) =
             tokio::join!(deployments, stateful_sets, daemon_sets);
         Discovery {
-            namespace: namespace.to_owned(),
-            secret: secret.to_owned(),
+            namespace: namespace.clone(),
+            secret: secret.clone(),
             inventories: vec![deployments, stateful_sets, daemon_sets],
         }
     }
@@ -242,45 +325,60 @@ impl RestartEngine {
     async fn execute_plan(&self, plan: RestartPlan) -> RestartResult {
         let RestartPlan {
             namespace,
+            annotation,
+            value,
             client,
             targets,
             mut outcome,
+            started,
             ..
         } = plan;
         let patch_timeout = self.timeouts.patch;
-        // No patch starts after the phase deadline: the run as a whole stays bounded
-        // (`Timeouts::max_run`). A match not started by then was never sent: `unavailable`.
-        let phase_deadline = tokio::time::Instant::now() + self.timeouts.patch_phase;
-        let (client, namespace) = (&client, namespace.as_str());
-        // Built eagerly (a Vec, not a lazy iterator adapter) so the run stays `Send` for callers
-        // that spawn it. `buffer_unordered` polls each future first when a slot frees up, so the
-        // deadline check below runs when the patch would start.
-        let sends: Vec<_> = targets
-            .into_iter()
-            .map(|PlannedPatch { target, document }| async move {
-                let WorkloadName { kind, name } = target;
-                if tokio::time::Instant::now() >= phase_deadline {
-                    warn!(
-                        kind = kind.as_str(),
-                        name, "patch not started: the patch phase ran out of time"
-                    );
-                    let never_sent = Failure::from_transport(TransportFailure::NotSent);
-                    return (kind, name, Err(never_sent));
-                }
-                let result =
-                    send_patch(client, namespace, kind, &name, &document, patch_timeout).await;
-                (kind, name, result)
-            })
-            .collect();
-        let mut results = futures::stream::iter(sends).buffer_unordered(MAX_PATCHES_IN_FLIGHT);
-        while let Some((kind, name, result)) = results.next().await {
+        let observer = &*self.observer;
+        let send = |planned: PlannedPatch| {
+            let (client, namespace, annotation, value) = (&client, &namespace, &annotation, &value);
+            async move {
+                let PlannedPatch { target, patch } = planned;
+                let document = patch.document(annotation, value);
+                let sent = Instant::now();
+                let expected = Expected {
+                    annotation,
+                    value,
+                    preconditions: patch.preconditions(),
+                };
+                let result = send_patch(
+                    client,
+                    namespace,
+                    &target,
+                    &document,
+                    &expected,
+                    patch_timeout,
+                )
+                .await;
+                let observed = match &result {
+                    Ok(()) => PatchOutcome::Acknowledged,
+                    Err(SendError::TimedOut) => PatchOutcome::TimedOut,
+                    Err(SendError::Failed(failure)) => PatchOutcome::Failed(failure.code),
+                };
+                observer.patch(target.kind, sent.elapsed(), observed);
+                result.map_err(SendError::failure)
+            }
+        };
+        let results = patch_phase(
+            targets,
+            self.timeouts.patch_phase,
+            MAX_PATCHES_IN_FLIGHT,
+            send,
+        )
+        .await;
+        for (target, result) in results {
             match result {
-                Ok(()) => outcome.acknowledged(kind, name),
-                Err(failure) => outcome.failed(kind, name, failure),
+                Ok(()) => outcome.acknowledged(target.kind, target.name),
+                Err(failure) => outcome.failed(target.kind, target.name, failure),
             }
         }
-        drop(results);
         let result = outcome.into_result();
+        observer.run(started.elapsed());
         info!(
             status = result.status.as_str(),
             matched = result.matched,
@@ -293,38 +391,89 @@ impl RestartEngine {
     }
 }
 
-/// The planned patch of one match: the target and the document that tests the inspected uid and
-/// resourceVersion (kept private: they never leave the engine).
+/// The patch phase, generic over how one patch is sent: at most `in_flight` at once; no patch
+/// starts after `phase` has elapsed — one not started by then was never sent and is
+/// `unavailable`. Results come back in completion order.
+async fn patch_phase<F, Fut>(
+    targets: Vec<PlannedPatch>,
+    phase: Duration,
+    in_flight: usize,
+    send: F,
+) -> Vec<(WorkloadName, Result<(), Failure>)>
+where
+    F: Fn(PlannedPatch) -> Fut,
+    Fut: Future<Output = Result<(), Failure>>,
+{
+    // No patch starts after the phase deadline: the run as a whole stays bounded
+    // (`Timeouts::max_run`).
+    let phase_deadline = Instant::now() + phase;
+    let send = &send;
+    // Built eagerly (a Vec, not a lazy iterator adapter) so the run stays `Send` for callers
+    // that spawn it. `buffer_unordered` polls each future first when a slot frees up, so the
+    // deadline check below runs when the patch would start.
+    let sends: Vec<_> = targets
+        .into_iter()
+        .map(|planned| async move {
+            let target = planned.target.clone();
+            if Instant::now() >= phase_deadline {
+                warn!(
+                    kind = target.kind.as_str(),
+                    name = target.name,
+                    "patch not started: the patch phase ran out of time"
+                );
+                let never_sent = Failure::from_transport(TransportFailure::NotSent);
+                return (target, Err(never_sent));
+            }
+            (target, send(planned).await)
+        })
+        .collect();
+    futures::stream::iter(sends)
+        .buffer_unordered(in_flight.max(1))
+        .collect()
+        .await
+}
+
+/// The planned patch of one match: the target, and what the patch tests and where it adds the
+/// annotation (private: uids and resourceVersions never leave the engine).
 #[derive(Debug, Clone)]
 struct PlannedPatch {
     target: WorkloadName,
-    document: Value,
+    patch: RestartPatch,
 }
 
 /// A run between its two phases: what discovery found and what [`RestartEngine::execute`] will
 /// patch. Made by [`RestartEngine::plan`]; it carries the caller's client, so the patches go out
-/// as the identity that listed. Its public view holds kinds, names and classified failures
-/// only — never uids, resourceVersions or upstream text — so it can be recorded as it is.
+/// as the identity that listed. Its public view holds kinds, names, classified failures and the
+/// annotation value only — never uids, resourceVersions or upstream text — so it can be
+/// recorded as it is.
 pub struct RestartPlan {
-    namespace: String,
-    secret: String,
+    namespace: Namespace,
+    secret: SecretName,
+    annotation: AnnotationKey,
+    value: String,
     client: kube::Client,
     targets: Vec<PlannedPatch>,
     unpatchable: Vec<WorkloadName>,
     discovery_failures: Vec<(WorkloadKind, Failure)>,
     outcome: RestartOutcome,
     span: tracing::Span,
+    started: Instant,
 }
 
 impl RestartPlan {
     /// The namespace listed and patched.
-    pub fn namespace(&self) -> &str {
+    pub fn namespace(&self) -> &Namespace {
         &self.namespace
     }
 
     /// The Secret the matches reference.
-    pub fn secret(&self) -> &str {
+    pub fn secret(&self) -> &SecretName {
         &self.secret
+    }
+
+    /// The annotation value the patches write (unique to this request).
+    pub fn annotation_value(&self) -> &str {
+        &self.value
     }
 
     /// The workloads [`RestartEngine::execute`] will send a patch to, by kind then name.
@@ -352,8 +501,8 @@ impl RestartPlan {
     }
 }
 
-impl std::fmt::Debug for RestartPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for RestartPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RestartPlan")
             .field("namespace", &self.namespace)
             .field("secret", &self.secret)
@@ -364,56 +513,85 @@ impl std::fmt::Debug for RestartPlan {
     }
 }
 
-fn validate(namespace: &str, secret: &str) -> Result<(), RunError> {
-    if !is_dns1123_label(namespace) {
-        return Err(RunError::InvalidNamespace);
-    }
-    if !is_dns1123_subdomain(secret) {
-        return Err(RunError::InvalidSecretName);
-    }
-    Ok(())
+/// What the answer to a patch must show for the patch to count as `requested`.
+struct Expected<'a> {
+    annotation: &'a AnnotationKey,
+    value: &'a str,
+    preconditions: &'a Preconditions,
 }
 
-fn problem(error: &PatchError) -> &'static str {
-    match error {
-        PatchError::MissingUid => "uid",
-        PatchError::MissingResourceVersion => "resource_version",
-        PatchError::MalformedTemplate => "template",
+impl Expected<'_> {
+    /// Whether `object` (the body of a 2xx answer) is the patched object: it carries our value
+    /// and a resourceVersion other than the one the patch tested. A 2xx without such an object
+    /// does not show that anything changed.
+    fn confirmed_by(&self, object: &Value) -> bool {
+        let value = object
+            .pointer("/spec/template/metadata/annotations")
+            .and_then(|annotations| annotations.get(self.annotation.as_str()))
+            .and_then(Value::as_str);
+        let resource_version = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str);
+        value == Some(self.value)
+            && resource_version
+                .is_some_and(|version| version != self.preconditions.resource_version())
     }
 }
 
-/// Sends one restart patch, once. `Ok` only for a 2xx status line.
+/// Why a patch is not `requested`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SendError {
+    /// Classified: a status, a transport failure, or an answer that does not confirm.
+    Failed(Failure),
+    /// No answer within the patch timeout: `unconfirmed`, counted apart.
+    TimedOut,
+}
+
+impl SendError {
+    fn failure(self) -> Failure {
+        match self {
+            SendError::Failed(failure) => failure,
+            SendError::TimedOut => Failure::from_transport(TransportFailure::AfterSend),
+        }
+    }
+}
+
+/// Sends one restart patch, once. `Ok` only for a 2xx whose body is the patched object with our
+/// annotation value and a new resourceVersion; a 2xx without it is `unconfirmed` with that
+/// status.
 async fn send_patch(
     client: &kube::Client,
-    namespace: &str,
-    kind: WorkloadKind,
-    name: &str,
-    document: &Value,
-    timeout: std::time::Duration,
-) -> Result<(), Failure> {
+    namespace: &Namespace,
+    target: &WorkloadName,
+    document: &json_patch::Patch,
+    expected: &Expected<'_>,
+    timeout: Duration,
+) -> Result<(), SendError> {
+    let WorkloadName { kind, name } = target;
+    let never_sent = SendError::Failed(Failure::from_transport(TransportFailure::NotSent));
     let path = format!(
         "/apis/apps/v1/namespaces/{namespace}/{}/{name}?fieldManager={FIELD_MANAGER}",
         kind.plural()
     );
-    let body = serde_json::to_vec(document)
-        .map_err(|_| Failure::from_transport(TransportFailure::NotSent))?;
+    let body = serde_json::to_vec(document).map_err(|_| never_sent)?;
     let request = Request::builder()
         .method(Method::PATCH)
         .uri(path)
         .header(http::header::CONTENT_TYPE, JSON_PATCH)
         .header(http::header::ACCEPT, "application/json")
         .body(Body::from(body))
-        .map_err(|_| Failure::from_transport(TransportFailure::NotSent))?;
-    let sent = tokio::time::timeout(timeout, transport::send_once(client, request)).await;
+        .map_err(|_| never_sent)?;
+    let deadline = Instant::now() + timeout;
+    let sent = tokio::time::timeout_at(deadline, transport::send_once(client, request)).await;
     let response = match sent {
         Ok(Ok(response)) => response,
         Ok(Err(failure)) => {
             debug!(kind = kind.as_str(), name, ?failure, "patch not answered");
-            return Err(Failure::from_transport(failure));
+            return Err(SendError::Failed(Failure::from_transport(failure)));
         }
         Err(_) => {
             debug!(kind = kind.as_str(), name, "patch timed out");
-            return Err(Failure::from_transport(TransportFailure::AfterSend));
+            return Err(SendError::TimedOut);
         }
     };
     let status = response.status();
@@ -423,85 +601,39 @@ async fn send_patch(
         status = status.as_u16(),
         "patch answered"
     );
-    // The status line decides; the body is only drained so the connection can be reused.
-    let _ = tokio::time::timeout(timeout, transport::drain(response.into_body())).await;
-    if status.is_success() {
+    if !status.is_success() {
+        // The status line decides; the body is only drained so the connection can be reused.
+        let _ = tokio::time::timeout_at(deadline, transport::drain(response.into_body())).await;
+        return Err(SendError::Failed(Failure::from_status(status.as_u16())));
+    }
+    let unconfirmed = SendError::Failed(Failure {
+        code: FailureCode::Unconfirmed,
+        http_status: Some(status.as_u16()),
+    });
+    let body = match tokio::time::timeout_at(
+        deadline,
+        transport::read_limited(response.into_body(), MAX_OBJECT_BODY),
+    )
+    .await
+    {
+        Ok(Ok(body)) => body,
+        Ok(Err(BodyError::OverLimit { .. } | BodyError::Broken)) => return Err(unconfirmed),
+        Err(_) => return Err(SendError::TimedOut),
+    };
+    let confirmed =
+        serde_json::from_slice::<Value>(&body).is_ok_and(|object| expected.confirmed_by(&object));
+    if confirmed {
         Ok(())
     } else {
-        Err(Failure::from_status(status.as_u16()))
+        warn!(
+            kind = kind.as_str(),
+            name,
+            status = status.as_u16(),
+            "patch acknowledged without the patched object: reported unconfirmed"
+        );
+        Err(unconfirmed)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_utc_with_milliseconds() {
-        let now: Timestamp = "2026-11-29T18:00:00.123456789Z".parse().unwrap();
-        assert_eq!(restart_timestamp(now), "2026-11-29T18:00:00.123Z");
-        let now: Timestamp = "2026-11-29T18:00:00Z".parse().unwrap();
-        assert_eq!(restart_timestamp(now), "2026-11-29T18:00:00.000Z");
-    }
-
-    #[tokio::test]
-    async fn a_refused_patch_is_not_sent() {
-        use rollsafe_core::failure::FailureCode;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
-        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
-        let connection = Connection::from_config(config).unwrap();
-        let client = connection.client(None);
-        let document = serde_json::json!([]);
-        let failure = send_patch(
-            &client,
-            "shop",
-            WorkloadKind::Deployment,
-            "web",
-            &document,
-            std::time::Duration::from_secs(5),
-        )
-        .await
-        .unwrap_err();
-        assert_eq!(failure.code, FailureCode::Unavailable);
-        assert_eq!(failure.http_status, None);
-    }
-
-    #[tokio::test]
-    async fn a_patch_that_times_out_is_unconfirmed() {
-        use rollsafe_core::failure::FailureCode;
-        // A server that accepts and reads but never answers.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = tokio::spawn(async move {
-            let (socket, _) = listener.accept().await.unwrap();
-            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
-            drop(socket);
-        });
-        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
-        let connection = Connection::from_config(config).unwrap();
-        let client = connection.client(None);
-        let failure = send_patch(
-            &client,
-            "shop",
-            WorkloadKind::Deployment,
-            "web",
-            &serde_json::json!([]),
-            std::time::Duration::from_millis(200),
-        )
-        .await
-        .unwrap_err();
-        assert_eq!(failure.code, FailureCode::Unconfirmed);
-        assert_eq!(failure.http_status, None);
-        server.abort();
-    }
-
-    #[test]
-    fn arguments_are_validated() {
-        assert_eq!(validate("team-a", "db-creds"), Ok(()));
-        assert_eq!(validate("Team", "db"), Err(RunError::InvalidNamespace));
-        assert_eq!(validate("a/b", "db"), Err(RunError::InvalidNamespace));
-        assert_eq!(validate("team", "../x"), Err(RunError::InvalidSecretName));
-    }
-}
+mod tests;

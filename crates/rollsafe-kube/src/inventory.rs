@@ -17,6 +17,7 @@ use std::collections::HashSet;
 use http::{Method, Request, StatusCode};
 use kube::client::Body;
 use rollsafe_core::failure::{Failure, TransportFailure};
+use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::reference::{self, Reference};
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::workload::WorkloadKind;
@@ -214,7 +215,7 @@ impl Inventory {
 
 /// What to do after a page.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Request the next page with this continue token.
     Continue(String),
     /// That was the last page.
@@ -223,7 +224,7 @@ pub enum Next {
 
 /// The consistency and budget rules of one kind's inventory, page by page, without I/O.
 #[derive(Debug)]
-pub struct PageChecker {
+pub(crate) struct PageChecker {
     kind: WorkloadKind,
     secret: String,
     budget: Budget,
@@ -416,19 +417,26 @@ fn page_path(kind: WorkloadKind, namespace: &str, page_size: usize, token: Optio
 }
 
 /// Lists one kind in `namespace` with `client`, under `budget` and `timeouts`, and collects the
-/// workloads that consume `secret`. `namespace` must already be a valid namespace name.
-pub async fn list_kind(
+/// workloads that consume `secret`.
+pub(crate) async fn list_kind(
     client: &kube::Client,
     kind: WorkloadKind,
-    namespace: &str,
-    secret: &str,
+    namespace: &Namespace,
+    secret: &SecretName,
     budget: Budget,
     timeouts: Timeouts,
 ) -> Inventory {
-    let span = debug_span!("inventory", kind = kind.as_str(), namespace);
+    let span = debug_span!("inventory", kind = kind.as_str(), %namespace);
     async move {
-        let mut checker = PageChecker::new(kind, secret, budget);
-        let paging = page_all(client, kind, namespace, budget, timeouts, &mut checker);
+        let mut checker = PageChecker::new(kind, secret.as_str(), budget);
+        let paging = page_all(
+            client,
+            kind,
+            namespace.as_str(),
+            budget,
+            timeouts,
+            &mut checker,
+        );
         let outcome = match tokio::time::timeout(timeouts.inventory, paging).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Incomplete::Timeout),

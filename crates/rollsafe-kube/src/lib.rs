@@ -21,12 +21,15 @@ pub mod transport;
 
 pub use connection::{Connection, ConnectionError, IdentityError, Impersonation};
 pub use engine::{
-    DEFAULT_ANNOTATION_KEY, Discovery, MAX_PATCHES_IN_FLIGHT, RestartEngine, RestartPlan, RunError,
-    restart_timestamp,
+    Discovery, MAX_PATCHES_IN_FLIGHT, PatchOutcome, RestartEngine, RestartPlan, RestartRequest,
+    RunObserver, restart_value,
 };
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
 pub use read::{ReadError, read_config_map, read_secret};
 pub use transport::Timeouts;
 
-/// The time type [`RestartEngine::run`] takes (`jiff::Timestamp`), re-exported for callers.
+/// The time type [`RestartRequest::at`] takes (`jiff::Timestamp`), re-exported for callers.
 pub use jiff::Timestamp;
+/// The contract's timestamp format, re-exported from its home in `rollsafe_core::time` for callers
+/// that already depend on this crate.
+pub use rollsafe_core::time::rfc3339_millis as restart_timestamp;

@@ -5,7 +5,7 @@ use http::{Method, Request, StatusCode};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::client::Body;
 use rollsafe_core::failure::TransportFailure;
-use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
+use rollsafe_core::name::{ConfigMapName, Namespace, SecretName};
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
@@ -14,9 +14,6 @@ use crate::transport::{self, BodyError, MAX_OBJECT_BODY};
 /// Why a single-object read failed. Carries no upstream text.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
 pub enum ReadError {
-    /// The namespace or name is not a valid object name; nothing was sent.
-    #[error("invalid namespace or object name")]
-    InvalidName,
     /// The API server answered with this non-2xx status (404 is `Ok(None)` instead).
     #[error("Kubernetes answered HTTP {0}")]
     Status(u16),
@@ -31,44 +28,59 @@ pub enum ReadError {
     Decode,
 }
 
+impl ReadError {
+    /// A static category, for logs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ReadError::Status(403) => "forbidden",
+            ReadError::Status(_) => "status",
+            ReadError::Transport(_) => "transport",
+            ReadError::Timeout => "timeout",
+            ReadError::Decode => "decode",
+        }
+    }
+
+    /// Whether Kubernetes refused the read to the effective identity (403).
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, ReadError::Status(403))
+    }
+}
+
 /// Reads a Secret; `Ok(None)` when it does not exist (404).
 pub async fn read_secret(
     client: &kube::Client,
-    namespace: &str,
-    name: &str,
+    namespace: &Namespace,
+    name: &SecretName,
     timeout: std::time::Duration,
 ) -> Result<Option<Secret>, ReadError> {
-    read_object(client, "/api/v1", "secrets", namespace, name, timeout).await
+    read_object(client, "secrets", namespace, name.as_str(), timeout).await
 }
 
 /// Reads a ConfigMap; `Ok(None)` when it does not exist (404).
 pub async fn read_config_map(
     client: &kube::Client,
-    namespace: &str,
-    name: &str,
+    namespace: &Namespace,
+    name: &ConfigMapName,
     timeout: std::time::Duration,
 ) -> Result<Option<ConfigMap>, ReadError> {
-    read_object(client, "/api/v1", "configmaps", namespace, name, timeout).await
+    read_object(client, "configmaps", namespace, name.as_str(), timeout).await
 }
 
+/// Reads one core/v1 object. The names are validated types, so the path cannot be malformed.
 async fn read_object<K: DeserializeOwned>(
     client: &kube::Client,
-    group_version_path: &str,
     plural: &str,
-    namespace: &str,
+    namespace: &Namespace,
     name: &str,
     timeout: std::time::Duration,
 ) -> Result<Option<K>, ReadError> {
-    if !is_dns1123_label(namespace) || !is_dns1123_subdomain(name) {
-        return Err(ReadError::InvalidName);
-    }
-    let path = format!("{group_version_path}/namespaces/{namespace}/{plural}/{name}");
+    let path = format!("/api/v1/namespaces/{namespace}/{plural}/{name}");
     let request = Request::builder()
         .method(Method::GET)
         .uri(path)
         .header(http::header::ACCEPT, "application/json")
         .body(Body::empty())
-        .map_err(|_| ReadError::InvalidName)?;
+        .map_err(|_| ReadError::Transport(TransportFailure::NotSent))?;
     let call = async {
         let response = transport::send_once(client, request)
             .await

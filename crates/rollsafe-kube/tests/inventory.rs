@@ -91,7 +91,7 @@ async fn each_list_corruption_makes_only_that_kind_incomplete() {
         // Dry run: the precise reason.
         env.emu.reset().unwrap();
         env.emu.add_fault(fault());
-        let discovery = env.engine().discover(NS, SECRET, None).await.unwrap();
+        let discovery = env.engine().discover(&ns(), &secret_name(), None).await;
         assert_eq!(
             reason(&discovery, WorkloadKind::Deployment),
             Some(expected),
@@ -113,7 +113,7 @@ async fn each_list_corruption_makes_only_that_kind_incomplete() {
             json!([{
                 "kind": "Deployment",
                 "code": "incomplete_list",
-                "message": FailureCode::IncompleteList.message(),
+                "message": FailureCode::IncompleteList.discovery_message(),
                 "httpStatus": http_status
             }]),
             "{corruption:?}"
@@ -203,7 +203,7 @@ async fn two_thousand_objects_are_complete_and_2001_are_not() {
 
     seeds.push(deployment("web-2000", None));
     let env = Env::start(seeds).await;
-    let discovery = env.engine().discover(NS, SECRET, None).await.unwrap();
+    let discovery = env.engine().discover(&ns(), &secret_name(), None).await;
     assert_eq!(
         reason(&discovery, WorkloadKind::Deployment),
         Some(Incomplete::ObjectBudget)
@@ -230,7 +230,7 @@ async fn the_page_budget_stops_before_the_page_past_it() {
         max_pages: 2,
         ..Budget::default()
     });
-    let discovery = engine.discover(NS, SECRET, None).await.unwrap();
+    let discovery = engine.discover(&ns(), &secret_name(), None).await;
     assert_eq!(
         reason(&discovery, WorkloadKind::Deployment),
         Some(Incomplete::PageBudget)
@@ -252,7 +252,7 @@ async fn a_list_over_32_mib_is_refused_without_reading_it_all() {
         })
         .collect();
     let env = Env::start(seeds).await;
-    let discovery = env.engine().discover(NS, SECRET, None).await.unwrap();
+    let discovery = env.engine().discover(&ns(), &secret_name(), None).await;
     let inventory = &discovery.inventories[0];
     assert_eq!(
         reason(&discovery, WorkloadKind::Deployment),
@@ -320,9 +320,8 @@ async fn an_endless_streamed_body_is_cut_at_the_budget() {
     let config = kube::Config::new(url.parse().unwrap());
     let connection = rollsafe_kube::Connection::from_config(config).unwrap();
     let discovery = RestartEngine::new(&connection)
-        .discover(NS, SECRET, None)
-        .await
-        .unwrap();
+        .discover(&ns(), &secret_name(), None)
+        .await;
     for inventory in &discovery.inventories {
         assert!(matches!(
             inventory.status,

@@ -101,16 +101,7 @@ async fn a_plan_names_its_targets_and_patches_nothing_until_executed() {
             .then(FaultAction::status(403)),
     );
     let engine = env.engine();
-    let plan = engine
-        .plan(
-            NS,
-            SECRET,
-            None,
-            rollsafe_kube::DEFAULT_ANNOTATION_KEY,
-            now(),
-        )
-        .await
-        .unwrap();
+    let plan = engine.plan(&request()).await;
     let targets: Vec<_> = plan
         .targets()
         .map(|t| (t.kind.as_str(), t.name.as_str()))
@@ -409,15 +400,8 @@ async fn a_refused_connection_is_unavailable_not_unconfirmed() {
     config.default_namespace = NS.into();
     let connection = rollsafe_kube::Connection::from_config(config).unwrap();
     let result = rollsafe_kube::RestartEngine::new(&connection)
-        .run(
-            NS,
-            SECRET,
-            None,
-            rollsafe_kube::DEFAULT_ANNOTATION_KEY,
-            now(),
-        )
-        .await
-        .unwrap();
+        .run(&request())
+        .await;
     assert_eq!(result.status, RestartStatus::Failed);
     assert_eq!(result.discovery_failures.len(), 3);
     for failure in &result.discovery_failures {
@@ -462,17 +446,7 @@ async fn a_workload_deleted_after_discovery_is_not_found() {
     env.emu
         .add_fault(Fault::on("list", "daemonsets").then(FaultAction::Delay { millis: 400 }));
     let engine = env.engine();
-    let run = tokio::spawn(async move {
-        engine
-            .run(
-                NS,
-                SECRET,
-                None,
-                rollsafe_kube::DEFAULT_ANNOTATION_KEY,
-                now(),
-            )
-            .await
-    });
+    let run = tokio::spawn(async move { engine.run(&request()).await });
     let listed = env
         .emu
         .wait_for_request(std::time::Duration::from_secs(10), |r| {
@@ -484,7 +458,7 @@ async fn a_workload_deleted_after_discovery_is_not_found() {
     env.emu
         .delete_object("deployments", Some(NS), "web")
         .unwrap();
-    let result = run.await.unwrap().unwrap();
+    let result = run.await.unwrap();
     assert_eq!(result.status, RestartStatus::Partial);
     let failure = &result.failures[0];
     assert_eq!(
@@ -624,18 +598,7 @@ async fn patches_not_started_within_the_patch_phase_are_never_sent() {
         patch_phase: std::time::Duration::from_millis(300),
         ..Default::default()
     };
-    let result = env
-        .engine()
-        .with_timeouts(timeouts)
-        .run(
-            NS,
-            SECRET,
-            None,
-            rollsafe_kube::DEFAULT_ANNOTATION_KEY,
-            now(),
-        )
-        .await
-        .unwrap();
+    let result = env.engine().with_timeouts(timeouts).run(&request()).await;
     assert_eq!(result.status, RestartStatus::Partial);
     let sent = env.patches().len();
     assert_eq!(
@@ -652,4 +615,50 @@ async fn patches_not_started_within_the_patch_phase_are_never_sent() {
         );
     }
     env.assert_nothing_sent_twice();
+}
+
+// ---------------------------------------------------------------------------------------------
+// "Requested" means the patch changed the object.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_requests_in_the_same_millisecond_both_change_the_workload() {
+    let env = Env::start(vec![deployment("web", Some(SECRET))]).await;
+    let engine = env.engine();
+    let version = || {
+        env.emu
+            .get_object("deployments", Some(NS), "web")
+            .unwrap()
+            .pointer("/metadata/resourceVersion")
+            .unwrap()
+            .clone()
+    };
+    let before = version();
+    let first = engine.run(&request()).await;
+    let after_first = version();
+    let second = engine.run(&request()).await;
+    let after_second = version();
+    assert_eq!(first.status, RestartStatus::Requested);
+    assert_eq!(second.status, RestartStatus::Requested);
+    assert_ne!(before, after_first);
+    assert_ne!(after_first, after_second, "the second patch was a no-op");
+    assert_eq!(env.annotation("deployments", "web").as_deref(), Some(NOW));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_that_changes_nothing_is_not_reported_requested() {
+    let env = Env::start(vec![deployment("web", Some(SECRET))]).await;
+    let engine = env.engine();
+    // The same value twice (as two requests in one millisecond wrote before values were unique
+    // per request): the second patch applies and changes nothing.
+    let mut same = request();
+    same.value = NOW.to_owned();
+    assert_eq!(engine.run(&same).await.status, RestartStatus::Requested);
+    let second = engine.run(&same).await;
+    assert_eq!(second.status, RestartStatus::Failed, "{second:?}");
+    let failure = &second.failures[0];
+    assert_eq!(
+        (failure.name.as_str(), failure.code, failure.http_status),
+        ("web", FailureCode::Unconfirmed, Some(200))
+    );
+    assert_eq!(env.patches().len(), 2);
 }

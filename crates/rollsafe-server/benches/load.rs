@@ -129,10 +129,10 @@ fn main() {
             audit_file: None,
             restart_enabled: true,
             scope: Scope::Namespace,
-            server_namespace: NS.into(),
+            server_namespace: NS.parse().unwrap(),
             admins: Admins { users: vec![], groups: vec!["load".into()] },
-            access_configmap: "krypton-access".into(),
-            annotation_prefix: "krypton.io".into(),
+            access_configmap: "krypton-access".parse().unwrap(),
+            annotation_prefix: "krypton.io".parse().unwrap(),
             impersonation: true,
             auth: AuthMode::Session { secret: SessionSecret::new(SECRET.as_bytes().to_vec()), max_age: Duration::from_secs(3600) },
             allowed_groups: Default::default(),
@@ -153,10 +153,9 @@ fn main() {
                 let Ok(identity) = rollsafe_kube::Impersonation::new(format!("user-{client}@load.io"), ["load"]) else {
                     return "invalid identity".to_owned();
                 };
-                match engine.run(NS, "db", Some(&identity), "krypton.io/restarted-at", jiff::Timestamp::now()).await {
-                    Ok(result) => result.status.as_str().to_owned(),
-                    Err(error) => format!("error: {error}"),
-                }
+                let request = rollsafe_kube::RestartRequest::new(NS.parse().expect("namespace"), "db".parse().expect("name"))
+                    .acting_as(Some(identity));
+                engine.run(&request).await.status.as_str().to_owned()
             })
         });
         let baseline = drive(clients, duration, baseline_call).await;
@@ -180,7 +179,7 @@ fn main() {
         let server_call: Call = Arc::new(move |client| {
             let http = http.clone();
             Box::pin(async move {
-                match http[client].restart_consumers(NS, "db").await {
+                match http[client].restart_consumers(&NS.parse().expect("namespace"), &"db".parse().expect("name")).await {
                     Ok(report) => report.result.status.as_str().to_owned(),
                     Err(error) => format!("error: {error}"),
                 }

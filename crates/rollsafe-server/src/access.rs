@@ -6,7 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use rollsafe_kube::{Connection, ReadError, Timeouts, read_config_map};
+use rollsafe_core::name::{ConfigMapName, Namespace};
+use rollsafe_kube::{Connection, ReadError, read_config_map};
 use tokio::sync::Mutex;
 use tracing::warn;
 
@@ -18,19 +19,27 @@ pub const ACCESS_RULES_TTL: Duration = Duration::from_secs(60);
 /// The cached rules of one ConfigMap.
 #[derive(Debug)]
 pub struct AccessRulesCache {
-    namespace: String,
-    name: String,
+    namespace: Namespace,
+    name: ConfigMapName,
     ttl: Duration,
+    read_timeout: Duration,
     cached: Mutex<Option<(Instant, AccessRules)>>,
 }
 
 impl AccessRulesCache {
-    /// A cache of ConfigMap `name` in `namespace`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>, ttl: Duration) -> Self {
+    /// A cache of ConfigMap `name` in `namespace`, read within `read_timeout` (the engine's
+    /// single-object read timeout).
+    pub fn new(
+        namespace: Namespace,
+        name: ConfigMapName,
+        ttl: Duration,
+        read_timeout: Duration,
+    ) -> Self {
         Self {
-            namespace: namespace.into(),
-            name: name.into(),
+            namespace,
+            name,
             ttl,
+            read_timeout,
             cached: Mutex::new(None),
         }
     }
@@ -44,13 +53,8 @@ impl AccessRulesCache {
             return Ok(rules.clone());
         }
         let client = connection.client(None);
-        let config_map = read_config_map(
-            &client,
-            &self.namespace,
-            &self.name,
-            Timeouts::default().get,
-        )
-        .await?;
+        let config_map =
+            read_config_map(&client, &self.namespace, &self.name, self.read_timeout).await?;
         let rules = match config_map {
             None => AccessRules::Absent,
             Some(config_map) => match config_map.data.as_ref().and_then(|d| d.get(ACCESS_KEY)) {
@@ -59,8 +63,8 @@ impl AccessRulesCache {
                     let rules = AccessRules::parse(text);
                     if rules == AccessRules::Malformed {
                         warn!(
-                            configmap = self.name,
-                            namespace = self.namespace,
+                            configmap = %self.name,
+                            namespace = %self.namespace,
                             key = ACCESS_KEY,
                             "access rules are malformed: every non-admin is denied until they are fixed"
                         );

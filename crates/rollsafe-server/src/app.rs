@@ -6,6 +6,10 @@
 //! the live object → the engine, as the caller in impersonation mode. A failing gate answers
 //! with the `{ error }` envelope before any workload is listed or patched. Every response
 //! carries `Cache-Control: no-store`.
+//!
+//! Every error response is an [`ApiError`]: the one middleware that sees every response counts
+//! it by its static code and logs that code. A gate's refusal is audited once, as
+//! [`ApiError::audit`] says.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,25 +22,25 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
-use rollsafe_kube::{Connection, Impersonation, ReadError, RestartEngine, Timeouts, read_secret};
+use rollsafe_core::name::{AnnotationPrefix, Namespace, SecretName};
+use rollsafe_kube::{
+    Connection, Impersonation, ReadError, RestartEngine, RestartRequest, read_secret,
+};
 use serde_json::json;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, error, info, info_span, warn};
 
 use crate::access::{ACCESS_RULES_TTL, AccessRulesCache};
 use crate::acl::{self, AccessRules};
-use crate::audit::{AuditBase, AuditLine, AuditResult, AuditSink};
+use crate::audit::{AuditBase, AuditLine, AuditSink};
 use crate::config::{AuthMode, Settings};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::identity;
 use crate::limits::RunLimiter;
 use crate::metrics::Metrics;
 use crate::scope;
 use crate::session::{self, User};
 
-/// The pod-template annotation the restart patch sets.
-pub const RESTART_ANNOTATION: &str = "krypton.io/restarted-at";
 /// The time limit of the gates before the engine starts. The engine bounds its own calls.
 pub const GATE_DEADLINE: Duration = Duration::from_secs(30);
 /// The largest request body accepted (the restart route reads none).
@@ -74,14 +78,16 @@ impl AppState {
         audit: AuditSink,
         metrics: Metrics,
     ) -> Self {
+        let engine = RestartEngine::new(&connection).with_observer(Arc::new(metrics.clone()));
         let access = AccessRulesCache::new(
             settings.server_namespace.clone(),
             settings.access_configmap.clone(),
             ACCESS_RULES_TTL,
+            engine.timeouts().get,
         );
         let limiter = RunLimiter::new(settings.max_concurrent_restarts);
         Self {
-            engine: RestartEngine::new(&connection),
+            engine,
             settings,
             connection,
             audit,
@@ -131,31 +137,28 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
         .and_then(|v| v.parse::<usize>().ok());
     let mut response = if declared_length.is_some_and(|length| length > MAX_BODY_BYTES) {
         // No route reads a large body; refuse it before any handler runs.
-        (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            Json(json!({ "error": "Request body too large" })),
-        )
-            .into_response()
+        ApiError::PayloadTooLarge.into_response()
     } else {
         next.run(request).await
     };
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    state.metrics.request(route, response.status().as_u16());
+    let status = response.status().as_u16();
+    state.metrics.request(route, status);
+    if let Some(&ErrorCode(code)) = response.extensions().get::<ErrorCode>() {
+        state.metrics.error(code);
+        info!(route, status, code, "request refused");
+    }
     response
 }
 
-async fn not_found() -> Response {
-    (StatusCode::NOT_FOUND, Json(json!({ "error": "Not found" }))).into_response()
+async fn not_found() -> ApiError {
+    ApiError::NotFound
 }
 
-async fn method_not_allowed() -> Response {
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        Json(json!({ "error": "Method not allowed" })),
-    )
-        .into_response()
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
 }
 
 async fn healthz() -> Response {
@@ -166,11 +169,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let client = state.connection.client(None);
     match tokio::time::timeout(READY_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => Json(json!({ "status": "ready" })).into_response(),
-        _ => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "error": "The Kubernetes API is not reachable" })),
-        )
-            .into_response(),
+        _ => ApiError::NotReady.into_response(),
     }
 }
 
@@ -188,7 +187,7 @@ async fn config(State(state): State<Arc<AppState>>) -> Response {
 async fn restart_consumers(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    path: Result<Path<(String, String)>, PathRejection>,
+    path: Result<Path<(Namespace, SecretName)>, PathRejection>,
 ) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let span = info_span!("restart_request", request_id = %request_id);
@@ -205,7 +204,7 @@ async fn restart_consumers(
 async fn handle_restart(
     state: &AppState,
     headers: &HeaderMap,
-    path: Result<Path<(String, String)>, PathRejection>,
+    path: Result<Path<(Namespace, SecretName)>, PathRejection>,
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let settings = &state.settings;
@@ -213,10 +212,8 @@ async fn handle_restart(
     let user = authenticate(&settings.auth, headers)?;
     if let Err(refused) = identity::check(&user, &settings.allowed_groups) {
         let (namespace, name) = match &path {
-            Ok(Path((ns, name))) if is_dns1123_label(ns) && is_dns1123_subdomain(name) => {
-                (ns.clone(), name.clone())
-            }
-            _ => (String::new(), String::new()),
+            Ok(Path((ns, name))) => (ns.to_string(), name.to_string()),
+            Err(_) => (String::new(), String::new()),
         };
         let base = AuditBase {
             user: user.email.clone(),
@@ -235,17 +232,15 @@ async fn handle_restart(
     if !settings.restart_enabled {
         return Err(ApiError::RestartDisabled);
     }
-    // 3. Path validation, with no Kubernetes call.
+    // 3. Path validation, with no Kubernetes call: the names are parsed into their types here,
+    // once.
     let Ok(Path((namespace, name))) = path else {
         return Err(ApiError::InvalidPath);
     };
-    if !is_dns1123_label(&namespace) || !is_dns1123_subdomain(&name) {
-        return Err(ApiError::InvalidPath);
-    }
     let base = AuditBase {
         user: user.email.clone(),
-        namespace: namespace.clone(),
-        name: name.clone(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
         request_id: request_id.to_owned(),
     };
     let identity = identity_for(state, &user).map_err(|_| {
@@ -265,22 +260,21 @@ async fn handle_restart(
         // 4. Namespace scope.
         if !scope::allows(
             &settings.scope,
-            &settings.server_namespace,
-            &namespace,
+            settings.server_namespace.as_str(),
+            namespace.as_str(),
             &client,
         )
         .await
         {
-            return Err(Refusal::Deny(ApiError::NamespaceNotAccessible(
-                namespace.clone(),
-            )));
+            return Err(ApiError::NamespaceNotAccessible(namespace.clone()));
         }
         // 5. Live visibility, as the caller.
-        let secret = match read_secret(&client, &namespace, &name, Timeouts::default().get).await {
+        let read_timeout = state.engine.timeouts().get;
+        let secret = match read_secret(&client, &namespace, &name, read_timeout).await {
             Ok(Some(secret)) if !is_history(&secret, &settings.annotation_prefix) => secret,
-            Ok(_) => return Err(Refusal::Quiet(ApiError::SecretNotFound(name.clone()))),
-            Err(ReadError::Status(403)) => return Err(Refusal::Deny(ApiError::KubernetesDenied)),
-            Err(error) => return Err(Refusal::Error(read_problem(&error))),
+            Ok(_) => return Err(ApiError::SecretNotFound(name.clone())),
+            Err(error) if error.is_forbidden() => return Err(ApiError::KubernetesDenied),
+            Err(error) => return Err(internal(request_id, read_problem(&error))),
         };
         // 6. The ACL on the live object. The access ConfigMap is read only when neither the
         // caller being an admin nor the Secret's own annotations decide.
@@ -290,9 +284,9 @@ async fn handle_restart(
             acl::decide(
                 &user,
                 &settings.admins,
-                &settings.annotation_prefix,
+                settings.annotation_prefix.as_str(),
                 &annotations,
-                &namespace,
+                namespace.as_str(),
                 rules,
             )
         };
@@ -303,52 +297,40 @@ async fn handle_restart(
                     .access
                     .get(&state.connection)
                     .await
-                    .map_err(|error| Refusal::Error(read_problem(&error)))?;
+                    .map_err(|error| internal(request_id, read_problem(&error)))?;
                 decide(&rules)
             }
         };
         if !decision.allowed() {
-            return Err(Refusal::Deny(ApiError::NotAllowed));
+            return Err(ApiError::NotAllowed);
         }
         Ok(decision)
     };
-    let decision = match tokio::time::timeout(GATE_DEADLINE, gates).await {
-        Ok(Ok(decision)) => decision,
-        Ok(Err(Refusal::Quiet(error))) => return Err(error),
-        Ok(Err(Refusal::Deny(error))) => {
-            write_audit(state, base.line(AuditResult::Deny, None)).await;
+    let gated = tokio::time::timeout(GATE_DEADLINE, gates)
+        .await
+        .unwrap_or_else(|_| Err(internal(request_id, "the gates exceeded their deadline")));
+    let decision = match gated {
+        Ok(decision) => decision,
+        Err(error) => {
+            // One arm for every refusal: the error says whether and how it is audited.
+            if let Some(result) = error.audit() {
+                write_audit(state, base.line(result, None)).await;
+            }
             return Err(error);
         }
-        Ok(Err(Refusal::Error(problem))) => {
-            write_audit(state, base.line(AuditResult::Error, None)).await;
-            return Err(internal(request_id, problem));
-        }
-        Err(_) => {
-            write_audit(state, base.line(AuditResult::Error, None)).await;
-            return Err(internal(request_id, "the gates exceeded their deadline"));
-        }
     };
-    info!(decision = ?decision, namespace, secret = name, "restart allowed");
+    info!(decision = ?decision, %namespace, secret = %name, "restart allowed");
     // 7. The engine, as the caller, in its own task: once patches may be sent, the run, its
     // metrics and its audit line complete even if the client hangs up or shutdown begins.
     let run = {
         let engine = state.engine.clone();
         let metrics = state.metrics.clone();
         let audit = state.audit.clone();
-        let (namespace, name) = (namespace.clone(), name.clone());
+        let request = RestartRequest::new(namespace, name).acting_as(identity);
         state.runs.spawn(
             async move {
                 // Discovery settles and the patches are planned; nothing is patched yet.
-                let plan = engine
-                    .plan(
-                        &namespace,
-                        &name,
-                        identity.as_ref(),
-                        RESTART_ANNOTATION,
-                        jiff::Timestamp::now(),
-                    )
-                    .await
-                    .map_err(|_| RunFailure::Arguments)?;
+                let plan = engine.plan(&request).await;
                 // The plan's targets are known here, before the first patch is sent: the
                 // intent record is made durable first, and no patch is sent without it.
                 if !plan.is_empty() {
@@ -373,12 +355,6 @@ async fn handle_restart(
     };
     let result = match run.await {
         Ok(Ok(result)) => result,
-        Ok(Err(RunFailure::Arguments)) => {
-            return Err(internal(
-                request_id,
-                "the engine refused validated arguments",
-            ));
-        }
         Ok(Err(RunFailure::Intent)) => {
             return Err(internal(
                 request_id,
@@ -394,17 +370,8 @@ async fn handle_restart(
 
 /// Why a run stopped before its result.
 enum RunFailure {
-    /// The engine refused the (already validated) arguments.
-    Arguments,
     /// The intent record could not be made durable, so nothing was patched.
     Intent,
-}
-
-/// A gate's refusal: audited as a deny, not audited, or an unexpected error.
-enum Refusal {
-    Deny(ApiError),
-    Quiet(ApiError),
-    Error(&'static str),
 }
 
 fn authenticate(auth: &AuthMode, headers: &HeaderMap) -> Result<User, ApiError> {
@@ -429,18 +396,20 @@ fn identity_for(
     Impersonation::new(user.email.clone(), user.groups.iter().cloned()).map(Some)
 }
 
-fn is_history(secret: &k8s_openapi::api::core::v1::Secret, prefix: &str) -> bool {
+fn is_history(secret: &k8s_openapi::api::core::v1::Secret, prefix: &AnnotationPrefix) -> bool {
+    let Some(kind_label) = prefix.key("kind") else {
+        return false;
+    };
     secret
         .metadata
         .labels
         .as_ref()
-        .and_then(|labels| labels.get(&format!("{prefix}/kind")))
+        .and_then(|labels| labels.get(kind_label.as_str()))
         .is_some_and(|kind| kind == "history")
 }
 
 fn read_problem(error: &ReadError) -> &'static str {
     match error {
-        ReadError::InvalidName => "invalid name",
         ReadError::Status(_) => "Kubernetes refused a preflight read",
         ReadError::Transport(_) => "no response from Kubernetes to a preflight read",
         ReadError::Timeout => "a preflight read timed out",

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rollsafe_core::name::{AnnotationPrefix, ConfigMapName, Namespace};
 use thiserror::Error;
 
 use crate::identity::{AllowedGroups, PatternError};
@@ -20,6 +21,13 @@ pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
 
 /// The fewest bytes a session secret may have.
 pub const MIN_SESSION_SECRET_LEN: usize = 32;
+
+/// The server's namespace when nothing else names it.
+pub const DEFAULT_SERVER_NAMESPACE: &str = "krypton";
+/// The default access-rules ConfigMap.
+pub const DEFAULT_ACCESS_CONFIGMAP: &str = "krypton-access";
+/// The default prefix of the ACL annotations and the history label.
+pub const DEFAULT_ANNOTATION_PREFIX: &str = "krypton.io";
 
 /// The default session lifetime (8 h).
 pub const DEFAULT_SESSION_MAX_AGE: Duration = Duration::from_secs(28_800);
@@ -68,11 +76,11 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "KRYPTON_ACCESS_CONFIGMAP",
-        default_value = "krypton-access"
+        default_value = DEFAULT_ACCESS_CONFIGMAP
     )]
     pub access_configmap: String,
     /// Prefix of the ACL annotations and the history label.
-    #[arg(long, env = "KRYPTON_ANNOTATION_PREFIX", default_value = "krypton.io")]
+    #[arg(long, env = "KRYPTON_ANNOTATION_PREFIX", default_value = DEFAULT_ANNOTATION_PREFIX)]
     pub annotation_prefix: String,
     /// Make every Kubernetes call of a request as the caller (`1|true|yes|on`).
     #[arg(long, env = "KRYPTON_IMPERSONATION", default_value = "")]
@@ -116,7 +124,7 @@ pub enum Scope {
     /// Namespaces the caller can list, intersected with the allow-list when it is not empty.
     Cluster {
         /// `KRYPTON_NAMESPACES`; empty means every listable namespace.
-        allow_list: Vec<String>,
+        allow_list: Vec<Namespace>,
     },
 }
 
@@ -210,13 +218,13 @@ pub struct Settings {
     /// Namespace scope.
     pub scope: Scope,
     /// The server's own namespace.
-    pub server_namespace: String,
+    pub server_namespace: Namespace,
     /// Admins.
     pub admins: Admins,
     /// Access-rules ConfigMap name.
-    pub access_configmap: String,
+    pub access_configmap: ConfigMapName,
     /// ACL annotation and history label prefix.
-    pub annotation_prefix: String,
+    pub annotation_prefix: AnnotationPrefix,
     /// Whether calls are made as the caller.
     pub impersonation: bool,
     /// Authentication.
@@ -302,26 +310,24 @@ impl ServeArgs {
         &self,
         service_account_namespace: Option<&str>,
     ) -> Result<Settings, ConfigError> {
-        use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
-
         let auth_disabled = parse_bool("AUTH_DISABLED", &self.auth_disabled)?;
         let restart_enabled = parse_bool("KRYPTON_RESTART_ENABLED", &self.restart_enabled)?;
         let impersonation = parse_bool("KRYPTON_IMPERSONATION", &self.impersonation)?;
         let scope = match self.scope.trim().to_ascii_lowercase().as_str() {
             "" | "namespace" => Scope::Namespace,
             "cluster" => Scope::Cluster {
-                allow_list: parse_csv(&self.namespaces),
+                allow_list: parse_csv(&self.namespaces)
+                    .into_iter()
+                    .map(|ns| {
+                        Namespace::try_from(ns.clone()).map_err(|_| ConfigError::Name {
+                            name: "KRYPTON_NAMESPACES",
+                            value: ns,
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
             },
             _ => return Err(ConfigError::Scope(self.scope.clone())),
         };
-        if let Scope::Cluster { allow_list } = &scope
-            && let Some(bad) = allow_list.iter().find(|ns| !is_dns1123_label(ns))
-        {
-            return Err(ConfigError::Name {
-                name: "KRYPTON_NAMESPACES",
-                value: bad.clone(),
-            });
-        }
         let (name, server_namespace) = [
             ("ServiceAccount namespace file", service_account_namespace),
             ("POD_NAMESPACE", self.pod_namespace.as_deref()),
@@ -334,26 +340,26 @@ impl ServeArgs {
                 .filter(|v| !v.is_empty())
                 .map(|v| (name, v.to_owned()))
         })
-        .unwrap_or(("KRYPTON_NAMESPACE", "krypton".to_owned()));
-        if !is_dns1123_label(&server_namespace) {
-            return Err(ConfigError::Name {
+        .unwrap_or(("KRYPTON_NAMESPACE", DEFAULT_SERVER_NAMESPACE.to_owned()));
+        let server_namespace =
+            Namespace::try_from(server_namespace.clone()).map_err(|_| ConfigError::Name {
+                // The ServiceAccount file is reported under the setting that overrides it.
                 name: if name == "POD_NAMESPACE" {
                     "POD_NAMESPACE"
                 } else {
                     "KRYPTON_NAMESPACE"
                 },
                 value: server_namespace,
-            });
-        }
-        if !is_dns1123_subdomain(&self.access_configmap) {
-            return Err(ConfigError::Name {
-                name: "KRYPTON_ACCESS_CONFIGMAP",
-                value: self.access_configmap.clone(),
-            });
-        }
-        if !is_dns1123_subdomain(&self.annotation_prefix) {
-            return Err(ConfigError::Prefix(self.annotation_prefix.clone()));
-        }
+            })?;
+        let access_configmap =
+            ConfigMapName::try_from(self.access_configmap.clone()).map_err(|_| {
+                ConfigError::Name {
+                    name: "KRYPTON_ACCESS_CONFIGMAP",
+                    value: self.access_configmap.clone(),
+                }
+            })?;
+        let annotation_prefix = AnnotationPrefix::try_from(self.annotation_prefix.clone())
+            .map_err(|_| ConfigError::Prefix(self.annotation_prefix.clone()))?;
         let max_age = match self.session_max_age.trim().parse::<u64>() {
             Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
             _ => return Err(ConfigError::MaxAge(self.session_max_age.clone())),
@@ -400,8 +406,8 @@ impl ServeArgs {
                     .collect(),
                 groups: parse_csv(&self.admin_groups),
             },
-            access_configmap: self.access_configmap.clone(),
-            annotation_prefix: self.annotation_prefix.clone(),
+            access_configmap,
+            annotation_prefix,
             impersonation,
             auth,
             allowed_groups,

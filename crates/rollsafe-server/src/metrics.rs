@@ -5,8 +5,11 @@ use std::sync::Arc;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
 use rollsafe_core::contract::RestartResult;
+use rollsafe_core::workload::WorkloadKind;
+use rollsafe_kube::{PatchOutcome, RunObserver};
 
 /// Labels of a served request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -24,6 +27,27 @@ pub struct ResultLabels {
     pub status: &'static str,
 }
 
+/// Labels of an error response: the [`crate::error::ApiError::code`].
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// The static error code.
+    pub code: &'static str,
+}
+
+/// Labels of an inventory or a patch latency.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// `Deployment`, `StatefulSet` or `DaemonSet`.
+    pub kind: &'static str,
+}
+
+/// Latency buckets: 5 ms to about 80 s, doubling.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+type LatencyFamily = Family<KindLabels, Histogram, fn() -> Histogram>;
+
 /// Labels of one patch outcome.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PatchLabels {
@@ -38,6 +62,11 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     results: Family<ResultLabels, Counter>,
     patches: Family<PatchLabels, Counter>,
+    errors: Family<ErrorLabels, Counter>,
+    run_seconds: Histogram,
+    inventory_seconds: LatencyFamily,
+    patch_seconds: LatencyFamily,
+    patch_timeouts: Counter,
     shed: Counter,
 }
 
@@ -54,6 +83,39 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let results = Family::<ResultLabels, Counter>::default();
         let patches = Family::<PatchLabels, Counter>::default();
+        let errors = Family::<ErrorLabels, Counter>::default();
+        let run_seconds = latency_histogram();
+        let inventory_seconds = LatencyFamily::new_with_constructor(latency_histogram);
+        let patch_seconds = LatencyFamily::new_with_constructor(latency_histogram);
+        let patch_timeouts = Counter::default();
+        registry.register(
+            "http_errors",
+            "Error responses, by static error code",
+            errors.clone(),
+        );
+        registry.register_with_unit(
+            "restart_run_duration",
+            "Restart Consumers runs, from the start of discovery to the result",
+            Unit::Seconds,
+            run_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "restart_inventory_duration",
+            "Inventories of one workload kind, all pages, by kind",
+            Unit::Seconds,
+            inventory_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "restart_patch_duration",
+            "Restart patches, from sending to the answer (or the timeout), by kind",
+            Unit::Seconds,
+            patch_seconds.clone(),
+        );
+        registry.register(
+            "restart_patch_timeouts",
+            "Restart patches without an answer within the patch timeout (counted within unconfirmed)",
+            patch_timeouts.clone(),
+        );
         registry.register(
             "http_requests",
             "HTTP requests served, by route and status",
@@ -90,6 +152,11 @@ impl Metrics {
             requests,
             results,
             patches,
+            errors,
+            run_seconds,
+            inventory_seconds,
+            patch_seconds,
+            patch_timeouts,
             shed,
         }
     }
@@ -102,6 +169,11 @@ impl Metrics {
                 status: status_label(status),
             })
             .inc();
+    }
+
+    /// Counts an error response by its static code.
+    pub fn error(&self, code: &'static str) {
+        self.errors.get_or_create(&ErrorLabels { code }).inc();
     }
 
     /// Counts a restart result and its workload outcomes.
@@ -136,6 +208,31 @@ impl Metrics {
         // Encoding into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+impl RunObserver for Metrics {
+    fn inventory(&self, kind: WorkloadKind, elapsed: std::time::Duration, _complete: bool) {
+        self.inventory_seconds
+            .get_or_create(&KindLabels {
+                kind: kind.as_str(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    fn patch(&self, kind: WorkloadKind, elapsed: std::time::Duration, outcome: PatchOutcome) {
+        self.patch_seconds
+            .get_or_create(&KindLabels {
+                kind: kind.as_str(),
+            })
+            .observe(elapsed.as_secs_f64());
+        if outcome == PatchOutcome::TimedOut {
+            self.patch_timeouts.inc();
+        }
+    }
+
+    fn run(&self, elapsed: std::time::Duration) {
+        self.run_seconds.observe(elapsed.as_secs_f64());
     }
 }
 
@@ -193,5 +290,34 @@ mod tests {
             text.contains(r#"rollsafe_restart_patches_total{code="conflict"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn latencies_timeouts_and_error_codes() {
+        use std::time::Duration;
+        let metrics = Metrics::new();
+        metrics.error("not_allowed");
+        metrics.inventory(WorkloadKind::StatefulSet, Duration::from_millis(30), true);
+        metrics.patch(
+            WorkloadKind::Deployment,
+            Duration::from_millis(20),
+            PatchOutcome::Acknowledged,
+        );
+        metrics.patch(
+            WorkloadKind::Deployment,
+            Duration::from_secs(15),
+            PatchOutcome::TimedOut,
+        );
+        metrics.run(Duration::from_millis(250));
+        let text = metrics.encode();
+        for expected in [
+            r#"rollsafe_http_errors_total{code="not_allowed"} 1"#,
+            r#"rollsafe_restart_inventory_duration_seconds_count{kind="StatefulSet"} 1"#,
+            r#"rollsafe_restart_patch_duration_seconds_count{kind="Deployment"} 2"#,
+            "rollsafe_restart_patch_timeouts_total 1",
+            "rollsafe_restart_run_duration_seconds_count 1",
+        ] {
+            assert!(text.contains(expected), "{expected}\n{text}");
+        }
     }
 }

@@ -28,9 +28,10 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
 
 /// How long shutdown waits for in-flight requests and restart runs: long enough for any run
-/// that has started to finish (`Timeouts::max_run`), plus the gates' deadline.
-pub fn shutdown_grace() -> Duration {
-    crate::app::GATE_DEADLINE + rollsafe_kube::Timeouts::default().max_run() + SHUTDOWN_MARGIN
+/// that has started to finish under the engine's configured `timeouts`
+/// ([`rollsafe_kube::Timeouts::max_run`]), plus the gates' deadline.
+pub fn shutdown_grace(timeouts: &rollsafe_kube::Timeouts) -> Duration {
+    crate::app::GATE_DEADLINE + timeouts.max_run() + SHUTDOWN_MARGIN
 }
 
 /// Why serving failed.
@@ -81,12 +82,14 @@ impl BoundServer {
     /// Serves until `shutdown` resolves, then stops accepting and waits up to
     /// [`shutdown_grace`] for in-flight requests and restart runs.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let grace = shutdown_grace(&self.state.engine.timeouts());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let api = serve(self.api, router(self.state.clone()), stop_rx.clone());
+        let api = serve(self.api, router(self.state.clone()), stop_rx.clone(), grace);
         let admin = serve(
             self.admin,
             admin_router(self.state.metrics.clone()),
             stop_rx,
+            grace,
         );
         let api = tokio::spawn(api);
         let admin = tokio::spawn(admin);
@@ -97,7 +100,7 @@ impl BoundServer {
         let _ = admin.await;
         // Runs outlive their connections when a client hangs up; wait for them too.
         self.state.runs.close();
-        if tokio::time::timeout(shutdown_grace(), self.state.runs.wait())
+        if tokio::time::timeout(grace, self.state.runs.wait())
             .await
             .is_err()
         {
@@ -130,6 +133,7 @@ async fn serve(
     listener: TcpListener,
     router: Router,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    grace: Duration,
 ) {
     let graceful = GracefulShutdown::new();
     loop {
@@ -159,7 +163,7 @@ async fn serve(
         }
     }
     drop(listener);
-    if tokio::time::timeout(shutdown_grace(), graceful.shutdown())
+    if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
     {

@@ -95,13 +95,13 @@ fn settings() -> Settings {
         audit_file: None,
         restart_enabled: true,
         scope: Scope::Namespace,
-        server_namespace: NS.into(),
+        server_namespace: NS.parse().unwrap(),
         admins: Admins {
             users: vec!["root@x.io".into()],
             groups: vec!["admins".into()],
         },
-        access_configmap: "krypton-access".into(),
-        annotation_prefix: "krypton.io".into(),
+        access_configmap: "krypton-access".parse().unwrap(),
+        annotation_prefix: "krypton.io".parse().unwrap(),
         impersonation: false,
         auth: AuthMode::Session {
             secret: SessionSecret::new(SECRET.as_bytes().to_vec()),
@@ -561,7 +561,7 @@ async fn cluster_scope() {
 
     let f = Fixture::start(|s| {
         s.scope = Scope::Cluster {
-            allow_list: vec![NS.into()],
+            allow_list: vec![NS.parse().unwrap()],
         }
     })
     .await;
@@ -696,7 +696,7 @@ async fn failed_result_is_503_with_error_and_partial_is_207() {
     assert_eq!(
         body["discoveryFailures"],
         json!([{"kind": "DaemonSet", "code": "unavailable",
-        "message": "Kubernetes was unavailable and did not apply the request. Retry later.", "httpStatus": 503}])
+        "message": "Kubernetes was unavailable while listing this kind, so its inventory is unknown and nothing of this kind was patched. Retry later.", "httpStatus": 503}])
     );
     f.emulator.clear_faults();
     f.emulator.add_fault(
@@ -789,6 +789,10 @@ async fn other_routes_and_metrics() {
     f.stop().await;
 }
 
+fn ns() -> rollsafe_core::name::Namespace {
+    NS.parse().unwrap()
+}
+
 #[tokio::test]
 async fn typed_client_reports_and_errors() {
     use rollsafe_client::{Client, ClientError, Token};
@@ -800,7 +804,10 @@ async fn typed_client_reports_and_errors() {
             .always()
             .then(FaultAction::status(403)),
     );
-    let report = client.restart_consumers(NS, "db").await.unwrap();
+    let report = client
+        .restart_consumers(&ns(), &"db".parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(
         (report.http_status, report.result.status.as_str()),
         (207, "partial")
@@ -811,7 +818,10 @@ async fn typed_client_reports_and_errors() {
             .always()
             .then(FaultAction::status(409)),
     );
-    let report = client.restart_consumers(NS, "db").await.unwrap();
+    let report = client
+        .restart_consumers(&ns(), &"db".parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(
         (report.http_status, report.result.status.as_str()),
         (503, "failed")
@@ -829,13 +839,18 @@ async fn typed_client_reports_and_errors() {
             403,
         ),
         (client.clone(), NS, "missing", 404),
-        (client.clone(), NS, "a/b", 400),
     ] {
-        match client.restart_consumers(namespace, name).await {
-            Err(ClientError::Api(error)) => assert_eq!(error.status, expected, "{name}: {error}"),
+        let (namespace, name) = (namespace.parse().unwrap(), name.parse().unwrap());
+        match client.restart_consumers(&namespace, &name).await {
+            Err(ClientError::Api(error)) => {
+                assert_eq!(error.status, expected, "{name}: {error}");
+                assert_eq!(error.is_authentication_required(), expected == 401);
+            }
             other => panic!("{name}: {other:?}"),
         }
     }
+    // A name that is not a Secret name cannot even be put into a request.
+    assert!("a/b".parse::<rollsafe_core::name::SecretName>().is_err());
     f.stop().await;
 }
 

@@ -20,8 +20,8 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use rollsafe_core::failure::FailureCode;
+use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::reference::Reference;
-use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
 use rollsafe_core::workload::WorkloadKind;
 use rollsafe_kube::{Discovery, InventoryStatus, RestartEngine};
 use serde::Serialize;
@@ -35,7 +35,7 @@ pub struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
     /// The Secret's name.
-    pub secret: String,
+    pub secret: SecretName,
 }
 
 #[derive(Debug, Serialize)]
@@ -84,8 +84,8 @@ fn render(discovery: &Discovery) -> Output<'_> {
         })
         .collect();
     Output {
-        namespace: &discovery.namespace,
-        secret: &discovery.secret,
+        namespace: discovery.namespace.as_str(),
+        secret: discovery.secret.as_str(),
         inventories,
         workloads: discovery
             .matches()
@@ -103,18 +103,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         process::init_logging();
     }
     let identity = args.kube.identity()?;
-    if !is_dns1123_subdomain(&args.secret) {
-        bail!("invalid Secret name {:?}", args.secret);
-    }
     let discovery = process::runtime()?.block_on(async {
         let connection = args.kube.connect().await?;
         let namespace = args.kube.namespace(&connection);
-        if !is_dns1123_label(&namespace) {
+        let Ok(namespace) = namespace.parse::<Namespace>() else {
             bail!("invalid namespace {namespace:?}");
-        }
+        };
         let discovery = RestartEngine::new(&connection)
             .discover(&namespace, &args.secret, identity.as_ref())
-            .await?;
+            .await;
         anyhow::Ok(discovery)
     })?;
     let mut out = std::io::stdout().lock();

@@ -5,8 +5,9 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use rollsafe_client::{Client, ClientError, Token};
+use rollsafe_core::name::{Namespace, SecretName};
 
 use crate::process;
 use crate::restart_exit::exit_code;
@@ -24,10 +25,31 @@ pub struct Args {
     secret: String,
 }
 
+/// `NAMESPACE/NAME`, both parts valid names.
+#[derive(Debug, Clone)]
+struct SecretRef {
+    namespace: Namespace,
+    name: SecretName,
+}
+
+impl std::str::FromStr for SecretRef {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        let (namespace, name) = value
+            .split_once('/')
+            .ok_or("the Secret must be given as NAMESPACE/NAME")?;
+        Ok(Self {
+            namespace: namespace.parse().map_err(|e| format!("{e}"))?,
+            name: name.parse().map_err(|e| format!("{e}"))?,
+        })
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some((namespace, name)) = args.secret.split_once('/') else {
-        bail!("the Secret must be given as NAMESPACE/NAME");
-    };
+    // Parsed here rather than by clap: a usage error exits 2, which this command reserves for
+    // `partial`.
+    let SecretRef { namespace, name } = &args.secret.parse().map_err(anyhow::Error::msg)?;
     let client =
         Client::new(&args.server, args.token.map(Token::new)).context("invalid --server URL")?;
     let outcome = process::runtime()?.block_on(client.restart_consumers(namespace, name));

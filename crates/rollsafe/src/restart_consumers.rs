@@ -9,10 +9,9 @@
 use std::process::ExitCode;
 
 use anyhow::bail;
-use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name};
-use rollsafe_kube::{
-    DEFAULT_ANNOTATION_KEY, ReadError, RestartEngine, Timeouts, Timestamp, read_secret,
-};
+use rollsafe_core::contract::RESTART_ANNOTATION;
+use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
+use rollsafe_kube::{RestartEngine, RestartRequest, read_secret};
 
 use crate::kube_args::KubeArgs;
 use crate::process;
@@ -24,7 +23,7 @@ pub struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
     /// The pod-template annotation that requests the rollout.
-    #[arg(long, value_name = "KEY", default_value = DEFAULT_ANNOTATION_KEY, env = "ROLLSAFE_ANNOTATION")]
+    #[arg(long, value_name = "KEY", default_value = RESTART_ANNOTATION, env = "ROLLSAFE_ANNOTATION")]
     pub annotation: String,
     /// The Secret's name.
     pub secret: String,
@@ -34,47 +33,42 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if std::env::var_os("RUST_LOG").is_some() {
         process::init_logging();
     }
-    if !is_qualified_name(&args.annotation) {
+    // The names are parsed here rather than by clap: a usage error exits 2, which this command
+    // reserves for `partial`; an invalid name is a preflight error (exit 1).
+    let Ok(annotation) = args.annotation.parse::<AnnotationKey>() else {
         bail!(
             "invalid --annotation {:?}: not a Kubernetes annotation key",
             args.annotation
         );
-    }
-    if !is_dns1123_subdomain(&args.secret) {
+    };
+    let Ok(secret) = args.secret.parse::<SecretName>() else {
         bail!("invalid Secret name {:?}", args.secret);
-    }
+    };
     let identity = args.kube.identity()?;
     let result = process::runtime()?.block_on(async {
         let connection = args.kube.connect().await?;
         let namespace = args.kube.namespace(&connection);
-        if !is_dns1123_label(&namespace) {
+        let Ok(namespace) = namespace.parse::<Namespace>() else {
             bail!("invalid namespace {namespace:?}");
-        }
+        };
+        let engine = RestartEngine::new(&connection);
         let client = connection.client(identity.as_ref());
-        let timeouts = Timeouts::default();
-        match read_secret(&client, &namespace, &args.secret, timeouts.get).await {
+        match read_secret(&client, &namespace, &secret, engine.timeouts().get).await {
             Ok(Some(_)) => {}
             Ok(None) => bail!(
                 "Secret {:?} not found in namespace {namespace:?}",
                 args.secret
             ),
-            Err(ReadError::Status(403)) => bail!(
+            Err(error) if error.is_forbidden() => bail!(
                 "not allowed to read Secret {:?} in namespace {namespace:?}",
                 args.secret
             ),
             Err(error) => bail!("cannot read Secret {:?}: {error}", args.secret),
         }
-        let result = RestartEngine::new(&connection)
-            .with_timeouts(timeouts)
-            .run(
-                &namespace,
-                &args.secret,
-                identity.as_ref(),
-                &args.annotation,
-                Timestamp::now(),
-            )
-            .await?;
-        anyhow::Ok(result)
+        let request = RestartRequest::new(namespace, secret)
+            .annotation(annotation)
+            .acting_as(identity);
+        anyhow::Ok(engine.run(&request).await)
     })?;
     println!("{}", serde_json::to_string(&result)?);
     Ok(exit_code(result.status))

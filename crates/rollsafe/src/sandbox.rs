@@ -83,13 +83,13 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
         audit_file: None,
         restart_enabled: true,
         scope: rollsafe_server::config::Scope::Namespace,
-        server_namespace: NAMESPACE.to_owned(),
+        server_namespace: NAMESPACE.parse()?,
         admins: rollsafe_server::config::Admins {
             users: Vec::new(),
             groups: vec!["platform".to_owned()],
         },
-        access_configmap: "krypton-access".to_owned(),
-        annotation_prefix: "krypton.io".to_owned(),
+        access_configmap: rollsafe_server::config::DEFAULT_ACCESS_CONFIGMAP.parse()?,
+        annotation_prefix: rollsafe_server::config::DEFAULT_ANNOTATION_PREFIX.parse()?,
         impersonation: true,
         auth: AuthMode::Session {
             secret: secret.clone(),

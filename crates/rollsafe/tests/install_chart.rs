@@ -218,7 +218,8 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
     // The pod: hardened, probed, with a grace above the server's own.
     let deployment = of_kind(objects, "Deployment")[0];
     let pod = &deployment["spec"]["template"]["spec"];
-    let grace = rollsafe_server::serve::shutdown_grace().as_secs();
+    let grace =
+        rollsafe_server::serve::shutdown_grace(&rollsafe_kube::Timeouts::default()).as_secs();
     assert!(
         pod["terminationGracePeriodSeconds"].as_u64().unwrap() > grace,
         "{mode}: the kubelet must wait longer than the server's shutdown grace ({grace} s)"
@@ -269,7 +270,7 @@ fn the_chart_default_shutdown_grace_is_the_servers() {
             .unwrap();
     assert_eq!(
         values["server"]["shutdownGraceSeconds"].as_u64().unwrap(),
-        rollsafe_server::serve::shutdown_grace().as_secs(),
+        rollsafe_server::serve::shutdown_grace(&rollsafe_kube::Timeouts::default()).as_secs(),
         "server.shutdownGraceSeconds must follow the server's shutdown_grace()"
     );
 }

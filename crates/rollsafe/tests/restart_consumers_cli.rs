@@ -170,8 +170,11 @@ fn restart_consumers_exit_codes_follow_the_status() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(stamp.len(), "2026-11-29T18:00:00.123Z".len());
-    assert!(stamp.ends_with('Z'));
+    // `<RFC 3339 ms>#<8 hex>`: the timestamp, then a per-request suffix.
+    let (timestamp, suffix) = stamp.split_once('#').unwrap();
+    assert_eq!(timestamp.len(), "2026-11-29T18:00:00.123Z".len());
+    assert!(timestamp.ends_with('Z'));
+    assert_eq!(suffix.len(), 8);
     assert_eq!(
         env.annotations("statefulsets", "worker")["krypton.io/restarted-at"],
         json!(stamp),

@@ -6,9 +6,11 @@
 use std::collections::HashMap;
 
 use jiff::Timestamp;
+use rollsafe_core::contract::RESTART_ANNOTATION;
 use rollsafe_core::contract::RestartResult;
+use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_emulator::{Emulator, RequestLogEntry, RunningEmulator};
-use rollsafe_kube::{Connection, DEFAULT_ANNOTATION_KEY, Impersonation, RestartEngine};
+use rollsafe_kube::{Connection, Impersonation, RestartEngine, RestartRequest};
 use serde_json::{Value, json};
 
 pub const NS: &str = "shop";
@@ -53,18 +55,23 @@ impl Env {
 
     pub async fn run_as(&self, identity: Option<&Impersonation>) -> RestartResult {
         self.engine()
-            .run(NS, SECRET, identity, DEFAULT_ANNOTATION_KEY, now())
+            .run(&request().acting_as(identity.cloned()))
             .await
-            .unwrap()
     }
 
-    /// The restart annotation on a workload's pod template, as stored.
+    /// The timestamp part of the restart annotation on a workload's pod template, as stored (the
+    /// value is `<timestamp>#<per-request suffix>`).
     pub fn annotation(&self, resource: &str, name: &str) -> Option<String> {
         self.emu
             .get_object(resource, Some(NS), name)?
             .pointer("/spec/template/metadata/annotations")?
-            .get(DEFAULT_ANNOTATION_KEY)?
+            .get(RESTART_ANNOTATION)?
             .as_str()
+            .map(|value| {
+                value
+                    .split_once('#')
+                    .map_or(value, |(timestamp, _)| timestamp)
+            })
             .map(str::to_owned)
     }
 
@@ -112,6 +119,19 @@ impl Env {
 
 pub fn now() -> Timestamp {
     NOW.parse().unwrap()
+}
+
+pub fn ns() -> Namespace {
+    NS.parse().unwrap()
+}
+
+pub fn secret_name() -> SecretName {
+    SECRET.parse().unwrap()
+}
+
+/// A request for the consumers of [`SECRET`] in [`NS`] at [`NOW`], as the server itself.
+pub fn request() -> RestartRequest {
+    RestartRequest::new(ns(), secret_name()).at(now())
 }
 
 pub fn secret(name: &str) -> Value {

@@ -67,10 +67,10 @@ pub fn settings() -> Settings {
         audit_file: None,
         restart_enabled: true,
         scope: Scope::Namespace,
-        server_namespace: NS.into(),
+        server_namespace: NS.parse().unwrap(),
         admins: Admins::default(),
-        access_configmap: "krypton-access".into(),
-        annotation_prefix: "krypton.io".into(),
+        access_configmap: "krypton-access".parse().unwrap(),
+        annotation_prefix: "krypton.io".parse().unwrap(),
         impersonation: true,
         auth: AuthMode::Session {
             secret: SessionSecret::new(SECRET.as_bytes().to_vec()),
