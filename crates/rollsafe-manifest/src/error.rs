@@ -33,11 +33,10 @@ fn position(line: Option<u64>, column: Option<u64>) -> String {
 
 /// A [`ManifestError`] in one input of a [`crate::ManifestSet`], named by its label.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
-#[error("{label}: {source}")]
+#[error("{label}: {error}")]
 pub struct InputError {
     /// How the input is named in messages (a path, or `<stdin>`).
     pub label: String,
-    /// What went wrong.
-    #[source]
-    pub source: ManifestError,
+    /// What went wrong (part of this error's message, so not a separate source).
+    pub error: ManifestError,
 }

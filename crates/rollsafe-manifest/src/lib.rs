@@ -114,6 +114,20 @@ impl Manifest {
         Ok(Self { documents })
     }
 
+    /// A stream of one document per object (for objects read from elsewhere, such as the API).
+    pub fn from_objects(objects: impl IntoIterator<Item = Value>) -> Self {
+        let documents = objects
+            .into_iter()
+            .enumerate()
+            .map(|(i, value)| Document {
+                number: i + 1,
+                body: Body::classify(value),
+                literals: numbers::Literals::default(),
+            })
+            .collect();
+        Self { documents }
+    }
+
     /// Every object of the stream, in input order, with its position. The items of a
     /// `kind: List` are objects, also when the list is itself an item of a list (as `kubectl`
     /// reads them); the list is not.

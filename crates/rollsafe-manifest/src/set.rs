@@ -46,7 +46,7 @@ impl ManifestSet {
                 self.push(label, manifest);
                 Ok(())
             }
-            Err(source) => Err(InputError { label, source }),
+            Err(error) => Err(InputError { label, error }),
         }
     }
 
@@ -94,9 +94,9 @@ impl ManifestSet {
     pub fn to_yaml(&self) -> Result<String, InputError> {
         let mut output = String::new();
         for (label, manifest) in &self.inputs {
-            let text = manifest.to_yaml().map_err(|source| InputError {
+            let text = manifest.to_yaml().map_err(|error| InputError {
                 label: label.clone(),
-                source,
+                error,
             })?;
             if text.is_empty() {
                 continue;

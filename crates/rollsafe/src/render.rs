@@ -5,8 +5,12 @@
 //! written to stdout unless the whole render succeeds.
 //!
 //! Exit codes: 0 success; 1 an input or render error (the message names the file, document and
-//! resource); 2 a usage or setting error, including the files named by `--patches`,
-//! `--previous` and `--fingerprint-key-file`, and an invalid `REFERENCED_CONFIG_ROLLOUT`.
+//! resource), a live object that cannot be read, or a workload without a previous copy under
+//! `--strict-previous`; 2 a usage or setting error, including the files named by `--patches`,
+//! `--previous` and `--fingerprint-key-file`, an invalid `REFERENCED_CONFIG_ROLLOUT`, `--namespace`
+//! or `HELM_NAMESPACE`.
+
+mod cluster;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,7 +19,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::input;
-use rollsafe_core::render::{self, FingerprintKey, Settings, WorkloadType, patch, setting};
+use crate::kube_args::KubeArgs;
+use rollsafe_core::render::{
+    self, FingerprintKey, PreviousCopy, ResourceName, Settings, Update, WorkloadType, patch,
+    setting,
+};
+use rollsafe_core::validation::is_dns1123_label;
 use rollsafe_manifest::ManifestSet;
 use serde_json::Value;
 
@@ -47,6 +56,27 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub previous: Option<PathBuf>,
 
+    /// Read the previous copies from the cluster: one `get` of each workload the input names
+    /// (a 404 means new). Uses --kubeconfig, --context, --as and --as-group.
+    #[arg(long, conflicts_with = "previous")]
+    pub previous_from_cluster: bool,
+
+    /// The time limit of each call to the cluster (`500ms`, `15s`, `1m`; a bare number is
+    /// seconds).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_timeout)]
+    pub request_timeout: std::time::Duration,
+
+    /// In referenced-config mode, fail when a workload has no previous copy instead of
+    /// rendering it as new with a warning.
+    #[arg(long)]
+    pub strict_previous: bool,
+
+    /// Connection, and the release namespace (-n): objects without a namespace are matched
+    /// against previous copies as being in it. Else HELM_NAMESPACE, else the kubeconfig
+    /// context's namespace.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+
     /// Trait or ClusterTrait documents whose `spec.patches` are applied before hashing.
     #[arg(long, value_name = "FILE")]
     pub patches: Option<PathBuf>,
@@ -69,6 +99,26 @@ pub enum WorkloadTypeArg {
     Statefulset,
 }
 
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let error = || format!("{text:?} is not a duration (e.g. 500ms, 15s, 1m)");
+    let (digits, unit_millis) = if let Some(digits) = text.strip_suffix("ms") {
+        (digits, 1)
+    } else if let Some(digits) = text.strip_suffix('s') {
+        (digits, 1_000)
+    } else if let Some(digits) = text.strip_suffix('m') {
+        (digits, 60_000)
+    } else if let Some(digits) = text.strip_suffix('h') {
+        (digits, 3_600_000)
+    } else {
+        (text, 1_000)
+    };
+    let value: u64 = digits.parse().map_err(|_| error())?;
+    match value.checked_mul(unit_millis) {
+        Some(millis) if millis > 0 => Ok(std::time::Duration::from_millis(millis)),
+        _ => Err(error()),
+    }
+}
+
 fn parse_bool(text: &str) -> Result<bool, String> {
     setting::parse_go_bool(text).ok_or_else(|| {
         format!("invalid boolean value {text:?} (accepted: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)")
@@ -84,17 +134,21 @@ impl<E: Into<anyhow::Error>> From<E> for UsageError {
     }
 }
 
+/// The environment variable Helm sets to the release namespace.
+pub const HELM_NAMESPACE: &str = "HELM_NAMESPACE";
+
 /// Runs `rollsafe render`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let env = std::env::var_os(setting::ENV_VAR);
-    let options = match Options::read(&args, env.as_deref()) {
+    let helm_namespace = std::env::var_os(HELM_NAMESPACE);
+    let options = match Options::read(&args, env.as_deref(), helm_namespace.as_deref()) {
         Ok(options) => options,
         Err(UsageError(error)) => {
             eprintln!("rollsafe: {error:#}");
             return Ok(ExitCode::from(2));
         }
     };
-    let output = render_inputs(&args.files, &options)?;
+    let output = render_inputs(&args.files, &args.kube, args.request_timeout, options)?;
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(output.as_bytes())
@@ -103,16 +157,43 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where the previous copies of the workloads come from.
+enum Previous {
+    /// Nowhere: referenced-config mode is stateless.
+    None,
+    /// `--previous FILE`.
+    File(ManifestSet),
+    /// `--previous-from-cluster`.
+    Cluster,
+}
+
 /// Everything besides the inputs, read and checked before any input is.
 struct Options {
     settings: Settings,
     patches: Vec<patch::TraitPatch>,
-    previous: Option<ManifestSet>,
+    previous: Previous,
+    /// `--namespace`, else `HELM_NAMESPACE`.
+    release_namespace: Option<String>,
+    strict_previous: bool,
 }
 
 impl Options {
-    fn read(args: &Args, env: Option<&std::ffi::OsStr>) -> Result<Self, UsageError> {
+    fn read(
+        args: &Args,
+        env: Option<&std::ffi::OsStr>,
+        helm_namespace: Option<&std::ffi::OsStr>,
+    ) -> Result<Self, UsageError> {
         let referenced_config_rollout = setting::resolve(args.referenced_config_rollout, env)?;
+        let release_namespace = match (&args.kube.namespace, helm_namespace) {
+            (Some(flag), _) => Some(namespace(flag, "--namespace")?),
+            (None, Some(env)) if !env.is_empty() => {
+                let text = env
+                    .to_str()
+                    .ok_or_else(|| anyhow::anyhow!("{HELM_NAMESPACE}: not UTF-8"))?;
+                Some(namespace(text, HELM_NAMESPACE)?)
+            }
+            (None, _) => None,
+        };
         let fingerprint_key = match &args.fingerprint_key_file {
             Some(path) => Some(read_key(path)?),
             None => None,
@@ -121,13 +202,19 @@ impl Options {
             Some(path) => read_patches(path)?,
             None => Vec::new(),
         };
-        let previous = match &args.previous {
-            Some(path) => Some(read_manifest(path).context("--previous")?),
-            None => None,
+        let previous = match (&args.previous, args.previous_from_cluster) {
+            (Some(path), _) => Previous::File(read_manifest(path).context("--previous")?),
+            (None, true) => Previous::Cluster,
+            (None, false) => Previous::None,
         };
-        if referenced_config_rollout && previous.is_none() {
+        if referenced_config_rollout && matches!(previous, Previous::None) {
+            if args.strict_previous {
+                return Err(UsageError(anyhow::anyhow!(
+                    "--strict-previous needs --previous or --previous-from-cluster"
+                )));
+            }
             eprintln!(
-                "rollsafe: warning: referenced-config rollout without --previous: the hash covers the referenced configuration only, and turning the setting on or off, or changing restart-on-change, may restart pods"
+                "rollsafe: warning: referenced-config rollout without --previous or --previous-from-cluster: the hash covers the referenced configuration only, and turning the setting on or off, or changing restart-on-change, may restart pods"
             );
         }
         Ok(Self {
@@ -138,10 +225,22 @@ impl Options {
                 }),
                 referenced_config_rollout,
                 fingerprint_key,
+                release_namespace: None,
             },
             patches,
             previous,
+            release_namespace,
+            strict_previous: args.strict_previous,
         })
+    }
+}
+
+/// A namespace name given by `source`; the message names the rule, never the value.
+fn namespace(text: &str, source: &str) -> anyhow::Result<String> {
+    if is_dns1123_label(text) {
+        Ok(text.to_owned())
+    } else {
+        anyhow::bail!("{source}: not a valid namespace name (a DNS-1123 label)")
     }
 }
 
@@ -171,22 +270,36 @@ fn read_patches(path: &Path) -> anyhow::Result<Vec<patch::TraitPatch>> {
     Ok(patches)
 }
 
-/// Reads, patches and renders the inputs; returns the whole output text.
-fn render_inputs(files: &[PathBuf], options: &Options) -> anyhow::Result<String> {
-    let mut set = input::read_all(files)?;
-    let located =
-        |set: &ManifestSet, index: usize, error: &dyn std::fmt::Display| match set.locate(index) {
-            Some(origin) => anyhow::anyhow!("{origin}: {error}"),
-            None => anyhow::anyhow!("{error}"),
-        };
+fn located(set: &ManifestSet, index: usize, error: &dyn std::fmt::Display) -> anyhow::Error {
+    match set.locate(index) {
+        Some(origin) => anyhow::anyhow!("{origin}: {error}"),
+        None => anyhow::anyhow!("{error}"),
+    }
+}
 
-    if !options.patches.is_empty() {
+/// Reads, patches and renders the inputs; returns the whole output text.
+fn render_inputs(
+    files: &[PathBuf],
+    kube: &KubeArgs,
+    timeout: std::time::Duration,
+    options: Options,
+) -> anyhow::Result<String> {
+    let Options {
+        mut settings,
+        patches,
+        previous,
+        release_namespace,
+        strict_previous,
+    } = options;
+    let mut set = input::read_all(files)?;
+
+    if !patches.is_empty() {
         let failed = set
             .objects_mut()
             .into_iter()
             .enumerate()
             .find_map(|(index, object)| {
-                patch::apply(&options.patches, object, index)
+                patch::apply(&patches, object, index)
                     .err()
                     .map(|error| (index, error))
             });
@@ -195,14 +308,149 @@ fn render_inputs(files: &[PathBuf], options: &Options) -> anyhow::Result<String>
         }
     }
 
-    let previous: Option<Vec<&Value>> = options.previous.as_ref().map(ManifestSet::objects);
-    let rendered = render::render(
+    let referenced = settings.referenced_config_rollout;
+    let (release_namespace, previous): (Option<String>, Option<ManifestSet>) = match previous {
+        Previous::Cluster if referenced => {
+            let (namespace, live) =
+                read_from_cluster(&set, kube, timeout, release_namespace, &settings)?;
+            let mut previous = ManifestSet::new();
+            previous.push("<cluster>", rollsafe_manifest::Manifest::from_objects(live));
+            (Some(namespace), Some(previous))
+        }
+        Previous::File(previous) if referenced && release_namespace.is_none() => {
+            let namespace = context_namespace(kube);
+            if namespace.is_none() && has_workload_without_namespace(&set, &settings) {
+                eprintln!(
+                    "rollsafe: note: no release namespace (--namespace, HELM_NAMESPACE or a kubeconfig context): workloads without a namespace match only previous copies without one"
+                );
+            }
+            (namespace, Some(previous))
+        }
+        Previous::File(previous) => (release_namespace, Some(previous)),
+        Previous::Cluster | Previous::None => (release_namespace, None),
+    };
+    settings.release_namespace = release_namespace;
+
+    let previous_objects: Option<Vec<&Value>> = previous.as_ref().map(ManifestSet::objects);
+    let updates = match render::render(
         &mut set.objects_mut(),
-        previous.as_deref(),
-        &options.settings,
-    );
-    if let Err(error) = rendered {
-        return Err(located(&set, error.index(), &error));
-    }
+        previous_objects.as_deref(),
+        &settings,
+    ) {
+        Ok(updates) => updates,
+        Err(error) => return Err(located(&set, error.index(), &error)),
+    };
+    report_missing_previous(&set, &updates, &settings, strict_previous)?;
     Ok(set.to_yaml()?)
+}
+
+/// The live copies of the workloads `set` names, and the release namespace used.
+fn read_from_cluster(
+    set: &ManifestSet,
+    kube: &KubeArgs,
+    timeout: std::time::Duration,
+    release_namespace: Option<String>,
+    settings: &Settings,
+) -> anyhow::Result<(String, Vec<Value>)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let connection = kube.connect().await?;
+        let client = connection.client(kube.identity()?.as_ref());
+        let namespace =
+            release_namespace.unwrap_or_else(|| connection.default_namespace().to_owned());
+        let objects = set.objects();
+        let targets = render::workloads(&objects, settings)
+            .into_iter()
+            .map(|index| {
+                cluster::Target::of(objects[index], Some(&namespace))
+                    .map_err(|error| located(set, index, &error))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let live = cluster::read_live(&client, &targets, timeout).await?;
+        Ok((namespace, live))
+    })
+}
+
+/// The kubeconfig context's namespace, when a configuration can be loaded.
+fn context_namespace(kube: &KubeArgs) -> Option<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async {
+        rollsafe_kube::Connection::from_options(kube.kubeconfig.as_deref(), kube.context.as_deref())
+            .await
+            .ok()
+            .map(|connection| connection.default_namespace().to_owned())
+    })
+}
+
+fn has_workload_without_namespace(set: &ManifestSet, settings: &Settings) -> bool {
+    let objects = set.objects();
+    render::workloads(&objects, settings)
+        .into_iter()
+        .any(|index| ResourceName::of(objects[index]).namespace.is_none())
+}
+
+/// One workload rendered without a previous copy, as reported on stderr.
+#[derive(serde::Serialize)]
+struct MissingPrevious<'a> {
+    warning: &'static str,
+    kind: &'a str,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+}
+
+/// Says which workloads had no previous copy: a warning line and a JSON line each on stderr,
+/// or an error under `--strict-previous`.
+fn report_missing_previous(
+    set: &ManifestSet,
+    updates: &[Update],
+    settings: &Settings,
+    strict: bool,
+) -> anyhow::Result<()> {
+    let objects = set.objects();
+    let mut missing = Vec::new();
+    for update in updates
+        .iter()
+        .filter(|u| u.previous == PreviousCopy::Missing)
+    {
+        let Some(object) = objects.get(update.index) else {
+            continue;
+        };
+        let mut resource = ResourceName::of(object);
+        if resource.namespace.is_none() {
+            resource.namespace = settings.release_namespace.clone();
+        }
+        missing.push(resource);
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if strict {
+        let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        anyhow::bail!(
+            "no previous copy of {} (--strict-previous)",
+            names.join(", ")
+        );
+    }
+    let mut stderr = std::io::stderr().lock();
+    for resource in &missing {
+        let record = MissingPrevious {
+            warning: "noPreviousCopy",
+            kind: &resource.kind,
+            namespace: resource.namespace.as_deref(),
+            name: resource.name.as_deref(),
+        };
+        let json = serde_json::to_string(&record).unwrap_or_default();
+        // Best effort: a closed stderr does not fail the render.
+        let _ = writeln!(
+            stderr,
+            "rollsafe: warning: {resource} has no previous copy: rendered as new (the default-mode value); its referenced-config state starts now\n{json}"
+        );
+    }
+    Ok(())
 }

@@ -17,7 +17,11 @@ fn rollsafe() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
     command
         .current_dir(data_dir())
-        .env_remove("REFERENCED_CONFIG_ROLLOUT");
+        .env_remove("REFERENCED_CONFIG_ROLLOUT")
+        .env_remove("HELM_NAMESPACE")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        // No kubeconfig of the machine running the tests is read for a release namespace.
+        .env("KUBECONFIG", "/nonexistent/rollsafe-test-kubeconfig");
     command
 }
 

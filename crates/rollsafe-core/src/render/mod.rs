@@ -119,6 +119,10 @@ pub struct Settings {
     pub referenced_config_rollout: bool,
     /// Key for the state's content digests; without it they are unkeyed 32-bit digests.
     pub fingerprint_key: Option<FingerprintKey>,
+    /// The namespace the objects are applied into (a Helm release's namespace). An object
+    /// without `metadata.namespace`, in the input or among the previous copies, is matched as
+    /// being in it. `None`: such objects match only previous copies without a namespace.
+    pub release_namespace: Option<String>,
 }
 
 /// What to do with one annotation.
@@ -132,6 +136,18 @@ pub enum Edit {
     Remove,
 }
 
+/// Whether a workload's previous copy was looked for, and found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreviousCopy {
+    /// Not looked for: default mode, or no previous copies were given at all.
+    NotRead,
+    /// Found (by kind, namespace as applied, and name).
+    Found,
+    /// Previous copies were given, but none of this workload: it is rendered as new, with the
+    /// default-mode value, and its state starts now.
+    Missing,
+}
+
 /// The annotations to write on one workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Update {
@@ -141,6 +157,8 @@ pub struct Update {
     pub hash: Edit,
     /// [`STATE_ANNOTATION`] under `metadata.annotations`.
     pub state: Edit,
+    /// Whether the workload's previous copy was found.
+    pub previous: PreviousCopy,
 }
 
 /// Names a resource in messages: kind, namespace and name.
@@ -264,6 +282,18 @@ impl<'a> Object<'a> {
         }
     }
 
+    /// The namespace the object will be in: its own, else the release's.
+    fn applied_namespace<'r>(&self, release_namespace: &'r str) -> &'r str
+    where
+        'a: 'r,
+    {
+        if self.namespace.is_empty() {
+            release_namespace
+        } else {
+            self.namespace
+        }
+    }
+
     fn group(&self) -> &'a str {
         match self.api_version.rsplit_once('/') {
             Some((group, _)) => group,
@@ -324,6 +354,18 @@ pub fn plan(
     } else {
         plan_default(objects, &parsed, &groups)
     }
+}
+
+/// The indices of the objects [`plan`] gives an annotation to, in input order: the
+/// workloads whose previous copies referenced-config mode reads.
+pub fn workloads(objects: &[&Value], settings: &Settings) -> Vec<usize> {
+    let parsed: Vec<Option<Object<'_>>> = objects.iter().map(|v| Object::new(v)).collect();
+    let mut indices: Vec<usize> = groups(&parsed, settings.workload_type)
+        .into_iter()
+        .flat_map(|group| group.workloads)
+        .collect();
+    indices.sort_unstable();
+    indices
 }
 
 /// Plans and applies: renders `objects` in place and returns what was done. Nothing is
@@ -454,7 +496,12 @@ fn plan_default(
                 .as_ref()
                 .is_some_and(|o| o.annotation(STATE_ANNOTATION).is_some());
             let state = if has_state { Edit::Remove } else { Edit::Keep };
-            updates.push(Update { index, hash, state });
+            updates.push(Update {
+                index,
+                hash,
+                state,
+                previous: PreviousCopy::NotRead,
+            });
         }
     }
     updates.sort_by_key(|u| u.index);
@@ -622,7 +669,9 @@ fn describe(value: &Value) -> String {
 struct Referenced<'a, 'p> {
     parsed: &'p [Option<Object<'a>>],
     groups: &'p [Group],
-    previous: Option<HashMap<(&'a str, &'a str, &'a str), &'a Value>>,
+    /// Previous copies by kind, namespace as applied, and name.
+    previous: Option<HashMap<(&'a str, String, &'a str), &'a Value>>,
+    release_namespace: String,
     /// `restart-on-change` of each object (`None` for workloads, where it is ignored).
     marks: Vec<Option<bool>>,
     ids: Vec<String>,
@@ -664,12 +713,17 @@ impl<'a, 'p> Referenced<'a, 'p> {
             };
             marks.push(mark);
         }
+        let release_namespace = settings.release_namespace.clone().unwrap_or_default();
         let previous = previous.map(|objects| {
             let mut by_id = HashMap::new();
             for value in objects {
                 if let Some(object) = Object::new(value) {
                     by_id
-                        .entry((object.kind, object.namespace, object.name))
+                        .entry((
+                            object.kind,
+                            object.applied_namespace(&release_namespace).to_owned(),
+                            object.name,
+                        ))
                         .or_insert(*value);
                 }
             }
@@ -680,6 +734,7 @@ impl<'a, 'p> Referenced<'a, 'p> {
             parsed,
             groups,
             previous,
+            release_namespace,
             marks,
             ids: parsed
                 .iter()
@@ -707,14 +762,18 @@ impl<'a, 'p> Referenced<'a, 'p> {
                 let coverage = self.coverage(index, group);
                 let tracked = self.tracked(&coverage);
                 let previous_copy = self.previous_copy(index);
-                let hash = match (&self.previous, previous_copy) {
-                    (None, _) => self.stateless_hash(&tracked),
-                    (Some(_), None) => all_hash
-                        .get_or_insert_with(|| default_hash(self.parsed, group))
-                        .clone(),
-                    (Some(_), Some(previous)) => {
-                        self.carried_hash(previous, group, &coverage, &tracked)
-                    }
+                let (hash, previous) = match (&self.previous, previous_copy) {
+                    (None, _) => (self.stateless_hash(&tracked), PreviousCopy::NotRead),
+                    (Some(_), None) => (
+                        all_hash
+                            .get_or_insert_with(|| default_hash(self.parsed, group))
+                            .clone(),
+                        PreviousCopy::Missing,
+                    ),
+                    (Some(_), Some(copy)) => (
+                        self.carried_hash(copy, group, &coverage, &tracked),
+                        PreviousCopy::Found,
+                    ),
                 };
                 let hash = match hash {
                     Some(hash) => {
@@ -731,6 +790,7 @@ impl<'a, 'p> Referenced<'a, 'p> {
                     index,
                     hash,
                     state: Edit::Set(state.encode()),
+                    previous,
                 });
             }
         }
@@ -812,9 +872,10 @@ impl<'a, 'p> Referenced<'a, 'p> {
 
     fn previous_copy(&self, index: usize) -> Option<&'a Value> {
         let object = self.parsed[index].as_ref()?;
+        let namespace = object.applied_namespace(&self.release_namespace);
         self.previous
             .as_ref()?
-            .get(&(object.kind, object.namespace, object.name))
+            .get(&(object.kind, namespace.to_owned(), object.name))
             .copied()
     }
 

@@ -72,6 +72,7 @@ fn settings(referenced: bool) -> Settings {
         workload_type: Some(WorkloadType::Deployment),
         referenced_config_rollout: referenced,
         fingerprint_key: None,
+        release_namespace: None,
     }
 }
 
@@ -1009,4 +1010,127 @@ fn restart_on_change_is_not_validated_without_a_workload() {
     // With a workload beside it, the same value fails the render.
     let mut objects = vec![deployment("app", &["cfg"], &[]), bad];
     assert!(render(&mut objects, None, &settings(true)).is_err());
+}
+
+// ---- the namespace objects will have --------------------------------------------------------
+
+fn without_namespaces(objects: Vec<Value>) -> Vec<Value> {
+    objects
+        .into_iter()
+        .map(|mut o| {
+            o["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .shift_remove("namespace");
+            o
+        })
+        .collect()
+}
+
+/// Plans `input` against `previous` and returns the workload's update.
+fn update_of(input: &[Value], previous: &[Value], settings: &Settings) -> Update {
+    let objects: Vec<&Value> = input.iter().collect();
+    let previous: Vec<&Value> = previous.iter().collect();
+    plan(&objects, Some(&previous), settings)
+        .unwrap()
+        .into_iter()
+        .find(|u| input[u.index]["kind"] == "Deployment")
+        .unwrap()
+}
+
+#[test]
+fn objects_without_a_namespace_match_previous_copies_in_the_release_namespace() {
+    let in_shop = Settings {
+        release_namespace: Some("ns".to_owned()),
+        ..settings(true)
+    };
+    let elsewhere = Settings {
+        release_namespace: Some("other".to_owned()),
+        ..settings(true)
+    };
+    let bare = without_namespaces(base());
+    // The previous output: rendered without namespaces, read back as the API server stores
+    // it (with the namespace set), and as written (without).
+    let first = run(&bare, Some(&[]), &in_shop);
+    let live: Vec<Value> = first
+        .iter()
+        .cloned()
+        .map(|mut o| {
+            o["metadata"]["namespace"] = json!("ns");
+            o
+        })
+        .collect();
+    for (name, previous) in [("live", &live), ("previous output", &first)] {
+        assert_eq!(
+            update_of(&bare, previous, &in_shop).previous,
+            PreviousCopy::Found,
+            "{name}"
+        );
+        // A manifest with the namespace spelled out matches both as well.
+        assert_eq!(
+            update_of(&base(), previous, &in_shop).previous,
+            PreviousCopy::Found,
+            "{name}"
+        );
+    }
+    // Another release namespace: the live copy in "ns" is not this workload's.
+    assert_eq!(
+        update_of(&bare, &live, &elsewhere).previous,
+        PreviousCopy::Missing
+    );
+    // No release namespace known: only an exact match.
+    assert_eq!(
+        update_of(&bare, &live, &settings(true)).previous,
+        PreviousCopy::Missing
+    );
+    assert_eq!(
+        update_of(&bare, &first, &settings(true)).previous,
+        PreviousCopy::Found
+    );
+    // Default mode and stateless mode never look.
+    let objects: Vec<&Value> = bare.iter().collect();
+    for (previous, settings) in [(Some(&[][..]), settings(false)), (None, in_shop.clone())] {
+        let updates = plan(&objects, previous, &settings).unwrap();
+        assert!(updates.iter().all(|u| u.previous == PreviousCopy::NotRead));
+    }
+}
+
+#[test]
+fn a_service_change_restarts_nothing_against_the_live_copy() {
+    // The reproduction: a ConfigMap, a Service and a Deployment, none with a
+    // namespace; the previous copy is the live object, which has one.
+    let in_shop = Settings {
+        release_namespace: Some("ns".to_owned()),
+        ..settings(true)
+    };
+    let bare = without_namespaces(base());
+    let default = run(&bare, None, &settings(false));
+    let first = run(&bare, Some(&default), &in_shop);
+    let live: Vec<Value> = first
+        .iter()
+        .cloned()
+        .map(|mut o| {
+            o["metadata"]["namespace"] = json!("ns");
+            o
+        })
+        .collect();
+    let service_changed = without_namespaces(with(base(), "svc", "Service", |s| {
+        s["spec"]["ports"][0]["port"] = json!(81);
+    }));
+    let against_output = run(&service_changed, Some(&first), &in_shop);
+    let against_live = run(&service_changed, Some(&live), &in_shop);
+    assert_eq!(app_hash(&against_output), app_hash(&first));
+    assert_eq!(app_hash(&against_live), app_hash(&first));
+}
+
+#[test]
+fn workloads_are_the_objects_plan_annotates() {
+    let input = vec![
+        configmap("a", "1"),
+        deployment("one", &[], &[]),
+        deployment("two", &[], &[]),
+    ];
+    let objects: Vec<&Value> = input.iter().collect();
+    assert_eq!(workloads(&objects, &settings(false)), vec![1]);
+    assert_eq!(workloads(&objects, &Settings::default()), vec![1, 2]);
 }

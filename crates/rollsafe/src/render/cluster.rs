@@ -1,0 +1,157 @@
+//! `--previous-from-cluster`: the live copies of the workloads the input names.
+//!
+//! Read-only and narrow: one `get` per workload the render annotates
+//! (`/apis/apps/v1/namespaces/<namespace>/<deployments|statefulsets>/<name>`), nothing else — no
+//! list, no watch, no write. A 404 means the workload is new. Every call has a time limit and is
+//! sent once (the connection never retries). Errors carry the workload and the HTTP status,
+//! never the server's text.
+
+use std::time::Duration;
+
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use kube::client::Body;
+use rollsafe_core::render::ResourceName;
+use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
+use rollsafe_core::workload::WorkloadKind;
+use serde_json::Value;
+use thiserror::Error;
+
+/// The largest live object read.
+pub const MAX_OBJECT_BYTES: usize = 4 * 1024 * 1024;
+
+/// One workload whose live copy is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The workload's kind.
+    pub kind: WorkloadKind,
+    /// The namespace it is applied into (its own, else the release's).
+    pub namespace: String,
+    /// Its `metadata.name`.
+    pub name: String,
+}
+
+impl Target {
+    /// The target for a workload object, or why there is none.
+    pub fn of(object: &Value, release_namespace: Option<&str>) -> Result<Self, ClusterError> {
+        let resource = ResourceName::of(object);
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .and_then(WorkloadKind::from_kind)
+            .ok_or_else(|| ClusterError::NotAWorkload(resource.clone()))?;
+        let namespace = resource
+            .namespace
+            .clone()
+            .or_else(|| release_namespace.map(str::to_owned))
+            .ok_or_else(|| ClusterError::NoNamespace(resource.clone()))?;
+        let name = resource.name.clone().unwrap_or_default();
+        if !is_dns1123_label(&namespace) || !is_dns1123_subdomain(&name) {
+            return Err(ClusterError::InvalidName(resource));
+        }
+        Ok(Self {
+            kind,
+            namespace,
+            name,
+        })
+    }
+
+    fn path(&self) -> String {
+        format!(
+            "/apis/apps/v1/namespaces/{}/{}/{}",
+            self.namespace,
+            self.kind.plural(),
+            self.name
+        )
+    }
+
+    fn resource(&self) -> ResourceName {
+        ResourceName {
+            kind: self.kind.as_str().to_owned(),
+            namespace: Some(self.namespace.clone()),
+            name: Some(self.name.clone()),
+        }
+    }
+}
+
+/// Why a live copy could not be read.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ClusterError {
+    /// Only Deployments and StatefulSets are read.
+    #[error("{0}: not a workload kind whose live copy can be read")]
+    NotAWorkload(ResourceName),
+    /// No `metadata.namespace` and no release namespace.
+    #[error(
+        "{0}: no namespace to read the live object from (pass --namespace or set HELM_NAMESPACE)"
+    )]
+    NoNamespace(ResourceName),
+    /// The name or namespace is not a valid object name: nothing was sent.
+    #[error("{0}: not a valid object name or namespace, so no live copy can be read")]
+    InvalidName(ResourceName),
+    /// The API server answered with this status (404 is "new", not an error).
+    #[error("{0}: cannot read the live object: Kubernetes answered HTTP {1}")]
+    Status(ResourceName, u16),
+    /// No answer: not sent, or the connection broke.
+    #[error("{0}: cannot read the live object: no response from Kubernetes")]
+    Transport(ResourceName),
+    /// The call took longer than its time limit.
+    #[error("{0}: cannot read the live object: Kubernetes did not answer in time")]
+    Timeout(ResourceName),
+    /// The body was too large or not the object asked for.
+    #[error("{0}: cannot read the live object: Kubernetes sent an unreadable object")]
+    Decode(ResourceName),
+}
+
+/// Reads the live copy of each target, one `get` after the other; a 404 leaves it out.
+pub async fn read_live(
+    client: &kube::Client,
+    targets: &[Target],
+    timeout: Duration,
+) -> Result<Vec<Value>, ClusterError> {
+    let mut live = Vec::new();
+    for target in targets {
+        let read = tokio::time::timeout(timeout, get(client, target))
+            .await
+            .unwrap_or_else(|_| Err(ClusterError::Timeout(target.resource())))?;
+        live.extend(read);
+    }
+    Ok(live)
+}
+
+async fn get(client: &kube::Client, target: &Target) -> Result<Option<Value>, ClusterError> {
+    let request = Request::builder()
+        .method(Method::GET)
+        .uri(target.path())
+        .header(http::header::ACCEPT, "application/json")
+        .body(Body::empty())
+        .map_err(|_| ClusterError::InvalidName(target.resource()))?;
+    let response = client
+        .send(request)
+        .await
+        .map_err(|_| ClusterError::Transport(target.resource()))?;
+    let status = response.status();
+    if status == StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    if !status.is_success() {
+        return Err(ClusterError::Status(target.resource(), status.as_u16()));
+    }
+    let body = Limited::new(response.into_body(), MAX_OBJECT_BYTES)
+        .collect()
+        .await
+        .map_err(|_| ClusterError::Decode(target.resource()))?
+        .to_bytes();
+    let mut object: Value =
+        serde_json::from_slice(&body).map_err(|_| ClusterError::Decode(target.resource()))?;
+    let matches = object.is_object()
+        && object.pointer("/metadata/name").and_then(Value::as_str) == Some(target.name.as_str());
+    if !matches {
+        return Err(ClusterError::Decode(target.resource()));
+    }
+    // The object as read is the previous copy; its kind is the one asked for.
+    object["kind"] = Value::String(target.kind.as_str().to_owned());
+    if object.pointer("/metadata/namespace").is_none() {
+        object["metadata"]["namespace"] = Value::String(target.namespace.clone());
+    }
+    Ok(Some(object))
+}
