@@ -290,9 +290,12 @@ pub enum Stream {
     Stderr,
 }
 
+/// What the writer thread answers: the outcome, and the line back for its stream copy.
+type Written = (Result<(), std::io::ErrorKind>, Vec<u8>);
+
 struct Job {
     line: Vec<u8>,
-    done: oneshot::Sender<Result<(), std::io::ErrorKind>>,
+    done: oneshot::Sender<Written>,
 }
 
 /// Where audit records go: the durable file when one is configured, and a lossy copy on a
@@ -328,6 +331,11 @@ impl AuditSink {
 
     /// An append-only file, owned by its own writer thread, and a copy on stdout.
     pub fn with_file(path: &Path) -> Result<Self, AuditError> {
+        Self::with_file_and_copy(path, copy_to(Stream::Stdout))
+    }
+
+    /// An append-only file and a copy on `copy` (none: every copy counts as dropped).
+    pub fn with_file_and_copy(path: &Path, copy: Option<LossyLines>) -> Result<Self, AuditError> {
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -336,18 +344,15 @@ impl AuditSink {
             .map_err(AuditError::Open)?;
         let torn = ends_without_newline(&mut file).map_err(AuditError::Open)?;
         let (durable, jobs) = mpsc::channel(AUDIT_QUEUE);
-        let copy = copy_to(Stream::Stdout);
-        let sink = Self {
-            durable: Some(durable),
-            copy,
-        };
         let writer = DurableWriter { file, torn };
-        let copies = sink.copy.clone();
         std::thread::Builder::new()
             .name("audit-writer".to_owned())
-            .spawn(move || writer.run(jobs, copies))
+            .spawn(move || writer.run(jobs))
             .map_err(AuditError::Open)?;
-        Ok(sink)
+        Ok(Self {
+            durable: Some(durable),
+            copy,
+        })
     }
 
     /// The same sink, copying to `stream`.
@@ -357,7 +362,7 @@ impl AuditSink {
     }
 
     /// Writes a record: durably to the file when there is one (resolving once it is synced),
-    /// and as a copy to the stream, which never waits.
+    /// then as a copy to the stream, which never waits.
     pub async fn write(&self, record: &impl Serialize) -> Result<(), AuditError> {
         let mut line = serde_json::to_vec(record).map_err(|_| AuditError::Task)?;
         line.push(b'\n');
@@ -370,10 +375,10 @@ impl AuditSink {
             .send(Job { line, done })
             .await
             .map_err(|_| AuditError::Task)?;
-        written
-            .await
-            .map_err(|_| AuditError::Task)?
-            .map_err(AuditError::Write)
+        let (result, line) = written.await.map_err(|_| AuditError::Task)?;
+        // The copy follows the file, even when the file failed: it is all there is then.
+        self.copy_line(line);
+        result.map_err(AuditError::Write)
     }
 
     /// Whether records are made durable.
@@ -412,7 +417,7 @@ struct DurableWriter {
 }
 
 impl DurableWriter {
-    fn run(mut self, mut jobs: mpsc::Receiver<Job>, copies: Option<LossyLines>) {
+    fn run(mut self, mut jobs: mpsc::Receiver<Job>) {
         let mut batch = Vec::new();
         let mut buffer = Vec::new();
         while let Some(first) = jobs.blocking_recv() {
@@ -437,15 +442,7 @@ impl DurableWriter {
                 .map_err(|error| error.kind());
             self.torn = result.is_err();
             for job in batch.drain(..) {
-                match &copies {
-                    Some(copy) => {
-                        copy.send(job.line);
-                    }
-                    None => {
-                        STREAM_COPIES_DROPPED.inc();
-                    }
-                }
-                let _ = job.done.send(result);
+                let _ = job.done.send((result, job.line));
             }
         }
     }
@@ -599,6 +596,43 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), 500);
+    }
+
+    /// A stream that keeps what it is given.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_copy_goes_to_the_chosen_stream_after_the_file() {
+        let (_dir, path) = temp_file();
+        let captured = Captured::default();
+        let copy =
+            LossyLines::spawn("test-copy", 16, captured.clone(), Counter::default()).unwrap();
+        let sink = AuditSink::with_file_and_copy(&path, Some(copy.clone())).unwrap();
+        sink.write(&base().line(AuditResult::Deny, None))
+            .await
+            .unwrap();
+        assert!(copy.flush(std::time::Duration::from_secs(5)));
+        let file = std::fs::read(&path).unwrap();
+        assert_eq!(*captured.0.lock().unwrap(), file);
+        // Re-pointed at another stream, the first one gets nothing more.
+        let sink = sink.on(Stream::Stderr);
+        sink.write(&base().line(AuditResult::Error, None))
+            .await
+            .unwrap();
+        assert!(copy.flush(std::time::Duration::from_secs(5)));
+        assert_eq!(*captured.0.lock().unwrap(), file);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
     }
 
     #[tokio::test]
