@@ -13,7 +13,7 @@
 //! Each measurement runs in a fresh child process (this same binary), so its peak resident
 //! memory (`VmHWM`) belongs to that measurement alone; the emulator runs in another child.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "benches may unwrap")]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

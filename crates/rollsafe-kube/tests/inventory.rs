@@ -1,7 +1,7 @@
 //! The budgeted inventory against the emulator: every list corruption it offers, the object,
 //! page and byte budgets, and a streamed body that never ends.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "test helpers may unwrap")]
 
 mod common;
 

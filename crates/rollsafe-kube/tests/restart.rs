@@ -2,7 +2,6 @@
 //! failure code, transport failures, conflicts, the in-flight cap, impersonation and the
 //! acknowledged-is-not-rolled limit.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! The Restart Consumers API against the emulator: gate order, ACL, scope, visibility,
 //! impersonation, audit, caching headers and the sanitized 500.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "test helpers may unwrap")]
 
 use std::path::PathBuf;
 use std::sync::Arc;

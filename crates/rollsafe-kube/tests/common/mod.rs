@@ -1,7 +1,8 @@
 //! Shared set-up for the integration tests: an in-process emulator, a connection to it from
 //! its kubeconfig, and workload builders.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, reason = "shared by several test crates; each uses a part")]
+#![expect(clippy::unwrap_used, reason = "tests may unwrap")]
 
 use std::collections::HashMap;
 
