@@ -202,3 +202,52 @@ fn invalid_yaml_names_file_and_document() {
     assert!(!ok);
     assert!(stderr.contains("missing.yaml"), "{stderr}");
 }
+
+#[test]
+fn a_list_nested_in_a_list_is_read_as_kubectl_reads_it() {
+    // `kubectl apply -f` flattens a `kind: List` inside a `List` (inside another one) into
+    // its objects; so do we.
+    let input = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: List
+  items:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: inner, namespace: shop}
+    spec: {template: {spec: {containers: [{name: app, envFrom: [{secretRef: {name: db}}]}]}}}
+  - apiVersion: v1
+    kind: DeploymentList
+    items:
+    - apiVersion: apps/v1
+      kind: StatefulSet
+      metadata: {name: deepest, namespace: shop}
+      spec: {template: {spec: {volumes: [{name: c, configMap: {name: cfg}}]}}}
+- apiVersion: apps/v1
+  kind: DaemonSet
+  metadata: {name: outer, namespace: shop}
+  spec: {template: {spec: {}}}
+"#;
+    let (ok, list, stderr) = refs(&["-"], Some(input));
+    assert!(ok, "{stderr}");
+    let names: Vec<(&str, &str)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["kind"].as_str().unwrap(), w["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("Deployment", "inner"),
+            ("StatefulSet", "deepest"),
+            ("DaemonSet", "outer")
+        ]
+    );
+    assert_eq!(
+        workload(&list, "StatefulSet", "deepest")["referencedConfig"],
+        json!(["ConfigMap/cfg"])
+    );
+}

@@ -450,3 +450,39 @@ fn fingerprint_key_keeps_digests_keyed() {
         assert!(!keyed.contains(digest));
     }
 }
+
+// ---- values the renderer does not own -------------------------------------------------------
+
+#[test]
+fn integers_beyond_64_bits_are_written_as_the_input_wrote_them() {
+    let input = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\nspec:\n  huge: 100000000000000000000000000000000000000000000\n  negative: -123456789012345678901234567890\n  list: [340282366920938463463374607431768211457, 7]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  template:\n    spec:\n      containers:\n      - name: app\n        image: app:1\n        args: [12345678901234567890123456789]\n";
+    for args in [
+        &[][..],
+        &["--referenced-config-rollout", "--previous", "/dev/null"][..],
+    ] {
+        let output = run_stdin(args, input);
+        assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+        let stdout = text(&output.stdout);
+        for literal in [
+            "huge: 100000000000000000000000000000000000000000000",
+            "negative: -123456789012345678901234567890",
+            "- 340282366920938463463374607431768211457",
+            "- 12345678901234567890123456789",
+        ] {
+            assert!(stdout.contains(literal), "{literal}: {stdout}");
+        }
+        assert!(!stdout.contains("e+"), "{stdout}");
+        // And again: the output is a fixed point.
+        let again = run_stdin(args, &stdout);
+        assert_eq!(text(&again.stdout), stdout);
+    }
+}
+
+#[test]
+fn a_workload_without_a_template_beside_another_kind_renders_to_a_fixed_point() {
+    let input = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n  a: \"1\"\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers: [{name: app, envFrom: [{configMapRef: {name: cfg}}]}]\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\nspec:\n  replicas: 1\n";
+    let once = run_stdin(&[], input);
+    assert_eq!(once.status.code(), Some(0), "{}", transcript(&once));
+    let twice = run_stdin(&[], &text(&once.stdout));
+    assert_eq!(text(&twice.stdout), text(&once.stdout));
+}

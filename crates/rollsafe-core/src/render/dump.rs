@@ -109,10 +109,18 @@ fn write_spec_without_pod_template_metadata<S: Sink>(
     numbers: NumberType,
 ) {
     sink.write(b"(map[string]interface {})map[");
-    for (position, (key, value)) in sorted(spec).into_iter().enumerate() {
-        if position > 0 {
+    let mut first = true;
+    for (key, value) in sorted(spec) {
+        // A pod template that holds nothing but metadata (or is null) is left out as a
+        // whole: writing our annotation creates `spec.template.metadata` on a workload that
+        // had no template, and rendering the output again must give the same hash.
+        if key == "template" && is_only_metadata(value) {
+            continue;
+        }
+        if !first {
             sink.write(b" ");
         }
+        first = false;
         sink.write(key.as_bytes());
         sink.write(b":");
         match (key.as_str(), value) {
@@ -128,6 +136,15 @@ fn write_spec_without_pod_template_metadata<S: Sink>(
         }
     }
     sink.write(b"]");
+}
+
+/// Null, or a map with no key but `metadata`.
+fn is_only_metadata(template: &Value) -> bool {
+    match template {
+        Value::Null => true,
+        Value::Object(map) => map.keys().all(|key| key == "metadata"),
+        _ => false,
+    }
 }
 
 /// Writes a value held in an interface slot: its Go type in parentheses, then the value.

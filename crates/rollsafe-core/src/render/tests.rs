@@ -1134,3 +1134,161 @@ fn workloads_are_the_objects_plan_annotates() {
     assert_eq!(workloads(&objects, &settings(false)), vec![1]);
     assert_eq!(workloads(&objects, &Settings::default()), vec![1, 2]);
 }
+
+// ---- rendering an output again changes nothing, whatever the workloads' shape --------------
+
+/// A `spec` of any shape a workload may have around its pod template.
+fn arb_workload_spec() -> impl Strategy<Value = Option<Value>> {
+    let pod_spec =
+        json!({"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]});
+    prop::sample::select(vec![
+        None,
+        Some(json!({})),
+        Some(json!({"replicas": 1})),
+        Some(json!({"template": null})),
+        Some(json!({"template": {}})),
+        Some(json!({"template": {"metadata": null}})),
+        Some(json!({"template": {"metadata": {}}})),
+        Some(json!({"template": {"metadata": {"annotations": null}}})),
+        Some(json!({"template": {"metadata": {"annotations": {}}}})),
+        Some(json!({"template": {"metadata": {"labels": {"a": "b"}}}})),
+        Some(json!({"template": {"spec": pod_spec.clone()}})),
+        Some(json!({"template": {"metadata": {"annotations": {"x": "y"}}, "spec": pod_spec}})),
+    ])
+}
+
+fn arb_workload() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::select(vec!["Deployment", "StatefulSet"]),
+        "[a-c]",
+        arb_workload_spec(),
+        prop::sample::select(vec![0u8, 1, 2, 3]),
+    )
+        .prop_map(|(kind, name, spec, metadata)| {
+            let metadata = match metadata {
+                0 => json!({"name": name, "namespace": "ns"}),
+                1 => json!({"name": name, "namespace": "ns", "annotations": null}),
+                2 => json!({"name": name}),
+                _ => json!({"name": name, "namespace": "ns", "annotations": {"k": "v"}}),
+            };
+            let mut object = json!({"apiVersion": "apps/v1", "kind": kind, "metadata": metadata});
+            if let Some(spec) = spec {
+                object["spec"] = spec;
+            }
+            object
+        })
+}
+
+fn arb_rendered_input() -> impl Strategy<Value = Vec<Value>> {
+    (
+        prop::collection::vec(arb_workload(), 1..4),
+        arb_resources(),
+        prop::sample::select(vec![None, Some("true"), Some("false")]),
+        any::<bool>(),
+    )
+        .prop_map(|(workloads, mut resources, cfg_mark, with_cfg)| {
+            if with_cfg {
+                let mut cfg = configmap("cfg", "1");
+                if let Some(value) = cfg_mark {
+                    cfg = mark(cfg, json!(value));
+                }
+                resources.push(cfg);
+            }
+            resources.extend(workloads);
+            resources
+        })
+}
+
+fn arb_render_settings() -> impl Strategy<Value = Settings> {
+    (
+        prop::sample::select(vec![
+            None,
+            Some(WorkloadType::Deployment),
+            Some(WorkloadType::StatefulSet),
+        ]),
+        any::<bool>(),
+    )
+        .prop_map(|(workload_type, referenced)| Settings {
+            workload_type,
+            referenced_config_rollout: referenced,
+            fingerprint_key: None,
+            release_namespace: Some("ns".to_owned()),
+        })
+}
+
+/// Renders `input`, then its output again as Helm would (the output as the previous copy);
+/// returns both outputs, or `None` when the input is refused.
+fn render_twice(
+    input: &[Value],
+    settings: &Settings,
+    stateful: bool,
+) -> Option<(Vec<Value>, Vec<Value>)> {
+    let mut once = input.to_vec();
+    let previous: Option<&[Value]> = stateful.then_some(&[]);
+    render(&mut once, previous, settings).ok()?;
+    let mut twice = once.clone();
+    let previous = stateful.then_some(once.as_slice());
+    render(&mut twice, previous, settings).expect("an output renders again");
+    Some((once, twice))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn rendering_an_output_again_changes_nothing(
+        input in arb_rendered_input(),
+        settings in arb_render_settings(),
+        stateful in any::<bool>(),
+    ) {
+        if let Some((once, twice)) = render_twice(&input, &settings, stateful) {
+            prop_assert_eq!(twice, once);
+        }
+    }
+}
+
+/// Inputs the property above found, kept as regression cases.
+#[test]
+fn rendering_an_output_again_changes_nothing_regressions() {
+    let dep_ok = deployment("app", &["cfg"], &[]);
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        (
+            "a StatefulSet without spec.template beside a Deployment",
+            vec![
+                configmap("cfg", "1"),
+                dep_ok.clone(),
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"}, "spec": {}}),
+            ],
+        ),
+        (
+            "a Deployment with template: null beside a StatefulSet",
+            vec![
+                configmap("cfg", "1"),
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "namespace": "ns"}, "spec": {"template": null}}),
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"}, "spec": {"replicas": 1}}),
+            ],
+        ),
+        (
+            "two workload kinds, neither with a template, nothing else",
+            vec![
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}, "spec": {}}),
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "b"}, "spec": {"template": {}}}),
+            ],
+        ),
+    ];
+    for (name, input) in cases {
+        for settings in [
+            Settings::default(),
+            Settings {
+                referenced_config_rollout: true,
+                release_namespace: Some("ns".to_owned()),
+                ..Settings::default()
+            },
+        ] {
+            for stateful in [false, true] {
+                let (once, twice) = render_twice(&input, &settings, stateful).expect(name);
+                assert_eq!(twice, once, "{name}, {settings:?}, stateful {stateful}");
+            }
+        }
+    }
+}
