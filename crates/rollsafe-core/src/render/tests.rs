@@ -1125,7 +1125,7 @@ fn a_service_change_restarts_nothing_against_the_live_copy() {
 
 #[test]
 fn workloads_are_the_objects_plan_annotates() {
-    let input = vec![
+    let input = [
         configmap("a", "1"),
         deployment("one", &[], &[]),
         deployment("two", &[], &[]),
