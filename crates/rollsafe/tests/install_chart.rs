@@ -328,6 +328,14 @@ fn the_schema_refuses_bad_values_at_install_time() {
             json!({"server": {"shutdownGraceSeconds": 30}}),
         ),
         (
+            "reserved groups allowed",
+            json!({"server": {"allowedGroups": ["system:*"]}}),
+        ),
+        (
+            "no restart at all",
+            json!({"server": {"maxConcurrentRestarts": 0}}),
+        ),
+        (
             "egress without the API server",
             json!({"networkPolicy": {"enabled": true, "egress": {"enabled": true}}}),
         ),

@@ -600,6 +600,21 @@ async fn impersonation_rbac_is_restricted_to_the_listed_groups() {
         assert!(entry.status < 400, "{entry:?}");
     }
 
+    // A session with a group the RBAC does not list is refused by the server itself
+    // (KRYPTON_ALLOWED_GROUPS follows impersonation.groups), before any Kubernetes call.
+    cluster.emulator.clear_requests();
+    let outsider = session_token(
+        &session_secret,
+        "carol@example.com",
+        &["developers", "auditors"],
+    );
+    let (code, refusal) = restart(server.port, &outsider, "rollsafe/db-credentials");
+    assert_ne!(code, 0, "{refusal}");
+    assert!(
+        cluster.emulator.requests().iter().all(|e| e.verb.is_none()),
+        "no Kubernetes call for a refused identity"
+    );
+
     // Minimal: the ServiceAccount alone reads no Secret; it may not impersonate a group that
     // is not listed, nor a ServiceAccount.
     let ca = sa_dir.join("ca.crt");
