@@ -400,16 +400,41 @@ fn rollsafe_render_runs_as_a_helm_4_post_renderer_plugin() {
     )
     .unwrap();
     let values = json!({"session": {"existingSecret": "rollsafe-session"}});
+    let env = [
+        ("HELM_PLUGINS", plugins.path().as_os_str().to_owned()),
+        ("PATH", path),
+    ];
     let installed = helm_with_env(
         &python,
         json!({"op": "install", "chart": chart_dir(), "values": values, "name": RELEASE,
                "namespace": NAMESPACE, "postRenderer": "rollsafe-render"}),
-        &[
-            ("HELM_PLUGINS", plugins.path().as_os_str().to_owned()),
-            ("PATH", path),
-        ],
+        &env,
     )
     .unwrap_or_else(|error| panic!("helm install --post-renderer failed: {error}"));
+    // `--post-renderer-args` reach `rollsafe render`: a bad one fails the install, a good one
+    // renders.
+    let refused = helm_with_env(
+        &python,
+        json!({"op": "install", "chart": chart_dir(), "values": values, "name": RELEASE,
+               "namespace": NAMESPACE, "postRenderer": "rollsafe-render",
+               "postRendererArgs": ["--workload-type", "cronjob"]}),
+        &env,
+    );
+    assert!(refused.is_err(), "{refused:?}");
+    let with_args = helm_with_env(
+        &python,
+        json!({"op": "install", "chart": chart_dir(), "values": values, "name": RELEASE,
+               "namespace": NAMESPACE, "postRenderer": "rollsafe-render",
+               "postRendererArgs": ["--workload-type", "deployment"]}),
+        &env,
+    )
+    .unwrap();
+    assert!(
+        with_args["manifest"]
+            .as_str()
+            .unwrap()
+            .contains("openchoreo.dev/dp-resource-hash")
+    );
     let manifest = installed["manifest"].as_str().unwrap();
     let objects: Vec<Value> = serde_saphyr::from_multiple::<Value>(manifest)
         .unwrap()
