@@ -606,6 +606,32 @@ fn mutated_bodies_get_well_formed_answers() {
     assert_reached(&[200, 201, 400, 415, 422]);
 }
 
+#[test]
+fn junk_protobuf_bodies_get_well_formed_answers() {
+    let mut runner = TestRunner::new(cases(300));
+    let strategy = (
+        proptest::collection::vec(any::<u8>(), 0..200),
+        proptest::sample::select(BODY_TARGETS),
+        any::<bool>(),
+    );
+    let result = runner.run(&strategy, |(junk, (method, uri), enveloped)| {
+        // An envelope naming a served kind, then junk where the object should be.
+        let body = if enveloped {
+            let mut b = b"k8s\0\x0a\x15\x0a\x07apps/v1\x12\x0aDeployment\x12".to_vec();
+            b.push(u8::try_from(junk.len().min(127)).unwrap());
+            b.extend_from_slice(&junk);
+            b
+        } else {
+            [b"k8s\0".to_vec(), junk].concat()
+        };
+        run(method, uri, "application/vnd.kubernetes.protobuf", &body).map_err(TestCaseError::fail)
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    assert_reached(&[415]);
+}
+
 /// Inputs worth keeping, and every input that once broke these properties (marked), run on
 /// every `cargo test`: (method, target, content type, body).
 const REGRESSIONS: &[(&str, &str, &str, &str)] = &[

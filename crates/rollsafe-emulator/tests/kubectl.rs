@@ -556,3 +556,240 @@ async fn every_kubectl_release_on_the_machine_rolls_a_deployment() {
         );
     }
 }
+
+/// A kubectl command of one release, with the suite's kubeconfig and cache.
+fn run_release(k: &Kubectl, binary: &Path, args: &[&str]) -> Output {
+    let cmd = k.command(args);
+    let mut real = Command::new(binary);
+    real.args(cmd.get_args())
+        .env("HOME", k.dir.path())
+        .env_remove("KUBECONFIG");
+    real.output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_creates_the_built_in_kinds_imperatively() {
+    // From 1.32 on these commands send protobuf bodies.
+    let (emu, k) = setup().await;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["web.example".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let cert_file = k.file("tls.crt", &cert.pem());
+    let key_file = k.file("tls.key", &key.serialize_pem());
+    for binary in kubectl_releases() {
+        let label = binary.display().to_string();
+        let release = binary
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("kubectl")
+            .replace('.', "-");
+        let ns = format!("ns-{release}");
+        let ok = |args: &[&str]| {
+            let out = run_release(&k, &binary, args);
+            assert!(
+                out.status.success(),
+                "{label} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        ok(&["create", "namespace", &ns]);
+        let n = |args: &[&str]| {
+            let mut all = vec!["-n", ns.as_str()];
+            all.extend_from_slice(args);
+            ok(&all);
+        };
+        n(&[
+            "create",
+            "secret",
+            "generic",
+            "db",
+            "--from-literal=password=hunter2",
+            "--from-literal=user=app",
+        ]);
+        n(&[
+            "create", "secret", "tls", "web-tls", "--cert", &cert_file, "--key", &key_file,
+        ]);
+        n(&[
+            "create",
+            "secret",
+            "docker-registry",
+            "pull",
+            "--docker-server=registry.example",
+            "--docker-username=u",
+            "--docker-password=p",
+        ]);
+        n(&["create", "configmap", "cfg", "--from-literal=mode=fast"]);
+        n(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=3",
+            "--port=8080",
+        ]);
+        n(&[
+            "create",
+            "deployment",
+            "worker",
+            "--image=busybox",
+            "--",
+            "sleep",
+            "3600",
+        ]);
+        n(&["create", "serviceaccount", "robot"]);
+        n(&[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=secrets,deployments.apps",
+            "--resource-name=db",
+        ]);
+        n(&[
+            "create",
+            "rolebinding",
+            "robot-reads",
+            "--role=reader",
+            "--serviceaccount",
+            &format!("{ns}:robot"),
+            "--user=alice",
+        ]);
+        let cluster_role = format!("viewer-{release}");
+        ok(&[
+            "create",
+            "clusterrole",
+            &cluster_role,
+            "--verb=get",
+            "--resource=namespaces",
+            "--non-resource-url=/healthz",
+        ]);
+        ok(&[
+            "create",
+            "clusterrolebinding",
+            &cluster_role,
+            &format!("--clusterrole={cluster_role}"),
+            "--group=devs",
+        ]);
+
+        let get = |resource: &str, name: &str| {
+            emu.get_object(resource, Some(&ns), name)
+                .unwrap_or_else(|| panic!("{label}: {resource}/{name} was created"))
+        };
+        let secret = get("secrets", "db");
+        assert_eq!(secret["type"], "Opaque", "{label}");
+        assert_eq!(secret["data"]["password"], "aHVudGVyMg==", "{label}");
+        assert_eq!(secret["data"]["user"], "YXBw", "{label}");
+        let tls = get("secrets", "web-tls");
+        assert_eq!(tls["type"], "kubernetes.io/tls", "{label}");
+        assert!(
+            tls["data"]["tls.crt"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()),
+            "{label}"
+        );
+        assert!(
+            tls["data"]["tls.key"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()),
+            "{label}"
+        );
+        let pull = get("secrets", "pull");
+        assert_eq!(pull["type"], "kubernetes.io/dockerconfigjson", "{label}");
+        assert!(pull["data"][".dockerconfigjson"].is_string(), "{label}");
+        assert_eq!(
+            get("configmaps", "cfg")["data"],
+            json!({"mode": "fast"}),
+            "{label}"
+        );
+        let web = get("deployments", "web");
+        assert_eq!(web["spec"]["replicas"], 3, "{label}");
+        assert_eq!(
+            web["spec"]["selector"]["matchLabels"],
+            json!({"app": "web"}),
+            "{label}"
+        );
+        let container = &web["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], "nginx:1.27", "{label}");
+        assert_eq!(container["ports"][0]["containerPort"], 8080, "{label}");
+        assert_eq!(web["status"]["readyReplicas"], 3, "{label}");
+        let worker = get("deployments", "worker");
+        assert_eq!(
+            worker["spec"]["template"]["spec"]["containers"][0]["command"],
+            json!(["sleep", "3600"]),
+            "{label}"
+        );
+        assert!(
+            get("serviceaccounts", "robot")["metadata"]["uid"].is_string(),
+            "{label}"
+        );
+        let role = get("roles", "reader");
+        assert_eq!(role["rules"][0]["verbs"], json!(["get", "list"]), "{label}");
+        assert_eq!(role["rules"][0]["resourceNames"], json!(["db"]), "{label}");
+        let binding = get("rolebindings", "robot-reads");
+        assert_eq!(binding["roleRef"]["name"], "reader", "{label}");
+        assert_eq!(
+            binding["subjects"].as_array().map(Vec::len),
+            Some(2),
+            "{label}"
+        );
+        let cr = emu.get_object("clusterroles", None, &cluster_role).unwrap();
+        assert!(
+            cr["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["nonResourceURLs"] == json!(["/healthz"])),
+            "{label}: {cr}"
+        );
+        let crb = emu
+            .get_object("clusterrolebindings", None, &cluster_role)
+            .unwrap();
+        assert_eq!(crb["subjects"][0]["name"], "devs", "{label}");
+        // The RBAC just created is in force: alice may now get the Secret "db".
+        let out = run_release(
+            &k,
+            &binary,
+            &[
+                "--context",
+                "alice",
+                "-n",
+                &ns,
+                "get",
+                "secret",
+                "db",
+                "-o",
+                "name",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let protobuf_creates = emu
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb.as_deref() == Some("create"))
+        .filter(|r| {
+            r.content_type
+                .as_deref()
+                .is_some_and(|c| c.contains("protobuf"))
+        })
+        .count();
+    let sends_protobuf = kubectl_releases().iter().any(|b| {
+        b.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("kubectl.1."))
+            .and_then(|minor| minor.parse::<u32>().ok())
+            .is_some_and(|minor| minor >= 32)
+    });
+    if sends_protobuf {
+        assert!(
+            protobuf_creates >= 10,
+            "{protobuf_creates} protobuf creates"
+        );
+    }
+}

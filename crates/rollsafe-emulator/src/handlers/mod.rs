@@ -151,6 +151,19 @@ pub fn check_name(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
     }
 }
 
+/// The object of a create or update body: JSON (or YAML, which is JSON here), or Kubernetes
+/// protobuf for the kinds [`crate::proto::schema::KINDS`] lists.
+pub fn decode_body(c: &Call<'_>) -> Result<Value, ApiError> {
+    if crate::proto::is_protobuf(&c.content_type) {
+        return crate::proto::decode_object(c.body).map_err(|e| {
+            tracing::debug!(error = %e, code = e.code(), "protobuf body not decoded");
+            unsupported_body()
+        });
+    }
+    parse_object(c.body)
+}
+
+/// 415 for a body in a format the emulator does not read.
 pub fn unsupported_body() -> ApiError {
     ApiError::new(
         415,

@@ -4,9 +4,7 @@ use hyper::Response;
 use serde_json::{Value, json};
 
 use crate::handlers::scale::scale_of;
-use crate::handlers::{
-    Call, check_name, check_type, parse_object, set_namespace, unsupported_body,
-};
+use crate::handlers::{Call, check_name, check_type, decode_body, set_namespace};
 use crate::http_util::json;
 use crate::registry::UpdateMode;
 use crate::resources::def;
@@ -15,10 +13,7 @@ use crate::status::ApiError;
 
 pub fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let d = def(c.info.res);
-    if crate::proto::is_protobuf(&c.content_type) {
-        return Err(unsupported_body());
-    }
-    let mut obj = parse_object(c.body)?;
+    let mut obj = decode_body(c)?;
     if c.sub() == Some("scale") {
         let replicas = obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
         let mut store = c.shared.store();

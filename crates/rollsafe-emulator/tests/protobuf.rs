@@ -1,0 +1,449 @@
+//! Protobuf request bodies (what kubectl 1.32+ sends for `kubectl create <kind>`), encoded here
+//! with the `k8s-pb` bindings — the official field numbers — so the emulator's field tables are
+//! checked against them, not against themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use k8s_pb::api::apps::v1 as apps;
+use k8s_pb::api::core::v1 as core;
+use k8s_pb::api::rbac::v1 as rbac;
+use k8s_pb::apimachinery::pkg::api::resource::Quantity;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
+use prost::Message as _;
+use rollsafe_emulator::RunningEmulator;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The `k8s\0` envelope around an object, as client-go writes it.
+fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+        }),
+        raw: Some(raw),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    [b"k8s\0".to_vec(), unknown.encode_to_vec()].concat()
+}
+
+/// POSTs a body as the admin; returns the status and the JSON answer.
+async fn post(emu: &RunningEmulator, path: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
+    let mut s = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: {content_type}\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        emu.admin_token(),
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn meta(name: &str) -> meta::ObjectMeta {
+    meta::ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(String::new()),
+        labels: BTreeMap::from([("app".to_string(), name.to_string())]),
+        annotations: BTreeMap::from([("note".to_string(), "made in protobuf".to_string())]),
+        // What Go writes for a zero time: an empty message.
+        creation_timestamp: Some(meta::Time::default()),
+        ..Default::default()
+    }
+}
+
+fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                Quantity {
+                    string: Some(v.to_string()),
+                },
+            )
+        })
+        .collect()
+}
+
+fn deployment() -> apps::Deployment {
+    let container = core::Container {
+        name: Some("app".into()),
+        image: Some("registry.example/app:2".into()),
+        command: vec!["/app".into()],
+        args: vec!["--port".into(), "8080".into()],
+        working_dir: Some(String::new()),
+        ports: vec![core::ContainerPort {
+            name: Some("http".into()),
+            container_port: Some(8080),
+            protocol: Some("TCP".into()),
+            host_port: Some(0),
+            host_ip: Some(String::new()),
+        }],
+        env: vec![
+            core::EnvVar {
+                name: Some("MODE".into()),
+                value: Some("fast".into()),
+                value_from: None,
+            },
+            core::EnvVar {
+                name: Some("PASSWORD".into()),
+                value: Some(String::new()),
+                value_from: Some(core::EnvVarSource {
+                    secret_key_ref: Some(core::SecretKeySelector {
+                        local_object_reference: Some(core::LocalObjectReference {
+                            name: Some("db".into()),
+                        }),
+                        key: Some("password".into()),
+                        optional: Some(false),
+                    }),
+                    ..Default::default()
+                }),
+            },
+        ],
+        env_from: vec![core::EnvFromSource {
+            prefix: Some("CFG_".into()),
+            config_map_ref: Some(core::ConfigMapEnvSource {
+                local_object_reference: Some(core::LocalObjectReference {
+                    name: Some("cfg".into()),
+                }),
+                optional: None,
+            }),
+            secret_ref: None,
+        }],
+        resources: Some(core::ResourceRequirements {
+            limits: quantities(&[("memory", "128Mi")]),
+            requests: quantities(&[("cpu", "100m")]),
+            claims: vec![],
+        }),
+        volume_mounts: vec![core::VolumeMount {
+            name: Some("data".into()),
+            mount_path: Some("/data".into()),
+            read_only: Some(true),
+            ..Default::default()
+        }],
+        image_pull_policy: Some("IfNotPresent".into()),
+        termination_message_path: Some("/dev/termination-log".into()),
+        stdin: Some(false),
+        ..Default::default()
+    };
+    apps::Deployment {
+        metadata: Some(meta("web")),
+        spec: Some(apps::DeploymentSpec {
+            replicas: Some(0),
+            selector: Some(meta::LabelSelector {
+                match_labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+                match_expressions: vec![meta::LabelSelectorRequirement {
+                    key: Some("tier".into()),
+                    operator: Some("In".into()),
+                    values: vec!["front".into(), "edge".into()],
+                }],
+            }),
+            template: Some(core::PodTemplateSpec {
+                metadata: Some(meta::ObjectMeta {
+                    labels: BTreeMap::from([
+                        ("app".to_string(), "web".to_string()),
+                        ("tier".to_string(), "front".to_string()),
+                    ]),
+                    creation_timestamp: Some(meta::Time::default()),
+                    ..Default::default()
+                }),
+                spec: Some(core::PodSpec {
+                    containers: vec![container],
+                    restart_policy: Some("Always".into()),
+                    termination_grace_period_seconds: Some(0),
+                    dns_policy: Some("ClusterFirst".into()),
+                    node_selector: BTreeMap::from([("disk".to_string(), "ssd".to_string())]),
+                    service_account_name: Some("robot".into()),
+                    host_network: Some(false),
+                    image_pull_secrets: vec![core::LocalObjectReference {
+                        name: Some("pull".into()),
+                    }],
+                    tolerations: vec![core::Toleration {
+                        key: Some("spot".into()),
+                        operator: Some("Exists".into()),
+                        effect: Some("NoSchedule".into()),
+                        toleration_seconds: Some(30),
+                        ..Default::default()
+                    }],
+                    priority: Some(-5),
+                    ..Default::default()
+                }),
+            }),
+            strategy: Some(apps::DeploymentStrategy {
+                r#type: Some("RollingUpdate".into()),
+                rolling_update: Some(apps::RollingUpdateDeployment {
+                    max_unavailable: Some(IntOrString {
+                        r#type: Some(0),
+                        int_val: Some(1),
+                        str_val: Some(String::new()),
+                    }),
+                    max_surge: Some(IntOrString {
+                        r#type: Some(1),
+                        int_val: Some(0),
+                        str_val: Some("50%".into()),
+                    }),
+                }),
+            }),
+            min_ready_seconds: Some(0),
+            revision_history_limit: Some(3),
+            paused: Some(false),
+            progress_deadline_seconds: Some(120),
+        }),
+        status: Some(apps::DeploymentStatus {
+            observed_generation: Some(0),
+            replicas: Some(0),
+            ..Default::default()
+        }),
+    }
+}
+
+#[tokio::test]
+async fn a_protobuf_deployment_is_stored_as_its_json() {
+    let emu = start().await;
+    let body = envelope("apps/v1", "Deployment", deployment().encode_to_vec());
+    let (status, created) = post(
+        &emu,
+        "/apis/apps/v1/namespaces/shop/deployments",
+        PROTOBUF,
+        &body,
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let d = emu.get_object("deployments", Some("shop"), "web").unwrap();
+    assert_eq!(d, created);
+    assert_eq!(d["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(d["metadata"]["annotations"]["note"], "made in protobuf");
+    // A pointer field keeps its zero value; omitempty fields leave theirs out.
+    assert_eq!(d["spec"]["replicas"], 0);
+    assert!(d["spec"].get("minReadySeconds").is_none());
+    assert!(d["spec"].get("paused").is_none());
+    assert_eq!(d["spec"]["revisionHistoryLimit"], 3);
+    assert_eq!(d["spec"]["progressDeadlineSeconds"], 120);
+    assert_eq!(
+        d["spec"]["selector"],
+        json!({"matchLabels": {"app": "web"},
+               "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "edge"]}]})
+    );
+    assert_eq!(
+        d["spec"]["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": "50%"}})
+    );
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Always");
+    assert_eq!(pod["terminationGracePeriodSeconds"], 0);
+    assert_eq!(pod["nodeSelector"], json!({"disk": "ssd"}));
+    assert_eq!(pod["serviceAccountName"], "robot");
+    assert!(pod.get("hostNetwork").is_none());
+    assert_eq!(pod["imagePullSecrets"], json!([{"name": "pull"}]));
+    assert_eq!(
+        pod["tolerations"],
+        json!([{"key": "spot", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 30}])
+    );
+    assert_eq!(pod["priority"], -5);
+    let c = &pod["containers"][0];
+    assert_eq!(
+        *c,
+        json!({
+            "name": "app", "image": "registry.example/app:2",
+            "command": ["/app"], "args": ["--port", "8080"],
+            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+            "env": [{"name": "MODE", "value": "fast"},
+                    {"name": "PASSWORD",
+                     "valueFrom": {"secretKeyRef": {"name": "db", "key": "password", "optional": false}}}],
+            "envFrom": [{"prefix": "CFG_", "configMapRef": {"name": "cfg"}}],
+            "resources": {"limits": {"memory": "128Mi"}, "requests": {"cpu": "100m"}},
+            "volumeMounts": [{"name": "data", "readOnly": true, "mountPath": "/data"}],
+            "terminationMessagePath": "/dev/termination-log",
+            "imagePullPolicy": "IfNotPresent",
+        }),
+        "{c}"
+    );
+
+    // The server owns status.
+    assert_eq!(d["status"]["observedGeneration"], 1);
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn protobuf_secrets_configmaps_namespaces_and_rbac() {
+    let emu = start().await;
+    let secret = core::Secret {
+        metadata: Some(meta("db")),
+        immutable: Some(false),
+        data: BTreeMap::from([("bin".to_string(), vec![0u8, 255, 1])]),
+        string_data: BTreeMap::from([("password".to_string(), "hunter2".to_string())]),
+        r#type: Some("Opaque".into()),
+    };
+    let (status, body) = post(
+        &emu,
+        "/api/v1/namespaces/shop/secrets",
+        PROTOBUF,
+        &envelope("v1", "Secret", secret.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let s = emu.get_object("secrets", Some("shop"), "db").unwrap();
+    assert_eq!(s["immutable"], false);
+    assert_eq!(
+        s["data"],
+        json!({"bin": "AP8B", "password": "aHVudGVyMg=="})
+    );
+
+    let cm = core::ConfigMap {
+        metadata: Some(meta("cfg")),
+        data: BTreeMap::from([("mode".to_string(), "fast".to_string())]),
+        binary_data: BTreeMap::from([("blob".to_string(), b"hi".to_vec())]),
+        immutable: None,
+    };
+    let (status, body) = post(
+        &emu,
+        "/api/v1/namespaces/shop/configmaps",
+        PROTOBUF,
+        &envelope("v1", "ConfigMap", cm.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let c = emu.get_object("configmaps", Some("shop"), "cfg").unwrap();
+    assert_eq!(c["data"], json!({"mode": "fast"}));
+    assert_eq!(c["binaryData"], json!({"blob": "aGk="}));
+    assert!(c.get("immutable").is_none());
+
+    let ns = core::Namespace {
+        metadata: Some(meta("other")),
+        spec: Some(core::NamespaceSpec::default()),
+        status: Some(core::NamespaceStatus::default()),
+    };
+    let (status, body) = post(
+        &emu,
+        "/api/v1/namespaces",
+        PROTOBUF,
+        &envelope("v1", "Namespace", ns.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["status"]["phase"], "Active");
+
+    let role = rbac::ClusterRole {
+        metadata: Some(meta("viewer")),
+        rules: vec![rbac::PolicyRule {
+            verbs: vec!["get".into()],
+            non_resource_ur_ls: vec!["/healthz".into()],
+            ..Default::default()
+        }],
+        aggregation_rule: None,
+    };
+    let (status, body) = post(
+        &emu,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        PROTOBUF,
+        &envelope(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            role.encode_to_vec(),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        body["rules"],
+        json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}])
+    );
+    let binding = rbac::RoleBinding {
+        metadata: Some(meta("bind")),
+        subjects: vec![rbac::Subject {
+            kind: Some("ServiceAccount".into()),
+            api_group: Some(String::new()),
+            name: Some("robot".into()),
+            namespace: Some("shop".into()),
+        }],
+        role_ref: Some(rbac::RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: Some("ClusterRole".into()),
+            name: Some("viewer".into()),
+        }),
+    };
+    let (status, body) = post(
+        &emu,
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings",
+        PROTOBUF,
+        &envelope(
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            binding.encode_to_vec(),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        body["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "robot", "namespace": "shop"}])
+    );
+    assert_eq!(body["roleRef"]["name"], "viewer");
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn protobuf_outside_the_decoded_subset_is_refused_not_stored_incompletely() {
+    let emu = start().await;
+    let mut d = deployment();
+    let container = &mut d
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0];
+    container.liveness_probe = Some(core::Probe::default());
+    let cases = [
+        (
+            "a field the tables do not cover",
+            envelope("apps/v1", "Deployment", d.encode_to_vec()),
+        ),
+        (
+            "a kind not accepted as protobuf",
+            envelope("batch/v1", "Job", vec![]),
+        ),
+        ("no envelope", deployment().encode_to_vec()),
+        (
+            "a truncated body",
+            envelope(
+                "apps/v1",
+                "Deployment",
+                deployment().encode_to_vec()[..40].to_vec(),
+            ),
+        ),
+    ];
+    for (what, body) in cases {
+        let (status, answer) = post(
+            &emu,
+            "/apis/apps/v1/namespaces/shop/deployments",
+            PROTOBUF,
+            &body,
+        )
+        .await;
+        assert_eq!(status, 415, "{what}: {answer}");
+        assert_eq!(answer["reason"], "UnsupportedMediaType", "{what}");
+    }
+    assert!(emu.get_object("deployments", Some("shop"), "web").is_none());
+    emu.shutdown().await;
+}
