@@ -67,8 +67,7 @@
 //!   first page (as the real server does), but objects changed between pages show their new state.
 //! - Workload controllers are simulated: `status` follows `spec` immediately in the same write
 //!   (`observedGeneration == generation`, all replicas ready).
-//! - `dryRun` is not supported; server-side apply is a plain strategic merge without field
-//!   ownership.
+//! - Server-side apply is a plain strategic merge without field ownership.
 
 mod admin;
 mod discovery;

@@ -25,6 +25,15 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every value of a key, in order.
+    pub fn all(&self, key: &str) -> Vec<&str> {
+        self.pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
     /// The first non-empty value of a key.
     pub fn non_empty(&self, key: &str) -> Option<&str> {
         self.get(key).filter(|v| !v.is_empty())

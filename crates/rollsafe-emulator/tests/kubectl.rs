@@ -793,3 +793,77 @@ async fn every_kubectl_release_creates_the_built_in_kinds_imperatively() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_server_and_diff_change_nothing() {
+    let (emu, k) = setup().await;
+    seed_deployments(&emu, "shop", 1);
+    let before = emu
+        .get_object("deployments", Some("shop"), "d0000")
+        .unwrap();
+    let rv = emu.resource_version();
+    let out = k.ok(&[
+        "-n",
+        "shop",
+        "create",
+        "deployment",
+        "dry",
+        "--image=nginx",
+        "--dry-run=server",
+        "-o",
+        "json",
+    ]);
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    assert!(answer["metadata"]["uid"].is_string());
+    assert!(emu.get_object("deployments", Some("shop"), "dry").is_none());
+
+    let mut changed = before.clone();
+    changed["spec"]["template"]["metadata"]["annotations"] = json!({"changed": "yes"});
+    changed["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .retain(|k, _| k == "name" || k == "namespace" || k == "labels");
+    changed.as_object_mut().unwrap().remove("status");
+    let file = k.file("changed.json", &changed.to_string());
+    k.ok(&["apply", "--dry-run=server", "-f", &file]);
+    k.ok(&[
+        "-n",
+        "shop",
+        "scale",
+        "deployment",
+        "d0000",
+        "--replicas=5",
+        "--dry-run=server",
+    ]);
+    k.ok(&[
+        "-n",
+        "shop",
+        "delete",
+        "deployment",
+        "d0000",
+        "--dry-run=server",
+    ]);
+    // diff: exit 1 with the change shown, nothing written.
+    let out = k.run(&["diff", "-f", &file]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("changed: \"yes\""));
+
+    assert_eq!(
+        emu.get_object("deployments", Some("shop"), "d0000")
+            .unwrap(),
+        before
+    );
+    assert_eq!(emu.resource_version(), rv);
+    assert!(emu.rollouts().is_empty());
+    let dry_runs = emu
+        .requests()
+        .iter()
+        .filter(|r| r.query_param("dryRun").as_deref() == Some("All"))
+        .count();
+    assert!(dry_runs >= 4, "{dry_runs} dry-run requests");
+}

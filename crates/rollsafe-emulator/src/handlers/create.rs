@@ -11,6 +11,6 @@ pub fn create(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let mut obj = decode_body(c)?;
     check_type(&obj, c.info.res)?;
     set_namespace(&mut obj, c)?;
-    let created = c.shared.store().create(c.info.res, obj)?;
+    let created = c.shared.store().create_with(c.info.res, obj, c.write())?;
     Ok(json(201, &created))
 }

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::handlers::{Call, selectors};
 use crate::http_util::json;
-use crate::registry::{Key, Preconditions};
+use crate::registry::{Key, Preconditions, Write};
 use crate::resources::{def, ids};
 use crate::server::Body;
 use crate::status::ApiError;
@@ -28,10 +28,19 @@ pub fn delete(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
             .and_then(Value::as_str)
             .map(str::to_string),
     };
+    let body_dry_run = opts
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|v| v.iter().any(|x| x == "All"));
+    let write = if body_dry_run {
+        Write::DryRun
+    } else {
+        c.write()
+    };
     let deleted = c
         .shared
         .store()
-        .delete(c.info.res, c.ns(), c.name(), &pre)?;
+        .delete_with(c.info.res, c.ns(), c.name(), &pre, write)?;
     if c.info.res == ids::NAMESPACES {
         let mut obj = (*deleted).clone();
         obj["status"] = json!({"phase": "Terminating"});
@@ -63,7 +72,7 @@ pub fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .collect();
     let mut items = Vec::new();
     for (res, ns, name) in keys {
-        if let Ok(obj) = store.delete(res, &ns, &name, &Preconditions::default()) {
+        if let Ok(obj) = store.delete_with(res, &ns, &name, &Preconditions::default(), c.write()) {
             items.push((*obj).clone());
         }
     }

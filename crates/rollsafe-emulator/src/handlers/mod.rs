@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::faults::ListCorruption;
 use crate::identity::UserInfo;
 use crate::query::{FieldSelector, LabelSelector, Query};
+use crate::registry::Write;
 use crate::resources::{ResId, Storage, def};
 use crate::route::{ResourceRequest, Verb};
 use crate::server::{Body, Shared};
@@ -42,6 +43,36 @@ pub struct Call<'a> {
     pub corruption: Option<ListCorruption>,
 }
 
+/// `?dryRun=`: `All` (possibly repeated) or absent; anything else is the real server's 422 on
+/// the verb's options kind.
+pub fn write_mode(q: &Query, verb: Verb) -> Result<Write, ApiError> {
+    let values = q.all("dryRun");
+    if values.is_empty() {
+        return Ok(Write::Commit);
+    }
+    if values.iter().all(|v| *v == "All") {
+        return Ok(Write::DryRun);
+    }
+    let kind = match verb {
+        Verb::Create => "CreateOptions",
+        Verb::Update => "UpdateOptions",
+        Verb::Patch => "PatchOptions",
+        _ => "DeleteOptions",
+    };
+    let shown: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    let detail = format!(
+        "Unsupported value: []string{{{}}}: supported values: \"All\"",
+        shown.join(", ")
+    );
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        &format!("{kind}.meta.k8s.io \"\" is invalid: dryRun: {detail}"),
+        Some(json!({"group": "meta.k8s.io", "kind": kind,
+                    "causes": [{"reason": "FieldValueNotSupported", "message": detail, "field": "dryRun"}]})),
+    ))
+}
+
 impl Call<'_> {
     /// The namespace of the URL, or `""`.
     pub fn ns(&self) -> &str {
@@ -53,6 +84,11 @@ impl Call<'_> {
         self.info.name.as_deref().unwrap_or("")
     }
 
+    /// Whether the write is kept (`dryRun=All` keeps nothing); checked in [`dispatch`].
+    pub fn write(&self) -> Write {
+        write_mode(self.query, self.info.verb).unwrap_or(Write::Commit)
+    }
+
     /// The subresource.
     pub fn sub(&self) -> Option<&str> {
         self.info.subresource.as_deref()
@@ -60,6 +96,12 @@ impl Call<'_> {
 }
 
 pub fn dispatch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    if matches!(
+        c.info.verb,
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
+    ) {
+        write_mode(c.query, c.info.verb)?;
+    }
     if def(c.info.res).storage == Storage::Review {
         return review::review(c);
     }

@@ -46,7 +46,7 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
             check_type(&obj, c.info.res)?;
             check_name(&mut obj, c)?;
             set_namespace(&mut obj, c)?;
-            let created = store.create(c.info.res, obj)?;
+            let created = store.create_with(c.info.res, obj, c.write())?;
             return Ok(json(201, &created));
         }
         return Err(ApiError::not_found(d, c.name()));
@@ -64,7 +64,14 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
             .pointer("/metadata/resourceVersion")
             .cloned()
             .unwrap_or(Value::Null);
-        let (stored, _) = store.update(c.info.res, c.ns(), c.name(), next, UpdateMode::Patch)?;
+        let (stored, _) = store.update_with(
+            c.info.res,
+            c.ns(),
+            c.name(),
+            next,
+            UpdateMode::Patch,
+            c.write(),
+        )?;
         return Ok(json(200, &scale_of(&stored)));
     }
     let mut patched = patch::apply(&decoded, &current)?;
@@ -87,6 +94,6 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     } else {
         UpdateMode::Patch
     };
-    let (stored, _) = store.update(c.info.res, c.ns(), c.name(), patched, mode)?;
+    let (stored, _) = store.update_with(c.info.res, c.ns(), c.name(), patched, mode, c.write())?;
     Ok(json(200, &stored))
 }

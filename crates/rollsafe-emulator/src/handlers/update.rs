@@ -29,7 +29,14 @@ pub fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         {
             next["metadata"]["resourceVersion"] = json!(rv);
         }
-        let (stored, _) = store.update(c.info.res, c.ns(), c.name(), next, UpdateMode::Put)?;
+        let (stored, _) = store.update_with(
+            c.info.res,
+            c.ns(),
+            c.name(),
+            next,
+            UpdateMode::Put,
+            c.write(),
+        )?;
         return Ok(json(200, &scale_of(&stored)));
     }
     check_type(&obj, c.info.res)?;
@@ -40,9 +47,9 @@ pub fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     } else {
         UpdateMode::Put
     };
-    let (stored, _) = c
-        .shared
-        .store()
-        .update(c.info.res, c.ns(), c.name(), obj, mode)?;
+    let (stored, _) =
+        c.shared
+            .store()
+            .update_with(c.info.res, c.ns(), c.name(), obj, mode, c.write())?;
     Ok(json(200, &stored))
 }

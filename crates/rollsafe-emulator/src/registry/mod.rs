@@ -68,6 +68,17 @@ pub struct Preconditions {
     pub resource_version: Option<String>,
 }
 
+/// Whether a write is kept (`dryRun=All` runs every check and returns the result, but keeps
+/// nothing: no resourceVersion, no event, no rollout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Write {
+    /// Store it.
+    #[default]
+    Commit,
+    /// `dryRun=All`.
+    DryRun,
+}
+
 /// How an update arrived; it decides which checks apply and how they fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpdateMode {
@@ -279,7 +290,18 @@ impl Store {
     }
 
     /// Creates an object. The object's namespace must already be set for namespaced resources.
-    pub fn create(&mut self, res: ResId, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+    pub fn create(&mut self, res: ResId, obj: Value) -> Result<Arc<Value>, ApiError> {
+        self.create_with(res, obj, Write::Commit)
+    }
+
+    /// [`Store::create`], or with [`Write::DryRun`] everything but the write: the object as it
+    /// would be stored (uid and creationTimestamp set, no resourceVersion), nothing kept.
+    pub fn create_with(
+        &mut self,
+        res: ResId,
+        mut obj: Value,
+        write: Write,
+    ) -> Result<Arc<Value>, ApiError> {
         let d = def(res);
         let ns = if d.namespaced {
             meta_str(&obj, "namespace").unwrap_or("").to_string()
@@ -326,11 +348,9 @@ impl Store {
         if self.objects.contains_key(&key) {
             return Err(ApiError::already_exists(d, &name));
         }
-        let rv = self.next_rv();
         {
             let meta = meta_mut(&mut obj);
             meta.insert("uid".into(), json!(util::uuid()));
-            meta.insert("resourceVersion".into(), json!(rv.to_string()));
             meta.insert("creationTimestamp".into(), json!(util::now_seconds()));
             if d.generation {
                 meta.insert("generation".into(), json!(1));
@@ -338,6 +358,11 @@ impl Store {
         }
         strategy::sync(d, &mut obj, None, false);
         check_stored_size(&obj)?;
+        if write == Write::DryRun {
+            return Ok(Arc::new(obj));
+        }
+        let rv = self.next_rv();
+        meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let stored = Arc::new(obj);
         self.objects.insert(key, stored.clone());
         self.emit(res, &ns, EventType::Added, stored.clone(), rv);
@@ -351,8 +376,22 @@ impl Store {
         res: ResId,
         ns: &str,
         name: &str,
+        new: Value,
+        mode: UpdateMode,
+    ) -> Result<(Arc<Value>, bool), ApiError> {
+        self.update_with(res, ns, name, new, mode, Write::Commit)
+    }
+
+    /// [`Store::update`], or with [`Write::DryRun`] everything but the write: the object as it
+    /// would be stored (with its current resourceVersion), nothing kept, no event, no rollout.
+    pub fn update_with(
+        &mut self,
+        res: ResId,
+        ns: &str,
+        name: &str,
         mut new: Value,
         mode: UpdateMode,
+        write: Write,
     ) -> Result<(Arc<Value>, bool), ApiError> {
         let d = def(res);
         let key = (res, ns.to_string(), name.to_string());
@@ -447,6 +486,9 @@ impl Store {
             return Ok((old, false));
         }
         check_stored_size(&new)?;
+        if write == Write::DryRun {
+            return Ok((Arc::new(new), true));
+        }
         let rv = self.next_rv();
         meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
         if template_changed && mode != UpdateMode::Status {
@@ -471,6 +513,19 @@ impl Store {
         ns: &str,
         name: &str,
         pre: &Preconditions,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.delete_with(res, ns, name, pre, Write::Commit)
+    }
+
+    /// [`Store::delete`], or with [`Write::DryRun`] the checks only: the object as it is,
+    /// nothing removed.
+    pub fn delete_with(
+        &mut self,
+        res: ResId,
+        ns: &str,
+        name: &str,
+        pre: &Preconditions,
+        write: Write,
     ) -> Result<Arc<Value>, ApiError> {
         let d = def(res);
         let key = (res, ns.to_string(), name.to_string());
@@ -500,6 +555,9 @@ impl Store {
                     ),
                 ));
             }
+        }
+        if write == Write::DryRun {
+            return Ok(old);
         }
         if res == ids::NAMESPACES {
             let inside: Vec<Key> = self
