@@ -1,4 +1,4 @@
-//! Discovery documents and the minimal OpenAPI v3 documents kubectl reads.
+//! Discovery documents and the minimal OpenAPI v2 and v3 documents kubectl reads.
 
 use std::net::SocketAddr;
 
@@ -111,6 +111,44 @@ fn gv_path(group: &str, version: &str) -> String {
     } else {
         format!("apis/{group}/{version}")
     }
+}
+
+/// The content type of the protobuf OpenAPI v2 document (gnostic `openapi_v2.Document`). Clients
+/// ask for `…spec.v2@v1.0+protobuf`; the real server answers with this form, which Go's media
+/// type parser accepts (`@` is not a token character: client-go fails on it).
+pub const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// `/openapi/v2` as JSON: a valid Swagger 2.0 document without definitions. kubectl 1.27 and
+/// 1.28 fetch it before `apply`, `create -f`, `replace -f`, `diff` and `edit`; without a schema
+/// for a kind they fall back to their compiled-in types for strategic merge (built-in kinds) or
+/// to JSON merge patch (custom resources), as with a real server's CRDs without schemas.
+pub fn openapi_v2() -> Value {
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": format!("v1.{KUBERNETES_MINOR}.0")},
+        "paths": {},
+        "definitions": {}
+    })
+}
+
+/// The same document in protobuf: `swagger` (1), `info` (2: `title` 1, `version` 2), and empty
+/// `paths` (8) and `definitions` (9).
+pub fn openapi_v2_protobuf() -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
+        out.push((number << 3) | 2);
+        // Every length here is below 128: one varint byte.
+        out.push(u8::try_from(bytes.len()).unwrap_or(0));
+        out.extend_from_slice(bytes);
+    }
+    let mut info = Vec::new();
+    field(&mut info, 1, b"Kubernetes");
+    field(&mut info, 2, format!("v1.{KUBERNETES_MINOR}.0").as_bytes());
+    let mut doc = Vec::new();
+    field(&mut doc, 1, b"2.0");
+    field(&mut doc, 2, &info);
+    field(&mut doc, 8, &[]);
+    field(&mut doc, 9, &[]);
+    doc
 }
 
 /// `/openapi/v3`: one entry per group/version.

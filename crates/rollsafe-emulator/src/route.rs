@@ -89,6 +89,8 @@ pub enum Route {
     Group(String),
     /// `/api/v1` or `/apis/<group>/<version>`.
     Resources(String, String),
+    /// `/openapi/v2`.
+    OpenApiV2,
     /// `/openapi/v3`.
     OpenApiIndex,
     /// `/openapi/v3/api/v1`, `/openapi/v3/apis/<group>/<version>`.
@@ -137,6 +139,7 @@ pub fn parse(method: &Method, path: &str, query: &Query) -> Route {
             Route::Resources((*g).to_string(), (*v).to_string())
         }
         ["apis", g, v, rest @ ..] => resource_route(method, g, v, rest, query),
+        ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiIndex,
         ["openapi", "v3", "api", "v1"] => Route::OpenApiGroupVersion(String::new(), "v1".into()),
         ["openapi", "v3", "apis", g, v] if !resources::in_group_version(g, v).is_empty() => {

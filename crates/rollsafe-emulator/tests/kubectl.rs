@@ -867,3 +867,75 @@ async fn dry_run_server_and_diff_change_nothing() {
         .count();
     assert!(dry_runs >= 4, "{dry_runs} dry-run requests");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_applies_replaces_and_diffs_files() {
+    // kubectl 1.27 and 1.28 read /openapi/v2 before apply, create -f, replace -f and diff.
+    let (emu, k) = setup().await;
+    for binary in kubectl_releases() {
+        let label = binary.display().to_string();
+        let release = binary
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("kubectl")
+            .replace('.', "-");
+        let run = |args: &[&str]| run_release(&k, &binary, args);
+        let ok = |args: &[&str]| {
+            let out = run(args);
+            assert!(
+                out.status.success(),
+                "{label} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let manifest = |image: &str, replicas: u32| {
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {release}, namespace: shop}}\n\
+                 spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {release}}}}}\n  template:\n    \
+                 metadata: {{labels: {{app: {release}}}}}\n    spec: {{containers: [{{name: app, image: \"{image}\"}}]}}\n\
+                 ---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {release}, namespace: shop}}\ndata: {{image: \"{image}\"}}\n"
+            )
+        };
+        let v1 = k.file(&format!("{release}-1.yaml"), &manifest("app:1", 1));
+        let v2 = k.file(&format!("{release}-2.yaml"), &manifest("app:2", 2));
+        let v3 = k.file(&format!("{release}-3.yaml"), &manifest("app:3", 3));
+        ok(&["create", "-f", &v1]);
+        ok(&["apply", "-f", &v2]);
+        let d = emu
+            .get_object("deployments", Some("shop"), &release)
+            .unwrap();
+        assert_eq!(d["spec"]["replicas"], 2, "{label}");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["image"], "app:2",
+            "{label}"
+        );
+        let out = run(&["diff", "-f", &v3]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ok(&["replace", "-f", &v3]);
+        let d = emu
+            .get_object("deployments", Some("shop"), &release)
+            .unwrap();
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["image"], "app:3",
+            "{label}"
+        );
+        let cm = emu
+            .get_object("configmaps", Some("shop"), &release)
+            .unwrap();
+        assert_eq!(cm["data"]["image"], "app:3", "{label}");
+        // replace leaves the last-applied annotation behind; apply records it, then nothing differs.
+        ok(&["apply", "-f", &v3]);
+        let out = run(&["diff", "-f", &v3]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}

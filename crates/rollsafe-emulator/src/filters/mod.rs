@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 
@@ -96,6 +96,7 @@ async fn serve_inner(
                 other,
                 &parts.method,
                 &entry.path,
+                &header(&parts.headers, ACCEPT).unwrap_or_default(),
                 shared,
                 &user,
             ));

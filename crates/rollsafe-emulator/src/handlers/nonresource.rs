@@ -14,6 +14,7 @@ pub fn non_resource(
     route: Route,
     method: &Method,
     path: &str,
+    accept: &str,
     shared: &Shared,
     user: &UserInfo,
 ) -> Response<Body> {
@@ -41,6 +42,12 @@ pub fn non_resource(
         Route::Groups => json(200, &discovery::groups()),
         Route::Group(g) => json(200, &discovery::group(&g)),
         Route::Resources(g, v) => json(200, &discovery::resource_list(&g, &v)),
+        Route::OpenApiV2 if accept.contains("protobuf") => crate::http_util::full(
+            200,
+            discovery::OPENAPI_V2_PROTOBUF,
+            discovery::openapi_v2_protobuf(),
+        ),
+        Route::OpenApiV2 => json(200, &discovery::openapi_v2()),
         Route::OpenApiIndex => json(200, &discovery::openapi_index()),
         Route::OpenApiGroupVersion(g, v) => json(200, &discovery::openapi_group_version(&g, &v)),
         _ => error(&ApiError::page_not_found()),
