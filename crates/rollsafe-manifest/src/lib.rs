@@ -62,6 +62,52 @@ pub struct Position {
     pub items: Vec<usize>,
 }
 
+impl Document {
+    fn parse(number: usize, source: split::Source<'_>) -> Result<Self, ManifestError> {
+        let yaml_error = |error: serde_saphyr::Error| ManifestError::Yaml {
+            document: number,
+            line: error.location().map(|l| l.line() + source.first_line),
+            column: error.location().map(|l| l.column()),
+        };
+        let value: Value = if split::is_blank(source.text) {
+            Value::Null
+        } else {
+            serde_saphyr::from_str_with_options(source.text, read_options()).map_err(yaml_error)?
+        };
+        let literals = if numbers::has_wide_integer(&value) {
+            numbers::Literals::read(source.text, read_options()).map_err(yaml_error)?
+        } else {
+            numbers::Literals::default()
+        };
+        Ok(Document {
+            number,
+            body: Body::classify(value),
+            literals,
+        })
+    }
+
+    /// The objects of this document, in order, with their positions (see
+    /// [`Manifest::objects`]).
+    pub fn objects(&self) -> impl Iterator<Item = (Position, &Value)> {
+        let mut out = Vec::new();
+        let mut items = Vec::new();
+        match &self.body {
+            Body::Empty => {}
+            Body::Single(value) | Body::List(value) => {
+                collect(value, self.number, &mut items, &mut out);
+            }
+            Body::Sequence(values) => {
+                for (i, value) in values.iter().enumerate() {
+                    items.push(i);
+                    collect(value, self.number, &mut items, &mut out);
+                    items.pop();
+                }
+            }
+        }
+        out.into_iter()
+    }
+}
+
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "document {}", self.document)?;
@@ -86,32 +132,18 @@ pub struct Manifest {
 impl Manifest {
     /// Parses a multi-document YAML stream.
     pub fn parse(text: &str) -> Result<Self, ManifestError> {
-        let mut documents = Vec::new();
-        for (position, source) in split::documents(text).into_iter().enumerate() {
-            let number = position + 1;
-            let yaml_error = |error: serde_saphyr::Error| ManifestError::Yaml {
-                document: number,
-                line: error.location().map(|l| l.line() + source.first_line),
-                column: error.location().map(|l| l.column()),
-            };
-            let value: Value = if split::is_blank(&source.text) {
-                Value::Null
-            } else {
-                serde_saphyr::from_str_with_options(&source.text, read_options())
-                    .map_err(yaml_error)?
-            };
-            let literals = if numbers::has_wide_integer(&value) {
-                numbers::Literals::read(&source.text, read_options()).map_err(yaml_error)?
-            } else {
-                numbers::Literals::default()
-            };
-            documents.push(Document {
-                number,
-                body: Body::classify(value),
-                literals,
-            });
-        }
-        Ok(Self { documents })
+        Ok(Self {
+            documents: Self::documents(text).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The documents of a stream, parsed one at a time as the iterator is advanced: a reader
+    /// that needs one document at a time holds one parsed document at a time.
+    pub fn documents(text: &str) -> impl Iterator<Item = Result<Document, ManifestError>> + '_ {
+        split::documents(text)
+            .into_iter()
+            .enumerate()
+            .map(|(position, source)| Document::parse(position + 1, source))
     }
 
     /// A stream of one document per object (for objects read from elsewhere, such as the API).
@@ -132,23 +164,7 @@ impl Manifest {
     /// `kind: List` are objects, also when the list is itself an item of a list (as `kubectl`
     /// reads them); the list is not.
     pub fn objects(&self) -> impl Iterator<Item = (Position, &Value)> {
-        let mut out = Vec::new();
-        for document in &self.documents {
-            let mut items = Vec::new();
-            match &document.body {
-                Body::Empty => {}
-                Body::Single(value) => collect(value, document.number, &mut items, &mut out),
-                Body::Sequence(values) => {
-                    for (i, value) in values.iter().enumerate() {
-                        items.push(i);
-                        collect(value, document.number, &mut items, &mut out);
-                        items.pop();
-                    }
-                }
-                Body::List(list) => collect(list, document.number, &mut items, &mut out),
-            }
-        }
-        out.into_iter()
+        self.documents.iter().flat_map(Document::objects)
     }
 
     /// Every object of the stream, mutably, in input order, with its position.
@@ -178,19 +194,37 @@ impl Manifest {
     pub fn to_yaml(&self) -> Result<String, ManifestError> {
         let mut out = String::new();
         for document in &self.documents {
-            let emit_error = |_| ManifestError::Emit {
-                document: document.number,
-            };
-            let text = match &document.body {
-                Body::Empty => continue,
-                Body::Single(value) | Body::List(value) => {
-                    document.literals.emit(value).map_err(emit_error)?
-                }
-                Body::Sequence(items) => document.literals.emit(items).map_err(emit_error)?,
-            };
-            push_document(&mut out, &text);
+            document.write_to(&mut out)?;
         }
         Ok(out)
+    }
+
+    /// [`Manifest::to_yaml`], dropping each document once it is written: the parsed stream
+    /// and its text are never both held whole.
+    pub fn into_yaml(self) -> Result<String, ManifestError> {
+        let mut out = String::new();
+        for document in self.documents {
+            document.write_to(&mut out)?;
+        }
+        Ok(out)
+    }
+}
+
+impl Document {
+    /// Appends this document to a stream (nothing for an empty one).
+    pub(crate) fn write_to(&self, out: &mut String) -> Result<(), ManifestError> {
+        let emit_error = |_| ManifestError::Emit {
+            document: self.number,
+        };
+        let text = match &self.body {
+            Body::Empty => return Ok(()),
+            Body::Single(value) | Body::List(value) => {
+                self.literals.emit(value).map_err(emit_error)?
+            }
+            Body::Sequence(items) => self.literals.emit(items).map_err(emit_error)?,
+        };
+        push_document(out, &text);
+        Ok(())
     }
 }
 

@@ -89,22 +89,32 @@ impl ManifestSet {
             .nth(index)
     }
 
-    /// The inputs written back as one stream: each input's documents in order, inputs
-    /// joined by `---`.
+    /// The inputs written back as one stream: each input's documents in order, all
+    /// separated by `---`.
     pub fn to_yaml(&self) -> Result<String, InputError> {
         let mut output = String::new();
         for (label, manifest) in &self.inputs {
-            let text = manifest.to_yaml().map_err(|error| InputError {
-                label: label.clone(),
-                error,
-            })?;
-            if text.is_empty() {
-                continue;
+            for document in &manifest.documents {
+                document.write_to(&mut output).map_err(|error| InputError {
+                    label: label.clone(),
+                    error,
+                })?;
             }
-            if !output.is_empty() {
-                output.push_str("---\n");
+        }
+        Ok(output)
+    }
+
+    /// [`ManifestSet::to_yaml`], dropping each document once it is written, so that the
+    /// parsed objects and the output are never both held whole.
+    pub fn into_yaml(self) -> Result<String, InputError> {
+        let mut output = String::new();
+        for (label, manifest) in self.inputs {
+            for document in manifest.documents {
+                document.write_to(&mut output).map_err(|error| InputError {
+                    label: label.clone(),
+                    error,
+                })?;
             }
-            output.push_str(&text);
         }
         Ok(output)
     }

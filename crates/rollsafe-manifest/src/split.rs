@@ -4,46 +4,52 @@
 //! line is always a document marker; it cannot occur inside any scalar. Splitting lines there is
 //! therefore exact, and lets errors name their document.
 
-/// One document's text and the 0-based line of the stream it starts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Source {
+/// One document's text (a slice of the stream) and the 0-based line of the stream it starts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Source<'a> {
     /// Lines before the document in the stream (added to parser line numbers).
     pub(crate) first_line: u64,
     /// The document's text.
-    pub(crate) text: String,
+    pub(crate) text: &'a str,
 }
 
-/// The documents of a stream, in order.
-pub(crate) fn documents(text: &str) -> Vec<Source> {
+/// The documents of a stream, in order, as slices of it (nothing is copied).
+pub(crate) fn documents(text: &str) -> Vec<Source<'_>> {
     let mut documents = Vec::new();
-    let mut current = Source {
-        first_line: 0,
-        text: String::new(),
-    };
+    let mut first_line = 0;
+    let mut start = 0; // byte offset where the current document's text starts
+    let mut offset = 0; // byte offset of the current line
     let mut started = false; // whether the current document holds anything, marker included
     for (line_number, line) in (0u64..).zip(text.split_inclusive('\n')) {
+        let line_start = offset;
+        offset += line.len();
         if let Some(rest) = marker(line, "---") {
-            if started || !is_blank(&current.text) {
-                documents.push(current);
+            let previous = &text[start..line_start];
+            if started || !is_blank(previous) {
+                documents.push(Source {
+                    first_line,
+                    text: previous,
+                });
             }
-            current = Source {
-                first_line: line_number,
-                text: rest.to_owned(),
-            };
+            first_line = line_number;
+            start = offset - rest.len();
             started = true;
         } else if marker(line, "...").is_some() {
-            documents.push(current);
-            current = Source {
-                first_line: line_number + 1,
-                text: String::new(),
-            };
+            documents.push(Source {
+                first_line,
+                text: &text[start..line_start],
+            });
+            first_line = line_number + 1;
+            start = offset;
             started = false;
-        } else {
-            current.text.push_str(line);
         }
     }
-    if started || !is_blank(&current.text) || documents.is_empty() {
-        documents.push(current);
+    let last = &text[start..];
+    if started || !is_blank(last) || documents.is_empty() {
+        documents.push(Source {
+            first_line,
+            text: last,
+        });
     }
     documents
 }

@@ -10,6 +10,10 @@
 //! - the hash alone: the Go-compatible dump into FNV-1a, FNV-1a over the dumped bytes, and
 //!   SHA-256 over the same bytes.
 //!
+//! - peak memory: the release binary's peak RSS (`/usr/bin/time -f %M`) for `refs`, default
+//!   `render` and referenced `render` on a generated stream of `ROLLSAFE_BENCH_RSS_MB` MB
+//!   (default 200), printed against the input size.
+//!
 //! Prints medians and the ratios against the baseline. No assertions: figures only.
 
 // The stream is generated here, so a failure to parse or render it is a bug in this file.
@@ -27,6 +31,10 @@ const COMPONENTS: usize = 200;
 const RUNS: usize = 5;
 
 fn generate() -> String {
+    generate_components(COMPONENTS)
+}
+
+fn generate_components(components: usize) -> String {
     let mut out = String::new();
     let filler = |seed: usize, len: usize| -> String {
         let mut text = String::with_capacity(len);
@@ -39,7 +47,7 @@ fn generate() -> String {
         }
         text
     };
-    for c in 0..COMPONENTS {
+    for c in 0..components {
         let ns = format!("team-{}", c % 10);
         for i in 0..4 {
             out.push_str(&format!(
@@ -104,6 +112,92 @@ fn render_stream(text: &str, previous: Option<&str>, settings: &Settings) -> Str
         .map(|m| m.objects().map(|(_, o)| o).collect());
     render::render(&mut set.objects_mut(), previous.as_deref(), settings).expect("render succeeds");
     set.to_yaml().expect("emits")
+}
+
+/// Peak RSS in bytes of the binary run with `args` (stdout discarded), or why not.
+fn peak_rss(args: &[&str]) -> Result<u64, String> {
+    let time = std::path::Path::new("/usr/bin/time");
+    if !time.exists() {
+        return Err("/usr/bin/time is missing".to_owned());
+    }
+    let output = std::process::Command::new(time)
+        .args(["-f", "%M", env!("CARGO_BIN_EXE_rollsafe")])
+        .args(args)
+        .env_remove("REFERENCED_CONFIG_ROLLOUT")
+        .env("KUBECONFIG", "/nonexistent")
+        .stdout(std::process::Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        return Err(format!("exit {:?}", output.status.code()));
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let kilobytes: u64 = stderr
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| "no figure from /usr/bin/time".to_owned())?;
+    Ok(kilobytes * 1024)
+}
+
+fn memory() {
+    let megabytes: usize = std::env::var("ROLLSAFE_BENCH_RSS_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    // ~49.5 kB per component.
+    let text = generate_components(megabytes * 1_000_000 / 49_500);
+    let dir = std::env::temp_dir().join(format!("rollsafe-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let input = dir.join("input.yaml");
+    std::fs::write(&input, &text).expect("write input");
+    let previous = dir.join("previous.yaml");
+    let rendered = std::process::Command::new(env!("CARGO_BIN_EXE_rollsafe"))
+        .args([
+            "render",
+            "--referenced-config-rollout",
+            "--previous",
+            "/dev/null",
+        ])
+        .arg(&input)
+        .env_remove("REFERENCED_CONFIG_ROLLOUT")
+        .env("KUBECONFIG", "/nonexistent")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .expect("render runs");
+    std::fs::write(&previous, &rendered.stdout).expect("write previous");
+    let input_bytes = text.len() as u64;
+    drop(text);
+    let input = input.to_str().expect("utf-8 path");
+    let previous = previous.to_str().expect("utf-8 path");
+    println!(
+        "peak RSS against an input of {:.1} MB:",
+        input_bytes as f64 / 1e6
+    );
+    for (name, args) in [
+        ("refs", vec!["refs", input]),
+        ("render (default mode)", vec!["render", input]),
+        (
+            "render (referenced, --previous of the same size)",
+            vec![
+                "render",
+                "--referenced-config-rollout",
+                "--previous",
+                previous,
+                input,
+            ],
+        ),
+    ] {
+        match peak_rss(&args) {
+            Ok(bytes) => println!(
+                "  {name:<50} {:>8.1} MB  ratio {:.2}",
+                bytes as f64 / 1e6,
+                bytes as f64 / input_bytes as f64
+            ),
+            Err(why) => println!("  {name:<50} skipped: {why}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn mb_per_s(bytes: usize, time: Duration) -> f64 {
@@ -218,4 +312,6 @@ fn main() {
         "FNV-1a / SHA-256 throughput ratio: {:.2}",
         sha.as_secs_f64() / fnv.as_secs_f64()
     );
+
+    memory();
 }

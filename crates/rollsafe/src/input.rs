@@ -12,10 +12,8 @@ pub const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
 /// Reads and parses the inputs in order into one set; none (or `-`) means stdin. An error
 /// names the input and, for invalid YAML, the document.
 pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<ManifestSet> {
-    let stdin = [PathBuf::from("-")];
-    let paths = if paths.is_empty() { &stdin[..] } else { paths };
     let mut set = ManifestSet::new();
-    for path in paths {
+    for path in &self::paths(paths) {
         read_into(&mut set, path)?;
     }
     Ok(set)
@@ -29,6 +27,22 @@ pub fn read_one(path: &Path) -> anyhow::Result<ManifestSet> {
 }
 
 fn read_into(set: &mut ManifestSet, path: &Path) -> anyhow::Result<()> {
+    let (label, text) = read_text(path)?;
+    set.parse_input(label, &text)?;
+    Ok(())
+}
+
+/// The inputs' paths: none means stdin.
+pub fn paths(paths: &[PathBuf]) -> Vec<PathBuf> {
+    if paths.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        paths.to_vec()
+    }
+}
+
+/// Reads one input's text and its label (the path, or `<stdin>` for `-`).
+pub fn read_text(path: &Path) -> anyhow::Result<(String, String)> {
     let (label, reader): (String, Box<dyn Read>) = if path.as_os_str() == "-" {
         ("<stdin>".to_owned(), Box::new(std::io::stdin()))
     } else {
@@ -44,6 +58,5 @@ fn read_into(set: &mut ManifestSet, path: &Path) -> anyhow::Result<()> {
     if text.len() as u64 > MAX_INPUT_BYTES {
         anyhow::bail!("{label}: larger than {MAX_INPUT_BYTES} bytes");
     }
-    set.parse_input(label, &text)?;
-    Ok(())
+    Ok((label, text))
 }

@@ -10,6 +10,9 @@ use rollsafe_core::workload::WorkloadKind;
 use serde::Serialize;
 use serde_json::Value;
 
+use anyhow::Context as _;
+use rollsafe_manifest::Manifest;
+
 use crate::input;
 
 /// Print, as one JSON array, every Deployment, StatefulSet and DaemonSet in the manifests with
@@ -67,12 +70,19 @@ impl WorkloadReferences {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let set = input::read_all(&args.files)?;
-    let workloads: Vec<WorkloadReferences> = set
-        .objects()
-        .into_iter()
-        .filter_map(WorkloadReferences::of)
-        .collect();
+    // One input's text and one parsed document at a time: only the references are kept.
+    let mut workloads: Vec<WorkloadReferences> = Vec::new();
+    for path in input::paths(&args.files) {
+        let (label, text) = input::read_text(&path)?;
+        for document in Manifest::documents(&text) {
+            let document = document.with_context(|| label.clone())?;
+            workloads.extend(
+                document
+                    .objects()
+                    .filter_map(|(_, object)| WorkloadReferences::of(object)),
+            );
+        }
+    }
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &workloads)?;
     writeln!(out)?;

@@ -341,7 +341,9 @@ fn render_inputs(
         Err(error) => return Err(located(&set, error.index(), &error)),
     };
     report_missing_previous(&set, &updates, &settings, strict_previous)?;
-    Ok(set.to_yaml()?)
+    drop(previous_objects);
+    drop(previous);
+    Ok(set.into_yaml()?)
 }
 
 /// The live copies of the workloads `set` names, and the release namespace used.
