@@ -1,7 +1,9 @@
 //! The resource table: every API resource the emulator serves, with what discovery reports and
 //! the registry strategy that applies to it.
 
-use crate::registry::strategy::{self, Strategy, configmap, namespace, rbac, secret, workloads};
+use crate::registry::strategy::{
+    self, Strategy, configmap, event, namespace, rbac, secret, workloads,
+};
 
 /// How objects of a resource are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +42,21 @@ pub struct ResourceDef {
     pub generation: bool,
     /// Defaulting, validation and the controller simulation of this resource.
     pub strategy: &'static Strategy,
+    /// Set when this resource is another version of a stored one (`events.k8s.io/v1` Events are
+    /// core `v1` Events): objects are kept once, in the stored resource's form, and converted
+    /// at the edges.
+    pub view: Option<&'static View>,
+}
+
+/// How a resource that is a view of another converts to and from the stored form.
+#[derive(Debug)]
+pub struct View {
+    /// The resource whose objects this one shows.
+    pub stored: ResId,
+    /// Stored form → this resource's form (including `apiVersion` and `kind`).
+    pub to_view: fn(&serde_json::Value) -> serde_json::Value,
+    /// This resource's form → stored form.
+    pub from_view: fn(&serde_json::Value) -> serde_json::Value,
 }
 
 const STORED_VERBS: &[&str] = &[
@@ -118,6 +135,7 @@ macro_rules! res {
             subresources: $sub,
             generation: $gen,
             strategy: $strategy,
+            view: None,
         }
     };
 }
@@ -364,6 +382,37 @@ pub static RESOURCES: &[ResourceDef] = &[
         false,
         &strategy::DEFAULT
     ),
+    res!(
+        "",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        true,
+        &["ev"],
+        Stored,
+        false,
+        &[],
+        false,
+        &strategy::DEFAULT
+    ),
+    ResourceDef {
+        view: Some(&event::EVENTS_V1),
+        ..res!(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "event",
+            "Event",
+            true,
+            &["ev"],
+            Stored,
+            false,
+            &[],
+            false,
+            &strategy::DEFAULT
+        )
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -387,9 +436,22 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<ResId> {
         .map(id_of)
 }
 
-/// Finds a resource by plural alone (plurals are unique in the table).
+/// Finds a resource by plural alone: the first in the table, so the core group wins
+/// (`events`), as kubectl's resource mapper prefers it; `events.events.k8s.io` names the other.
 pub fn find_plural(plural: &str) -> Option<ResId> {
-    RESOURCES.iter().position(|r| r.plural == plural).map(id_of)
+    let by_plural = RESOURCES.iter().position(|r| r.plural == plural);
+    let qualified = || {
+        let (p, group) = plural.split_once('.')?;
+        RESOURCES
+            .iter()
+            .position(|r| r.plural == p && r.group == group)
+    };
+    by_plural.or_else(qualified).map(id_of)
+}
+
+/// The resource whose objects a request on `res` reads and writes (itself, unless a view).
+pub fn stored(res: ResId) -> ResId {
+    def(res).view.map_or(res, |v| v.stored)
 }
 
 /// Finds a resource by `apiVersion` and `kind`.
@@ -439,6 +501,8 @@ pub mod ids {
     pub const SELFSUBJECTREVIEWS: ResId = 14;
     pub const SELFSUBJECTACCESSREVIEWS: ResId = 15;
     pub const SUBJECTACCESSREVIEWS: ResId = 16;
+    pub const EVENTS: ResId = 17;
+    pub const EVENTS_V1: ResId = 18;
 }
 
 #[cfg(test)]
@@ -470,9 +534,19 @@ mod tests {
     }
 
     #[test]
-    fn plurals_are_unique() {
+    fn plurals_find_the_first_resource_and_qualified_plurals_the_others() {
         for (i, r) in RESOURCES.iter().enumerate() {
-            assert_eq!(find_plural(r.plural), Some(id_of(i)));
+            let first = RESOURCES.iter().position(|x| x.plural == r.plural);
+            assert_eq!(find_plural(r.plural), first.map(id_of));
+            if first != Some(i) {
+                assert_eq!(
+                    find_plural(&format!("{}.{}", r.plural, r.group)),
+                    Some(id_of(i))
+                );
+            }
         }
+        assert_eq!(def(ids::EVENTS).group, "");
+        assert_eq!(def(ids::EVENTS_V1).group, "events.k8s.io");
+        assert_eq!(stored(ids::EVENTS_V1), ids::EVENTS);
     }
 }

@@ -939,3 +939,54 @@ async fn every_kubectl_release_applies_replaces_and_diffs_files() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_shows_events() {
+    let (emu, k) = setup().await;
+    let mut web = deployment("shop", "web");
+    web["spec"]["replicas"] = json!(2);
+    emu.put_object(web).unwrap();
+    for binary in kubectl_releases() {
+        let label = binary.display().to_string();
+        let out = run_release(&k, &binary, &["-n", "shop", "events"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("ScalingReplicaSet"), "{label}: {stdout}");
+        assert!(
+            stdout.contains("deployment/web") || stdout.contains("Deployment/web"),
+            "{label}: {stdout}"
+        );
+        assert!(stdout.contains("from 0 to 2"), "{label}: {stdout}");
+        let out = run_release(&k, &binary, &["-n", "shop", "get", "events", "-o", "name"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.trim().starts_with("event/web."), "{label}: {stdout}");
+        let out = run_release(
+            &k,
+            &binary,
+            &[
+                "-n",
+                "shop",
+                "get",
+                "events.v1.events.k8s.io",
+                "-o",
+                "jsonpath={.items[0].note}",
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("from 0 to 2"), "{label}: {stdout}");
+    }
+}

@@ -11,6 +11,10 @@ pub fn create(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let mut obj = decode_body(c)?;
     check_type(&obj, c.info.res)?;
     set_namespace(&mut obj, c)?;
-    let created = c.shared.store().create_with(c.info.res, obj, c.write())?;
-    Ok(json(201, &created))
+    let obj = c.to_stored(obj);
+    let created = c
+        .shared
+        .store()
+        .create_with(c.stored_res(), obj, c.write())?;
+    Ok(json(201, &c.shown(&created)))
 }

@@ -40,7 +40,7 @@ pub fn delete(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let deleted = c
         .shared
         .store()
-        .delete_with(c.info.res, c.ns(), c.name(), &pre, write)?;
+        .delete_with(c.stored_res(), c.ns(), c.name(), &pre, write)?;
     if c.info.res == ids::NAMESPACES {
         let mut obj = (*deleted).clone();
         obj["status"] = json!({"phase": "Terminating"});
@@ -66,14 +66,14 @@ pub fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let (labels, fields) = selectors(c.query)?;
     let mut store = c.shared.store();
     let keys: Vec<Key> = store
-        .range(c.info.res, c.info.namespace.as_deref(), None)
+        .range(c.stored_res(), c.info.namespace.as_deref(), None)
         .filter(|(_, v)| labels.matches(v) && fields.matches(v))
         .map(|(k, _)| k.clone())
         .collect();
     let mut items = Vec::new();
     for (res, ns, name) in keys {
         if let Ok(obj) = store.delete_with(res, &ns, &name, &Preconditions::default(), c.write()) {
-            items.push((*obj).clone());
+            items.push(c.shown(&obj).into_owned());
         }
     }
     let rv = store.current_rv();

@@ -14,11 +14,11 @@ pub fn get(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let obj = c
         .shared
         .store()
-        .get(c.info.res, c.ns(), c.name())
+        .get(c.stored_res(), c.ns(), c.name())
         .cloned()
         .ok_or_else(|| ApiError::not_found(d, c.name()))?;
     if c.sub() == Some("scale") {
         return Ok(json(200, &scale_of(&obj)));
     }
-    Ok(json(200, &obj))
+    Ok(json(200, &c.shown(&obj)))
 }

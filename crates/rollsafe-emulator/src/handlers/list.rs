@@ -199,7 +199,7 @@ pub fn list(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
             } else {
                 tok.rv as u64
             };
-            (rv, Some(tok.after_key(c.info.res)))
+            (rv, Some(tok.after_key(c.stored_res())))
         }
         None => {
             if corruption == Some(ListCorruption::ExpiredContinue) {
@@ -221,7 +221,7 @@ pub fn list(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let mut last_key: Option<Key> = None;
     let mut more = false;
     let mut remaining = 0usize;
-    let mut iter = store.range(c.info.res, c.info.namespace.as_deref(), after.as_ref());
+    let mut iter = store.range(c.stored_res(), c.info.namespace.as_deref(), after.as_ref());
     while let Some((k, v)) = iter.next() {
         if want.is_some_and(|w| items.len() >= w) {
             more = true;
@@ -298,7 +298,7 @@ pub fn list(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         }
         write_item(
             &mut buf,
-            item,
+            &c.shown(item),
             !d.custom,
             if i == 0 { drop_field } else { None },
         );

@@ -84,6 +84,28 @@ impl Call<'_> {
         self.info.name.as_deref().unwrap_or("")
     }
 
+    /// The resource whose objects this request reads and writes: the request's own, or the
+    /// stored one when it is a view (`events.k8s.io/v1` Events are core Events).
+    pub fn stored_res(&self) -> ResId {
+        crate::resources::stored(self.info.res)
+    }
+
+    /// A stored object as this request's resource shows it.
+    pub fn shown<'v>(&self, obj: &'v Value) -> std::borrow::Cow<'v, Value> {
+        match def(self.info.res).view {
+            Some(view) => std::borrow::Cow::Owned((view.to_view)(obj)),
+            None => std::borrow::Cow::Borrowed(obj),
+        }
+    }
+
+    /// An object in this request's form, in the stored form.
+    pub fn to_stored(&self, obj: Value) -> Value {
+        match def(self.info.res).view {
+            Some(view) => (view.from_view)(&obj),
+            None => obj,
+        }
+    }
+
     /// Whether the write is kept (`dryRun=All` keeps nothing); checked in [`dispatch`].
     pub fn write(&self) -> Write {
         write_mode(self.query, self.info.verb).unwrap_or(Write::Commit)

@@ -39,15 +39,16 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         ));
     }
     let mut store = c.shared.store();
-    let Some(current) = store.get(c.info.res, c.ns(), c.name()).cloned() else {
+    let Some(current) = store.get(c.stored_res(), c.ns(), c.name()).cloned() else {
         if kind == PatchKind::Apply && c.sub().is_none() {
             let decoded = patch::decode(kind, c.body)?;
             let mut obj = patch::apply(&decoded, &json!({}))?;
             check_type(&obj, c.info.res)?;
             check_name(&mut obj, c)?;
             set_namespace(&mut obj, c)?;
-            let created = store.create_with(c.info.res, obj, c.write())?;
-            return Ok(json(201, &created));
+            let obj = c.to_stored(obj);
+            let created = store.create_with(c.stored_res(), obj, c.write())?;
+            return Ok(json(201, &c.shown(&created)));
         }
         return Err(ApiError::not_found(d, c.name()));
     };
@@ -74,7 +75,7 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         )?;
         return Ok(json(200, &scale_of(&stored)));
     }
-    let mut patched = patch::apply(&decoded, &current)?;
+    let mut patched = patch::apply(&decoded, &c.shown(&current))?;
     let name_now = patched
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -94,6 +95,8 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     } else {
         UpdateMode::Patch
     };
-    let (stored, _) = store.update_with(c.info.res, c.ns(), c.name(), patched, mode, c.write())?;
-    Ok(json(200, &stored))
+    let patched = c.to_stored(patched);
+    let (stored, _) =
+        store.update_with(c.stored_res(), c.ns(), c.name(), patched, mode, c.write())?;
+    Ok(json(200, &c.shown(&stored)))
 }

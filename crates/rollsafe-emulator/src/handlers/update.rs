@@ -42,6 +42,7 @@ pub fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     check_type(&obj, c.info.res)?;
     check_name(&mut obj, c)?;
     set_namespace(&mut obj, c)?;
+    let obj = c.to_stored(obj);
     let mode = if c.sub() == Some("status") {
         UpdateMode::Status
     } else {
@@ -50,6 +51,6 @@ pub fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let (stored, _) =
         c.shared
             .store()
-            .update_with(c.info.res, c.ns(), c.name(), obj, mode, c.write())?;
-    Ok(json(200, &stored))
+            .update_with(c.stored_res(), c.ns(), c.name(), obj, mode, c.write())?;
+    Ok(json(200, &c.shown(&stored)))
 }

@@ -17,7 +17,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::handlers::{Call, list_options_invalid, selectors};
 use crate::query::{FieldSelector, LabelSelector};
 use crate::registry::{Event, EventType};
-use crate::resources::{ResId, def};
+use crate::resources::{ResId, View, def};
 use crate::server::Body;
 use crate::status::{self, ApiError, FieldCause};
 
@@ -40,6 +40,8 @@ struct WatchSpec {
     bookmark_interval: Duration,
     api_version: String,
     kind: &'static str,
+    /// Set when the watched resource is a view of the stored one.
+    view: Option<&'static View>,
 }
 
 impl WatchSpec {
@@ -48,6 +50,23 @@ impl WatchSpec {
             && self.namespace.as_deref().is_none_or(|n| n == e.namespace)
             && self.labels.matches(&e.object)
             && self.fields.matches(&e.object)
+    }
+
+    /// A watch line for a stored object, in the watched resource's form.
+    fn line(&self, kind: &str, object: &Value) -> Bytes {
+        match self.view {
+            Some(view) => line(kind, &(view.to_view)(object)),
+            None => line(kind, object),
+        }
+    }
+
+    fn event_line(&self, e: &Event) -> Bytes {
+        let kind = match e.kind {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        };
+        self.line(kind, &e.object)
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -68,15 +87,6 @@ fn line(kind: &str, object: &Value) -> Bytes {
     let _ = serde_json::to_writer(&mut buf, object);
     buf.extend_from_slice(b"}\n");
     Bytes::from(buf)
-}
-
-fn event_line(e: &Event) -> Bytes {
-    let kind = match e.kind {
-        EventType::Added => "ADDED",
-        EventType::Modified => "MODIFIED",
-        EventType::Deleted => "DELETED",
-    };
-    line(kind, &e.object)
 }
 
 fn too_old_line(requested: u64, oldest: u64) -> Bytes {
@@ -118,7 +128,7 @@ pub fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     };
     let initial = send_initial.unwrap_or(since.is_none());
     let spec = WatchSpec {
-        res: c.info.res,
+        res: c.stored_res(),
         namespace: c.info.namespace.clone(),
         labels,
         fields,
@@ -128,13 +138,14 @@ pub fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         bookmark_interval: c.shared.bookmark_interval,
         api_version: d.api_version(),
         kind: d.kind,
+        view: d.view,
     };
     let store = c.shared.store();
     let mut initial_lines = Vec::new();
     let (rx, replay, too_old, start_rv) = if initial {
-        for (_, obj) in store.range(c.info.res, c.info.namespace.as_deref(), None) {
+        for (_, obj) in store.range(spec.res, c.info.namespace.as_deref(), None) {
             if spec.labels.matches(obj) && spec.fields.matches(obj) {
-                initial_lines.push(line("ADDED", obj));
+                initial_lines.push(spec.line("ADDED", obj));
             }
         }
         (store.subscribe(), Vec::new(), None, store.current_rv())
@@ -210,7 +221,7 @@ async fn run_watch(
     }
     for e in replay {
         last_rv = last_rv.max(e.rv);
-        if spec.matches(&e) && tx.send(event_line(&e)).await.is_err() {
+        if spec.matches(&e) && tx.send(spec.event_line(&e)).await.is_err() {
             return;
         }
     }
@@ -225,7 +236,7 @@ async fn run_watch(
                         continue;
                     }
                     last_rv = e.rv;
-                    if spec.matches(&e) && tx.send(event_line(&e)).await.is_err() {
+                    if spec.matches(&e) && tx.send(spec.event_line(&e)).await.is_err() {
                         return;
                     }
                 }

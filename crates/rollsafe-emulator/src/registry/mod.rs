@@ -366,6 +366,7 @@ impl Store {
         let stored = Arc::new(obj);
         self.objects.insert(key, stored.clone());
         self.emit(res, &ns, EventType::Added, stored.clone(), rv);
+        self.record_events(d, &stored, None, false);
         Ok(stored)
     }
 
@@ -497,7 +498,28 @@ impl Store {
         let stored = Arc::new(new);
         self.objects.insert(key, stored.clone());
         self.emit(res, ns, EventType::Modified, stored.clone(), rv);
+        if mode != UpdateMode::Status {
+            self.record_events(d, &stored, Some(&old), template_changed);
+        }
         Ok((stored, true))
+    }
+
+    /// Stores the Events a workload's controller would record for a committed change.
+    fn record_events(
+        &mut self,
+        d: &ResourceDef,
+        obj: &Value,
+        old: Option<&Value>,
+        template_changed: bool,
+    ) {
+        let Some(workload) = d.strategy.workload else {
+            return;
+        };
+        for event in (workload.events)(obj, old, template_changed) {
+            if let Err(error) = self.create(ids::EVENTS, event) {
+                tracing::warn!(%error, "recording an Event failed");
+            }
+        }
     }
 
     fn record_rollout(&mut self, d: &ResourceDef, obj: &Value) {

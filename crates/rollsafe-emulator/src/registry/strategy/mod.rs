@@ -4,6 +4,7 @@
 //! [`prepare`], [`validate`] and [`sync`] and never asks which kind it holds.
 
 pub mod configmap;
+pub mod event;
 pub mod namespace;
 pub mod rbac;
 pub mod secret;

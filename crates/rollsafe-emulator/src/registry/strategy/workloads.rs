@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{DEFAULT, Strategy, default, object_at};
+use super::{DEFAULT, Strategy, default, event, object_at};
 use crate::registry::{meta_mut, meta_str};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, FieldCause};
@@ -19,6 +19,9 @@ pub struct Workload {
     pub partitioned: bool,
     /// The controller simulation: `(object, old, template_changed)`.
     pub sync: fn(&mut Value, Option<&Value>, bool),
+    /// The Events the controller records for a committed change: `(object, old,
+    /// template_changed)`.
+    pub events: fn(&Value, Option<&Value>, bool) -> Vec<Value>,
 }
 
 /// Deployments.
@@ -29,6 +32,7 @@ pub static DEPLOYMENT: Strategy = Strategy {
         generation_on_annotations: true,
         partitioned: false,
         sync: sync_deployment,
+        events: deployment_events,
     }),
     ..DEFAULT
 };
@@ -41,6 +45,7 @@ pub static STATEFULSET: Strategy = Strategy {
         generation_on_annotations: false,
         partitioned: true,
         sync: sync_statefulset,
+        events: no_events,
     }),
     ..DEFAULT
 };
@@ -53,6 +58,7 @@ pub static DAEMONSET: Strategy = Strategy {
         generation_on_annotations: false,
         partitioned: false,
         sync: sync_daemonset,
+        events: no_events,
     }),
     ..DEFAULT
 };
@@ -243,6 +249,72 @@ fn sync_daemonset(obj: &mut Value, old: Option<&Value>, template_changed: bool) 
         spec.insert("templateGeneration".into(), json!(tg));
     }
     set_status(obj, status);
+}
+
+fn no_events(_: &Value, _: Option<&Value>, _: bool) -> Vec<Value> {
+    Vec::new()
+}
+
+/// The name of the ReplicaSet of a Deployment's current template: `<name>-<hash>`, the hash
+/// in the alphabet of the real `pod-template-hash` (its value differs: the real one is an FNV
+/// hash of the Go template struct).
+pub fn replica_set_name(obj: &Value) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    obj.pointer("/spec/template")
+        .map(Value::to_string)
+        .unwrap_or_default()
+        .hash(&mut h);
+    let mut n = h.finish();
+    let hash: String = (0..10)
+        .map(|_| {
+            let c = ALPHABET[(n % ALPHABET.len() as u64) as usize];
+            n /= ALPHABET.len() as u64;
+            char::from(c)
+        })
+        .collect();
+    format!("{}-{hash}", meta_str(obj, "name").unwrap_or(""))
+}
+
+/// What the deployment controller records (`ScalingReplicaSet`): the new ReplicaSet scaled up
+/// on create and on a rolled template change (and the old one down), or the current one scaled
+/// on a replica change.
+fn deployment_events(obj: &Value, old: Option<&Value>, template_changed: bool) -> Vec<Value> {
+    if obj.pointer("/spec/paused") == Some(&Value::Bool(true)) {
+        return Vec::new();
+    }
+    let scaled = |rs: &str, from: i64, to: i64| {
+        let direction = if to > from { "up" } else { "down" };
+        event::about(
+            obj,
+            "Deployment",
+            "apps/v1",
+            "deployment-controller",
+            "ScalingReplicaSet",
+            &format!("Scaled {direction} replica set {rs} from {from} to {to}"),
+        )
+    };
+    let replicas = replicas(obj);
+    match old {
+        None if replicas > 0 => vec![scaled(&replica_set_name(obj), 0, replicas)],
+        None => Vec::new(),
+        Some(old) => {
+            let old_replicas = self::replicas(old);
+            let mut out = Vec::new();
+            if template_changed {
+                if replicas > 0 {
+                    out.push(scaled(&replica_set_name(obj), 0, replicas));
+                }
+                if old_replicas > 0 {
+                    out.push(scaled(&replica_set_name(old), old_replicas, 0));
+                }
+            } else if replicas != old_replicas {
+                out.push(scaled(&replica_set_name(obj), old_replicas, replicas));
+            }
+            out
+        }
+    }
 }
 
 /// Why a template change of `obj` rolls no pods: `Paused`, `OnDelete` or `Partition`; `None`

@@ -1,0 +1,129 @@
+//! Events: core `v1` and `events.k8s.io/v1` are one store seen two ways, and the deployment
+//! controller simulation records `ScalingReplicaSet` Events as the real one does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Event as CoreEvent;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+#[tokio::test]
+async fn the_deployment_controller_records_scaling_events() {
+    let emu = start().await;
+    let client = client(&emu, "admin").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
+    let mut web = deployment("shop", "web");
+    web["spec"]["replicas"] = json!(3);
+    deployments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(web).unwrap(),
+        )
+        .await
+        .unwrap();
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"spec": {"template": {"metadata": {"annotations": {"x": "1"}}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "shop");
+    let list = core.list(&ListParams::default()).await.unwrap();
+    let messages: Vec<String> = list
+        .items
+        .iter()
+        .map(|e| e.message.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert!(
+        messages[0].starts_with("Scaled up replica set web-")
+            && messages[0].ends_with(" from 0 to 3"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[2].starts_with("Scaled down replica set web-")
+            && messages[2].ends_with(" from 3 to 0"),
+        "{messages:?}"
+    );
+    let first = &list.items[0];
+    assert_eq!(first.reason.as_deref(), Some("ScalingReplicaSet"));
+    assert_eq!(first.type_.as_deref(), Some("Normal"));
+    assert_eq!(first.involved_object.kind.as_deref(), Some("Deployment"));
+    assert_eq!(first.involved_object.name.as_deref(), Some("web"));
+    assert_eq!(
+        first.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("deployment-controller")
+    );
+
+    // The same Events through events.k8s.io/v1.
+    let v1: Api<Event> = Api::namespaced(client, "shop");
+    let list = v1.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 3);
+    assert_eq!(list.items[0].note.as_deref(), Some(messages[0].as_str()));
+    assert_eq!(
+        list.items[0]
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.as_deref()),
+        Some("web")
+    );
+    assert_eq!(
+        list.items[0].reporting_controller.as_deref(),
+        Some("deployment-controller")
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn events_written_as_events_k8s_io_are_core_events() {
+    let emu = start().await;
+    let client = client(&emu, "admin").await;
+    let v1: Api<Event> = Api::namespaced(client.clone(), "shop");
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "web.restart"},
+        "eventTime": "2026-11-30T12:00:00.000000Z",
+        "reportingController": "rollsafe.dev/watch",
+        "reportingInstance": "rollsafe-0",
+        "action": "Restart",
+        "reason": "ConfigChanged",
+        "note": "Secret db changed",
+        "type": "Normal",
+        "regarding": {"kind": "Deployment", "namespace": "shop", "name": "web", "apiVersion": "apps/v1"}
+    }))
+    .unwrap();
+    let created = v1.create(&PostParams::default(), &event).await.unwrap();
+    assert_eq!(created.note.as_deref(), Some("Secret db changed"));
+    let stored = emu
+        .get_object("events", Some("shop"), "web.restart")
+        .unwrap();
+    assert_eq!(stored["apiVersion"], "v1");
+    assert_eq!(stored["message"], "Secret db changed");
+    assert_eq!(stored["involvedObject"]["name"], "web");
+    assert_eq!(stored["reportingComponent"], "rollsafe.dev/watch");
+    // A series update through the new API (what event recorders do).
+    let patched = v1
+        .patch(
+            "web.restart",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"series": {"count": 2, "lastObservedTime": "2026-11-30T12:01:00.000000Z"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.series.unwrap().count, 2);
+    let core: Api<CoreEvent> = Api::namespaced(client, "shop");
+    let got = core.get("web.restart").await.unwrap();
+    assert_eq!(got.message.as_deref(), Some("Secret db changed"));
+    assert_eq!(got.series.unwrap().count, Some(2));
+    emu.shutdown().await;
+}
