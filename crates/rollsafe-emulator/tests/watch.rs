@@ -118,3 +118,74 @@ async fn too_old_resource_version_is_an_error_event() {
     assert!(end.is_none(), "the stream ends");
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_selector_watch_sees_objects_enter_and_leave_the_selection() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let emu = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&emu, "admin").await, "shop");
+    let mut stream = api
+        .watch(&WatchParams::default().labels("tier=web").timeout(20), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let cm = |labels: serde_json::Value, data: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "cfg", "namespace": "shop", "labels": labels},
+               "data": {"v": data}})
+    };
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "other", "namespace": "shop", "labels": {"tier": "db"}}});
+    emu.put_object(other).unwrap();
+    emu.put_object(cm(json!({"tier": "web"}), "1")).unwrap(); // ADDED
+    emu.put_object(cm(json!({"tier": "web"}), "2")).unwrap(); // MODIFIED
+    emu.put_object(cm(json!({"tier": "db"}), "3")).unwrap(); // leaves: DELETED
+    let left_rv = emu.resource_version();
+    emu.put_object(cm(json!({"tier": "db"}), "4")).unwrap(); // outside: nothing
+    emu.put_object(cm(json!({"tier": "web"}), "5")).unwrap(); // enters: ADDED
+    emu.delete_object("configmaps", Some("shop"), "cfg")
+        .unwrap(); // DELETED
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        let ev = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let (kind, obj) = match ev {
+            WatchEvent::Added(o) => ("ADDED", o),
+            WatchEvent::Modified(o) => ("MODIFIED", o),
+            WatchEvent::Deleted(o) => ("DELETED", o),
+            other => panic!("unexpected {other:?}"),
+        };
+        let data = obj
+            .data
+            .unwrap_or_default()
+            .get("v")
+            .cloned()
+            .unwrap_or_default();
+        seen.push((
+            kind,
+            obj.metadata.name.unwrap_or_default(),
+            data,
+            obj.metadata.resource_version,
+        ));
+    }
+    let summary: Vec<(&str, &str, &str)> = seen
+        .iter()
+        .map(|(k, n, d, _)| (*k, n.as_str(), d.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("ADDED", "cfg", "1"),
+            ("MODIFIED", "cfg", "2"),
+            // The last state that matched, at the resourceVersion of the change that left.
+            ("DELETED", "cfg", "2"),
+            ("ADDED", "cfg", "5"),
+            ("DELETED", "cfg", "5"),
+        ]
+    );
+    assert_eq!(seen[2].3.as_deref(), Some(left_rv.to_string().as_str()));
+    emu.shutdown().await;
+}

@@ -45,11 +45,36 @@ struct WatchSpec {
 }
 
 impl WatchSpec {
-    fn matches(&self, e: &Event) -> bool {
-        e.res == self.res
-            && self.namespace.as_deref().is_none_or(|n| n == e.namespace)
-            && self.labels.matches(&e.object)
-            && self.fields.matches(&e.object)
+    /// Whether a stored object passes the selectors.
+    fn passes(&self, obj: &Value) -> bool {
+        self.labels.matches(obj) && self.fields.matches(obj)
+    }
+
+    /// The line this watch sends for a change, if any (the real watch cache's
+    /// `convertToWatchEvent`): an object that starts matching the selectors is ADDED, one that
+    /// stops matching is DELETED (its previous state, at the change's resourceVersion).
+    fn render(&self, e: &Event) -> Option<Bytes> {
+        if e.res != self.res || self.namespace.as_deref().is_some_and(|n| n != e.namespace) {
+            return None;
+        }
+        let now = e.kind != EventType::Deleted && self.passes(&e.object);
+        let before = match e.kind {
+            EventType::Deleted => self.passes(&e.object),
+            _ => e.prev.as_deref().is_some_and(|p| self.passes(p)),
+        };
+        match (e.kind, now, before) {
+            (EventType::Deleted, _, true) => Some(self.line("DELETED", &e.object)),
+            (_, true, false) => Some(self.line("ADDED", &e.object)),
+            (_, true, true) => Some(self.line("MODIFIED", &e.object)),
+            (EventType::Modified, false, true) => {
+                let mut last = e.prev.as_deref().cloned().unwrap_or(Value::Null);
+                if let Some(meta) = last.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("resourceVersion".into(), json!(e.rv.to_string()));
+                }
+                Some(self.line("DELETED", &last))
+            }
+            _ => None,
+        }
     }
 
     /// A watch line for a stored object, in the watched resource's form.
@@ -58,15 +83,6 @@ impl WatchSpec {
             Some(view) => line(kind, &(view.to_view)(object)),
             None => line(kind, object),
         }
-    }
-
-    fn event_line(&self, e: &Event) -> Bytes {
-        let kind = match e.kind {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        };
-        self.line(kind, &e.object)
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -144,7 +160,7 @@ pub fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let mut initial_lines = Vec::new();
     let (rx, replay, too_old, start_rv) = if initial {
         for (_, obj) in store.range(spec.res, c.info.namespace.as_deref(), None) {
-            if spec.labels.matches(obj) && spec.fields.matches(obj) {
+            if spec.passes(obj) {
                 initial_lines.push(spec.line("ADDED", obj));
             }
         }
@@ -221,7 +237,9 @@ async fn run_watch(
     }
     for e in replay {
         last_rv = last_rv.max(e.rv);
-        if spec.matches(&e) && tx.send(spec.event_line(&e)).await.is_err() {
+        if let Some(line) = spec.render(&e)
+            && tx.send(line).await.is_err()
+        {
             return;
         }
     }
@@ -236,7 +254,9 @@ async fn run_watch(
                         continue;
                     }
                     last_rv = e.rv;
-                    if spec.matches(&e) && tx.send(spec.event_line(&e)).await.is_err() {
+                    if let Some(line) = spec.render(&e)
+                        && tx.send(line).await.is_err()
+                    {
                         return;
                     }
                 }

@@ -57,6 +57,9 @@ pub struct Event {
     pub kind: EventType,
     /// The object after the change (for DELETED: the last state, with the deletion's RV).
     pub object: Arc<Value>,
+    /// For MODIFIED: the object before the change, so a selector-filtered watch can tell an
+    /// object that started or stopped matching (ADDED / DELETED), as the real watch cache does.
+    pub prev: Option<Arc<Value>>,
 }
 
 /// Preconditions carried by a write.
@@ -272,10 +275,19 @@ impl Store {
         self.rv
     }
 
-    fn emit(&mut self, res: ResId, ns: &str, kind: EventType, object: Arc<Value>, rv: u64) {
+    fn emit(
+        &mut self,
+        res: ResId,
+        ns: &str,
+        kind: EventType,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
+        rv: u64,
+    ) {
         let event = Arc::new(Event {
             rv,
             res,
+            prev,
             namespace: ns.to_string(),
             kind,
             object,
@@ -365,7 +377,7 @@ impl Store {
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let stored = Arc::new(obj);
         self.objects.insert(key, stored.clone());
-        self.emit(res, &ns, EventType::Added, stored.clone(), rv);
+        self.emit(res, &ns, EventType::Added, stored.clone(), None, rv);
         self.record_events(d, &stored, None, false);
         Ok(stored)
     }
@@ -497,7 +509,14 @@ impl Store {
         }
         let stored = Arc::new(new);
         self.objects.insert(key, stored.clone());
-        self.emit(res, ns, EventType::Modified, stored.clone(), rv);
+        self.emit(
+            res,
+            ns,
+            EventType::Modified,
+            stored.clone(),
+            Some(old.clone()),
+            rv,
+        );
         if mode != UpdateMode::Status {
             self.record_events(d, &stored, Some(&old), template_changed);
         }
@@ -602,7 +621,7 @@ impl Store {
         let mut last = (*old).clone();
         meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
         let last = Arc::new(last);
-        self.emit(key.0, &key.1, EventType::Deleted, last.clone(), rv);
+        self.emit(key.0, &key.1, EventType::Deleted, last.clone(), None, rv);
         Some(last)
     }
 
