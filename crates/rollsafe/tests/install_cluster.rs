@@ -105,9 +105,7 @@ fn kubectl_apply(kubectl: &Path, kubeconfig: &Path, objects: &[Value], dir: &Pat
     let output = Command::new(kubectl)
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        // The emulator publishes no per-group OpenAPI documents, which client-side validation
-        // fetches; the server validates what it stores.
-        .args(["--context", "admin", "apply", "--validate=false", "-f"])
+        .args(["--context", "admin", "apply", "-f"])
         .arg(&file)
         .output()
         .unwrap();
