@@ -490,9 +490,11 @@ pub mod ids {
     pub const NAMESPACES: ResId = 0;
     pub const SECRETS: ResId = 1;
     pub const CONFIGMAPS: ResId = 2;
+    pub const SERVICEACCOUNTS: ResId = 3;
     pub const DEPLOYMENTS: ResId = 4;
     pub const STATEFULSETS: ResId = 5;
     pub const DAEMONSETS: ResId = 6;
+    pub const LEASES: ResId = 7;
     pub const ROLES: ResId = 8;
     pub const CLUSTERROLES: ResId = 9;
     pub const ROLEBINDINGS: ResId = 10;

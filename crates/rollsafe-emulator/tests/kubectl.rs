@@ -990,3 +990,98 @@ async fn every_kubectl_release_shows_events() {
         assert!(stdout.contains("from 0 to 2"), "{label}: {stdout}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_prints_the_real_get_columns() {
+    let (emu, k) = setup().await;
+    let mut web = deployment("shop", "web");
+    web["spec"]["replicas"] = json!(3);
+    emu.put_object(web).unwrap();
+    emu.put_object(json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "tls", "namespace": "shop"}, "data": {"tls.crt": "eA==", "tls.key": "eA=="}}))
+        .unwrap();
+    emu.put_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cfg", "namespace": "shop"}, "data": {"a": "1", "b": "2", "c": "3"}}))
+        .unwrap();
+    // Each row's words, by the header's columns.
+    let rows = |out: &str| -> Vec<Vec<String>> {
+        out.lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect()
+    };
+    for binary in kubectl_releases() {
+        let label = binary.display().to_string();
+        let get = |args: &[&str]| {
+            let out = run_release(&k, &binary, args);
+            assert!(
+                out.status.success(),
+                "{label} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            rows(&String::from_utf8_lossy(&out.stdout))
+        };
+        let d = get(&["-n", "shop", "get", "deployments"]);
+        assert_eq!(
+            d[0],
+            ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+            "{label}"
+        );
+        assert_eq!(&d[1][..4], ["web", "3/3", "3", "3"], "{label}");
+        let wide = get(&["-n", "shop", "get", "deployments", "-o", "wide"]);
+        assert_eq!(
+            wide[0],
+            [
+                "NAME",
+                "READY",
+                "UP-TO-DATE",
+                "AVAILABLE",
+                "AGE",
+                "CONTAINERS",
+                "IMAGES",
+                "SELECTOR"
+            ],
+            "{label}"
+        );
+        assert_eq!(
+            &wide[1][5..],
+            ["app", "registry.example/app:1", "app=web"],
+            "{label}"
+        );
+        let one = get(&["-n", "shop", "get", "deployment", "web"]);
+        assert_eq!(&one[1][..2], ["web", "3/3"], "{label}");
+        let s = get(&["-n", "shop", "get", "secret", "tls"]);
+        assert_eq!(s[0], ["NAME", "TYPE", "DATA", "AGE"], "{label}");
+        assert_eq!(&s[1][..3], ["tls", "kubernetes.io/tls", "2"], "{label}");
+        let c = get(&["-n", "shop", "get", "configmap", "cfg"]);
+        assert_eq!(c[0], ["NAME", "DATA", "AGE"], "{label}");
+        assert_eq!(&c[1][..2], ["cfg", "3"], "{label}");
+        let ns = get(&["get", "namespace", "shop"]);
+        assert_eq!(ns[0], ["NAME", "STATUS", "AGE"], "{label}");
+        assert_eq!(&ns[1][..2], ["shop", "Active"], "{label}");
+        let rb = get(&["-n", "shop", "get", "rolebindings", "-o", "wide"]);
+        assert_eq!(
+            rb[0],
+            ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"],
+            "{label}"
+        );
+        assert_eq!(&rb[1][..2], ["bob-edits", "Role/editor"], "{label}");
+        assert_eq!(rb[1][3], "bob", "{label}");
+        let ev = get(&["-n", "shop", "get", "events"]);
+        assert_eq!(
+            ev[0],
+            ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+            "{label}"
+        );
+        assert!(
+            ev[1].contains(&"ScalingReplicaSet".to_string()),
+            "{label}: {ev:?}"
+        );
+        assert!(
+            ev[1].contains(&"deployment/web".to_string()),
+            "{label}: {ev:?}"
+        );
+        // Chunked listing keeps working with tables.
+        let all = get(&["get", "namespaces", "--chunk-size=1"]);
+        assert!(all.len() >= 6, "{label}: {all:?}");
+    }
+}

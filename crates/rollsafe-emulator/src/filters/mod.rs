@@ -158,6 +158,7 @@ async fn serve_inner(
         info: &info,
         query: &query,
         content_type: header(&parts.headers, CONTENT_TYPE).unwrap_or_default(),
+        accept: header(&parts.headers, ACCEPT).unwrap_or_default(),
         body: &body,
         user: &user,
         corruption,

@@ -8,6 +8,7 @@ use crate::http_util::json;
 use crate::resources::def;
 use crate::server::Body;
 use crate::status::ApiError;
+use serde_json::json;
 
 pub fn get(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let d = def(c.info.res);
@@ -19,6 +20,12 @@ pub fn get(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .ok_or_else(|| ApiError::not_found(d, c.name()))?;
     if c.sub() == Some("scale") {
         return Ok(json(200, &scale_of(&obj)));
+    }
+    if crate::handlers::table::wanted(&c.accept) {
+        return Ok(json(
+            200,
+            &crate::handlers::table::table(c, [&*obj], json!({})),
+        ));
     }
     Ok(json(200, &c.shown(&obj)))
 }

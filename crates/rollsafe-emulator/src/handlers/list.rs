@@ -265,6 +265,18 @@ pub fn list(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         _ => {}
     }
 
+    if corruption.is_none() && super::table::wanted(&c.accept) {
+        let mut meta = serde_json::Map::new();
+        meta.insert("resourceVersion".into(), json!(list_rv.to_string()));
+        if let Some(t) = &continue_token {
+            meta.insert("continue".into(), json!(t));
+            if !filtered && more {
+                meta.insert("remainingItemCount".into(), json!(remaining));
+            }
+        }
+        let table = super::table::table(c, items.iter().map(|i| &**i), Value::Object(meta));
+        return Ok(crate::http_util::json(200, &table));
+    }
     let list_kind = d.list_kind();
     let kind = if corruption == Some(ListCorruption::WrongKind) {
         wrong_list_kind(&list_kind).to_string()

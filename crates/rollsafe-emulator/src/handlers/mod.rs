@@ -9,6 +9,7 @@ pub mod nonresource;
 pub mod patch;
 pub mod review;
 pub mod scale;
+pub mod table;
 pub mod update;
 pub mod watch;
 
@@ -35,6 +36,8 @@ pub struct Call<'a> {
     pub query: &'a Query,
     /// `Content-Type` of the body.
     pub content_type: String,
+    /// `Accept` of the request (a Table is answered when it asks for one).
+    pub accept: String,
     /// The request body.
     pub body: &'a [u8],
     /// Who the request acts as (after impersonation).

@@ -1,0 +1,490 @@
+//! `meta.k8s.io/v1` Table responses (what `kubectl get` asks for with
+//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`): the real server's printer columns
+//! per resource (`pkg/printers/internalversion/printers.go`), one table keyed by resource, with
+//! `priority: 1` for the columns `-o wide` adds.
+
+use serde_json::{Map, Value, json};
+
+use crate::handlers::Call;
+use crate::resources::{ResId, def, ids};
+
+/// Whether an `Accept` header asks for a Table (any entry with `as=Table` in `meta.k8s.io`).
+pub fn wanted(accept: &str) -> bool {
+    accept.split(',').any(|entry| {
+        let params: Vec<&str> = entry.split(';').map(str::trim).collect();
+        params.contains(&"as=Table") && params.contains(&"g=meta.k8s.io")
+    })
+}
+
+/// A column: name, type, format, priority.
+type Column = (&'static str, &'static str, &'static str, u8);
+
+const NAME: Column = ("Name", "string", "name", 0);
+const AGE: Column = ("Age", "string", "", 0);
+const CONTAINERS: Column = ("Containers", "string", "", 1);
+const IMAGES: Column = ("Images", "string", "", 1);
+const SELECTOR: Column = ("Selector", "string", "", 1);
+
+/// The columns and the row cells of one resource.
+struct Printer {
+    columns: &'static [Column],
+    cells: fn(&Value, jiff::Timestamp) -> Vec<Value>,
+}
+
+/// The printer of every resource: one table, keyed by resource.
+fn printer(res: ResId) -> Printer {
+    let p = |columns, cells| Printer { columns, cells };
+    match res {
+        ids::NAMESPACES => p(&[NAME, ("Status", "string", "", 0), AGE], |o, now| {
+            vec![name(o), text(o, "/status/phase"), age(o, now)]
+        }),
+        ids::SECRETS => p(
+            &[
+                NAME,
+                ("Type", "string", "", 0),
+                ("Data", "string", "", 0),
+                AGE,
+            ],
+            |o, now| {
+                vec![
+                    name(o),
+                    text(o, "/type"),
+                    json!(count(o, &["/data"])),
+                    age(o, now),
+                ]
+            },
+        ),
+        ids::CONFIGMAPS => p(&[NAME, ("Data", "string", "", 0), AGE], |o, now| {
+            vec![
+                name(o),
+                json!(count(o, &["/data", "/binaryData"])),
+                age(o, now),
+            ]
+        }),
+        ids::SERVICEACCOUNTS => p(&[NAME, ("Secrets", "string", "", 0), AGE], |o, now| {
+            let secrets = o
+                .get("secrets")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            vec![name(o), json!(secrets), age(o, now)]
+        }),
+        ids::DEPLOYMENTS => p(
+            &[
+                NAME,
+                ("Ready", "string", "", 0),
+                ("Up-to-date", "string", "", 0),
+                ("Available", "string", "", 0),
+                AGE,
+                CONTAINERS,
+                IMAGES,
+                SELECTOR,
+            ],
+            |o, now| {
+                let ready = format!(
+                    "{}/{}",
+                    int(o, "/status/readyReplicas"),
+                    int(o, "/spec/replicas")
+                );
+                vec![
+                    name(o),
+                    json!(ready),
+                    json!(int(o, "/status/updatedReplicas")),
+                    json!(int(o, "/status/availableReplicas")),
+                    age(o, now),
+                    containers(o),
+                    images(o),
+                    selector(o),
+                ]
+            },
+        ),
+        ids::STATEFULSETS => p(
+            &[NAME, ("Ready", "string", "", 0), AGE, CONTAINERS, IMAGES],
+            |o, now| {
+                let ready = format!(
+                    "{}/{}",
+                    int(o, "/status/readyReplicas"),
+                    int(o, "/spec/replicas")
+                );
+                vec![name(o), json!(ready), age(o, now), containers(o), images(o)]
+            },
+        ),
+        ids::DAEMONSETS => p(
+            &[
+                NAME,
+                ("Desired", "integer", "", 0),
+                ("Current", "integer", "", 0),
+                ("Ready", "integer", "", 0),
+                ("Up-to-date", "integer", "", 0),
+                ("Available", "integer", "", 0),
+                ("Node Selector", "string", "", 0),
+                AGE,
+                CONTAINERS,
+                IMAGES,
+                SELECTOR,
+            ],
+            |o, now| {
+                vec![
+                    name(o),
+                    json!(int(o, "/status/desiredNumberScheduled")),
+                    json!(int(o, "/status/currentNumberScheduled")),
+                    json!(int(o, "/status/numberReady")),
+                    json!(int(o, "/status/updatedNumberScheduled")),
+                    json!(int(o, "/status/numberAvailable")),
+                    json!(pairs(
+                        o.pointer("/spec/template/spec/nodeSelector"),
+                        "<none>"
+                    )),
+                    age(o, now),
+                    containers(o),
+                    images(o),
+                    selector(o),
+                ]
+            },
+        ),
+        ids::ROLES | ids::CLUSTERROLES => p(&[NAME, ("Created At", "date", "", 0)], |o, _| {
+            vec![name(o), text(o, "/metadata/creationTimestamp")]
+        }),
+        ids::ROLEBINDINGS | ids::CLUSTERROLEBINDINGS => p(
+            &[
+                NAME,
+                ("Role", "string", "", 0),
+                AGE,
+                ("Users", "string", "", 1),
+                ("Groups", "string", "", 1),
+                ("ServiceAccounts", "string", "", 1),
+            ],
+            |o, now| {
+                let role = format!(
+                    "{}/{}",
+                    str_at(o, "/roleRef/kind"),
+                    str_at(o, "/roleRef/name")
+                );
+                vec![
+                    name(o),
+                    json!(role),
+                    age(o, now),
+                    json!(subjects(o, "User")),
+                    json!(subjects(o, "Group")),
+                    json!(subjects(o, "ServiceAccount")),
+                ]
+            },
+        ),
+        ids::LEASES => p(&[NAME, ("Holder", "string", "", 0), AGE], |o, now| {
+            vec![name(o), text(o, "/spec/holderIdentity"), age(o, now)]
+        }),
+        ids::EVENTS => p(
+            &[
+                ("Last Seen", "string", "", 0),
+                ("Type", "string", "", 0),
+                ("Reason", "string", "", 0),
+                ("Object", "string", "", 0),
+                ("Subobject", "string", "", 1),
+                ("Source", "string", "", 1),
+                ("Message", "string", "", 0),
+                ("First Seen", "string", "", 1),
+                ("Count", "integer", "", 1),
+                ("Name", "string", "name", 1),
+            ],
+            |o, now| {
+                let object = format!(
+                    "{}/{}",
+                    str_at(o, "/involvedObject/kind").to_ascii_lowercase(),
+                    str_at(o, "/involvedObject/name")
+                );
+                let source = [str_at(o, "/source/component"), str_at(o, "/source/host")]
+                    .into_iter()
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let last = [
+                    "/lastTimestamp",
+                    "/eventTime",
+                    "/metadata/creationTimestamp",
+                ]
+                .iter()
+                .find_map(|p| o.pointer(p).and_then(Value::as_str))
+                .unwrap_or("");
+                let first = [
+                    "/firstTimestamp",
+                    "/eventTime",
+                    "/metadata/creationTimestamp",
+                ]
+                .iter()
+                .find_map(|p| o.pointer(p).and_then(Value::as_str))
+                .unwrap_or("");
+                vec![
+                    json!(since(last, now)),
+                    text(o, "/type"),
+                    text(o, "/reason"),
+                    json!(object),
+                    text(o, "/involvedObject/fieldPath"),
+                    json!(source),
+                    text(o, "/message"),
+                    json!(since(first, now)),
+                    json!(o.get("count").and_then(Value::as_i64).unwrap_or(1)),
+                    name(o),
+                ]
+            },
+        ),
+        // Custom resources without printer columns, and anything else: name and age.
+        _ => p(&[NAME, AGE], |o, now| vec![name(o), age(o, now)]),
+    }
+}
+
+fn str_at<'a>(o: &'a Value, pointer: &str) -> &'a str {
+    o.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn text(o: &Value, pointer: &str) -> Value {
+    json!(str_at(o, pointer))
+}
+
+fn name(o: &Value) -> Value {
+    text(o, "/metadata/name")
+}
+
+fn int(o: &Value, pointer: &str) -> i64 {
+    o.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn count(o: &Value, pointers: &[&str]) -> usize {
+    pointers
+        .iter()
+        .filter_map(|p| o.pointer(p).and_then(Value::as_object))
+        .map(Map::len)
+        .sum()
+}
+
+fn pairs(map: Option<&Value>, empty: &str) -> String {
+    let joined = map
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    if joined.is_empty() {
+        empty.to_string()
+    } else {
+        joined
+    }
+}
+
+fn container_field(o: &Value, field: &str) -> Value {
+    let list = o
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| c.get(field).and_then(Value::as_str).unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    json!(list)
+}
+
+fn containers(o: &Value) -> Value {
+    container_field(o, "name")
+}
+
+fn images(o: &Value) -> Value {
+    container_field(o, "image")
+}
+
+fn selector(o: &Value) -> Value {
+    json!(pairs(o.pointer("/spec/selector/matchLabels"), "<none>"))
+}
+
+fn subjects(o: &Value, kind: &str) -> String {
+    o.get("subjects")
+        .and_then(Value::as_array)
+        .map(|s| {
+            s.iter()
+                .filter(|s| s.get("kind").and_then(Value::as_str) == Some(kind))
+                .map(|s| {
+                    let name = s.get("name").and_then(Value::as_str).unwrap_or("");
+                    match s.get("namespace").and_then(Value::as_str) {
+                        Some(ns) if kind == "ServiceAccount" => format!("{ns}/{name}"),
+                        _ => name.to_string(),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+fn age(o: &Value, now: jiff::Timestamp) -> Value {
+    json!(since(str_at(o, "/metadata/creationTimestamp"), now))
+}
+
+/// `translateTimestampSince`: the human duration since an RFC 3339 time, `<unknown>` without one.
+fn since(timestamp: &str, now: jiff::Timestamp) -> String {
+    match timestamp.parse::<jiff::Timestamp>() {
+        Ok(t) => human_duration(now.as_second() - t.as_second()),
+        Err(_) => "<unknown>".to_string(),
+    }
+}
+
+/// `k8s.io/apimachinery/pkg/util/duration.HumanDuration`, over whole seconds.
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    if seconds < 0 {
+        return "0s".into();
+    }
+    if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = seconds / 3600;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        return if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{dy}d", hours / 24 / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+/// `?includeObject=`: what each row carries (in the request's form).
+fn row_object(c: &Call<'_>, obj: &Value, include: &str) -> Option<Value> {
+    match include {
+        "None" => None,
+        "Object" => {
+            let d = def(c.info.res);
+            let mut full = c.shown(obj).into_owned();
+            if let Some(map) = full.as_object_mut() {
+                map.insert("apiVersion".into(), json!(d.api_version()));
+                map.insert("kind".into(), json!(d.kind));
+            }
+            Some(full)
+        }
+        _ => Some(json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        })),
+    }
+}
+
+/// The Table of stored `objects`, with the list's metadata (`resourceVersion`, `continue`,
+/// `remainingItemCount`; empty for a single object). `?includeObject=` decides the rows'
+/// objects: `Metadata` (default), `Object` or `None`.
+pub fn table<'v>(
+    c: &Call<'_>,
+    objects: impl IntoIterator<Item = &'v Value>,
+    list_meta: Value,
+) -> Value {
+    let include = c.query.non_empty("includeObject").unwrap_or("Metadata");
+    let printer = printer(c.stored_res());
+    let now = jiff::Timestamp::now();
+    let columns: Vec<Value> = printer
+        .columns
+        .iter()
+        .map(|(name, ty, format, priority)| {
+            let description = if *format == "name" {
+                "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+            } else {
+                ""
+            };
+            json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
+        })
+        .collect();
+    let rows: Vec<Value> = objects
+        .into_iter()
+        .map(|o| {
+            let mut row = json!({"cells": (printer.cells)(o, now)});
+            if let Some(object) = row_object(c, o, include) {
+                row["object"] = object;
+            }
+            row
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "columnDefinitions": columns,
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations_match_the_real_rounding() {
+        let cases = [
+            (-5, "<invalid>"),
+            (-1, "0s"),
+            (0, "0s"),
+            (119, "119s"),
+            (120, "2m"),
+            (125, "2m5s"),
+            (600, "10m"),
+            (179 * 60, "179m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 60 * 7, "3h7m"),
+            (47 * 3600, "47h"),
+            (2 * 86400 + 3 * 3600, "2d3h"),
+            (30 * 86400, "30d"),
+            (3 * 365 * 86400 + 86400, "3y1d"),
+            (9 * 365 * 86400, "9y"),
+        ];
+        for (seconds, want) in cases {
+            assert_eq!(human_duration(seconds), want, "{seconds}");
+        }
+    }
+
+    #[test]
+    fn accept_headers_asking_for_tables() {
+        assert!(wanted(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+        ));
+        assert!(!wanted("application/json"));
+        assert!(!wanted(
+            "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+        ));
+    }
+}
