@@ -1,0 +1,331 @@
+//! The decision for one workload, and the JSON Patch that carries it out.
+//!
+//! Pure: the inputs are the few facts kept per workload ([`Facts`]) and the digest of what it
+//! consumes now; the output is a [`Decision`]. [`Plan::document`] builds the patch from the
+//! core's restart patch builder (the `test` of uid and resourceVersion, then the pod-template
+//! annotation) and appends the metadata record.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use rollsafe_core::name::AnnotationKey;
+use rollsafe_core::patch::{InspectError, RestartPatch};
+use serde_json::{Map, Value};
+
+use crate::annotations::{CONFIG_HASH, CONFIG_RECORD};
+
+/// The annotation that halts a workload (written by the flap stop; removing it resumes).
+pub const HALTED: &str = "rollsafe.dev/halted";
+
+/// Why a patched workload does not roll its pods now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deferral {
+    /// A Deployment with `spec.paused: true`.
+    Paused,
+    /// A StatefulSet or DaemonSet with `updateStrategy.type: OnDelete`.
+    OnDelete,
+    /// A StatefulSet whose `rollingUpdate.partition` is at least its replicas.
+    Partition,
+}
+
+impl Deferral {
+    /// A static label for Events, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deferral::Paused => "Paused",
+            Deferral::OnDelete => "OnDelete",
+            Deferral::Partition => "Partition",
+        }
+    }
+
+    /// Reads a workload object (`kind` is `Deployment`, `StatefulSet` or `DaemonSet`).
+    pub fn of(kind: &str, object: &Value) -> Option<Deferral> {
+        let spec = object.get("spec")?;
+        match kind {
+            "Deployment" => (spec.get("paused").and_then(Value::as_bool) == Some(true))
+                .then_some(Deferral::Paused),
+            "StatefulSet" | "DaemonSet" => {
+                let strategy = spec.get("updateStrategy");
+                let kind_of = strategy.and_then(|s| s.get("type")).and_then(Value::as_str);
+                if kind_of == Some("OnDelete") {
+                    return Some(Deferral::OnDelete);
+                }
+                if kind == "StatefulSet" {
+                    let partition = strategy
+                        .and_then(|s| s.pointer("/rollingUpdate/partition"))
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
+                    let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
+                    if partition > 0 && partition >= replicas {
+                        return Some(Deferral::Partition);
+                    }
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What the decision needs to know of a workload besides its digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    /// Whether it is opted in (a malformed opt-in is `false`).
+    pub watched: bool,
+    /// `rollsafe.dev/config-record` on its metadata.
+    pub record: Option<String>,
+    /// `rollsafe.dev/halted` is present.
+    pub halted: bool,
+    /// Why it would not roll now, if so.
+    pub deferral: Option<Deferral>,
+}
+
+/// What to do with one workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Not opted in: nothing.
+    NotWatched,
+    /// Halted by the flap stop: nothing until the annotation is removed.
+    Halted,
+    /// The record matches what it consumes: nothing.
+    Unchanged,
+    /// First sight (no record): write the record, do not roll.
+    Adopt {
+        /// The digest to record.
+        digest: String,
+    },
+    /// What it consumes changed: set the pod-template annotation and the record. With a
+    /// deferral, the patch is sent but the pods do not roll now.
+    Roll {
+        /// The new digest.
+        digest: String,
+        /// Why the pods will not roll now, if so.
+        deferred: Option<Deferral>,
+    },
+}
+
+impl Decision {
+    /// A static label for logs and metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Decision::NotWatched => "not_watched",
+            Decision::Halted => "halted",
+            Decision::Unchanged => "unchanged",
+            Decision::Adopt { .. } => "adopt",
+            Decision::Roll { deferred: None, .. } => "roll",
+            Decision::Roll {
+                deferred: Some(_), ..
+            } => "deferred",
+        }
+    }
+}
+
+/// Decides for one workload given the digest of what it consumes now.
+pub fn decide(facts: &Facts, digest: &str) -> Decision {
+    if !facts.watched {
+        return Decision::NotWatched;
+    }
+    if facts.halted {
+        return Decision::Halted;
+    }
+    match facts.record.as_deref() {
+        None => Decision::Adopt {
+            digest: digest.to_owned(),
+        },
+        Some(record) if record == digest => Decision::Unchanged,
+        Some(_) => Decision::Roll {
+            digest: digest.to_owned(),
+            deferred: facts.deferral,
+        },
+    }
+}
+
+/// What a workload needs for its patch: the core's inspected restart patch (preconditions and
+/// template shape) and the shape of its own metadata annotations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    restart: RestartPatch,
+    metadata_annotations: bool,
+}
+
+impl Plan {
+    /// Inspects a workload object.
+    pub fn inspect(object: &Value) -> Result<Self, InspectError> {
+        let restart = RestartPatch::inspect(object)?;
+        let metadata_annotations = object
+            .pointer("/metadata/annotations")
+            .is_some_and(Value::is_object);
+        Ok(Self {
+            restart,
+            metadata_annotations,
+        })
+    }
+
+    /// The resourceVersion the patch tests.
+    pub fn resource_version(&self) -> &str {
+        self.restart.preconditions().resource_version()
+    }
+
+    /// The patch: `test` uid, `test` resourceVersion, then (when `roll`) the pod-template
+    /// `rollsafe.dev/config-hash`, then the metadata `rollsafe.dev/config-record`, both set to
+    /// `digest`. `None` when `decision` writes nothing.
+    pub fn document(&self, decision: &Decision) -> Option<Patch> {
+        let (digest, roll) = match decision {
+            Decision::Adopt { digest } => (digest, false),
+            Decision::Roll { digest, .. } => (digest, true),
+            _ => return None,
+        };
+        let template_key: AnnotationKey = CONFIG_HASH.parse().ok()?;
+        let Patch(mut operations) = self.restart.document(&template_key, digest);
+        if !roll {
+            // Keep the two tests only: the record alone, no pod-template change.
+            operations.truncate(2);
+        }
+        let record = Value::String(digest.clone());
+        let (path, value) = if self.metadata_annotations {
+            (
+                PointerBuf::from_tokens(["metadata", "annotations", CONFIG_RECORD]),
+                record,
+            )
+        } else {
+            (
+                PointerBuf::from_tokens(["metadata", "annotations"]),
+                Value::Object(Map::from_iter([(CONFIG_RECORD.to_owned(), record)])),
+            )
+        };
+        operations.push(PatchOperation::Add(AddOperation { path, value }));
+        Some(Patch(operations))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn decision_table() {
+        let facts = |watched, record: Option<&str>, halted, deferral| Facts {
+            watched,
+            record: record.map(str::to_owned),
+            halted,
+            deferral,
+        };
+        let roll = |deferred| Decision::Roll {
+            digest: "v1:b".into(),
+            deferred,
+        };
+        let cases = [
+            (
+                facts(false, Some("v1:a"), false, None),
+                Decision::NotWatched,
+            ),
+            (facts(true, Some("v1:a"), true, None), Decision::Halted),
+            (
+                facts(true, None, false, None),
+                Decision::Adopt {
+                    digest: "v1:b".into(),
+                },
+            ),
+            (facts(true, Some("v1:b"), false, None), Decision::Unchanged),
+            (facts(true, Some("v1:a"), false, None), roll(None)),
+            (
+                facts(true, Some("v1:a"), false, Some(Deferral::Paused)),
+                roll(Some(Deferral::Paused)),
+            ),
+            (
+                facts(true, Some("v1:b"), false, Some(Deferral::OnDelete)),
+                Decision::Unchanged,
+            ),
+        ];
+        for (facts, expected) in cases {
+            assert_eq!(decide(&facts, "v1:b"), expected, "{facts:?}");
+        }
+    }
+
+    #[test]
+    fn deferral_table() {
+        let cases = [
+            (
+                "Deployment",
+                json!({"spec": {"paused": true}}),
+                Some(Deferral::Paused),
+            ),
+            ("Deployment", json!({"spec": {"paused": false}}), None),
+            ("Deployment", json!({"spec": {}}), None),
+            (
+                "DaemonSet",
+                json!({"spec": {"updateStrategy": {"type": "OnDelete"}}}),
+                Some(Deferral::OnDelete),
+            ),
+            (
+                "StatefulSet",
+                json!({"spec": {"updateStrategy": {"type": "OnDelete"}}}),
+                Some(Deferral::OnDelete),
+            ),
+            (
+                "StatefulSet",
+                json!({"spec": {"replicas": 3, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 3}}}}),
+                Some(Deferral::Partition),
+            ),
+            (
+                "StatefulSet",
+                json!({"spec": {"replicas": 3, "updateStrategy": {"rollingUpdate": {"partition": 2}}}}),
+                None,
+            ),
+            (
+                "StatefulSet",
+                json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 1}}}}),
+                Some(Deferral::Partition),
+            ),
+            ("StatefulSet", json!({"spec": {"replicas": 0}}), None),
+        ];
+        for (kind, object, expected) in cases {
+            assert_eq!(Deferral::of(kind, &object), expected, "{kind} {object}");
+        }
+    }
+
+    fn workload(metadata_annotations: Option<Value>) -> Value {
+        let mut metadata = json!({"name": "web", "uid": "u-1", "resourceVersion": "7"});
+        if let Some(a) = metadata_annotations {
+            metadata["annotations"] = a;
+        }
+        json!({"metadata": metadata, "spec": {"template": {"metadata": {"annotations": {}}}}})
+    }
+
+    #[test]
+    fn roll_and_adopt_documents() {
+        let roll = Decision::Roll {
+            digest: "v1:d".into(),
+            deferred: None,
+        };
+        let adopt = Decision::Adopt {
+            digest: "v1:d".into(),
+        };
+        let with = Plan::inspect(&workload(Some(json!({"a": "b"})))).unwrap();
+        assert_eq!(
+            serde_json::to_value(with.document(&roll).unwrap()).unwrap(),
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "add", "path": "/spec/template/metadata/annotations/rollsafe.dev~1config-hash", "value": "v1:d"},
+                {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-record", "value": "v1:d"}
+            ])
+        );
+        let without = Plan::inspect(&workload(None)).unwrap();
+        assert_eq!(
+            serde_json::to_value(without.document(&adopt).unwrap()).unwrap(),
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "add", "path": "/metadata/annotations", "value": {"rollsafe.dev/config-record": "v1:d"}}
+            ])
+        );
+        assert!(with.document(&Decision::Unchanged).is_none());
+        // Applied to the object, the adoption leaves the pod template alone.
+        let mut object = workload(Some(json!({"a": "b"})));
+        let before = object["spec"].clone();
+        json_patch::patch(&mut object, &with.document(&adopt).unwrap()).unwrap();
+        assert_eq!(object["spec"], before);
+        assert_eq!(object["metadata"]["annotations"][CONFIG_RECORD], "v1:d");
+    }
+}

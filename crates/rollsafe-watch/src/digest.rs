@@ -1,0 +1,408 @@
+//! The content-addressed digest of what a workload consumes.
+//!
+//! # Definition (version 1)
+//!
+//! Values are first reduced to a per-key digest, which is all the controller keeps of them:
+//!
+//! ```text
+//! value_digest(v) = SHA-256( "rollsafe.dev/config-value\0v1\0" || u64be(len(v)) || v )
+//! ```
+//!
+//! where `v` is the value's bytes (a Secret's `data` value base64-decoded; a ConfigMap's `data`
+//! value as UTF-8, or its `binaryData` value decoded). The workload digest is over the byte string
+//!
+//! ```text
+//! "rollsafe.dev/config-hash\0v1\0"
+//! u64be(number of objects)
+//! per object, sorted by (kind, name), opted-out objects left out:
+//!   lp(kind) lp(name)                      kind is "ConfigMap" or "Secret"
+//!   0x00                                   the object does not exist, or
+//!   0x01 lp(uid) u64be(number of keys)     it does, then per key, sorted:
+//!     lp(key) 0x00                         the key is absent, or
+//!     lp(key) 0x01 value_digest(value)     it is present
+//! ```
+//!
+//! with `lp(s) = u64be(len(s)) || s`. The keys are the consumed ones: every key the object has
+//! for a whole-object reference, else the referenced keys (present or not). The published value
+//! is `v1:` and the hex SHA-256 of that string, or, with a fingerprint key,
+//! `v1k:` and the hex HMAC-SHA-256 under that key, so that digests of low-entropy Secret values
+//! cannot be checked against guesses by anyone who can read the workload. Golden vectors in the
+//! tests pin the definition: changing it changes every digest and rolls every workload.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use hmac::{Hmac, KeyInit, Mac};
+use rollsafe_core::reference::ConfigRef;
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::consumption::{Consumption, Keys};
+
+/// The domain tag of the workload digest.
+pub const DIGEST_DOMAIN: &[u8] = b"rollsafe.dev/config-hash\0v1\0";
+/// The domain tag of a value digest.
+pub const VALUE_DOMAIN: &[u8] = b"rollsafe.dev/config-value\0v1\0";
+/// The shortest accepted fingerprint key, in bytes.
+pub const MIN_KEY_LEN: usize = 16;
+
+/// The digest of one value: 32 bytes, never the value.
+pub type ValueDigest = [u8; 32];
+
+/// What the digest needs of one live Secret or ConfigMap: its uid, whether it opted out, and
+/// the digest of each key's value. Never the data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SourceDigest {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `rollsafe.dev/watch: "false"` or `openchoreo.dev/restart-on-change: "false"`.
+    pub opted_out: bool,
+    /// Key → digest of its value.
+    pub keys: BTreeMap<String, ValueDigest>,
+}
+
+/// The digest of one value.
+pub fn value_digest(value: &[u8]) -> ValueDigest {
+    let mut hasher = Sha256::new();
+    hasher.update(VALUE_DOMAIN);
+    hasher.update((value.len() as u64).to_be_bytes());
+    hasher.update(value);
+    hasher.finalize().into()
+}
+
+/// Why a fingerprint key cannot be used. Messages never contain the key.
+#[derive(Debug, Error)]
+pub enum KeyError {
+    /// The file could not be read.
+    #[error("cannot read the fingerprint key file")]
+    Read(#[source] std::io::Error),
+    /// Shorter than [`MIN_KEY_LEN`] bytes after trimming trailing whitespace.
+    #[error("the fingerprint key is shorter than 16 bytes")]
+    TooShort,
+}
+
+impl KeyError {
+    /// A stable code for logs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            KeyError::Read(_) => "fingerprint_key_read",
+            KeyError::TooShort => "fingerprint_key_short",
+        }
+    }
+}
+
+/// Computes workload digests, keyed or not. `Debug` never prints the key.
+#[derive(Clone, Default)]
+pub struct Fingerprinter {
+    key: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for Fingerprinter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mode = if self.key.is_some() {
+            "keyed"
+        } else {
+            "unkeyed"
+        };
+        write!(f, "Fingerprinter({mode})")
+    }
+}
+
+impl Fingerprinter {
+    /// Unkeyed: plain SHA-256 (`v1:`).
+    pub fn unkeyed() -> Self {
+        Self { key: None }
+    }
+
+    /// Keyed with HMAC-SHA-256 (`v1k:`); the key's trailing whitespace (a file's newline) is
+    /// dropped.
+    pub fn keyed(key: &[u8]) -> Result<Self, KeyError> {
+        let end = key
+            .iter()
+            .rposition(|b| !b.is_ascii_whitespace())
+            .map_or(0, |i| i + 1);
+        let key = &key[..end];
+        if key.len() < MIN_KEY_LEN {
+            return Err(KeyError::TooShort);
+        }
+        Ok(Self {
+            key: Some(key.to_vec()),
+        })
+    }
+
+    /// Reads the key from a file.
+    pub fn from_key_file(path: &std::path::Path) -> Result<Self, KeyError> {
+        let bytes = std::fs::read(path).map_err(KeyError::Read)?;
+        Self::keyed(&bytes)
+    }
+
+    /// The digest of `consumption`, each object looked up by `source` (`None`: it does not
+    /// exist).
+    pub fn digest<'a>(
+        &self,
+        consumption: &Consumption,
+        source: impl Fn(&ConfigRef) -> Option<&'a SourceDigest>,
+    ) -> String {
+        let mut out = Vec::with_capacity(64 + consumption.len() * 96);
+        out.extend_from_slice(DIGEST_DOMAIN);
+        let included: Vec<(&ConfigRef, &Keys, Option<&SourceDigest>)> = consumption
+            .iter()
+            .map(|(config, keys)| (config, keys, source(config)))
+            .filter(|(_, _, found)| !found.is_some_and(|s| s.opted_out))
+            .collect();
+        out.extend_from_slice(&(included.len() as u64).to_be_bytes());
+        for (config, keys, found) in included {
+            lp(&mut out, config.kind.as_str().as_bytes());
+            lp(&mut out, config.name.as_bytes());
+            let Some(found) = found else {
+                out.push(0);
+                continue;
+            };
+            out.push(1);
+            lp(&mut out, found.uid.as_bytes());
+            let entry = |out: &mut Vec<u8>, key: &str, value: Option<&ValueDigest>| {
+                lp(out, key.as_bytes());
+                match value {
+                    None => out.push(0),
+                    Some(value) => {
+                        out.push(1);
+                        out.extend_from_slice(value);
+                    }
+                }
+            };
+            match keys {
+                Keys::All => {
+                    out.extend_from_slice(&(found.keys.len() as u64).to_be_bytes());
+                    for (key, value) in &found.keys {
+                        entry(&mut out, key, Some(value));
+                    }
+                }
+                Keys::Some(wanted) => {
+                    out.extend_from_slice(&(wanted.len() as u64).to_be_bytes());
+                    for key in wanted {
+                        entry(&mut out, key, found.keys.get(key));
+                    }
+                }
+            }
+        }
+        match &self.key {
+            None => format!("v1:{}", hex(&Sha256::digest(&out))),
+            Some(key) => {
+                // HMAC accepts keys of any length; the error branch cannot be taken.
+                match Hmac::<Sha256>::new_from_slice(key) {
+                    Ok(mut mac) => {
+                        mac.update(&out);
+                        format!("v1k:{}", hex(&mac.finalize().into_bytes()))
+                    }
+                    Err(_) => format!("v1:{}", hex(&Sha256::digest(&out))),
+                }
+            }
+        }
+    }
+}
+
+fn lp(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use fmt::Write as _;
+    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use rollsafe_core::reference::TargetKind;
+
+    fn cref(kind: TargetKind, name: &str) -> ConfigRef {
+        ConfigRef {
+            kind,
+            name: name.to_owned(),
+        }
+    }
+
+    fn source(uid: &str, keys: &[(&str, &str)]) -> SourceDigest {
+        SourceDigest {
+            uid: uid.to_owned(),
+            opted_out: false,
+            keys: keys
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), value_digest(v.as_bytes())))
+                .collect(),
+        }
+    }
+
+    fn keys(list: &[&str]) -> Keys {
+        Keys::Some(
+            list.iter()
+                .map(|k| (*k).to_owned())
+                .collect::<BTreeSet<_>>(),
+        )
+    }
+
+    struct World(BTreeMap<ConfigRef, SourceDigest>);
+    impl World {
+        fn digest(&self, f: &Fingerprinter, consumption: &Consumption) -> String {
+            f.digest(consumption, |c| self.0.get(c))
+        }
+    }
+
+    fn world() -> World {
+        World(BTreeMap::from([
+            (
+                cref(TargetKind::Secret, "db"),
+                source("uid-db", &[("user", "app"), ("password", "hunter2")]),
+            ),
+            (
+                cref(TargetKind::ConfigMap, "settings"),
+                source("uid-settings", &[("level", "info")]),
+            ),
+        ]))
+    }
+
+    fn consumption() -> Consumption {
+        Consumption::from([
+            (cref(TargetKind::Secret, "db"), keys(&["password"])),
+            (cref(TargetKind::ConfigMap, "settings"), Keys::All),
+        ])
+    }
+
+    /// Golden vectors, computed by an independent implementation of the definition (the Python
+    /// script in docs/watch.md): these strings are what workloads carry. Changing the definition changes
+    /// them, and rolls every workload; that needs a new version tag, not an edit here.
+    #[test]
+    fn golden_vectors() {
+        let w = world();
+        let unkeyed = Fingerprinter::unkeyed();
+        let keyed = Fingerprinter::keyed(b"0123456789abcdef0123456789abcdef\n").unwrap();
+        let cases = [
+            (Consumption::new(), &unkeyed, GOLDEN_EMPTY),
+            (consumption(), &unkeyed, GOLDEN_UNKEYED),
+            (consumption(), &keyed, GOLDEN_KEYED),
+            (
+                Consumption::from([(cref(TargetKind::Secret, "missing"), Keys::All)]),
+                &unkeyed,
+                GOLDEN_MISSING,
+            ),
+        ];
+        for (consumption, f, expected) in cases {
+            assert_eq!(w.digest(f, &consumption), expected, "{consumption:?} {f:?}");
+        }
+        assert_eq!(
+            hex(&value_digest(b"hunter2")),
+            GOLDEN_VALUE,
+            "value digest of \"hunter2\""
+        );
+    }
+
+    const GOLDEN_EMPTY: &str =
+        "v1:8a9a7e2707bc7e0981da39ebc84839cccfb5d692c7cd803cc022a3e30af52ea8";
+    const GOLDEN_UNKEYED: &str =
+        "v1:0f071164ab80d83e8371e0ef143041aa56738019f0a12018ad11dc35166202d6";
+    const GOLDEN_KEYED: &str =
+        "v1k:daa2fc6299015abda2054e2bc807cd2a4fe0f477ecfda24ee658a9150521434a";
+    const GOLDEN_MISSING: &str =
+        "v1:84a2998314cf06c7b9179a0c8d44a3af62beb8a47a2e598b477b818d31f40d15";
+    const GOLDEN_VALUE: &str = "e84a7d08e913fdf6eb1b6079246d512d100a52407aa1d2da0e12c45958bb7918";
+
+    #[test]
+    fn what_changes_the_digest() {
+        let f = Fingerprinter::unkeyed();
+        let base = world();
+        let before = base.digest(&f, &consumption());
+        let changed = |edit: &dyn Fn(&mut World)| {
+            let mut w = world();
+            edit(&mut w);
+            w.digest(&f, &consumption()) != before
+        };
+        let db = cref(TargetKind::Secret, "db");
+        let settings = cref(TargetKind::ConfigMap, "settings");
+        // A referenced key's value.
+        assert!(changed(&|w| {
+            w.0.get_mut(&db)
+                .unwrap()
+                .keys
+                .insert("password".into(), value_digest(b"x"));
+        }));
+        // An unreferenced key: no change.
+        assert!(!changed(&|w| {
+            w.0.get_mut(&db)
+                .unwrap()
+                .keys
+                .insert("user".into(), value_digest(b"x"));
+        }));
+        // A new key in a whole-object reference.
+        assert!(changed(&|w| {
+            w.0.get_mut(&settings)
+                .unwrap()
+                .keys
+                .insert("new".into(), value_digest(b""));
+        }));
+        // Delete and recreate: same data, new uid.
+        assert!(changed(&|w| w.0.get_mut(&db).unwrap().uid = "uid-2".into()));
+        // The object disappears.
+        assert!(changed(&|w| {
+            w.0.remove(&settings);
+        }));
+        // The referenced key disappears.
+        assert!(changed(&|w| {
+            w.0.get_mut(&db).unwrap().keys.remove("password");
+        }));
+        // Opted out: its changes no longer matter.
+        let mut out = world();
+        out.0.get_mut(&db).unwrap().opted_out = true;
+        let opted = out.digest(&f, &consumption());
+        out.0
+            .get_mut(&db)
+            .unwrap()
+            .keys
+            .insert("password".into(), value_digest(b"y"));
+        assert_eq!(out.digest(&f, &consumption()), opted);
+    }
+
+    #[test]
+    fn length_prefixes_separate_fields() {
+        // "a" + "bc" and "ab" + "c" must not collide, in names and in keys.
+        let f = Fingerprinter::unkeyed();
+        let one = World(BTreeMap::from([(
+            cref(TargetKind::Secret, "s"),
+            source("u", &[("a", "bc")]),
+        )]));
+        let two = World(BTreeMap::from([(
+            cref(TargetKind::Secret, "s"),
+            source("u", &[("ab", "c")]),
+        )]));
+        let all = Consumption::from([(cref(TargetKind::Secret, "s"), Keys::All)]);
+        assert_ne!(one.digest(&f, &all), two.digest(&f, &all));
+        // A Secret and a ConfigMap with the same name and content differ.
+        let cm = World(BTreeMap::from([(
+            cref(TargetKind::ConfigMap, "s"),
+            source("u", &[("a", "bc")]),
+        )]));
+        let cm_all = Consumption::from([(cref(TargetKind::ConfigMap, "s"), Keys::All)]);
+        assert_ne!(one.digest(&f, &all), cm.digest(&f, &cm_all));
+    }
+
+    #[test]
+    fn keys_are_checked_and_never_printed() {
+        assert!(matches!(
+            Fingerprinter::keyed(b"short\n"),
+            Err(KeyError::TooShort)
+        ));
+        let f = Fingerprinter::keyed(b"0123456789abcdef-secret").unwrap();
+        assert_eq!(format!("{f:?}"), "Fingerprinter(keyed)");
+        // Keyed and unkeyed never agree.
+        let w = world();
+        assert_ne!(
+            w.digest(&f, &consumption()),
+            w.digest(&Fingerprinter::unkeyed(), &consumption())
+        );
+    }
+}

@@ -1,0 +1,13 @@
+//! `rollsafe watch`: a controller that rolls opted-in workloads when the live Secrets and
+//! ConfigMaps they consume change.
+//!
+//! Layers, bottom up: [`annotations`] (what users write), [`consumption`] (which keys of which
+//! objects a pod template consumes, on top of the core's reference extraction), [`digest`] (the
+//! content-addressed digest), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
+//! patch), [`cache`] (digests and references, never data), [`controller`] (kube's watchers,
+//! debounce, patches).
+
+pub mod annotations;
+pub mod consumption;
+pub mod decision;
+pub mod digest;
