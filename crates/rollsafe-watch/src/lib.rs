@@ -8,6 +8,7 @@
 //! debounce, patches).
 
 pub mod annotations;
+pub mod cache;
 pub mod consumption;
 pub mod decision;
 pub mod digest;

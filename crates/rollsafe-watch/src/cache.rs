@@ -1,0 +1,432 @@
+//! What the controller remembers: per source, its identity, resourceVersion and per-key value
+//! digests; per workload, its consumption and the few facts the decision needs; and a reverse
+//! index from each source to the workloads that consume it. Never Secret or ConfigMap data,
+//! never a whole object.
+
+use std::collections::{BTreeSet, HashMap};
+
+use base64::Engine as _;
+use rollsafe_core::reference::{ConfigRef, TargetKind};
+use rollsafe_core::workload::WorkloadKind;
+use serde_json::Value;
+
+use crate::annotations::{self, CONFIG_RECORD, OptIn, RESTART_ON_CHANGE, WATCH};
+use crate::consumption::{self, Consumption};
+use crate::decision::{Deferral, Facts, HALTED, Plan};
+use crate::digest::{Fingerprinter, SourceDigest, value_digest};
+
+/// A Secret or ConfigMap: kind, namespace, name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SourceKey {
+    /// Secret or ConfigMap.
+    pub kind: TargetKind,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// A workload: kind, namespace, name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkloadKey {
+    /// Deployment, StatefulSet or DaemonSet.
+    pub kind: WorkloadKind,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for WorkloadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// What is kept of one Secret or ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceEntry {
+    /// `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// uid, opt-out and per-key digests.
+    pub digest: SourceDigest,
+}
+
+impl SourceEntry {
+    /// Reduces a live Secret or ConfigMap (as JSON) to its entry; the object can be dropped
+    /// afterwards. A Secret's `data` values are base64-decoded before hashing; a value that is
+    /// not valid base64 is hashed as its text. ConfigMap `data` is hashed as UTF-8 text and
+    /// `binaryData` decoded.
+    pub fn from_object(kind: TargetKind, object: &Value) -> Self {
+        let metadata = object.get("metadata");
+        let text = |field: &str| {
+            metadata
+                .and_then(|m| m.get(field))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let annotation = |key: &str| {
+            metadata
+                .and_then(|m| m.get("annotations"))
+                .and_then(|a| a.get(key))
+                .and_then(Value::as_str)
+        };
+        let mut keys = std::collections::BTreeMap::new();
+        let decode = |value: &str| {
+            base64::engine::general_purpose::STANDARD
+                .decode(value)
+                .map_or_else(|_| value_digest(value.as_bytes()), |b| value_digest(&b))
+        };
+        let fields: &[(&str, bool)] = match kind {
+            TargetKind::Secret => &[("data", true)],
+            TargetKind::ConfigMap => &[("data", false), ("binaryData", true)],
+        };
+        for (field, base64) in fields {
+            let Some(map) = object.get(*field).and_then(Value::as_object) else {
+                continue;
+            };
+            for (key, value) in map {
+                let Some(value) = value.as_str() else {
+                    continue;
+                };
+                let digest = if *base64 {
+                    decode(value)
+                } else {
+                    value_digest(value.as_bytes())
+                };
+                keys.insert(key.clone(), digest);
+            }
+        }
+        SourceEntry {
+            resource_version: text("resourceVersion"),
+            digest: SourceDigest {
+                uid: text("uid"),
+                opted_out: annotations::source_opted_out(
+                    annotation(WATCH),
+                    annotation(RESTART_ON_CHANGE),
+                ),
+                keys,
+            },
+        }
+    }
+}
+
+/// What is kept of one workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadEntry {
+    /// What it consumes (empty when not opted in).
+    pub consumption: Consumption,
+    /// The facts the decision needs.
+    pub facts: Facts,
+    /// The inspected patch preconditions and shapes; `None` when the object cannot be patched
+    /// (missing uid, resourceVersion or template).
+    pub plan: Option<Plan>,
+    /// Why its opt-in was not understood, if so (a static code).
+    pub opt_in_error: Option<&'static str>,
+}
+
+impl WorkloadEntry {
+    /// Reduces a live workload (as JSON) to its entry under `--all` = `all`.
+    pub fn from_object(kind: WorkloadKind, object: &Value, all: bool) -> Self {
+        let annotation = |key: &str| {
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(key))
+                .and_then(Value::as_str)
+        };
+        let (opt_in, opt_in_error) = match annotations::workload_opt_in(annotation(WATCH), all) {
+            Ok(opt_in) => (opt_in, None),
+            Err(error) => (OptIn::Off, Some(error.code())),
+        };
+        let consumption = consumption::consumption(&opt_in, object.pointer("/spec/template"));
+        WorkloadEntry {
+            consumption,
+            facts: Facts {
+                watched: opt_in != OptIn::Off,
+                record: annotation(CONFIG_RECORD).map(str::to_owned),
+                halted: annotation(HALTED).is_some(),
+                deferral: Deferral::of(kind.as_str(), object),
+            },
+            plan: Plan::inspect(object).ok(),
+            opt_in_error,
+        }
+    }
+}
+
+/// The caches and the reverse index.
+#[derive(Debug, Default)]
+pub struct Cache {
+    sources: HashMap<SourceKey, SourceEntry>,
+    workloads: HashMap<WorkloadKey, WorkloadEntry>,
+    consumers: HashMap<SourceKey, BTreeSet<WorkloadKey>>,
+}
+
+impl Cache {
+    /// Records a source's current state. Returns whether anything a digest reads changed
+    /// (uid, opt-out, a key or a value), i.e. whether its consumers need a new look; a
+    /// label- or annotation-only change returns `false`.
+    pub fn apply_source(&mut self, key: SourceKey, entry: SourceEntry) -> bool {
+        match self.sources.get_mut(&key) {
+            Some(existing) => {
+                let changed = existing.digest != entry.digest;
+                *existing = entry;
+                changed
+            }
+            None => {
+                self.sources.insert(key, entry);
+                true
+            }
+        }
+    }
+
+    /// Forgets a deleted source. Returns whether it was known.
+    pub fn delete_source(&mut self, key: &SourceKey) -> bool {
+        self.sources.remove(key).is_some()
+    }
+
+    /// The workloads that consume a source.
+    pub fn consumers(&self, key: &SourceKey) -> impl Iterator<Item = &WorkloadKey> {
+        self.consumers.get(key).into_iter().flatten()
+    }
+
+    /// Records a workload's current state and re-indexes what it consumes.
+    pub fn apply_workload(&mut self, key: WorkloadKey, entry: WorkloadEntry) {
+        self.unindex(&key);
+        for config in entry.consumption.keys() {
+            self.consumers
+                .entry(source_key(&key.namespace, config))
+                .or_default()
+                .insert(key.clone());
+        }
+        self.workloads.insert(key, entry);
+    }
+
+    /// Forgets a deleted workload.
+    pub fn delete_workload(&mut self, key: &WorkloadKey) {
+        self.unindex(key);
+        self.workloads.remove(key);
+    }
+
+    fn unindex(&mut self, key: &WorkloadKey) {
+        let Some(old) = self.workloads.get(key) else {
+            return;
+        };
+        for config in old.consumption.keys() {
+            let source = source_key(&key.namespace, config);
+            if let Some(set) = self.consumers.get_mut(&source) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.consumers.remove(&source);
+                }
+            }
+        }
+    }
+
+    /// One workload's entry.
+    pub fn workload(&self, key: &WorkloadKey) -> Option<&WorkloadEntry> {
+        self.workloads.get(key)
+    }
+
+    /// Every known workload.
+    pub fn workload_keys(&self) -> impl Iterator<Item = &WorkloadKey> {
+        self.workloads.keys()
+    }
+
+    /// Keeps only the sources of `kind` that `keep` says still exist (after a relist).
+    /// Returns the removed ones.
+    pub fn retain_sources(
+        &mut self,
+        kind: TargetKind,
+        keep: impl Fn(&SourceKey) -> bool,
+    ) -> Vec<SourceKey> {
+        let gone: Vec<SourceKey> = self
+            .sources
+            .keys()
+            .filter(|key| key.kind == kind && !keep(key))
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.sources.remove(key);
+        }
+        gone
+    }
+
+    /// Keeps only the workloads of `kind` that `keep` says still exist (after a relist).
+    pub fn retain_workloads(&mut self, kind: WorkloadKind, keep: impl Fn(&WorkloadKey) -> bool) {
+        let gone: Vec<WorkloadKey> = self
+            .workloads
+            .keys()
+            .filter(|key| key.kind == kind && !keep(key))
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.delete_workload(key);
+        }
+    }
+
+    /// The digest of what a workload consumes now.
+    pub fn digest(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
+        let entry = self.workloads.get(key)?;
+        Some(fingerprinter.digest(&entry.consumption, |config| {
+            self.sources
+                .get(&source_key(&key.namespace, config))
+                .map(|s| &s.digest)
+        }))
+    }
+
+    /// Numbers of cached sources and workloads.
+    pub fn len(&self) -> (usize, usize) {
+        (self.sources.len(), self.workloads.len())
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty() && self.workloads.is_empty()
+    }
+}
+
+fn source_key(namespace: &str, config: &ConfigRef) -> SourceKey {
+    SourceKey {
+        kind: config.kind,
+        namespace: namespace.to_owned(),
+        name: config.name.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn secret(name: &str, uid: &str, rv: &str, data: Value, annotations: Value) -> Value {
+        json!({"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv,
+            "annotations": annotations, "labels": {"x": rv}}, "data": data})
+    }
+    fn skey(name: &str) -> SourceKey {
+        SourceKey {
+            kind: TargetKind::Secret,
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+    fn wkey(name: &str) -> WorkloadKey {
+        WorkloadKey {
+            kind: WorkloadKind::Deployment,
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+    fn deployment(secret_key: Option<&str>) -> Value {
+        let env = match secret_key {
+            Some(k) => {
+                json!([{"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": k}}}])
+            }
+            None => json!([]),
+        };
+        json!({"metadata": {"name": "web", "namespace": "ns", "uid": "w", "resourceVersion": "1",
+                "annotations": {"rollsafe.dev/watch": "true"}},
+               "spec": {"template": {"spec": {"containers": [{"name": "a", "env": env}]}}}})
+    }
+
+    #[test]
+    fn source_entries_keep_digests_not_data() {
+        let object = secret(
+            "db",
+            "u1",
+            "5",
+            json!({"password": "aHVudGVyMg=="}),
+            json!({}),
+        );
+        let entry = SourceEntry::from_object(TargetKind::Secret, &object);
+        assert_eq!(entry.resource_version, "5");
+        assert_eq!(entry.digest.uid, "u1");
+        assert_eq!(entry.digest.keys["password"], value_digest(b"hunter2"));
+        assert!(!format!("{entry:?}").contains("hunter2"));
+        let cm = json!({"metadata": {"uid": "c"}, "data": {"a": "x"}, "binaryData": {"b": "eQ=="}});
+        let entry = SourceEntry::from_object(TargetKind::ConfigMap, &cm);
+        assert_eq!(entry.digest.keys["a"], value_digest(b"x"));
+        assert_eq!(entry.digest.keys["b"], value_digest(b"y"));
+        let out = secret(
+            "db",
+            "u1",
+            "5",
+            json!({}),
+            json!({"openchoreo.dev/restart-on-change": "false"}),
+        );
+        assert!(
+            SourceEntry::from_object(TargetKind::Secret, &out)
+                .digest
+                .opted_out
+        );
+    }
+
+    #[test]
+    fn metadata_only_changes_do_not_count() {
+        let mut cache = Cache::default();
+        let v = |rv: &str, data: Value, ann: Value| {
+            SourceEntry::from_object(TargetKind::Secret, &secret("db", "u1", rv, data, ann))
+        };
+        assert!(cache.apply_source(skey("db"), v("1", json!({"k": "YQ=="}), json!({}))));
+        // Labels and unrelated annotations change, data does not.
+        assert!(!cache.apply_source(skey("db"), v("2", json!({"k": "YQ=="}), json!({"a": "b"}))));
+        assert!(cache.apply_source(skey("db"), v("3", json!({"k": "Yg=="}), json!({"a": "b"}))));
+        assert!(cache.apply_source(
+            skey("db"),
+            v(
+                "4",
+                json!({"k": "Yg=="}),
+                json!({"rollsafe.dev/watch": "false"})
+            )
+        ));
+    }
+
+    #[test]
+    fn reverse_index_follows_the_template() {
+        let mut cache = Cache::default();
+        let entry = |k| WorkloadEntry::from_object(WorkloadKind::Deployment, &deployment(k), false);
+        cache.apply_workload(wkey("web"), entry(Some("password")));
+        assert_eq!(
+            cache.consumers(&skey("db")).collect::<Vec<_>>(),
+            [&wkey("web")]
+        );
+        cache.apply_workload(wkey("web"), entry(None));
+        assert_eq!(cache.consumers(&skey("db")).count(), 0);
+        cache.apply_workload(wkey("web"), entry(Some("password")));
+        cache.delete_workload(&wkey("web"));
+        assert_eq!(cache.consumers(&skey("db")).count(), 0);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn digest_reads_the_cache() {
+        let mut cache = Cache::default();
+        let f = Fingerprinter::unkeyed();
+        cache.apply_workload(
+            wkey("web"),
+            WorkloadEntry::from_object(WorkloadKind::Deployment, &deployment(Some("p")), false),
+        );
+        let missing = cache.digest(&wkey("web"), &f);
+        let s = |data| {
+            SourceEntry::from_object(TargetKind::Secret, &secret("db", "u", "1", data, json!({})))
+        };
+        cache.apply_source(skey("db"), s(json!({"p": "YQ==", "q": "YQ=="})));
+        let present = cache.digest(&wkey("web"), &f);
+        assert_ne!(missing, present);
+        cache.apply_source(skey("db"), s(json!({"p": "YQ==", "q": "Yg=="})));
+        assert_eq!(cache.digest(&wkey("web"), &f), present, "unreferenced key");
+        let gone = cache.retain_sources(TargetKind::Secret, |_| false);
+        assert_eq!(gone, [skey("db")]);
+        assert_eq!(cache.digest(&wkey("web"), &f), missing);
+    }
+
+    #[test]
+    fn malformed_opt_in_is_not_watched() {
+        let mut object = deployment(Some("p"));
+        object["metadata"]["annotations"]["rollsafe.dev/watch"] = json!("pods/x");
+        let entry = WorkloadEntry::from_object(WorkloadKind::Deployment, &object, true);
+        assert!(!entry.facts.watched);
+        assert_eq!(entry.opt_in_error, Some("watch_entry"));
+        assert!(entry.consumption.is_empty());
+    }
+}
