@@ -1085,3 +1085,155 @@ async fn every_kubectl_release_prints_the_real_get_columns() {
         assert!(all.len() >= 6, "{label}: {all:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_waits_for_available_and_follows_paused_rollouts() {
+    let (emu, k) = setup().await;
+    for (round, binary) in kubectl_releases().into_iter().enumerate() {
+        let label = binary.display().to_string();
+        let name = format!("web-{round}");
+        let deployment_ref = format!("deployment/{name}");
+        let mut web = deployment("shop", &name);
+        web["spec"]["replicas"] = json!(2);
+        emu.put_object(web).unwrap();
+        let run = |args: &[&str]| {
+            let mut all = vec!["-n", "shop"];
+            all.extend_from_slice(args);
+            let out = run_release(&k, &binary, &all);
+            assert!(
+                out.status.success(),
+                "{label} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        run(&[
+            "wait",
+            "--for=condition=Available",
+            &deployment_ref,
+            "--timeout=20s",
+        ]);
+        run(&[
+            "wait",
+            "--for=condition=Progressing",
+            &deployment_ref,
+            "--timeout=20s",
+        ]);
+        let done = run(&["rollout", "status", &deployment_ref, "--timeout=20s"]);
+        assert!(done.contains("successfully rolled out"), "{label}: {done}");
+
+        // Paused with a template change: the rollout waits for the resume.
+        run(&["rollout", "pause", &deployment_ref]);
+        run(&[
+            "set",
+            "image",
+            &deployment_ref,
+            "app=registry.example/app:2",
+        ]);
+        let waiting = run(&["rollout", "status", &deployment_ref, "--watch=false"]);
+        assert!(
+            waiting.contains("0 out of 2 new replicas have been updated"),
+            "{label}: {waiting}"
+        );
+        let d = emu.get_object("deployments", Some("shop"), &name).unwrap();
+        assert_eq!(
+            d["status"]["conditions"][1]["reason"], "DeploymentPaused",
+            "{label}"
+        );
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "1"
+        );
+        run(&["rollout", "resume", &deployment_ref]);
+        let done = run(&["rollout", "status", &deployment_ref, "--timeout=20s"]);
+        assert!(done.contains("successfully rolled out"), "{label}: {done}");
+        let d = emu.get_object("deployments", Some("shop"), &name).unwrap();
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "2"
+        );
+        assert_eq!(
+            d["status"]["conditions"][1]["reason"],
+            "NewReplicaSetAvailable"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulset_partitions_and_on_delete_hold_pods_back() {
+    let (emu, k) = setup().await;
+    let sts = |name: &str, strategy: serde_json::Value| {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": name, "namespace": "shop"},
+               "spec": {"replicas": 3, "serviceName": name, "updateStrategy": strategy,
+                        "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}},
+                                     "spec": {"containers": [{"name": "db", "image": "db:1"}]}}}})
+    };
+    emu.put_object(sts(
+        "part",
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}),
+    ))
+    .unwrap();
+    emu.put_object(sts("ondel", json!({"type": "OnDelete"})))
+        .unwrap();
+    for name in ["part", "ondel"] {
+        k.ok(&[
+            "-n",
+            "shop",
+            "set",
+            "image",
+            &format!("statefulset/{name}"),
+            "db=db:2",
+        ]);
+    }
+    let part = emu
+        .get_object("statefulsets", Some("shop"), "part")
+        .unwrap();
+    assert_eq!(part["status"]["updatedReplicas"], 1);
+    assert_eq!(part["status"]["currentReplicas"], 2);
+    assert_ne!(
+        part["status"]["currentRevision"],
+        part["status"]["updateRevision"]
+    );
+    let out = k.ok(&[
+        "-n",
+        "shop",
+        "rollout",
+        "status",
+        "statefulset/part",
+        "--timeout=20s",
+    ]);
+    assert!(out.contains("partitioned roll out complete"), "{out}");
+    let ondel = emu
+        .get_object("statefulsets", Some("shop"), "ondel")
+        .unwrap();
+    assert_eq!(ondel["status"]["updatedReplicas"], 0);
+    // Lowering the partition to 0 completes the rollout.
+    k.ok(&[
+        "-n",
+        "shop",
+        "patch",
+        "statefulset",
+        "part",
+        "-p",
+        r#"{"spec":{"updateStrategy":{"rollingUpdate":{"partition":0}}}}"#,
+    ]);
+    let part = emu
+        .get_object("statefulsets", Some("shop"), "part")
+        .unwrap();
+    assert_eq!(part["status"]["updatedReplicas"], 3);
+    assert_eq!(
+        part["status"]["currentRevision"],
+        part["status"]["updateRevision"]
+    );
+    let out = k.ok(&[
+        "-n",
+        "shop",
+        "rollout",
+        "status",
+        "statefulset/part",
+        "--timeout=20s",
+    ]);
+    assert!(out.contains("roll out complete"), "{out}");
+}

@@ -9,6 +9,7 @@ use super::{DEFAULT, Strategy, default, event, object_at};
 use crate::registry::{meta_mut, meta_str};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, FieldCause};
+use crate::util;
 
 /// What the registry does for a workload besides defaulting and validation.
 #[derive(Debug)]
@@ -169,8 +170,15 @@ fn sync_deployment(obj: &mut Value, old: Option<&Value>, template_changed: bool)
                 .and_then(|s| s.parse::<i64>().ok())
         })
         .unwrap_or(0);
-    let paused = obj.pointer("/spec/paused") == Some(&Value::Bool(true));
-    let revision = if old.is_none() || (template_changed && !paused) {
+    let paused = is_paused(obj);
+    // A template change made while paused waits for the resume, as with the real controller:
+    // the new ReplicaSet is not created, so `updatedReplicas` stays behind and `kubectl rollout
+    // status` keeps waiting.
+    let was_pending =
+        old.is_some_and(|o| is_paused(o) && int_at(o, "/status/updatedReplicas") < replicas(o));
+    let pending = paused && (template_changed || was_pending);
+    let rolls = old.is_none() || (!paused && (template_changed || was_pending));
+    let revision = if rolls {
         old_revision + 1
     } else {
         old_revision
@@ -186,14 +194,78 @@ fn sync_deployment(obj: &mut Value, old: Option<&Value>, template_changed: bool)
         }
     }
     let replicas = replicas(obj);
+    let updated = if pending { 0 } else { replicas };
+    let progressing = if paused {
+        condition(
+            old,
+            "Progressing",
+            "Unknown",
+            "DeploymentPaused",
+            "Deployment is paused",
+        )
+    } else {
+        condition(
+            old,
+            "Progressing",
+            "True",
+            "NewReplicaSetAvailable",
+            &format!(
+                "ReplicaSet \"{}\" has successfully progressed.",
+                replica_set_name(obj)
+            ),
+        )
+    };
+    let available = condition(
+        old,
+        "Available",
+        "True",
+        "MinimumReplicasAvailable",
+        "Deployment has minimum availability.",
+    );
     let status = json!({
         "observedGeneration": generation(obj),
         "replicas": replicas,
-        "updatedReplicas": replicas,
+        "updatedReplicas": updated,
         "readyReplicas": replicas,
         "availableReplicas": replicas,
+        "conditions": [available, progressing],
     });
     set_status(obj, status);
+}
+
+fn is_paused(obj: &Value) -> bool {
+    obj.pointer("/spec/paused") == Some(&Value::Bool(true))
+}
+
+fn int_at(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// A status condition; the previous one is kept as it was when nothing about it changed (so a
+/// no-op write stays a no-op), and keeps its `lastTransitionTime` while its status holds.
+fn condition(old: Option<&Value>, kind: &str, status: &str, reason: &str, message: &str) -> Value {
+    let previous = old
+        .and_then(|o| o.pointer("/status/conditions"))
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind));
+    let now = json!(util::now_seconds());
+    let mut transition = now.clone();
+    if let Some(p) = previous {
+        if p["status"] == status && p["reason"] == reason && p["message"] == message {
+            return p.clone();
+        }
+        if p["status"] == status {
+            transition = p["lastTransitionTime"].clone();
+        }
+    }
+    json!({
+        "type": kind,
+        "status": status,
+        "lastUpdateTime": now,
+        "lastTransitionTime": transition,
+        "reason": reason,
+        "message": message,
+    })
 }
 
 /// Hash of a pod template, for revision names.
@@ -207,19 +279,50 @@ fn template_hash(obj: &Value) -> String {
     format!("{:x}", h.finish() & 0xff_ffff_ffff)
 }
 
-fn sync_statefulset(obj: &mut Value, _old: Option<&Value>, _template_changed: bool) {
+/// The StatefulSet controller's status: with the `RollingUpdate` strategy every pod moves to the
+/// new revision at once, except those a partition holds back (`updatedReplicas` = replicas −
+/// partition, `currentRevision` stays until all are updated); with `OnDelete` no pod moves
+/// until deleted, which never happens here (`updatedReplicas` 0).
+fn sync_statefulset(obj: &mut Value, old: Option<&Value>, _template_changed: bool) {
     let replicas = replicas(obj);
     let name = meta_str(obj, "name").unwrap_or("").to_string();
-    let revision = format!("{name}-{}", template_hash(obj));
+    let update_revision = format!("{name}-{}", template_hash(obj));
+    let previous = old
+        .and_then(|o| o.pointer("/status/currentRevision"))
+        .and_then(Value::as_str)
+        .map_or_else(|| update_revision.clone(), str::to_string);
+    let on_delete = obj
+        .pointer("/spec/updateStrategy/type")
+        .and_then(Value::as_str)
+        == Some("OnDelete");
+    let partition = int_at(obj, "/spec/updateStrategy/rollingUpdate/partition").clamp(0, replicas);
+    let updated = if previous == update_revision {
+        replicas
+    } else if on_delete {
+        0
+    } else {
+        replicas - partition
+    };
+    let current_revision = if updated >= replicas {
+        update_revision.clone()
+    } else {
+        previous
+    };
+    let current = if current_revision == update_revision {
+        replicas
+    } else {
+        replicas - updated
+    };
     let status = json!({
         "observedGeneration": generation(obj),
         "replicas": replicas,
         "readyReplicas": replicas,
-        "currentReplicas": replicas,
-        "updatedReplicas": replicas,
+        "currentReplicas": current,
+        "updatedReplicas": updated,
         "availableReplicas": replicas,
-        "currentRevision": revision,
-        "updateRevision": revision,
+        "currentRevision": current_revision,
+        "updateRevision": update_revision,
+        "collisionCount": 0,
     });
     set_status(obj, status);
 }
