@@ -21,7 +21,7 @@ mod numbers;
 mod set;
 mod split;
 
-pub use error::{InputError, ManifestError};
+pub use error::{InputError, ManifestError, ReadInputError};
 pub use set::{ManifestSet, Origin};
 
 use std::fmt;
@@ -137,6 +137,57 @@ impl Manifest {
         })
     }
 
+    /// Reads a stream from `reader` one document at a time: each document's text is parsed as
+    /// soon as its end is read and then dropped, so the stream's text is never held whole.
+    /// Splits and numbers documents exactly as [`Manifest::parse`]. More than `limit` bytes is an
+    /// error, never a stream cut short.
+    pub fn read(mut reader: impl std::io::BufRead, limit: u64) -> Result<Self, ReadError> {
+        let mut documents = Vec::new();
+        let mut current = String::new();
+        let mut first_line = 0;
+        let mut started = false;
+        let mut line = String::new();
+        let mut total = 0u64;
+        let push = |documents: &mut Vec<Document>, text: &str, first_line: u64| {
+            let source = split::Source { first_line, text };
+            documents.push(Document::parse(documents.len() + 1, source)?);
+            Ok::<(), ManifestError>(())
+        };
+        for line_number in 0u64.. {
+            line.clear();
+            let read = reader
+                .read_line(&mut line)
+                .map_err(|_| ReadError::Unreadable)?;
+            if read == 0 {
+                break;
+            }
+            total = total.saturating_add(read as u64);
+            if total > limit {
+                return Err(ReadError::TooLarge { limit });
+            }
+            if let Some(rest) = split::marker(&line, "---") {
+                if started || !split::is_blank(&current) {
+                    push(&mut documents, &current, first_line)?;
+                }
+                current.clear();
+                current.push_str(rest);
+                first_line = line_number;
+                started = true;
+            } else if split::marker(&line, "...").is_some() {
+                push(&mut documents, &current, first_line)?;
+                current.clear();
+                first_line = line_number + 1;
+                started = false;
+            } else {
+                current.push_str(&line);
+            }
+        }
+        if started || !split::is_blank(&current) || documents.is_empty() {
+            push(&mut documents, &current, first_line)?;
+        }
+        Ok(Self { documents })
+    }
+
     /// The documents of a stream, parsed one at a time as the iterator is advanced: a reader
     /// that needs one document at a time holds one parsed document at a time.
     pub fn documents(text: &str) -> impl Iterator<Item = Result<Document, ManifestError>> + '_ {
@@ -213,18 +264,57 @@ impl Manifest {
 impl Document {
     /// Appends this document to a stream (nothing for an empty one).
     pub(crate) fn write_to(&self, out: &mut String) -> Result<(), ManifestError> {
+        if let Some(text) = self.to_yaml()? {
+            push_document(out, &text);
+        }
+        Ok(())
+    }
+
+    /// This document as YAML (without a `---` line); `None` for an empty one.
+    pub fn to_yaml(&self) -> Result<Option<String>, ManifestError> {
         let emit_error = |_| ManifestError::Emit {
             document: self.number,
         };
-        let text = match &self.body {
-            Body::Empty => return Ok(()),
+        let mut text = match &self.body {
+            Body::Empty => return Ok(None),
             Body::Single(value) | Body::List(value) => {
                 self.literals.emit(value).map_err(emit_error)?
             }
             Body::Sequence(items) => self.literals.emit(items).map_err(emit_error)?,
         };
-        push_document(out, &text);
-        Ok(())
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        Ok(Some(text))
+    }
+}
+
+/// Why a stream could not be read with [`Manifest::read`].
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The reader failed, or the text is not UTF-8.
+    #[error("cannot read (is it UTF-8 text?)")]
+    Unreadable,
+    /// The stream is larger than the limit.
+    #[error("larger than {limit} bytes")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// A document is invalid.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+impl ReadError {
+    /// A static category, for logs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ReadError::Unreadable => "unreadable",
+            ReadError::TooLarge { .. } => "too_large",
+            ReadError::Manifest(ManifestError::Yaml { .. }) => "invalid_yaml",
+            ReadError::Manifest(ManifestError::Emit { .. }) => "emit",
+        }
     }
 }
 
@@ -428,6 +518,31 @@ mod tests {
         };
         assert_eq!(line, Some(5), "lines count from the start of the stream");
         assert!(!error.to_string().contains("secret-value"), "{error}");
+    }
+
+    #[test]
+    fn reading_document_by_document_is_parsing() {
+        for text in [
+            "",
+            "# only a comment\n",
+            "a: 1",
+            "---\na: 1\n---\n---\nb: 2\n...\n--- c: 3\n...\n",
+            "- kind: A\n---\nkind: List\nitems:\n- kind: B\n",
+            "a: |\n  ---x\n  --- not a marker\nb: 100000000000000000000000000000\n",
+            "kind: A\n---\nkind: [broken\n",
+        ] {
+            let read = Manifest::read(text.as_bytes(), 1 << 20).map_err(|e| e.to_string());
+            let parsed = Manifest::parse(text).map_err(|e| e.to_string());
+            assert_eq!(read, parsed, "{text:?}");
+        }
+        assert_eq!(
+            Manifest::read("a: 1\n".repeat(10).as_bytes(), 20),
+            Err(ReadError::TooLarge { limit: 20 })
+        );
+        assert_eq!(
+            Manifest::read(&b"a: \xff\n"[..], 100),
+            Err(ReadError::Unreadable)
+        );
     }
 
     #[test]

@@ -50,6 +50,24 @@ impl ManifestSet {
         }
     }
 
+    /// Reads the next input from `reader` one document at a time (see [`Manifest::read`]),
+    /// named `label` in messages.
+    pub fn read_input(
+        &mut self,
+        label: impl Into<String>,
+        reader: impl std::io::BufRead,
+        limit: u64,
+    ) -> Result<(), crate::ReadInputError> {
+        let label = label.into();
+        match Manifest::read(reader, limit) {
+            Ok(manifest) => {
+                self.push(label, manifest);
+                Ok(())
+            }
+            Err(error) => Err(crate::ReadInputError { label, error }),
+        }
+    }
+
     /// Adds a parsed input.
     pub fn push(&mut self, label: impl Into<String>, manifest: Manifest) {
         self.inputs.push((label.into(), manifest));
@@ -107,13 +125,21 @@ impl ManifestSet {
     /// [`ManifestSet::to_yaml`], dropping each document once it is written, so that the
     /// parsed objects and the output are never both held whole.
     pub fn into_yaml(self) -> Result<String, InputError> {
-        let mut output = String::new();
+        Ok(self.into_yaml_documents()?.join("---\n"))
+    }
+
+    /// The documents of [`ManifestSet::into_yaml`], each ending with a newline, to be joined by
+    /// `---` lines; each parsed document is dropped once written, and no single string holds
+    /// the whole output.
+    pub fn into_yaml_documents(self) -> Result<Vec<String>, InputError> {
+        let mut output = Vec::new();
         for (label, manifest) in self.inputs {
             for document in manifest.documents {
-                document.write_to(&mut output).map_err(|error| InputError {
+                let text = document.to_yaml().map_err(|error| InputError {
                     label: label.clone(),
                     error,
                 })?;
+                output.extend(text);
             }
         }
         Ok(output)

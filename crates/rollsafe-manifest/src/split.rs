@@ -55,7 +55,7 @@ pub(crate) fn documents(text: &str) -> Vec<Source<'_>> {
 }
 
 /// The text after a document marker on its line, if `line` is one.
-fn marker<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
+pub(crate) fn marker<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
     let rest = line.strip_prefix(marker)?;
     match rest.chars().next() {
         None => Some(""),

@@ -104,14 +104,19 @@ fn measure(mut f: impl FnMut()) -> Duration {
 /// The command's pipeline: parse the inputs into a set, render it in place, write it back.
 fn render_stream(text: &str, previous: Option<&str>, settings: &Settings) -> String {
     let mut set = ManifestSet::new();
-    set.parse_input("<bench>", text)
+    set.read_input("<bench>", text.as_bytes(), u64::MAX)
         .expect("generated stream parses");
-    let previous = previous.map(|p| Manifest::parse(p).expect("previous parses"));
-    let previous: Option<Vec<&Value>> = previous
-        .as_ref()
-        .map(|m| m.objects().map(|(_, o)| o).collect());
+    let previous = previous.map(|p| {
+        let mut previous = ManifestSet::new();
+        previous
+            .read_input("<previous>", p.as_bytes(), u64::MAX)
+            .expect("previous parses");
+        previous
+    });
+    let previous: Option<Vec<&Value>> = previous.as_ref().map(ManifestSet::objects);
     render::render(&mut set.objects_mut(), previous.as_deref(), settings).expect("render succeeds");
-    set.to_yaml().expect("emits")
+    drop(previous);
+    set.into_yaml().expect("emits")
 }
 
 /// Peak RSS in bytes of the binary run with `args` (stdout discarded), or why not.
@@ -221,8 +226,8 @@ fn main() {
     let previous = render_stream(&text, Some(""), &referenced);
 
     let baseline = measure(|| {
-        let manifest = Manifest::parse(black_box(&text)).expect("parses");
-        black_box(manifest.to_yaml().expect("emits"));
+        let manifest = Manifest::read(black_box(text.as_bytes()), u64::MAX).expect("parses");
+        black_box(manifest.into_yaml().expect("emits"));
     });
     let default_time = measure(|| {
         black_box(render_stream(black_box(&text), None, &default));

@@ -26,10 +26,21 @@ pub fn read_one(path: &Path) -> anyhow::Result<ManifestSet> {
     Ok(set)
 }
 
+/// Reads one input into the set a document at a time: its text is never held whole.
 fn read_into(set: &mut ManifestSet, path: &Path) -> anyhow::Result<()> {
-    let (label, text) = read_text(path)?;
-    set.parse_input(label, &text)?;
+    let (label, reader) = open(path)?;
+    set.read_input(label, std::io::BufReader::new(reader), MAX_INPUT_BYTES)?;
     Ok(())
+}
+
+fn open(path: &Path) -> anyhow::Result<(String, Box<dyn Read>)> {
+    if path.as_os_str() == "-" {
+        Ok(("<stdin>".to_owned(), Box::new(std::io::stdin())))
+    } else {
+        let label = path.display().to_string();
+        let file = std::fs::File::open(path).with_context(|| format!("{label}: cannot open"))?;
+        Ok((label, Box::new(file)))
+    }
 }
 
 /// The inputs' paths: none means stdin.
@@ -43,13 +54,7 @@ pub fn paths(paths: &[PathBuf]) -> Vec<PathBuf> {
 
 /// Reads one input's text and its label (the path, or `<stdin>` for `-`).
 pub fn read_text(path: &Path) -> anyhow::Result<(String, String)> {
-    let (label, reader): (String, Box<dyn Read>) = if path.as_os_str() == "-" {
-        ("<stdin>".to_owned(), Box::new(std::io::stdin()))
-    } else {
-        let label = path.display().to_string();
-        let file = std::fs::File::open(path).with_context(|| format!("{label}: cannot open"))?;
-        (label, Box::new(file))
-    };
+    let (label, reader) = open(path)?;
     let mut text = String::new();
     reader
         .take(MAX_INPUT_BYTES + 1)

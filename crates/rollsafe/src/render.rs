@@ -148,12 +148,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let output = render_inputs(&args.files, &args.kube, args.request_timeout, options)?;
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(output.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("cannot write to stdout")?;
+    let documents = render_inputs(&args.files, &args.kube, args.request_timeout, options)?;
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut write = || -> std::io::Result<()> {
+        for (index, document) in documents.iter().enumerate() {
+            if index > 0 {
+                stdout.write_all(b"---\n")?;
+            }
+            stdout.write_all(document.as_bytes())?;
+        }
+        stdout.flush()
+    };
+    write().context("cannot write to stdout")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -277,13 +283,14 @@ fn located(set: &ManifestSet, index: usize, error: &dyn std::fmt::Display) -> an
     }
 }
 
-/// Reads, patches and renders the inputs; returns the whole output text.
+/// Reads, patches and renders the inputs; returns the output documents (each ending with a
+/// newline, to be joined by `---` lines). Nothing is returned unless everything succeeded.
 fn render_inputs(
     files: &[PathBuf],
     kube: &KubeArgs,
     timeout: std::time::Duration,
     options: Options,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Vec<String>> {
     let Options {
         mut settings,
         patches,
@@ -343,7 +350,7 @@ fn render_inputs(
     report_missing_previous(&set, &updates, &settings, strict_previous)?;
     drop(previous_objects);
     drop(previous);
-    Ok(set.into_yaml()?)
+    Ok(set.into_yaml_documents()?)
 }
 
 /// The live copies of the workloads `set` names, and the release namespace used.

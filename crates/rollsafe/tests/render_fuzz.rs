@@ -393,7 +393,8 @@ fn settings(which: u8) -> (Settings, bool) {
 fn check_render(text: &str, which: u8) {
     let (settings, stateful) = settings(which);
     let mut set = ManifestSet::new();
-    if let Err(error) = set.parse_input("<stdin>", text) {
+    // As the command reads its inputs: a document at a time.
+    if let Err(error) = set.read_input("<stdin>", text.as_bytes(), u64::MAX) {
         assert_no_echo(text, &error.to_string());
         return;
     }
@@ -407,7 +408,7 @@ fn check_render(text: &str, which: u8) {
         assert_no_echo(text, &message);
         return;
     }
-    let once = match set.to_yaml() {
+    let once = match set.clone().into_yaml() {
         Ok(once) => once,
         Err(error) => {
             assert_no_echo(text, &error.to_string());
@@ -428,7 +429,7 @@ fn check_render(text: &str, which: u8) {
     let previous = stateful.then_some(previous_objects.as_slice());
     render::render(&mut again.objects_mut(), previous, &settings)
         .unwrap_or_else(|e| panic!("the output does not render: {e}"));
-    let twice = again.to_yaml().unwrap();
+    let twice = again.into_yaml().unwrap();
     assert_eq!(twice, once, "rendering the output again changed it");
 }
 
