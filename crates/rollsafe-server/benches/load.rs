@@ -1,12 +1,22 @@
 //! Load benchmark of the Restart Consumers API (not a test).
 //!
-//! Starts the emulator and the server in this process, seeds a namespace with 200 workloads of
-//! which 20 consume the Secret, and runs `LOAD_CLIENTS` concurrent clients (default 8) issuing
-//! restart requests for `LOAD_SECONDS` seconds (default 5), each client as its own user with
-//! impersonation on. Reports throughput, p50/p99 latency and the process's peak memory, and
-//! checks from the emulator's request log that no request ever had more than 4 patches in
-//! flight. The baseline, measured in the same run with the same concurrency, is the engine
-//! called directly (no HTTP, no gates); the ratio is the server's cost over it.
+//! Starts the emulator and the servers in this process and runs `LOAD_CLIENTS` concurrent
+//! clients (default 8) issuing restart requests for `LOAD_SECONDS` seconds (default 5) per run,
+//! each client as its own user with impersonation on, in two variants:
+//!
+//! - **racing**: 200 workloads, 20 of which consume `db`; every client restarts `db`, so most
+//!   patches lose the optimistic-concurrency race (422) — a conflict benchmark as much as a
+//!   throughput one;
+//! - **disjoint**: 200 workloads, 20 per client consuming that client's own Secret; no patch
+//!   races another, so every request is a full run of 20 acknowledged patches.
+//!
+//! In each variant, four runs with the same concurrency and identities: the engine alone (the
+//! baseline), the engine plus the Secret read the gates make (what the server cannot avoid), the
+//! server with its audit records only copied to a discarded stream, and the server with an
+//! fsync'd audit file (the production setting: an intent record before the first patch, a result
+//! record before the response). Each prints throughput, p50/p99 and the ratios to the engine,
+//! so the difference can be attributed: Kubernetes read, HTTP and gates, durable audit. The
+//! emulator's request log checks that no request ever had more than 4 patches in flight.
 //!
 //! Run: `cargo bench -p rollsafe-server --bench load`
 
@@ -22,11 +32,13 @@ use rollsafe_kube::{Connection, MAX_PATCHES_IN_FLIGHT, RestartEngine};
 use rollsafe_server::audit::AuditSink;
 use rollsafe_server::config::{Admins, AuthMode, Scope, SessionSecret, Settings};
 use rollsafe_server::metrics::Metrics;
+use rollsafe_server::output::LossyLines;
 use rollsafe_server::session::{self, NewSession};
 use rollsafe_server::{AppState, BoundServer};
 use serde_json::{Value, json};
 
 const NS: &str = "load";
+const NS_DISJOINT: &str = "load-disjoint";
 const SECRET: &str = "load-benchmark-session-secret-0123456789";
 const WORKLOADS: usize = 200;
 const CONSUMERS: usize = 20;
@@ -38,9 +50,23 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn seed() -> Vec<Value> {
+/// A workload in `namespace` consuming `secret`.
+fn workload(kind: &str, namespace: &str, name: &str, secret: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"metadata": {"labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "x", "envFrom": [{"secretRef": {"name": secret}}]}]}}}
+    })
+}
+
+/// [`NS`]: `WORKLOADS` workloads, `CONSUMERS` of them consume `db`. [`NS_DISJOINT`]: for each
+/// client `n`, `CONSUMERS` workloads consume `db-n`; the rest (up to `WORKLOADS`) consume
+/// nothing of ours — every request lists as many objects as in [`NS`].
+fn seed(clients: usize) -> Vec<Value> {
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS_DISJOINT}}),
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": NS}, "stringData": {"k": "v"}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "load-admins"},
                "subjects": [{"kind": "Group", "name": "load", "apiGroup": "rbac.authorization.k8s.io"}],
@@ -55,12 +81,19 @@ fn seed() -> Vec<Value> {
         } else {
             "other"
         };
-        objects.push(json!({
-            "apiVersion": "apps/v1", "kind": kind,
-            "metadata": {"name": format!("w-{i:04}"), "namespace": NS},
-            "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"metadata": {"labels": {"app": "x"}},
-                "spec": {"containers": [{"name": "c", "image": "x", "envFrom": [{"secretRef": {"name": secret}}]}]}}}
-        }));
+        objects.push(workload(kind, NS, &format!("w-{i:04}"), secret));
+    }
+    for client in 0..clients {
+        objects.push(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("db-{client}"), "namespace": NS_DISJOINT}, "stringData": {"k": "v"}}));
+    }
+    for i in 0..WORKLOADS.max(clients * CONSUMERS) {
+        let kind = ["Deployment", "StatefulSet", "DaemonSet"][i % 3];
+        let secret = if i < clients * CONSUMERS {
+            format!("db-{}", i % clients)
+        } else {
+            "other".to_owned()
+        };
+        objects.push(workload(kind, NS_DISJOINT, &format!("w-{i:04}"), &secret));
     }
     objects
 }
@@ -93,11 +126,17 @@ impl Run {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }
 
+    fn p99(&self) -> Duration {
+        let mut sorted = self.latencies.clone();
+        sorted.sort();
+        percentile(&sorted, 0.99)
+    }
+
     fn print(&self, label: &str) {
         let mut sorted = self.latencies.clone();
         sorted.sort();
         println!(
-            "{label:>8}: {} requests in {:.2}s = {:.1} req/s; p50 {:.1} ms, p99 {:.1} ms; statuses {:?}",
+            "{label:>30}: {} requests in {:.2}s = {:.1} req/s; p50 {:.1} ms, p99 {:.1} ms; statuses {:?}",
             self.requests,
             self.elapsed.as_secs_f64(),
             self.throughput(),
@@ -108,6 +147,179 @@ impl Run {
     }
 }
 
+/// One restart workload: a namespace, and which Secret each client restarts.
+#[derive(Clone, Copy)]
+enum Variant {
+    /// Every client restarts `db` in [`NS`]: the same 20 workloads, so most patches lose the
+    /// race (422) and the throughput measures conflicts as much as work.
+    Racing,
+    /// Client `n` restarts `db-n` in [`NS_DISJOINT`], whose consumers no other client touches.
+    Disjoint,
+}
+
+impl Variant {
+    fn namespace(self) -> &'static str {
+        match self {
+            Variant::Racing => NS,
+            Variant::Disjoint => NS_DISJOINT,
+        }
+    }
+
+    fn secret(self, client: usize) -> String {
+        match self {
+            Variant::Racing => "db".to_owned(),
+            Variant::Disjoint => format!("db-{client}"),
+        }
+    }
+}
+
+/// A server over `connection` for `namespace`, its audit records durable in `audit_file` when
+/// given (the production setting) or only copied to a discarded stream.
+async fn start_server(
+    connection: &Connection,
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    audit_file: Option<&std::path::Path>,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let settings = Settings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        kubeconfig: Some(kubeconfig.to_owned()),
+        context: None,
+        audit_file: audit_file.map(std::path::Path::to_owned),
+        restart_enabled: true,
+        scope: Scope::Namespace,
+        server_namespace: namespace.parse().unwrap(),
+        admins: Admins {
+            users: vec![],
+            groups: vec!["load".into()],
+        },
+        access_configmap: "krypton-access".parse().unwrap(),
+        annotation_prefix: "krypton.io".parse().unwrap(),
+        impersonation: true,
+        auth: AuthMode::Session {
+            secret: SessionSecret::new(SECRET.as_bytes().to_vec()),
+            max_age: Duration::from_secs(3600),
+        },
+        allowed_groups: Default::default(),
+        max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
+    };
+    // The stream copy goes nowhere: the benchmark measures the server, not a terminal.
+    let copy = LossyLines::spawn(
+        "bench-audit-copy",
+        8192,
+        std::io::sink(),
+        Default::default(),
+    )
+    .ok();
+    let audit = match audit_file {
+        Some(path) => AuditSink::with_file_and_copy(path, copy).expect("audit file"),
+        None => AuditSink::stdout().on(rollsafe_server::audit::Stream::Stderr),
+    };
+    let state = Arc::new(AppState::new(
+        settings,
+        connection.clone(),
+        audit,
+        Metrics::new(),
+    ));
+    let bound = BoundServer::bind(state).await.expect("bind");
+    let url = format!("http://{}", bound.api_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(bound.run(async {
+        let _ = stopped.await;
+    }));
+    (url, stop, server)
+}
+
+fn identity(client: usize) -> rollsafe_kube::Impersonation {
+    rollsafe_kube::Impersonation::new(format!("user-{client}@load.io"), ["load"]).expect("identity")
+}
+
+/// The engine alone, as each client's identity.
+fn engine_call(connection: &Connection, variant: Variant) -> Call {
+    let engine = RestartEngine::new(connection);
+    Arc::new(move |client| {
+        let engine = engine.clone();
+        Box::pin(async move {
+            let request = rollsafe_kube::RestartRequest::new(
+                variant.namespace().parse().expect("namespace"),
+                variant.secret(client).parse().expect("name"),
+            )
+            .acting_as(Some(identity(client)));
+            engine.run(&request).await.status.as_str().to_owned()
+        })
+    })
+}
+
+/// The engine plus the one Kubernetes call the gates make in this configuration (the Secret
+/// read as the caller; admins skip the access rules, namespace scope lists nothing): what the
+/// server cannot avoid doing beyond the engine.
+fn engine_and_read_call(connection: &Connection, variant: Variant) -> Call {
+    let engine = RestartEngine::new(connection);
+    let connection = connection.clone();
+    Arc::new(move |client| {
+        let engine = engine.clone();
+        let connection = connection.clone();
+        Box::pin(async move {
+            let identity = identity(client);
+            let namespace = variant.namespace().parse().expect("namespace");
+            let secret = variant.secret(client).parse().expect("name");
+            let reader = connection.client(Some(&identity));
+            if rollsafe_kube::read_secret(&reader, &namespace, &secret, engine.timeouts().get)
+                .await
+                .is_err()
+            {
+                return "read failed".to_owned();
+            }
+            let request =
+                rollsafe_kube::RestartRequest::new(namespace, secret).acting_as(Some(identity));
+            engine.run(&request).await.status.as_str().to_owned()
+        })
+    })
+}
+
+/// Through HTTP and every gate, each client as its own user.
+fn server_call(url: &str, clients: usize, variant: Variant) -> Call {
+    let http: Arc<Vec<Client>> = Arc::new(
+        (0..clients)
+            .map(|client| {
+                let token = session::mint(
+                    &NewSession {
+                        sub: None,
+                        email: format!("user-{client}@load.io"),
+                        name: None,
+                        groups: vec!["load".into()],
+                        ttl: Duration::from_secs(3600),
+                    },
+                    &SessionSecret::new(SECRET.as_bytes().to_vec()),
+                    session::now(),
+                )
+                .expect("token");
+                Client::new(url, Some(Token::new(token))).expect("client")
+            })
+            .collect(),
+    );
+    Arc::new(move |client| {
+        let http = http.clone();
+        Box::pin(async move {
+            match http[client]
+                .restart_consumers(
+                    &variant.namespace().parse().expect("namespace"),
+                    &variant.secret(client).parse().expect("name"),
+                )
+                .await
+            {
+                Ok(report) => report.result.status.as_str().to_owned(),
+                Err(error) => format!("error: {error}"),
+            }
+        })
+    })
+}
+
 fn main() {
     let clients = env_number("LOAD_CLIENTS", 8) as usize;
     let seconds = env_number("LOAD_SECONDS", 5);
@@ -116,94 +328,61 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async move {
-        let emulator = Emulator::builder().seed_objects(seed()).start("127.0.0.1:0".parse().unwrap()).await.expect("emulator");
+        let emulator = Emulator::builder().seed_objects(seed(clients)).start("127.0.0.1:0".parse().unwrap()).await.expect("emulator");
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
         emulator.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         let connection = Connection::from_kubeconfig(Some(&kubeconfig), None).await.expect("connection");
-        let settings = Settings {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            admin_listen: "127.0.0.1:0".parse().unwrap(),
-            kubeconfig: Some(kubeconfig.clone()),
-            context: None,
-            audit_file: None,
-            restart_enabled: true,
-            scope: Scope::Namespace,
-            server_namespace: NS.parse().unwrap(),
-            admins: Admins { users: vec![], groups: vec!["load".into()] },
-            access_configmap: "krypton-access".parse().unwrap(),
-            annotation_prefix: "krypton.io".parse().unwrap(),
-            impersonation: true,
-            auth: AuthMode::Session { secret: SessionSecret::new(SECRET.as_bytes().to_vec()), max_age: Duration::from_secs(3600) },
-            allowed_groups: Default::default(),
-            max_concurrent_restarts: usize::MAX >> 4,
-        };
-        let state = Arc::new(AppState::new(settings, connection.clone(), AuditSink::stdout().on(rollsafe_server::audit::Stream::Stderr), Metrics::new()));
-        let bound = BoundServer::bind(state).await.expect("bind");
-        let url = format!("http://{}", bound.api_addr().expect("addr"));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(bound.run(async { let _ = stopped.await; }));
         let duration = Duration::from_secs(seconds);
-
-        // Baseline: the engine alone, same concurrency, same identities.
-        let engine = RestartEngine::new(&connection);
-        let baseline_call: Call = Arc::new(move |client| {
-            let engine = engine.clone();
-            Box::pin(async move {
-                let Ok(identity) = rollsafe_kube::Impersonation::new(format!("user-{client}@load.io"), ["load"]) else {
-                    return "invalid identity".to_owned();
-                };
-                let request = rollsafe_kube::RestartRequest::new(NS.parse().expect("namespace"), "db".parse().expect("name"))
-                    .acting_as(Some(identity));
-                engine.run(&request).await.status.as_str().to_owned()
-            })
-        });
-        let baseline = drive(clients, duration, baseline_call).await;
-        emulator.clear_requests();
-        emulator.reset_in_flight();
-
-        // The server, through HTTP and every gate.
-        let http: Arc<Vec<Client>> = Arc::new(
-            (0..clients)
-                .map(|client| {
-                    let token = session::mint(
-                        &NewSession { sub: None, email: format!("user-{client}@load.io"), name: None, groups: vec!["load".into()], ttl: Duration::from_secs(3600) },
-                        &SessionSecret::new(SECRET.as_bytes().to_vec()),
-                        session::now(),
-                    )
-                    .expect("token");
-                    Client::new(&url, Some(Token::new(token))).expect("client")
-                })
-                .collect(),
+        println!(
+            "Restart Consumers load: {clients} clients, {seconds}s each run, {WORKLOADS} workloads per namespace, {CONSUMERS} consumers per request"
         );
-        let server_call: Call = Arc::new(move |client| {
-            let http = http.clone();
-            Box::pin(async move {
-                match http[client].restart_consumers(&NS.parse().expect("namespace"), &"db".parse().expect("name")).await {
-                    Ok(report) => report.result.status.as_str().to_owned(),
-                    Err(error) => format!("error: {error}"),
+        let mut worst = 0;
+        for variant in [Variant::Racing, Variant::Disjoint] {
+            let namespace = variant.namespace();
+            let audit_file = dir.path().join(format!("audit-{namespace}.log"));
+            let (durable_url, durable_stop, durable_server) = start_server(&connection, &kubeconfig, namespace, Some(&audit_file)).await;
+            let (copy_url, copy_stop, copy_server) = start_server(&connection, &kubeconfig, namespace, None).await;
+            let runs = [
+                ("engine", engine_call(&connection, variant)),
+                ("engine+read", engine_and_read_call(&connection, variant)),
+                ("server (no audit file)", server_call(&copy_url, clients, variant)),
+                ("server (fsync'd audit file)", server_call(&durable_url, clients, variant)),
+            ];
+            println!("{}:", match variant {
+                Variant::Racing => "racing — every client restarts the same Secret's 20 workloads",
+                Variant::Disjoint => "disjoint — each client restarts its own Secret's 20 workloads",
+            });
+            let mut baseline = None;
+            for (label, call) in runs {
+                emulator.clear_requests();
+                let run = drive(clients, duration, call).await;
+                let base = *baseline.get_or_insert((run.throughput(), run.p99()));
+                run.print(label);
+                println!(
+                    "{:>30}  throughput ×{:.2} of the engine, p99 ×{:.2}",
+                    "",
+                    run.throughput() / base.0,
+                    run.p99().as_secs_f64() / base.1.as_secs_f64()
+                );
+                // Per-request patch concurrency, from the emulator's log: a client's requests
+                // are sequential, so overlaps among one user's patches are within one request.
+                let mut by_user: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+                for entry in emulator.requests().into_iter().filter(|e| e.verb.as_deref() == Some("patch")) {
+                    by_user.entry(entry.impersonated_user.clone().unwrap_or_default()).or_default().push((entry.start_micros, entry.end_micros));
                 }
-            })
-        });
-        let server_run = drive(clients, duration, server_call).await;
-
-        // Per-request patch concurrency, from the emulator's log: a client's requests are
-        // sequential, so overlaps among one user's patches are overlaps within one request.
-        let mut by_user: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
-        for entry in emulator.requests().into_iter().filter(|e| e.verb.as_deref() == Some("patch")) {
-            by_user.entry(entry.impersonated_user.clone().unwrap_or_default()).or_default().push((entry.start_micros, entry.end_micros));
+                worst = worst.max(by_user.values().map(|spans| max_overlap(spans)).max().unwrap_or(0));
+            }
+            let records = std::fs::read_to_string(&audit_file).map(|t| t.lines().count()).unwrap_or(0);
+            println!("{:>30}  {records} records in the audit file", "");
+            for (stop, server) in [(durable_stop, durable_server), (copy_stop, copy_server)] {
+                let _ = stop.send(());
+                let _ = server.await;
+            }
         }
-        let worst = by_user.values().map(|spans| max_overlap(spans)).max().unwrap_or(0);
-
-        println!("Restart Consumers load: {clients} clients, {seconds}s each run, {WORKLOADS} workloads, {CONSUMERS} consumers per request");
-        baseline.print("engine");
-        server_run.print("server");
-        println!("ratio server/engine throughput: {:.2}", server_run.throughput() / baseline.throughput());
-        println!("peak process memory (emulator, server and clients): {} MiB", peak_memory_kib().unwrap_or(0) / 1024);
+        println!("peak process memory (emulator, servers and clients): {} MiB", peak_memory_kib().unwrap_or(0) / 1024);
         println!("max patches in flight within one request: {worst} (limit {MAX_PATCHES_IN_FLIGHT})");
         assert!(worst <= MAX_PATCHES_IN_FLIGHT, "a request exceeded the in-flight limit");
-        let _ = stop.send(());
-        let _ = server.await;
         emulator.shutdown().await;
     });
 }
