@@ -8,7 +8,7 @@
 //! server's metrics) instead of blocking async workers — a full pipe must not stop `/healthz`.
 //! [`flush_logs`] at exit waits briefly for the queue to drain.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::OnceLock;
 
 use anyhow::Context as _;
@@ -34,15 +34,18 @@ impl Write for QueuedLine<'_> {
 }
 
 /// Logs to stderr through a bounded, lossy queue, filtered by `RUST_LOG` (default `info`).
+/// Colours only when stderr is a terminal: a file or a log collector gets plain text.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::stderr().is_terminal();
     let writer = match LossyLines::stderr(LOG_LINES_DROPPED.clone()) {
         Ok(writer) => LOG_WRITER.get_or_init(|| writer),
         Err(_) => {
             // No thread for the writer: log directly rather than not at all.
             let _ = tracing_subscriber::fmt()
                 .with_writer(std::io::stderr)
+                .with_ansi(ansi)
                 .with_env_filter(filter)
                 .try_init();
             return;
@@ -50,6 +53,7 @@ pub fn init_logging() {
     };
     let _ = tracing_subscriber::fmt()
         .with_writer(move || QueuedLine(writer))
+        .with_ansi(ansi)
         .with_env_filter(filter)
         .try_init();
 }

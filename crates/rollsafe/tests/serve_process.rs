@@ -80,7 +80,7 @@ fn serve(kubeconfig: &Path, audit_file: Option<&Path>, pipes: Pipes) -> Served {
         ])
         .arg(kubeconfig)
         .env("RUST_LOG", "debug")
-        .env("NO_COLOR", "1")
+        .env_remove("NO_COLOR")
         .env_remove("SESSION_SECRET")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -102,6 +102,10 @@ fn serve(kubeconfig: &Path, audit_file: Option<&Path>, pipes: Pipes) -> Served {
         assert!(
             stderr.read_line(&mut line).unwrap() > 0,
             "serve exited before listening"
+        );
+        assert!(
+            !line.contains('\u{1b}'),
+            "no colour codes when stderr is not a terminal: {line:?}"
         );
         if line.contains("serving") {
             for word in line.split_whitespace() {
