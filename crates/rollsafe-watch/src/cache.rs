@@ -275,6 +275,16 @@ impl Cache {
         }))
     }
 
+    /// Whether every object a workload consumes exists.
+    pub fn sources_present(&self, key: &WorkloadKey) -> bool {
+        self.workloads.get(key).is_some_and(|entry| {
+            entry.consumption.keys().all(|config| {
+                self.sources
+                    .contains_key(&source_key(&key.namespace, config))
+            })
+        })
+    }
+
     /// Numbers of cached sources and workloads.
     pub fn len(&self) -> (usize, usize) {
         (self.sources.len(), self.workloads.len())

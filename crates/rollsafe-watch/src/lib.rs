@@ -10,5 +10,10 @@
 pub mod annotations;
 pub mod cache;
 pub mod consumption;
+pub mod controller;
+pub mod debounce;
 pub mod decision;
 pub mod digest;
+
+pub use controller::{Controller, ControllerError, Settings, Status};
+pub use digest::Fingerprinter;

@@ -1,0 +1,570 @@
+//! The controller loop: kube's watchers (relist on 410, bookmarks, backoff) feed the caches;
+//! changes schedule debounced evaluations of the workloads they affect; an evaluation decides
+//! and sends at most one JSON Patch, never retried blindly.
+//!
+//! One task owns the caches: it polls every watch stream and the debounce timer in one
+//! `select!`, so there is no lock and events are applied in the order each stream delivers
+//! them. Nothing is decided before every stream has finished its first list (`synced`); then
+//! every workload is evaluated at once, which is what makes a restart send no patch (the
+//! records match) and a change made while the controller was down roll exactly once.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::{BoxStream, SelectAll};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use rollsafe_core::reference::TargetKind;
+use rollsafe_core::workload::WorkloadKind;
+use serde_json::Value;
+use thiserror::Error;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::annotations::FIELD_MANAGER;
+use crate::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
+use crate::debounce::Debouncer;
+use crate::decision::{self, Decision};
+use crate::digest::Fingerprinter;
+
+/// The default debounce window.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
+/// How long one patch may take.
+pub const PATCH_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long after a failed patch (not a conflict) the workload is evaluated again, from the
+/// cache as it then is.
+pub const FAILURE_RECHECK: Duration = Duration::from_secs(10);
+
+/// What the controller watches and how it acts.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Namespaces to watch; empty: all.
+    pub namespaces: Vec<String>,
+    /// A label selector restricting the workloads considered.
+    pub selector: Option<String>,
+    /// Every workload is opted in unless it says `"false"`.
+    pub all: bool,
+    /// The per-workload debounce window.
+    pub debounce: Duration,
+    /// Decide, log and count, never patch.
+    pub dry_run: bool,
+    /// Computes the digests.
+    pub fingerprinter: Fingerprinter,
+    /// How long one patch may take.
+    pub patch_timeout: Duration,
+    /// The server-side timeout of each watch request, in seconds (`None`: kube's default,
+    /// 290 s). When it ends, kube's watcher resumes from the last resourceVersion it saw and
+    /// relists on a 410.
+    pub watch_timeout: Option<u32>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            namespaces: Vec::new(),
+            selector: None,
+            all: false,
+            debounce: DEFAULT_DEBOUNCE,
+            dry_run: false,
+            fingerprinter: Fingerprinter::unkeyed(),
+            patch_timeout: PATCH_TIMEOUT,
+            watch_timeout: None,
+        }
+    }
+}
+
+/// Counters and state, published after every step of the loop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Every watch has finished its first list.
+    pub synced: bool,
+    /// Workloads evaluated.
+    pub evaluations: u64,
+    /// Roll patches acknowledged (deferred ones included).
+    pub rolls: u64,
+    /// Of those, patched but not rolling now (paused, OnDelete, partition).
+    pub deferred: u64,
+    /// Adoptions acknowledged (record written, no roll).
+    pub adoptions: u64,
+    /// Patches refused with 409 or 422 (not retried).
+    pub conflicts: u64,
+    /// Patches that failed otherwise or timed out.
+    pub failures: u64,
+    /// Patches not sent because of `--dry-run`.
+    pub dry_run: u64,
+    /// Evaluations pending in the debounce queue.
+    pub pending: usize,
+    /// Cached Secrets and ConfigMaps.
+    pub sources: usize,
+    /// Cached workloads.
+    pub workloads: usize,
+    /// Rolls withheld because a consumed object does not exist (new pods could not start;
+    /// the running ones keep what they have). The object's return decides.
+    pub withheld: u64,
+    /// Lists started after the first (kube's watcher relisting, e.g. after a 410).
+    pub relists: u64,
+    /// Watch errors seen (each followed by kube's backoff and relist).
+    pub watch_errors: u64,
+}
+
+/// Why the controller stopped.
+#[derive(Debug, Error)]
+pub enum ControllerError {
+    /// Every watch stream ended (the client was shut down).
+    #[error("the watch streams ended")]
+    StreamsEnded,
+}
+
+impl ControllerError {
+    /// A stable code for logs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ControllerError::StreamsEnded => "streams_ended",
+        }
+    }
+}
+
+/// One watch event, already reduced to a cache entry (the object itself is dropped in the
+/// stream, before it reaches the loop).
+enum Ev<K, V> {
+    Init,
+    Page(K, V),
+    Done,
+    Apply(K, V),
+    Delete(K),
+    /// An object without a namespace or name (not expected from the API server).
+    Skip,
+}
+
+enum Item {
+    Source(usize, TargetKind, Ev<SourceKey, SourceEntry>),
+    Workload(usize, WorkloadKind, Ev<WorkloadKey, WorkloadEntry>),
+    Error,
+}
+
+/// Per watch stream: its namespace scope, whether it has listed once, and what its current
+/// list has seen (to drop what disappeared while it was not watching).
+struct StreamState {
+    scope: Option<String>,
+    synced: bool,
+    seen_sources: HashSet<SourceKey>,
+    seen_workloads: HashSet<WorkloadKey>,
+}
+
+impl StreamState {
+    fn in_scope(&self, namespace: &str) -> bool {
+        self.scope.as_deref().is_none_or(|scope| scope == namespace)
+    }
+}
+
+/// The controller.
+pub struct Controller {
+    client: kube::Client,
+    settings: Settings,
+    cache: Cache,
+    debouncer: Debouncer,
+    streams: Vec<StreamState>,
+    status: watch::Sender<Status>,
+}
+
+impl Controller {
+    /// A controller acting through `client`.
+    pub fn new(client: kube::Client, settings: Settings) -> Self {
+        Self {
+            client,
+            settings,
+            cache: Cache::default(),
+            debouncer: Debouncer::default(),
+            streams: Vec::new(),
+            status: watch::Sender::new(Status::default()),
+        }
+    }
+
+    /// A receiver of the published [`Status`].
+    pub fn status(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+
+    /// Runs until `shutdown` completes.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
+        let mut streams = self.watch_streams();
+        tokio::pin!(shutdown);
+        info!(
+            namespaces = self.settings.namespaces.len(),
+            all = self.settings.all,
+            dry_run = self.settings.dry_run,
+            "watch controller starting"
+        );
+        loop {
+            let synced = self.status.borrow().synced;
+            let deadline = self.debouncer.next_deadline().filter(|_| synced);
+            tokio::select! {
+                biased;
+                () = &mut shutdown => {
+                    info!("watch controller stopping");
+                    return Ok(());
+                }
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    for key in self.debouncer.pop_due(Instant::now()) {
+                        self.evaluate(&key).await;
+                    }
+                }
+                item = streams.next() => match item {
+                    Some(item) => self.handle(item),
+                    None => return Err(ControllerError::StreamsEnded),
+                },
+            }
+            self.publish();
+        }
+    }
+
+    fn publish(&self) {
+        let (sources, workloads) = self.cache.len();
+        let pending = self.debouncer.len();
+        self.status.send_modify(|status| {
+            status.sources = sources;
+            status.workloads = workloads;
+            status.pending = pending;
+        });
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Status)) {
+        self.status.send_modify(f);
+    }
+
+    fn watch_streams(&mut self) -> SelectAll<BoxStream<'static, Item>> {
+        let scopes: Vec<Option<String>> = if self.settings.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.settings.namespaces.iter().cloned().map(Some).collect()
+        };
+        let mut all = SelectAll::new();
+        for scope in scopes {
+            for kind in [TargetKind::Secret, TargetKind::ConfigMap] {
+                let id = self.add_stream(&scope);
+                let resource = match kind {
+                    TargetKind::Secret => ApiResource::erase::<Secret>(&()),
+                    TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
+                };
+                let api = self.api(&scope, &resource);
+                let stream = watcher(api, self.watch_config()).default_backoff().map(
+                    move |event| match event {
+                        Ok(event) => Item::Source(id, kind, reduce(event, |o| source(kind, o))),
+                        Err(error) => {
+                            warn!(error = %error, "source watch error; kube backs off and relists");
+                            Item::Error
+                        }
+                    },
+                );
+                all.push(stream.boxed());
+            }
+            for kind in WorkloadKind::ALL {
+                let id = self.add_stream(&scope);
+                let resource = match kind {
+                    WorkloadKind::Deployment => ApiResource::erase::<Deployment>(&()),
+                    WorkloadKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
+                    WorkloadKind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
+                };
+                let api = self.api(&scope, &resource);
+                let mut config = self.watch_config();
+                if let Some(selector) = &self.settings.selector {
+                    config = config.labels(selector);
+                }
+                let all_flag = self.settings.all;
+                let stream = watcher(api, config).default_backoff().map(move |event| {
+                    match event {
+                        Ok(event) => {
+                            Item::Workload(id, kind, reduce(event, |o| workload(kind, o, all_flag)))
+                        }
+                        Err(error) => {
+                            warn!(error = %error, "workload watch error; kube backs off and relists");
+                            Item::Error
+                        }
+                    }
+                });
+                all.push(stream.boxed());
+            }
+        }
+        all
+    }
+
+    fn watch_config(&self) -> watcher::Config {
+        let config = watcher::Config::default();
+        match self.settings.watch_timeout {
+            Some(seconds) => config.timeout(seconds),
+            None => config,
+        }
+    }
+
+    fn add_stream(&mut self, scope: &Option<String>) -> usize {
+        self.streams.push(StreamState {
+            scope: scope.clone(),
+            synced: false,
+            seen_sources: HashSet::new(),
+            seen_workloads: HashSet::new(),
+        });
+        self.streams.len() - 1
+    }
+
+    fn api(&self, scope: &Option<String>, resource: &ApiResource) -> Api<DynamicObject> {
+        match scope {
+            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, resource),
+            None => Api::all_with(self.client.clone(), resource),
+        }
+    }
+
+    fn handle(&mut self, item: Item) {
+        let now = Instant::now();
+        let window = self.settings.debounce;
+        match item {
+            Item::Error => self.count(|s| s.watch_errors += 1),
+            Item::Source(id, kind, event) => match event {
+                Ev::Skip => {}
+                Ev::Init => {
+                    self.relisting(id);
+                    self.streams[id].seen_sources.clear();
+                }
+                Ev::Page(key, entry) | Ev::Apply(key, entry) => {
+                    self.streams[id].seen_sources.insert(key.clone());
+                    if self.cache.apply_source(key.clone(), entry) {
+                        self.schedule_consumers(&key, now, window);
+                    }
+                }
+                Ev::Delete(key) => {
+                    self.streams[id].seen_sources.remove(&key);
+                    if self.cache.delete_source(&key) {
+                        self.schedule_consumers(&key, now, window);
+                    }
+                }
+                Ev::Done => {
+                    let stream = &mut self.streams[id];
+                    let seen = std::mem::take(&mut stream.seen_sources);
+                    let gone = self.cache.retain_sources(kind, |key| {
+                        seen.contains(key) || !stream.in_scope(&key.namespace)
+                    });
+                    stream.seen_sources = seen;
+                    for key in gone {
+                        self.schedule_consumers(&key, now, window);
+                    }
+                    self.stream_synced(id);
+                }
+            },
+            Item::Workload(id, kind, event) => match event {
+                Ev::Skip => {}
+                Ev::Init => {
+                    self.relisting(id);
+                    self.streams[id].seen_workloads.clear();
+                }
+                Ev::Page(key, entry) | Ev::Apply(key, entry) => {
+                    self.streams[id].seen_workloads.insert(key.clone());
+                    self.cache.apply_workload(key.clone(), entry);
+                    self.debouncer.schedule(&key, now, window);
+                }
+                Ev::Delete(key) => {
+                    self.streams[id].seen_workloads.remove(&key);
+                    self.cache.delete_workload(&key);
+                }
+                Ev::Done => {
+                    let stream = &mut self.streams[id];
+                    let seen = std::mem::take(&mut stream.seen_workloads);
+                    self.cache.retain_workloads(kind, |key| {
+                        seen.contains(key) || !stream.in_scope(&key.namespace)
+                    });
+                    stream.seen_workloads = seen;
+                    self.stream_synced(id);
+                }
+            },
+        }
+    }
+
+    fn relisting(&self, id: usize) {
+        if self.streams[id].synced {
+            self.count(|s| s.relists += 1);
+        }
+    }
+
+    fn schedule_consumers(&mut self, key: &SourceKey, now: Instant, window: Duration) {
+        let consumers: Vec<WorkloadKey> = self.cache.consumers(key).cloned().collect();
+        for workload in consumers {
+            self.debouncer.schedule(&workload, now, window);
+        }
+    }
+
+    fn stream_synced(&mut self, id: usize) {
+        self.streams[id].synced = true;
+        if self.status.borrow().synced || !self.streams.iter().all(|s| s.synced) {
+            return;
+        }
+        // First full view: evaluate everything now (restart → no patch; missed change → one).
+        let now = Instant::now();
+        let keys: Vec<WorkloadKey> = self.cache.workload_keys().cloned().collect();
+        for key in &keys {
+            self.debouncer.schedule(key, now, Duration::ZERO);
+        }
+        self.count(|s| s.synced = true);
+        info!(workloads = keys.len(), "caches synced");
+    }
+
+    async fn evaluate(&mut self, key: &WorkloadKey) {
+        let Some(entry) = self.cache.workload(key) else {
+            return;
+        };
+        let Some(digest) = self.cache.digest(key, &self.settings.fingerprinter) else {
+            return;
+        };
+        self.count(|s| s.evaluations += 1);
+        let decision = decision::decide(&entry.facts, &digest);
+        if let Some(code) = entry.opt_in_error {
+            debug!(workload = %key, code, "rollsafe.dev/watch not understood; not watched");
+        }
+        if matches!(decision, Decision::Roll { .. }) && !self.cache.sources_present(key) {
+            info!(workload = %key, "roll withheld: a consumed object does not exist");
+            self.count(|s| s.withheld += 1);
+            return;
+        }
+        let Some(plan) = entry.plan.as_ref() else {
+            if matches!(decision, Decision::Adopt { .. } | Decision::Roll { .. }) {
+                warn!(workload = %key, "workload cannot be patched (uid, resourceVersion or template missing)");
+            }
+            return;
+        };
+        let Some(document) = plan.document(&decision) else {
+            debug!(workload = %key, decision = decision.as_str(), "nothing to write");
+            return;
+        };
+        if self.settings.dry_run {
+            info!(workload = %key, decision = decision.as_str(), "dry run: patch not sent");
+            self.count(|s| s.dry_run += 1);
+            return;
+        }
+        let resource = workload_resource(key.kind);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let sent = tokio::time::timeout(
+            self.settings.patch_timeout,
+            api.patch(&key.name, &params, &Patch::Json::<()>(document)),
+        )
+        .await;
+        match sent {
+            Ok(Ok(object)) => {
+                info!(workload = %key, decision = decision.as_str(), "patched");
+                match &decision {
+                    Decision::Adopt { .. } => self.count(|s| s.adoptions += 1),
+                    Decision::Roll { deferred, .. } => {
+                        let deferred = deferred.is_some();
+                        self.count(|s| {
+                            s.rolls += 1;
+                            s.deferred += u64::from(deferred);
+                        });
+                    }
+                    _ => {}
+                }
+                // The acknowledged object is an observed state: evaluations before its watch
+                // event arrives see the new resourceVersion and record.
+                if let Some((key, entry)) = workload(key.kind, &object, self.settings.all) {
+                    self.cache.apply_workload(key, entry);
+                }
+            }
+            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
+                // Someone else changed the workload (or replaced it): never resent. Its next
+                // observed state schedules a fresh evaluation.
+                info!(workload = %key, code = status.code, "patch refused by a concurrent change; waiting for the next observed state");
+                self.count(|s| s.conflicts += 1);
+            }
+            Ok(Err(error)) => {
+                let code = match &error {
+                    kube::Error::Api(status) => status.code,
+                    _ => 0,
+                };
+                warn!(workload = %key, code, "patch failed; re-evaluating later from the cache");
+                self.count(|s| s.failures += 1);
+                self.debouncer.schedule(
+                    key,
+                    Instant::now(),
+                    FAILURE_RECHECK.max(self.settings.debounce),
+                );
+            }
+            Err(_) => {
+                warn!(workload = %key, "patch timed out; re-evaluating later from the cache");
+                self.count(|s| s.failures += 1);
+                self.debouncer.schedule(
+                    key,
+                    Instant::now(),
+                    FAILURE_RECHECK.max(self.settings.debounce),
+                );
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn workload_resource(kind: WorkloadKind) -> ApiResource {
+    match kind {
+        WorkloadKind::Deployment => ApiResource::erase::<Deployment>(&()),
+        WorkloadKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
+        WorkloadKind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
+    }
+}
+
+/// Reduces a watcher event; an object without a namespace or name is skipped.
+fn reduce<K, V>(
+    event: watcher::Event<DynamicObject>,
+    convert: impl Fn(&DynamicObject) -> Option<(K, V)>,
+) -> Ev<K, V> {
+    match event {
+        watcher::Event::Init => Ev::Init,
+        watcher::Event::InitDone => Ev::Done,
+        watcher::Event::InitApply(object) => match convert(&object) {
+            Some((key, value)) => Ev::Page(key, value),
+            None => Ev::Skip,
+        },
+        watcher::Event::Apply(object) => match convert(&object) {
+            Some((key, value)) => Ev::Apply(key, value),
+            None => Ev::Skip,
+        },
+        watcher::Event::Delete(object) => match convert(&object) {
+            Some((key, _)) => Ev::Delete(key),
+            None => Ev::Skip,
+        },
+    }
+}
+
+fn source(kind: TargetKind, object: &DynamicObject) -> Option<(SourceKey, SourceEntry)> {
+    let key = SourceKey {
+        kind,
+        namespace: object.metadata.namespace.clone()?,
+        name: object.metadata.name.clone()?,
+    };
+    let value = serde_json::to_value(object).ok()?;
+    Some((key, SourceEntry::from_object(kind, &value)))
+}
+
+fn workload(
+    kind: WorkloadKind,
+    object: &DynamicObject,
+    all: bool,
+) -> Option<(WorkloadKey, WorkloadEntry)> {
+    let key = WorkloadKey {
+        kind,
+        namespace: object.metadata.namespace.clone()?,
+        name: object.metadata.name.clone()?,
+    };
+    let value: Value = serde_json::to_value(object).ok()?;
+    Some((key, WorkloadEntry::from_object(kind, &value, all)))
+}

@@ -1,0 +1,103 @@
+//! Per-workload debounce: the first change to a workload opens a window; further changes inside
+//! it join the same evaluation, which runs when the window closes. The window never extends, so
+//! a steady stream of changes cannot postpone a roll forever.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cache::WorkloadKey;
+
+/// Pending evaluations, by deadline.
+#[derive(Debug, Default)]
+pub struct Debouncer {
+    deadlines: HashMap<WorkloadKey, Instant>,
+    order: BTreeSet<(Instant, WorkloadKey)>,
+}
+
+impl Debouncer {
+    /// Schedules `key` at `now + window`, unless it is already scheduled earlier.
+    pub fn schedule(&mut self, key: &WorkloadKey, now: Instant, window: Duration) {
+        let at = now + window;
+        if let Some(existing) = self.deadlines.get(key) {
+            if *existing <= at {
+                return;
+            }
+            self.order.remove(&(*existing, key.clone()));
+        }
+        self.deadlines.insert(key.clone(), at);
+        self.order.insert((at, key.clone()));
+    }
+
+    /// The earliest deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.order.first().map(|(at, _)| *at)
+    }
+
+    /// Removes and returns every key due at `now`, earliest first.
+    pub fn pop_due(&mut self, now: Instant) -> Vec<WorkloadKey> {
+        let mut due = Vec::new();
+        while let Some((at, _)) = self.order.first() {
+            if *at > now {
+                break;
+            }
+            if let Some((_, key)) = self.order.pop_first() {
+                self.deadlines.remove(&key);
+                due.push(key);
+            }
+        }
+        due
+    }
+
+    /// How many evaluations are pending.
+    pub fn len(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// Whether none is pending.
+    pub fn is_empty(&self) -> bool {
+        self.deadlines.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rollsafe_core::workload::WorkloadKind;
+
+    fn key(name: &str) -> WorkloadKey {
+        WorkloadKey {
+            kind: WorkloadKind::Deployment,
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn changes_inside_the_window_coalesce() {
+        let window = Duration::from_secs(2);
+        let mut d = Debouncer::default();
+        d.schedule(&key("web"), Instant::now(), window);
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        // A second change (the Secret after the ConfigMap) joins the open window.
+        d.schedule(&key("web"), Instant::now(), window);
+        d.schedule(&key("api"), Instant::now(), window);
+        assert_eq!(d.len(), 2);
+        assert!(d.pop_due(Instant::now()).is_empty());
+        tokio::time::sleep_until(d.next_deadline().unwrap()).await;
+        assert_eq!(d.pop_due(Instant::now()), [key("web")]);
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert_eq!(d.pop_due(Instant::now()), [key("api")]);
+        assert!(d.is_empty() && d.next_deadline().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_deadline_wins() {
+        let mut d = Debouncer::default();
+        d.schedule(&key("web"), Instant::now(), Duration::from_secs(10));
+        d.schedule(&key("web"), Instant::now(), Duration::ZERO);
+        assert_eq!(d.pop_due(Instant::now()), [key("web")]);
+        assert!(d.is_empty());
+    }
+}

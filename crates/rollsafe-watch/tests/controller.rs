@@ -1,0 +1,513 @@
+//! The controller against the in-process emulator, over real watches.
+
+#![expect(clippy::unwrap_used, reason = "tests may unwrap")]
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
+use rollsafe_kube::Connection;
+use rollsafe_watch::{Controller, Fingerprinter, Settings, Status};
+use serde_json::{Value, json};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+const NS: &str = "shop";
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct Env {
+    emu: RunningEmulator,
+    connection: Connection,
+    _dir: tempfile::TempDir,
+}
+
+struct Running {
+    status: watch::Receiver<Status>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Waits (polling the published status, with a deadline) until `done` holds.
+    async fn until(&mut self, what: &str, done: impl Fn(&Status) -> bool) -> Status {
+        let waited = tokio::time::timeout(DEADLINE, self.status.wait_for(|s| done(s)))
+            .await
+            .map(|status| status.map(|s| s.clone()));
+        match waited {
+            Ok(Ok(status)) => status,
+            _ => panic!("timed out waiting for {what}: {:?}", *self.status.borrow()),
+        }
+    }
+
+    /// Synced, and nothing pending.
+    async fn settled(&mut self) -> Status {
+        self.until("synced and idle", |s| s.synced && s.pending == 0)
+            .await
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
+    }
+}
+
+impl Env {
+    async fn start(seeds: Vec<Value>) -> Env {
+        let emu = Emulator::builder()
+            .seed_objects(seeds)
+            .start("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        emu.write_kubeconfig(&path).unwrap();
+        let connection = Connection::from_kubeconfig(Some(&path), Some("admin"))
+            .await
+            .unwrap();
+        Env {
+            emu,
+            connection,
+            _dir: dir,
+        }
+    }
+
+    fn controller(&self, settings: Settings) -> Running {
+        let controller = Controller::new(self.connection.client(None), settings);
+        let status = controller.status();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            controller
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Running { status, stop, task }
+    }
+
+    fn patches(&self, resource: &str, name: &str) -> Vec<rollsafe_emulator::RequestLogEntry> {
+        self.emu
+            .requests_for("patch", resource)
+            .into_iter()
+            .filter(|r| r.name.as_deref() == Some(name))
+            .collect()
+    }
+
+    fn rollouts(&self, name: &str) -> usize {
+        self.emu
+            .rollouts()
+            .iter()
+            .filter(|r| r.name == name)
+            .count()
+    }
+
+    fn put(&self, object: Value) {
+        self.emu.put_object(object).unwrap();
+    }
+
+    fn workload(&self, resource: &str, name: &str) -> Value {
+        self.emu.get_object(resource, Some(NS), name).unwrap()
+    }
+}
+
+fn settings() -> Settings {
+    Settings {
+        debounce: Duration::from_millis(50),
+        ..Settings::default()
+    }
+}
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+fn secret(name: &str, data: &[(&str, &str)], annotations: Value) -> Value {
+    let data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(b64(v))))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+        "data": data})
+}
+
+fn config_map(name: &str, data: &[(&str, &str)]) -> Value {
+    let data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS}, "data": data})
+}
+
+/// A Deployment opted in with `watch`, its container reading `env` and `env_from`.
+fn deployment(name: &str, watch: &str, env: Value, env_from: Value) -> Value {
+    let mut object = rollsafe_emulator::Handle::sample_deployment(NS, name);
+    object["metadata"]["annotations"] = json!({"rollsafe.dev/watch": watch});
+    object["spec"]["template"]["spec"]["containers"][0]["env"] = env;
+    object["spec"]["template"]["spec"]["containers"][0]["envFrom"] = env_from;
+    object
+}
+
+fn key_ref(env: &str, secret: &str, key: &str) -> Value {
+    json!({"name": env, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+}
+
+/// `web` reads db/password; `api` (the barrier) reads all of `other`.
+fn two_workloads() -> Vec<Value> {
+    vec![
+        secret("db", &[("password", "hunter2"), ("user", "app")], json!({})),
+        secret("other", &[("k", "1")], json!({})),
+        deployment(
+            "web",
+            "true",
+            json!([key_ref("P", "db", "password")]),
+            json!([]),
+        ),
+        deployment(
+            "api",
+            "true",
+            json!([]),
+            json!([{"secretRef": {"name": "other"}}]),
+        ),
+    ]
+}
+
+/// Changes `other`, then waits until `api` rolled: every event before it has been handled.
+async fn barrier(env: &Env, running: &mut Running, value: &str) {
+    let rolls = running.status.borrow().rolls;
+    env.put(secret("other", &[("k", value)], json!({})));
+    running
+        .until("the barrier roll", |s| s.rolls > rolls && s.pending == 0)
+        .await;
+}
+
+#[tokio::test]
+async fn adoption_writes_the_record_and_rolls_nothing() {
+    let mut seeds = two_workloads();
+    let mut sts = deployment(
+        "db-sts",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([]),
+    );
+    sts["kind"] = json!("StatefulSet");
+    sts["spec"]["serviceName"] = json!("db");
+    seeds.push(sts);
+    let env = Env::start(seeds).await;
+    let mut running = env.controller(settings());
+    let status = running
+        .until("three adoptions", |s| s.adoptions == 3 && s.pending == 0)
+        .await;
+    assert_eq!(status.rolls, 0);
+    assert!(env.emu.rollouts().is_empty(), "{:?}", env.emu.rollouts());
+    let web = env.workload("deployments", "web");
+    let record = web["metadata"]["annotations"]["rollsafe.dev/config-record"]
+        .as_str()
+        .unwrap();
+    assert!(record.starts_with("v1:"), "{record}");
+    assert!(
+        web.pointer("/spec/template/metadata/annotations/rollsafe.dev~1config-hash")
+            .is_none()
+    );
+    let patch = &env.patches("deployments", "web")[0];
+    assert_eq!(
+        patch.content_type.as_deref(),
+        Some("application/json-patch+json")
+    );
+    assert_eq!(
+        patch.query_param("fieldManager").as_deref(),
+        Some("rollsafe-watch")
+    );
+    assert_eq!(env.patches("statefulsets", "db-sts").len(), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_change_rolls_once_with_one_patch() {
+    let env = Env::start(two_workloads()).await;
+    let mut running = env.controller(settings());
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    env.put(secret(
+        "db",
+        &[("password", "changed"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("a roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    assert_eq!(
+        env.patches("deployments", "web").len(),
+        2,
+        "adoption + roll"
+    );
+    assert_eq!(env.rollouts("web"), 1);
+    assert_eq!(env.rollouts("api"), 0);
+    let web = env.workload("deployments", "web");
+    let hash =
+        web["spec"]["template"]["metadata"]["annotations"]["rollsafe.dev/config-hash"].clone();
+    assert_eq!(
+        hash,
+        web["metadata"]["annotations"]["rollsafe.dev/config-record"]
+    );
+    // The patch's own watch event is evaluated and changes nothing.
+    barrier(&env, &mut running, "2").await;
+    assert_eq!(env.patches("deployments", "web").len(), 2);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_config_map_and_a_secret_changed_together_roll_once() {
+    let seeds = vec![
+        secret("db", &[("password", "a")], json!({})),
+        config_map("settings", &[("level", "info")]),
+        deployment(
+            "web",
+            "true",
+            json!([key_ref("P", "db", "password")]),
+            json!([{"configMapRef": {"name": "settings"}}]),
+        ),
+    ];
+    let env = Env::start(seeds).await;
+    let mut running = env.controller(Settings {
+        debounce: Duration::from_secs(3),
+        ..Settings::default()
+    });
+    running
+        .until("adoption", |s| s.adoptions == 1 && s.pending == 0)
+        .await;
+    env.put(config_map("settings", &[("level", "debug")]));
+    env.put(secret("db", &[("password", "b")], json!({})));
+    running
+        .until("one roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    assert_eq!(env.rollouts("web"), 1);
+    assert_eq!(env.patches("deployments", "web").len(), 2);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_sends_no_patch_and_a_missed_change_rolls_once() {
+    let env = Env::start(two_workloads()).await;
+    let mut first = env.controller(settings());
+    first
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    first.stop().await;
+    env.emu.clear_requests();
+
+    // Restart with nothing changed: zero patches.
+    let mut second = env.controller(settings());
+    let status = second.settled().await;
+    assert!(status.evaluations >= 2, "{status:?}");
+    assert!(env.emu.requests_for("patch", "deployments").is_empty());
+    second.stop().await;
+
+    // A change while no controller runs: exactly one roll after the start.
+    env.put(secret(
+        "db",
+        &[("password", "rotated"), ("user", "app")],
+        json!({}),
+    ));
+    let mut third = env.controller(settings());
+    third
+        .until("the missed roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    barrier(&env, &mut third, "3").await;
+    assert_eq!(env.rollouts("web"), 1);
+    assert_eq!(env.patches("deployments", "web").len(), 1);
+    third.stop().await;
+}
+
+#[tokio::test]
+async fn metadata_only_unreferenced_keys_and_opted_out_sources_roll_nothing() {
+    let mut seeds = two_workloads();
+    seeds.push(secret(
+        "quiet",
+        &[("k", "1")],
+        json!({"rollsafe.dev/watch": "false"}),
+    ));
+    seeds.push(secret(
+        "choreo",
+        &[("k", "1")],
+        json!({"openchoreo.dev/restart-on-change": "false"}),
+    ));
+    seeds.push(deployment(
+        "quiet-app",
+        "true",
+        json!([]),
+        json!([{"secretRef": {"name": "quiet"}}, {"secretRef": {"name": "choreo"}}]),
+    ));
+    let env = Env::start(seeds).await;
+    let mut running = env.controller(settings());
+    running
+        .until("adoptions", |s| s.adoptions == 3 && s.pending == 0)
+        .await;
+    // Labels and annotations only.
+    let mut relabelled = secret(
+        "db",
+        &[("password", "hunter2"), ("user", "app")],
+        json!({"note": "x"}),
+    );
+    relabelled["metadata"]["labels"] = json!({"team": "payments"});
+    env.put(relabelled);
+    // A key web does not read.
+    env.put(secret(
+        "db",
+        &[("password", "hunter2"), ("user", "root")],
+        json!({"note": "x"}),
+    ));
+    // Opted-out sources.
+    env.put(secret(
+        "quiet",
+        &[("k", "2")],
+        json!({"rollsafe.dev/watch": "false"}),
+    ));
+    env.put(secret(
+        "choreo",
+        &[("k", "2")],
+        json!({"openchoreo.dev/restart-on-change": "false"}),
+    ));
+    barrier(&env, &mut running, "2").await;
+    assert_eq!(env.rollouts("web"), 0);
+    assert_eq!(env.rollouts("quiet-app"), 0);
+    assert_eq!(
+        env.patches("deployments", "web").len(),
+        1,
+        "the adoption only"
+    );
+    assert_eq!(env.patches("deployments", "quiet-app").len(), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn delete_and_recreate_of_a_source_rolls_once() {
+    let env = Env::start(two_workloads()).await;
+    let mut running = env.controller(settings());
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    env.emu.delete_object("secrets", Some(NS), "db").unwrap();
+    running
+        .until("the deletion is seen", |s| {
+            s.withheld >= 1 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("web"), 0, "a missing source never rolls");
+    // Same content, new uid.
+    env.put(secret(
+        "db",
+        &[("password", "hunter2"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("a roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    barrier(&env, &mut running, "2").await;
+    assert_eq!(env.rollouts("web"), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_concurrent_edit_is_not_retried_blindly_and_converges() {
+    let env = Env::start(two_workloads()).await;
+    let mut running = env.controller(settings());
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    env.emu.add_fault(
+        Fault::on("patch", "deployments")
+            .namespace(NS)
+            .name("web")
+            .nth(1)
+            .then(FaultAction::ConcurrentEdit { patch: None }),
+    );
+    env.emu.clear_requests();
+    env.put(secret(
+        "db",
+        &[("password", "changed"), ("user", "app")],
+        json!({}),
+    ));
+    let status = running
+        .until("the roll after the conflict", |s| {
+            s.rolls == 1 && s.pending == 0
+        })
+        .await;
+    assert_eq!(status.conflicts, 1, "{status:?}");
+    // One refused patch, then one computed from the next observed state — never the same
+    // request resent.
+    let patches = env.patches("deployments", "web");
+    assert_eq!(patches.len(), 2);
+    assert_ne!(patches[0].status, 200);
+    assert_eq!(env.rollouts("web"), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn dry_run_sends_nothing() {
+    let env = Env::start(two_workloads()).await;
+    let mut running = env.controller(Settings {
+        dry_run: true,
+        ..settings()
+    });
+    running
+        .until("dry-run adoptions", |s| s.dry_run == 2 && s.pending == 0)
+        .await;
+    env.put(secret(
+        "db",
+        &[("password", "changed"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("a dry-run roll", |s| s.dry_run == 3 && s.pending == 0)
+        .await;
+    assert!(env.emu.requests_for("patch", "deployments").is_empty());
+    assert!(env.emu.rollouts().is_empty());
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_compacted_watch_relists_without_spurious_rolls() {
+    let env = Env::start(two_workloads()).await;
+    // Watches end after a second; kube resumes each from its last resourceVersion, which the
+    // compaction made too old: 410, then a relist.
+    let mut running = env.controller(Settings {
+        watch_timeout: Some(1),
+        ..settings()
+    });
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    env.emu.compact();
+    running
+        .until("relists after the 410", |s| {
+            s.relists >= 3 && s.watch_errors >= 3
+        })
+        .await;
+    barrier(&env, &mut running, "2").await;
+    barrier(&env, &mut running, "3").await;
+    assert_eq!(env.rollouts("web"), 0);
+    assert_eq!(env.patches("deployments", "web").len(), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_keyed_digest_is_published_as_v1k() {
+    let env = Env::start(two_workloads()).await;
+    let mut running = env.controller(Settings {
+        fingerprinter: Fingerprinter::keyed(b"0123456789abcdef0123").unwrap(),
+        ..settings()
+    });
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    let web = env.workload("deployments", "web");
+    let record = web["metadata"]["annotations"]["rollsafe.dev/config-record"]
+        .as_str()
+        .unwrap();
+    assert!(record.starts_with("v1k:"), "{record}");
+    running.stop().await;
+}
