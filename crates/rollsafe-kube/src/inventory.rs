@@ -21,7 +21,9 @@ use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::reference::{self, Reference};
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::workload::WorkloadKind;
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 use tracing::{Instrument, debug, debug_span, warn};
 
 use crate::transport::{self, BodyError, Timeouts};
@@ -213,6 +215,42 @@ impl Inventory {
     }
 }
 
+/// A list page as read: its own fields, each item left as raw JSON text.
+#[derive(Deserialize)]
+struct PageView<'a> {
+    #[serde(default)]
+    kind: Option<Value>,
+    #[serde(default, rename = "apiVersion")]
+    api_version: Option<Value>,
+    #[serde(default)]
+    metadata: Option<Value>,
+    /// Absent: `None`; `null`: `Some(None)`; an array of items: `Some(Some(items))`.
+    #[serde(default, borrow, deserialize_with = "present")]
+    items: Option<Option<Vec<&'a RawValue>>>,
+}
+
+/// Marks a field that is present (even as `null`), so that absent and `null` differ.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// The only field of an item read before deciding whether to parse it in full.
+#[derive(Deserialize)]
+struct ItemHead {
+    #[serde(default)]
+    metadata: Option<MetaHead>,
+}
+
+#[derive(Deserialize)]
+struct MetaHead {
+    #[serde(default)]
+    name: Option<String>,
+}
+
 /// What to do after a page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Next {
@@ -272,10 +310,15 @@ impl PageChecker {
         if self.bytes > self.budget.max_bytes {
             return Err(Incomplete::ByteBudget);
         }
-        let page: Map<String, Value> =
-            serde_json::from_slice(body).map_err(|_| Incomplete::NotAList)?;
+        // The page is read as a view: its own fields, and each item as raw JSON text. An item is
+        // parsed in full only when its text can hold a reference to the Secret (see
+        // `accept_item`), so memory and time stay near a plain typed list.
+        if body.trim_ascii_start().first() != Some(&b'{') {
+            return Err(Incomplete::NotAList);
+        }
+        let page: PageView<'_> = serde_json::from_slice(body).map_err(|_| Incomplete::NotAList)?;
         self.check_list_shape(&page)?;
-        let metadata = page.get("metadata").and_then(Value::as_object);
+        let metadata = page.metadata.as_ref().and_then(Value::as_object);
         let token = match metadata.and_then(|m| m.get("continue")) {
             None | Some(Value::Null) => None,
             Some(Value::String(token)) if token.is_empty() => None,
@@ -294,10 +337,10 @@ impl PageChecker {
             (Some(_), None) | (None, Some(_)) => return Err(Incomplete::ResourceVersionChanged),
             _ => {}
         }
-        let items: &[Value] = match page.get("items") {
-            Some(Value::Array(items)) => items,
-            Some(Value::Null) => &[],
-            _ => return Err(Incomplete::NotAList),
+        let items: &[&RawValue] = match &page.items {
+            Some(Some(items)) => items,
+            Some(None) => &[],
+            None => return Err(Incomplete::NotAList),
         };
         if items.len() > self.budget.page_size {
             return Err(Incomplete::PageOverLimit);
@@ -310,7 +353,7 @@ impl PageChecker {
             return Err(Incomplete::ObjectBudget);
         }
         for item in items {
-            self.accept_item(item)?;
+            self.accept_raw_item(item)?;
         }
         match token {
             None => Ok(Next::Done),
@@ -331,16 +374,47 @@ impl PageChecker {
         }
     }
 
-    fn check_list_shape(&self, page: &Map<String, Value>) -> Result<(), Incomplete> {
-        let kind = page.get("kind").and_then(Value::as_str);
-        let api_version = page.get("apiVersion").and_then(Value::as_str);
+    fn check_list_shape(&self, page: &PageView<'_>) -> Result<(), Incomplete> {
+        let kind = page.kind.as_ref().and_then(Value::as_str);
+        let api_version = page.api_version.as_ref().and_then(Value::as_str);
         if kind != Some(self.kind.list_kind()) || api_version != Some("apps/v1") {
             return Err(Incomplete::NotAList);
         }
-        match page.get("metadata") {
+        match &page.metadata {
             None | Some(Value::Object(_)) => Ok(()),
             Some(_) => Err(Incomplete::NotAList),
         }
+    }
+
+    /// One item as raw JSON. The common case — an object with a string `metadata.name` — reads
+    /// only the name; the item is parsed in full only when its text can hold a reference to the
+    /// Secret: a JSON string equal to a Secret name (lower-case alphanumerics, `-`, `.`) appears
+    /// in the text as `"<name>"` unless it is written with a `\u` escape, so an item whose text
+    /// has neither cannot match. Anything unusual goes the full way, with the same rules.
+    fn accept_raw_item(&mut self, item: &RawValue) -> Result<(), Incomplete> {
+        let text = item.get();
+        if !text.starts_with('{') {
+            return Err(Incomplete::NotAList);
+        }
+        let name = match serde_json::from_str::<ItemHead>(text) {
+            Ok(ItemHead {
+                metadata: Some(MetaHead { name: Some(name) }),
+            }) if is_dns1123_subdomain(&name) => name,
+            _ => return self.accept_full_item(text),
+        };
+        let quoted = format!("\"{}\"", self.secret);
+        if !text.contains(&quoted) && !text.contains("\\u") {
+            if !self.names.insert(name) {
+                return Err(Incomplete::DuplicateName);
+            }
+            return Ok(());
+        }
+        self.accept_full_item(text)
+    }
+
+    fn accept_full_item(&mut self, text: &str) -> Result<(), Incomplete> {
+        let item: Value = serde_json::from_str(text).map_err(|_| Incomplete::NotAList)?;
+        self.accept_item(&item)
     }
 
     fn accept_item(&mut self, item: &Value) -> Result<(), Incomplete> {

@@ -432,3 +432,33 @@ fn page_paths() {
         "/apis/apps/v1/namespaces/team-a/deployments?limit=100&continue=ab%2B%2F%3D"
     );
 }
+
+#[test]
+fn escaped_names_still_match_and_near_names_do_not() {
+    // Page text with the Secret name written with a JSON escape in one item and only as a
+    // prefix of another name in a second: the fast path must not lose the first.
+    let items = r#"
+        {"metadata":{"name":"web","uid":"u1","resourceVersion":"1"},"spec":{"template":{"spec":{"containers":[],"volumes":[{"name":"c","secret":{"secretName":"db\u002dcreds"}}]}}}},
+        {"metadata":{"name":"old","uid":"u2","resourceVersion":"1"},"spec":{"template":{"spec":{"containers":[],"volumes":[{"name":"c","secret":{"secretName":"db-creds-old"}}]}}}},
+        {"metadata":{"name":"api","uid":"u3","resourceVersion":"1"},"spec":{"template":{"spec":{"containers":[{"name":"a","envFrom":[{"secretRef":{"name":"db-creds"}}]}]}}}}"#;
+    let page = |items: &str| {
+        format!(
+            r#"{{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{{"resourceVersion":"1"}},"items":[{items}]}}"#
+        )
+    };
+    let mut checker = checker();
+    assert_eq!(checker.accept(page(items).as_bytes()), Ok(Next::Done));
+    let inventory = checker.complete();
+    let matched: Vec<_> = inventory
+        .matches()
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(matched, ["api", "web"]);
+    // A duplicate name is caught whichever path each of the two items took.
+    let duplicated = format!(r#"{items}, {{"metadata":{{"name":"web"}}}}"#);
+    assert_eq!(
+        super::tests::checker().accept(page(&duplicated).as_bytes()),
+        Err(Incomplete::DuplicateName)
+    );
+}
