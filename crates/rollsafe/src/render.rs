@@ -209,7 +209,7 @@ impl Options {
             None => Vec::new(),
         };
         let previous = match (&args.previous, args.previous_from_cluster) {
-            (Some(path), _) => Previous::File(read_manifest(path).context("--previous")?),
+            (Some(path), _) => Previous::File(read_previous(path).context("--previous")?),
             (None, true) => Previous::Cluster,
             (None, false) => Previous::None,
         };
@@ -252,6 +252,30 @@ fn namespace(text: &str, source: &str) -> anyhow::Result<String> {
 
 fn read_manifest(path: &Path) -> anyhow::Result<ManifestSet> {
     input::read_one(path)
+}
+
+/// The previous copies in a file: only its Deployments and StatefulSets are kept (the engine
+/// looks up nothing else), one parsed document at a time.
+fn read_previous(path: &Path) -> anyhow::Result<ManifestSet> {
+    let (label, text) = input::read_text(path)?;
+    let mut workloads = Vec::new();
+    for document in rollsafe_manifest::Manifest::documents(&text) {
+        let document = document.with_context(|| label.clone())?;
+        workloads.extend(
+            document
+                .objects()
+                .filter(|(_, object)| {
+                    matches!(
+                        object.get("kind").and_then(Value::as_str),
+                        Some("Deployment" | "StatefulSet")
+                    )
+                })
+                .map(|(_, object)| object.clone()),
+        );
+    }
+    let mut set = ManifestSet::new();
+    set.push(label, rollsafe_manifest::Manifest::from_objects(workloads));
+    Ok(set)
 }
 
 fn read_key(path: &Path) -> anyhow::Result<FingerprintKey> {
