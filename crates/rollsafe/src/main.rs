@@ -16,6 +16,7 @@ mod restart_exit;
 mod sandbox;
 mod serve;
 mod token;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -51,6 +52,8 @@ enum Command {
     Serve(serve::Args),
     /// Print a session token signed with SESSION_SECRET.
     Token(token::Args),
+    /// Roll opted-in workloads when the live Secrets and ConfigMaps they consume change.
+    Watch(watch::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::RestartConsumers(args) => restart_consumers::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Token(args) => token::run(args),
+        Command::Watch(args) => watch::run(args),
     };
     process::flush_logs();
     match result {

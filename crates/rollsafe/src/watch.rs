@@ -1,0 +1,147 @@
+//! `rollsafe watch`: the controller that rolls opted-in workloads when the live Secrets and
+//! ConfigMaps they consume change. Every flag is also a `ROLLSAFE_WATCH_*` environment
+//! variable.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rollsafe_watch::{Controller, Fingerprinter, Settings};
+use tracing::warn;
+
+use crate::kube_args::KubeArgs;
+use crate::process;
+
+/// Watch Secrets and ConfigMaps and roll the workloads that opted in when what they consume
+/// changes.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
+    /// ServiceAccount).
+    #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: the current context).
+    #[arg(long, value_name = "NAME", env = "ROLLSAFE_WATCH_CONTEXT")]
+    context: Option<String>,
+    /// Watch only this namespace (repeatable; the variable takes a comma-separated list).
+    /// Default: all namespaces.
+    #[arg(
+        long = "namespace",
+        short = 'n',
+        value_name = "NAMESPACE",
+        env = "ROLLSAFE_WATCH_NAMESPACE",
+        value_delimiter = ','
+    )]
+    namespaces: Vec<String>,
+    /// Consider only workloads matching this label selector.
+    #[arg(long, value_name = "SELECTOR", env = "ROLLSAFE_WATCH_SELECTOR")]
+    selector: Option<String>,
+    /// Every workload is opted in unless it says rollsafe.dev/watch: "false".
+    #[arg(long, env = "ROLLSAFE_WATCH_ALL")]
+    all: bool,
+    /// Changes to one workload's inputs within this window become one roll (e.g. 2s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, env = "ROLLSAFE_WATCH_DEBOUNCE")]
+    debounce: Duration,
+    /// Decide, log and count, but never patch.
+    #[arg(long, env = "ROLLSAFE_WATCH_DRY_RUN")]
+    dry_run: bool,
+    /// Key the published digests with HMAC-SHA-256 under this file's content (at least 16
+    /// bytes), so digests of low-entropy Secret values cannot be checked against guesses.
+    #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_FINGERPRINT_KEY_FILE")]
+    fingerprint_key_file: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    process::init_logging();
+    let Args {
+        kubeconfig,
+        context,
+        namespaces,
+        selector,
+        all,
+        debounce,
+        dry_run,
+        fingerprint_key_file,
+    } = args;
+    let fingerprinter = match &fingerprint_key_file {
+        Some(path) => Fingerprinter::from_key_file(path)
+            .with_context(|| format!("cannot use the fingerprint key file {}", path.display()))?,
+        None => Fingerprinter::unkeyed(),
+    };
+    let settings = Settings {
+        namespaces,
+        selector,
+        all,
+        debounce,
+        dry_run,
+        fingerprinter,
+        ..Settings::default()
+    };
+    let kube = KubeArgs {
+        kubeconfig,
+        context,
+        as_user: None,
+        as_group: Vec::new(),
+        namespace: None,
+    };
+    process::runtime()?.block_on(async {
+        let connection = kube.connect().await?;
+        let controller = Controller::new(connection.client(None), settings);
+        controller
+            .run(shutdown_on_signal())
+            .await
+            .context("the controller stopped")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn shutdown_on_signal() {
+    if let Err(error) = process::wait_for_signal().await {
+        warn!(error = %error, "cannot wait for signals; shutting down");
+    }
+}
+
+/// `500ms`, `2s`, `1m`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let value: u64 = number
+        .parse()
+        .map_err(|_| "expected a duration such as 500ms, 2s or 1m".to_owned())?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(value),
+        "s" => Duration::from_secs(value),
+        "m" => Duration::from_secs(value.saturating_mul(60)),
+        _ => return Err("expected a duration such as 500ms, 2s or 1m".to_owned()),
+    };
+    if duration > Duration::from_secs(3600) {
+        return Err("the debounce window is at most 1h".to_owned());
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let cases = [
+            ("2s", Ok(Duration::from_secs(2))),
+            ("500ms", Ok(Duration::from_millis(500))),
+            ("0", Ok(Duration::ZERO)),
+            ("1m", Ok(Duration::from_secs(60))),
+            ("7", Ok(Duration::from_secs(7))),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_duration(text), expected, "{text}");
+        }
+        for bad in ["", "s", "2h", "-1s", "1.5s", "2 s", "61m"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}
