@@ -83,7 +83,7 @@ pub(crate) async fn send_once(
 /// a client that was already shut down. Anything else — a reset, an EOF before the response,
 /// a broken body — may have happened after the server acted, so it is
 /// [`TransportFailure::AfterSend`].
-pub fn classify_error(error: &kube::Error) -> TransportFailure {
+pub(crate) fn classify_error(error: &kube::Error) -> TransportFailure {
     match error {
         kube::Error::Auth(_) | kube::Error::BuildRequest(_) | kube::Error::HttpError(_) => {
             return TransportFailure::NotSent;

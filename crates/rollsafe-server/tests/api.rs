@@ -786,6 +786,17 @@ async fn other_routes_and_metrics() {
         text.contains(r#"rollsafe_restart_patches_total{code="acknowledged"} 2"#),
         "{text}"
     );
+    // Error responses by their static code; latencies of the run, its inventories and patches.
+    for expected in [
+        r#"rollsafe_http_errors_total{code="not_found"} 1"#,
+        r#"rollsafe_http_errors_total{code="method_not_allowed"} 1"#,
+        "rollsafe_restart_run_duration_seconds_count 1",
+        r#"rollsafe_restart_inventory_duration_seconds_count{kind="DaemonSet"} 1"#,
+        r#"rollsafe_restart_patch_duration_seconds_count{kind="Deployment"} 1"#,
+        "rollsafe_restart_patch_timeouts_total 0",
+    ] {
+        assert!(text.contains(expected), "{expected}\n{text}");
+    }
     f.stop().await;
 }
 
