@@ -2,7 +2,6 @@
 //! failure code, transport failures, conflicts, the in-flight cap, impersonation and the
 //! acknowledged-is-not-rolled limit.
 
-
 mod common;
 
 use common::*;
