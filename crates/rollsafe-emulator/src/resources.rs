@@ -2,7 +2,7 @@
 //! the registry strategy that applies to it.
 
 use crate::registry::strategy::{
-    self, Strategy, configmap, event, namespace, rbac, secret, workloads,
+    self, Strategy, configmap, event, namespace, rbac, secret, service, workloads,
 };
 
 /// How objects of a resource are kept.
@@ -396,6 +396,76 @@ pub static RESOURCES: &[ResourceDef] = &[
         false,
         &strategy::DEFAULT
     ),
+    res!(
+        "",
+        "v1",
+        "services",
+        "service",
+        "Service",
+        true,
+        &["svc"],
+        Stored,
+        false,
+        &["status"],
+        false,
+        &service::STRATEGY
+    ),
+    res!(
+        "",
+        "v1",
+        "pods",
+        "pod",
+        "Pod",
+        true,
+        &["po"],
+        Stored,
+        false,
+        &["status"],
+        false,
+        &strategy::DEFAULT
+    ),
+    res!(
+        "batch",
+        "v1",
+        "jobs",
+        "job",
+        "Job",
+        true,
+        &[],
+        Stored,
+        false,
+        &["status"],
+        true,
+        &strategy::DEFAULT
+    ),
+    res!(
+        "batch",
+        "v1",
+        "cronjobs",
+        "cronjob",
+        "CronJob",
+        true,
+        &["cj"],
+        Stored,
+        false,
+        &["status"],
+        true,
+        &strategy::DEFAULT
+    ),
+    res!(
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "ingress",
+        "Ingress",
+        true,
+        &["ing"],
+        Stored,
+        false,
+        &["status"],
+        true,
+        &strategy::DEFAULT
+    ),
     ResourceDef {
         view: Some(&event::EVENTS_V1),
         ..res!(
@@ -504,7 +574,12 @@ pub mod ids {
     pub const SELFSUBJECTACCESSREVIEWS: ResId = 15;
     pub const SUBJECTACCESSREVIEWS: ResId = 16;
     pub const EVENTS: ResId = 17;
-    pub const EVENTS_V1: ResId = 18;
+    pub const SERVICES: ResId = 18;
+    pub const PODS: ResId = 19;
+    pub const JOBS: ResId = 20;
+    pub const CRONJOBS: ResId = 21;
+    pub const INGRESSES: ResId = 22;
+    pub const EVENTS_V1: ResId = 23;
 }
 
 #[cfg(test)]
@@ -549,6 +624,17 @@ mod tests {
         }
         assert_eq!(def(ids::EVENTS).group, "");
         assert_eq!(def(ids::EVENTS_V1).group, "events.k8s.io");
+        for (id, plural) in [
+            (ids::SERVICEACCOUNTS, "serviceaccounts"),
+            (ids::LEASES, "leases"),
+            (ids::SERVICES, "services"),
+            (ids::PODS, "pods"),
+            (ids::JOBS, "jobs"),
+            (ids::CRONJOBS, "cronjobs"),
+            (ids::INGRESSES, "ingresses"),
+        ] {
+            assert_eq!(def(id).plural, plural);
+        }
         assert_eq!(stored(ids::EVENTS_V1), ids::EVENTS);
     }
 }

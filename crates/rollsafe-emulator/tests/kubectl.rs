@@ -1237,3 +1237,123 @@ async fn statefulset_partitions_and_on_delete_hold_pods_back() {
     ]);
     assert!(out.contains("roll out complete"), "{out}");
 }
+
+const MIXED_MANIFEST: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: shopfront, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: shopfront}}
+  template:
+    metadata: {labels: {app: shopfront}}
+    spec: {containers: [{name: web, image: "shopfront:1", ports: [{containerPort: 8080}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: shopfront, namespace: shop}
+spec:
+  selector: {app: shopfront}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shopfront, namespace: shop}
+spec:
+  rules:
+  - host: shop.example
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: shopfront, port: {number: 80}}}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, namespace: shop}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: "shopfront:1", command: [migrate]}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: report, namespace: shop}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: report, image: "shopfront:1"}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: debug, namespace: shop}
+spec: {containers: [{name: sh, image: busybox}]}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: gadget, namespace: shop}
+spec: {size: 3}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_applies_what_a_mixed_manifest_holds() {
+    let (emu, k) = setup().await;
+    let file = k.file("mixed.yaml", MIXED_MANIFEST);
+    for binary in kubectl_releases() {
+        let label = binary.display().to_string();
+        let out = run_release(&k, &binary, &["apply", "-f", &file]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{label}: the unknown kind fails the command"
+        );
+        assert!(
+            stderr.contains(r#"no matches for kind "Widget" in version "example.com/v1""#),
+            "{label}: {stderr}"
+        );
+        for (resource, name) in [
+            ("deployments", "shopfront"),
+            ("services", "shopfront"),
+            ("ingresses", "shopfront"),
+            ("jobs", "migrate"),
+            ("cronjobs", "report"),
+            ("pods", "debug"),
+        ] {
+            assert!(
+                emu.get_object(resource, Some("shop"), name).is_some(),
+                "{label}: {resource}/{name} applied; {stderr}"
+            );
+        }
+        let svc = emu
+            .get_object("services", Some("shop"), "shopfront")
+            .unwrap();
+        assert_eq!(svc["spec"]["type"], "ClusterIP", "{label}");
+        assert!(
+            svc["spec"]["clusterIP"]
+                .as_str()
+                .is_some_and(|ip| ip.starts_with("10.96.")),
+            "{label}"
+        );
+        assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP", "{label}");
+        let out = run_release(&k, &binary, &["-n", "shop", "get", "services"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout
+                .lines()
+                .next()
+                .is_some_and(|h| h.split_whitespace().collect::<Vec<_>>()
+                    == [
+                        "NAME",
+                        "TYPE",
+                        "CLUSTER-IP",
+                        "EXTERNAL-IP",
+                        "PORT(S)",
+                        "AGE"
+                    ]),
+            "{label}: {stdout}"
+        );
+        assert!(stdout.contains("80/TCP"), "{label}: {stdout}");
+    }
+}

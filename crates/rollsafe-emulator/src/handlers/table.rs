@@ -169,6 +169,66 @@ fn printer(res: ResId) -> Printer {
                 ]
             },
         ),
+        ids::SERVICES => p(
+            &[
+                NAME,
+                ("Type", "string", "", 0),
+                ("Cluster-IP", "string", "", 0),
+                ("External-IP", "string", "", 0),
+                ("Port(s)", "string", "", 0),
+                AGE,
+                ("Selector", "string", "", 1),
+            ],
+            |o, now| {
+                let ports = o
+                    .pointer("/spec/ports")
+                    .and_then(Value::as_array)
+                    .map(|ps| {
+                        ps.iter()
+                            .map(|p| {
+                                let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+                                let protocol =
+                                    p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                                match p.get("nodePort").and_then(Value::as_i64) {
+                                    Some(node) => format!("{port}:{node}/{protocol}"),
+                                    None => format!("{port}/{protocol}"),
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "<none>".into());
+                let external = o
+                    .pointer("/spec/externalIPs")
+                    .and_then(Value::as_array)
+                    .map(|ips| {
+                        ips.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| match str_at(o, "/spec/type") {
+                        "LoadBalancer" => "<pending>".into(),
+                        "ExternalName" => str_at(o, "/spec/externalName").into(),
+                        _ => "<none>".into(),
+                    });
+                let cluster_ip = match str_at(o, "/spec/clusterIP") {
+                    "" => "<none>".to_string(),
+                    ip => ip.to_string(),
+                };
+                vec![
+                    name(o),
+                    text(o, "/spec/type"),
+                    json!(cluster_ip),
+                    json!(external),
+                    json!(ports),
+                    age(o, now),
+                    json!(pairs(o.pointer("/spec/selector"), "<none>")),
+                ]
+            },
+        ),
         ids::LEASES => p(&[NAME, ("Holder", "string", "", 0), AGE], |o, now| {
             vec![name(o), text(o, "/spec/holderIdentity"), age(o, now)]
         }),

@@ -8,6 +8,7 @@ pub mod event;
 pub mod namespace;
 pub mod rbac;
 pub mod secret;
+pub mod service;
 pub mod workloads;
 
 use serde_json::{Map, Value, json};
