@@ -1,8 +1,9 @@
 //! Load benchmark of the Restart Consumers API (not a test).
 //!
 //! Starts the emulator and the servers in this process and runs `LOAD_CLIENTS` concurrent
-//! clients (default 8) issuing restart requests for `LOAD_SECONDS` seconds (default 5) per run,
-//! each client as its own user with impersonation on, in two variants:
+//! clients (default 8) issuing restart requests for `LOAD_SECONDS` seconds (default 2) per run,
+//! `LOAD_ROUNDS` times (default 3, the runs interleaved), each client as its own user with
+//! impersonation on, in two variants:
 //!
 //! - **racing**: 200 workloads, 20 of which consume `db`; every client restarts `db`, so most
 //!   patches lose the optimistic-concurrency race (422) — a conflict benchmark as much as a
@@ -114,6 +115,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
+#[derive(Default)]
 struct Run {
     requests: usize,
     latencies: Vec<Duration>,
@@ -124,6 +126,16 @@ struct Run {
 impl Run {
     fn throughput(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Adds another run's requests, latencies, statuses and time.
+    fn add(&mut self, other: Run) {
+        self.requests += other.requests;
+        self.latencies.extend(other.latencies);
+        for (status, count) in other.statuses {
+            *self.statuses.entry(status).or_default() += count;
+        }
+        self.elapsed += other.elapsed;
     }
 
     fn p99(&self) -> Duration {
@@ -322,7 +334,8 @@ fn server_call(url: &str, clients: usize, variant: Variant) -> Call {
 
 fn main() {
     let clients = env_number("LOAD_CLIENTS", 8) as usize;
-    let seconds = env_number("LOAD_SECONDS", 5);
+    let seconds = env_number("LOAD_SECONDS", 2);
+    let rounds = env_number("LOAD_ROUNDS", 3);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -335,7 +348,7 @@ fn main() {
         let connection = Connection::from_kubeconfig(Some(&kubeconfig), None).await.expect("connection");
         let duration = Duration::from_secs(seconds);
         println!(
-            "Restart Consumers load: {clients} clients, {seconds}s each run, {WORKLOADS} workloads per namespace, {CONSUMERS} consumers per request"
+            "Restart Consumers load: {clients} clients, {rounds} rounds of {seconds}s per run, {WORKLOADS} workloads per namespace, {CONSUMERS} consumers per request"
         );
         let mut worst = 0;
         for variant in [Variant::Racing, Variant::Disjoint] {
@@ -353,25 +366,33 @@ fn main() {
                 Variant::Racing => "racing — every client restarts the same Secret's 20 workloads",
                 Variant::Disjoint => "disjoint — each client restarts its own Secret's 20 workloads",
             });
-            let mut baseline = None;
-            for (label, call) in runs {
-                emulator.clear_requests();
-                let run = drive(clients, duration, call).await;
-                let base = *baseline.get_or_insert((run.throughput(), run.p99()));
-                run.print(label);
+            // Rounds interleave the four runs, so drift in the machine's load (other processes,
+            // the emulator's growing history) falls on all of them alike.
+            let mut totals: Vec<Run> = runs.iter().map(|_| Run::default()).collect();
+            for _ in 0..rounds {
+                for ((_, call), total) in runs.iter().zip(totals.iter_mut()) {
+                    emulator.clear_requests();
+                    emulator.clear_rollouts();
+                    let run = drive(clients, duration, call.clone()).await;
+                    // Per-request patch concurrency, from the emulator's log: a client's requests
+                    // are sequential, so overlaps among one user's patches are within one request.
+                    let mut by_user: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+                    for entry in emulator.requests().into_iter().filter(|e| e.verb.as_deref() == Some("patch")) {
+                        by_user.entry(entry.impersonated_user.clone().unwrap_or_default()).or_default().push((entry.start_micros, entry.end_micros));
+                    }
+                    worst = worst.max(by_user.values().map(|spans| max_overlap(spans)).max().unwrap_or(0));
+                    total.add(run);
+                }
+            }
+            let base = (totals[0].throughput(), totals[0].p99());
+            for ((label, _), total) in runs.iter().zip(&totals) {
+                total.print(label);
                 println!(
                     "{:>30}  throughput ×{:.2} of the engine, p99 ×{:.2}",
                     "",
-                    run.throughput() / base.0,
-                    run.p99().as_secs_f64() / base.1.as_secs_f64()
+                    total.throughput() / base.0,
+                    total.p99().as_secs_f64() / base.1.as_secs_f64()
                 );
-                // Per-request patch concurrency, from the emulator's log: a client's requests
-                // are sequential, so overlaps among one user's patches are within one request.
-                let mut by_user: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
-                for entry in emulator.requests().into_iter().filter(|e| e.verb.as_deref() == Some("patch")) {
-                    by_user.entry(entry.impersonated_user.clone().unwrap_or_default()).or_default().push((entry.start_micros, entry.end_micros));
-                }
-                worst = worst.max(by_user.values().map(|spans| max_overlap(spans)).max().unwrap_or(0));
             }
             let records = std::fs::read_to_string(&audit_file).map(|t| t.lines().count()).unwrap_or(0);
             println!("{:>30}  {records} records in the audit file", "");
