@@ -462,3 +462,67 @@ fn escaped_names_still_match_and_near_names_do_not() {
         Err(Incomplete::DuplicateName)
     );
 }
+
+// === Time limits under paused time ===
+
+/// A server that accepts connections and never answers.
+async fn silent_server() -> (kube::Client, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    let client = crate::Connection::from_config(config).unwrap().client(None);
+    (client, server)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_page_ends_the_inventory_at_the_page_timeout() {
+    let (client, server) = silent_server().await;
+    let timeouts = Timeouts::default();
+    let begin = tokio::time::Instant::now();
+    let inventory = list_kind(
+        &client,
+        D,
+        &"shop".parse().unwrap(),
+        &SECRET.parse().unwrap(),
+        Budget::default(),
+        timeouts,
+    )
+    .await;
+    assert!(matches!(
+        inventory.status,
+        InventoryStatus::Incomplete {
+            reason: Incomplete::Timeout,
+            ..
+        }
+    ));
+    // The page's own limit ends it, well inside the inventory's.
+    assert_eq!(begin.elapsed(), timeouts.list_page);
+    assert_eq!(
+        Incomplete::Timeout.failure().code,
+        rollsafe_core::failure::FailureCode::Unconfirmed
+    );
+    server.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_read_ends_at_the_configured_get_timeout() {
+    let (client, server) = silent_server().await;
+    let timeout = Timeouts::default().get;
+    let begin = tokio::time::Instant::now();
+    let read = crate::read_secret(
+        &client,
+        &"shop".parse().unwrap(),
+        &SECRET.parse().unwrap(),
+        timeout,
+    )
+    .await;
+    assert_eq!(read.unwrap_err(), crate::ReadError::Timeout);
+    assert_eq!(begin.elapsed(), timeout);
+    server.abort();
+}
