@@ -401,11 +401,56 @@ fn main() {
                 let _ = server.await;
             }
         }
+        audit_alone(clients, dir.path()).await;
         println!("peak process memory (emulator, servers and clients): {} MiB", peak_memory_kib().unwrap_or(0) / 1024);
         println!("max patches in flight within one request: {worst} (limit {MAX_PATCHES_IN_FLIGHT})");
         assert!(worst <= MAX_PATCHES_IN_FLIGHT, "a request exceeded the in-flight limit");
         emulator.shutdown().await;
     });
+}
+
+/// The durable audit alone: `clients` writers each waiting for its record to be synced, as a
+/// restart run waits twice (intent, result). Prints the wait per record and the records per
+/// second the one writer thread sustains.
+async fn audit_alone(clients: usize, dir: &std::path::Path) {
+    const RECORDS: usize = 200;
+    let copy = LossyLines::spawn(
+        "bench-audit-alone",
+        8192,
+        std::io::sink(),
+        Default::default(),
+    )
+    .ok();
+    let sink =
+        AuditSink::with_file_and_copy(&dir.join("audit-alone.log"), copy).expect("audit file");
+    let started = Instant::now();
+    let writers: Vec<_> = (0..clients)
+        .map(|client| {
+            let sink = sink.clone();
+            tokio::spawn(async move {
+                let mut waits = Vec::with_capacity(RECORDS);
+                for i in 0..RECORDS {
+                    let record = json!({"stage": "intent", "requestId": format!("{client}-{i}"), "planned": [{"kind": "Deployment", "name": "w-0001"}]});
+                    let t = Instant::now();
+                    sink.write(&record).await.expect("durable");
+                    waits.push(t.elapsed());
+                }
+                waits
+            })
+        })
+        .collect();
+    let mut waits = Vec::new();
+    for writer in writers {
+        waits.extend(writer.await.expect("writer"));
+    }
+    let elapsed = started.elapsed();
+    waits.sort();
+    println!(
+        "audit file alone: {clients} writers × {RECORDS} records = {:.0} records/s; wait per record p50 {:.2} ms, p99 {:.2} ms",
+        waits.len() as f64 / elapsed.as_secs_f64(),
+        percentile(&waits, 0.50).as_secs_f64() * 1e3,
+        percentile(&waits, 0.99).as_secs_f64() * 1e3
+    );
 }
 
 fn max_overlap(spans: &[(u64, u64)]) -> usize {
