@@ -63,8 +63,8 @@
 //!
 //! # Fidelity notes
 //!
-//! - Lists are served from the current state; every page reports the resourceVersion of the
-//!   first page (as the real server does), but objects changed between pages show their new state.
+//! - Continued list pages show the state of the first page, reconstructed from the watch
+//!   history (a token older than the history is 410 Expired).
 //! - Workload controllers are simulated: `status` follows `spec` immediately in the same write
 //!   (`observedGeneration == generation`, all replicas ready).
 //! - Server-side apply is a plain strategic merge without field ownership.

@@ -340,3 +340,62 @@ async fn scale_subresource() {
     assert!(emu.rollouts().is_empty(), "scaling is not a rollout");
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn continued_pages_show_the_state_of_the_first_page() {
+    let emu = start().await;
+    let cm = |name: &str, v: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "shop"}, "data": {"v": v}})
+    };
+    for name in ["a", "b", "c", "d", "e"] {
+        emu.put_object(cm(name, "old")).unwrap();
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client(&emu, "admin").await, "shop");
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    let names = |l: &kube::core::ObjectList<ConfigMap>| {
+        l.items
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}={}",
+                    c.metadata.name.clone().unwrap_or_default(),
+                    c.data
+                        .as_ref()
+                        .and_then(|d| d.get("v"))
+                        .cloned()
+                        .unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&first), ["a=old", "b=old"]);
+    let first_rv = first.metadata.resource_version.clone();
+    // Between the pages: c changes, d goes, cc and f arrive, a (already listed) changes.
+    emu.put_object(cm("c", "new")).unwrap();
+    emu.delete_object("configmaps", Some("shop"), "d").unwrap();
+    emu.put_object(cm("cc", "new")).unwrap();
+    emu.put_object(cm("f", "new")).unwrap();
+    emu.put_object(cm("a", "new")).unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    let second = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(names(&second), ["c=old", "d=old"]);
+    assert_eq!(second.metadata.resource_version, first_rv);
+    let token = second.metadata.continue_.clone().unwrap();
+    let third = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(names(&third), ["e=old"]);
+    assert!(third.metadata.continue_.is_none());
+    // A fresh list sees the present.
+    let now = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        names(&now),
+        ["a=new", "b=old", "c=new", "cc=new", "e=old", "f=new"]
+    );
+    emu.shutdown().await;
+}

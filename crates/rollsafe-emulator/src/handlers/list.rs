@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::faults::{ListCorruption, wrong_list_kind};
 use crate::handlers::{Call, list_options_invalid, selectors};
-use crate::registry::Key;
+use crate::registry::{Key, Snapshot};
 use crate::resources::{ResId, def};
 use crate::server::Body;
 use crate::status::{ApiError, FieldCause};
@@ -221,7 +221,22 @@ pub fn list(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let mut last_key: Option<Key> = None;
     let mut more = false;
     let mut remaining = 0usize;
-    let mut iter = store.range(c.stored_res(), c.info.namespace.as_deref(), after.as_ref());
+    let ns = c.info.namespace.as_deref();
+    // A continued list reads the snapshot of its first page.
+    let snapshot = match token {
+        Some(_) if list_rv < store.current_rv() => {
+            store.range_at(c.stored_res(), ns, after.as_ref(), list_rv)
+        }
+        _ => Snapshot::Current,
+    };
+    let mut iter: Box<dyn Iterator<Item = (&Key, &Arc<Value>)> + '_> = match &snapshot {
+        Snapshot::Current => store.range(c.stored_res(), ns, after.as_ref()),
+        Snapshot::Changed(objects) => Box::new(objects.iter().map(|(k, v)| (k, v))),
+        Snapshot::Expired => {
+            let start = after.as_ref().map(|k| format!("{}/{}\u{0}", k.1, k.2));
+            return Err(expired_continue(start.as_deref()));
+        }
+    };
     while let Some((k, v)) = iter.next() {
         if want.is_some_and(|w| items.len() >= w) {
             more = true;

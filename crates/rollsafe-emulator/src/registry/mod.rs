@@ -57,9 +57,21 @@ pub struct Event {
     pub kind: EventType,
     /// The object after the change (for DELETED: the last state, with the deletion's RV).
     pub object: Arc<Value>,
-    /// For MODIFIED: the object before the change, so a selector-filtered watch can tell an
-    /// object that started or stopped matching (ADDED / DELETED), as the real watch cache does.
+    /// For MODIFIED and DELETED: the object before the change, so a selector-filtered watch can
+    /// tell an object that started or stopped matching (ADDED / DELETED), as the real watch
+    /// cache does, and a continued list can read the state of its first page.
     pub prev: Option<Arc<Value>>,
+}
+
+/// A key range at an older resourceVersion (see [`Store::range_at`]).
+#[derive(Debug)]
+pub enum Snapshot {
+    /// Nothing in the range changed since: read the current objects.
+    Current,
+    /// The range as it was, in key order.
+    Changed(Vec<(Key, Arc<Value>)>),
+    /// The history no longer reaches back that far (the real server's compacted revision).
+    Expired,
 }
 
 /// Preconditions carried by a write.
@@ -229,6 +241,50 @@ impl Store {
             _ => Bound::Included(first),
         };
         Box::new(self.objects.range((lower, Bound::Excluded(end))))
+    }
+
+    /// The objects of a key range as they were at resourceVersion `rv`, for a continued list
+    /// (every page shows the state of the first, as the real server reads etcd at the token's
+    /// revision): the current objects with every change after `rv` undone from the history.
+    pub fn range_at(&self, res: ResId, ns: Option<&str>, after: Option<&Key>, rv: u64) -> Snapshot {
+        if rv + 1 < self.history_floor {
+            return Snapshot::Expired;
+        }
+        // Newest first: the last override written for a key is its state just before the
+        // first change after `rv`.
+        let mut undo: BTreeMap<Key, Option<Arc<Value>>> = BTreeMap::new();
+        for e in self.history.iter().rev() {
+            if e.rv <= rv {
+                break;
+            }
+            if e.res != res || ns.is_some_and(|n| n != e.namespace) {
+                continue;
+            }
+            let name = meta_str(&e.object, "name").unwrap_or("").to_string();
+            let key = (e.res, e.namespace.clone(), name);
+            if after.is_some_and(|a| key <= *a) {
+                continue;
+            }
+            let before = match e.kind {
+                EventType::Added => None,
+                EventType::Modified | EventType::Deleted => e.prev.clone(),
+            };
+            undo.insert(key, before);
+        }
+        if undo.is_empty() {
+            return Snapshot::Current;
+        }
+        let mut objects: BTreeMap<Key, Arc<Value>> = self
+            .range(res, ns, after)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, before) in undo {
+            match before {
+                Some(v) => objects.insert(key, v),
+                None => objects.remove(&key),
+            };
+        }
+        Snapshot::Changed(objects.into_iter().collect())
     }
 
     /// Subscribes to live events and returns the retained history after `since`, atomically
@@ -621,7 +677,14 @@ impl Store {
         let mut last = (*old).clone();
         meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
         let last = Arc::new(last);
-        self.emit(key.0, &key.1, EventType::Deleted, last.clone(), None, rv);
+        self.emit(
+            key.0,
+            &key.1,
+            EventType::Deleted,
+            last.clone(),
+            Some(old),
+            rv,
+        );
         Some(last)
     }
 
