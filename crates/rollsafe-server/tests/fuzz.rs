@@ -38,6 +38,22 @@ const REGRESSIONS: &[&str] = &[
     "\u{0}.\u{0}.\u{0}",
 ];
 
+/// Request heads on an edge, kept (`{M}` stands for [`MARKER`]).
+const HEAD_REGRESSIONS: &[&str] = &[
+    "GET * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "POST http://{M}/api/namespaces/team-a/secrets/db/restart-consumers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "POST /api/namespaces/%2e%2e/secrets/{M}/restart-consumers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "POST /api/namespaces/team-a/secrets/db%2F..%2F{M}/restart-consumers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "POST /api/namespaces/team-a/secrets/db/restart-consumers HTTP/1.1\r\nHost: x\r\nX-Fold: a\r\n {M}\r\nConnection: close\r\n\r\n",
+    "POST /api/namespaces/team-a/secrets/db/restart-consumers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {M}\u{0}\r\nConnection: close\r\n\r\n",
+    "POST /api/namespaces/team-a/secrets/db/restart-consumers HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\nConnection: close\r\n\r\n{M}",
+    "POST /api/namespaces/team-a/secrets/db/restart-consumers HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\n{M}\r\n0\r\n\r\n",
+    "POST /api/namespaces/team-a/secrets/db/restart-consumers HTTP/1.0\r\n\r\n",
+    "{M} / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "GET /healthz HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n",
+];
+
 /// A marker no valid Kubernetes name can hold (upper case), put in every generated input: it
 /// must never come back in a response.
 const MARKER: &str = "ZQX9MARKER";
@@ -303,6 +319,26 @@ fn request_heads_never_5xx_never_echo_and_forgeries_are_401() {
     let api = fixture.api.clone();
     let exchange =
         |bytes: Vec<u8>| runtime.block_on(common::exchange(&api, &bytes, Duration::from_secs(10)));
+    for head in HEAD_REGRESSIONS {
+        let head = head.replace("{M}", MARKER);
+        if let Some(response) = exchange(head.clone().into_bytes()) {
+            assert!(response.status < 500, "{} for {head:?}", response.status);
+            assert!(
+                !String::from_utf8_lossy(&response.body).contains(MARKER),
+                "echoed: {head:?}"
+            );
+            assert!(
+                !response.head.contains(MARKER),
+                "echoed in the head: {head:?}"
+            );
+        }
+    }
+    let long_path = format!(
+        "GET /{}{MARKER} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "a".repeat(40 * 1024)
+    );
+    let response = exchange(long_path.into_bytes()).expect("an answer to a long head");
+    assert_eq!(response.status, 431);
     let answered = std::cell::Cell::new(0u32);
     runner(1_000)
         .run(&head(), |head| {
