@@ -8,7 +8,7 @@
 //! every workload is evaluated at once, which is what makes a restart send no patch (the
 //! records match) and a change made while the controller was down roll exactly once.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::time::Duration;
 
@@ -16,8 +16,10 @@ use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Resource as _;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::workload::WorkloadKind;
@@ -32,11 +34,23 @@ use crate::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
 use crate::debounce::Debouncer;
 use crate::decision::{self, Decision};
 use crate::digest::Fingerprinter;
+use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 
 /// The default debounce window.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
 /// How long one patch may take.
 pub const PATCH_TIMEOUT: Duration = Duration::from_secs(15);
+/// The default global rate: rolls per minute.
+pub const DEFAULT_ROLLS_PER_MINUTE: u32 = 60;
+/// The default burst.
+pub const DEFAULT_BURST: u32 = 10;
+/// How long publishing one Event may take.
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most object names an Event note lists.
+const MAX_NAMES_IN_NOTE: usize = 10;
+/// The `reportingController` of Events.
+pub const REPORTING_CONTROLLER: &str = "rollsafe.dev/watch";
+
 /// How long after a failed patch (not a conflict) the workload is evaluated again, from the
 /// cache as it then is.
 pub const FAILURE_RECHECK: Duration = Duration::from_secs(10);
@@ -58,6 +72,14 @@ pub struct Settings {
     pub fingerprinter: Fingerprinter,
     /// How long one patch may take.
     pub patch_timeout: Duration,
+    /// Rolls per minute across everything watched (0: unlimited).
+    pub max_rolls_per_minute: u32,
+    /// Rolls allowed at once before the per-minute rate applies.
+    pub burst: u32,
+    /// The flap stop.
+    pub flap_limit: FlapLimit,
+    /// This replica's name in Events (`reportingInstance`); default: the host name.
+    pub instance: Option<String>,
     /// The server-side timeout of each watch request, in seconds (`None`: kube's default,
     /// 290 s). When it ends, kube's watcher resumes from the last resourceVersion it saw and
     /// relists on a 410.
@@ -75,6 +97,10 @@ impl Default for Settings {
             fingerprinter: Fingerprinter::unkeyed(),
             patch_timeout: PATCH_TIMEOUT,
             watch_timeout: None,
+            max_rolls_per_minute: DEFAULT_ROLLS_PER_MINUTE,
+            burst: DEFAULT_BURST,
+            flap_limit: FlapLimit::default(),
+            instance: None,
         }
     }
 }
@@ -107,6 +133,14 @@ pub struct Status {
     /// Rolls withheld because a consumed object does not exist (new pods could not start;
     /// the running ones keep what they have). The object's return decides.
     pub withheld: u64,
+    /// Workloads halted by the flap stop.
+    pub halts: u64,
+    /// Rolls postponed by the global rate limit.
+    pub rate_limited: u64,
+    /// Events published.
+    pub events: u64,
+    /// Events that could not be published (logged, never retried).
+    pub event_failures: u64,
     /// Lists started after the first (kube's watcher relisting, e.g. after a 410).
     pub relists: u64,
     /// Watch errors seen (each followed by kube's backoff and relist).
@@ -171,12 +205,29 @@ pub struct Controller {
     debouncer: Debouncer,
     streams: Vec<StreamState>,
     status: watch::Sender<Status>,
+    recorder: Recorder,
+    bucket: TokenBucket,
+    flap: FlapGuard,
+    /// Per workload, the sources whose changes it has not rolled for yet (names for Events).
+    changed: HashMap<WorkloadKey, BTreeSet<SourceKey>>,
 }
 
 impl Controller {
     /// A controller acting through `client`.
     pub fn new(client: kube::Client, settings: Settings) -> Self {
+        let reporter = Reporter {
+            controller: REPORTING_CONTROLLER.to_owned(),
+            instance: settings.instance.clone(),
+        };
         Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            bucket: TokenBucket::new(
+                settings.max_rolls_per_minute,
+                settings.burst,
+                Instant::now(),
+            ),
+            flap: FlapGuard::new(settings.flap_limit),
+            changed: HashMap::new(),
             client,
             settings,
             cache: Cache::default(),
@@ -369,6 +420,8 @@ impl Controller {
                 Ev::Delete(key) => {
                     self.streams[id].seen_workloads.remove(&key);
                     self.cache.delete_workload(&key);
+                    self.flap.forget(&key);
+                    self.changed.remove(&key);
                 }
                 Ev::Done => {
                     let stream = &mut self.streams[id];
@@ -393,6 +446,10 @@ impl Controller {
         let consumers: Vec<WorkloadKey> = self.cache.consumers(key).cloned().collect();
         for workload in consumers {
             self.debouncer.schedule(&workload, now, window);
+            self.changed
+                .entry(workload)
+                .or_default()
+                .insert(key.clone());
         }
     }
 
@@ -438,11 +495,125 @@ impl Controller {
             debug!(workload = %key, decision = decision.as_str(), "nothing to write");
             return;
         };
+        let halt = plan.halt_document(&format!(
+            "flapping: {} rolls within {}s; remove this annotation to resume",
+            self.flap.limit().rolls,
+            self.flap.limit().window.as_secs()
+        ));
         if self.settings.dry_run {
             info!(workload = %key, decision = decision.as_str(), "dry run: patch not sent");
             self.count(|s| s.dry_run += 1);
             return;
         }
+        let now = Instant::now();
+        if let Decision::Roll { .. } = decision {
+            if self.flap.would_flap(key, now) {
+                self.halt(key, halt).await;
+                return;
+            }
+            if let Err(wait) = self.bucket.take(now) {
+                debug!(workload = %key, wait_ms = wait.as_millis(), "roll postponed by the global rate limit");
+                self.count(|s| s.rate_limited += 1);
+                self.debouncer.schedule(key, now, wait);
+                return;
+            }
+        }
+        let Some(object) = self.send(key, document).await else {
+            return;
+        };
+        info!(workload = %key, decision = decision.as_str(), "patched");
+        match &decision {
+            Decision::Adopt { .. } => self.count(|s| s.adoptions += 1),
+            Decision::Roll { deferred, .. } => {
+                self.flap.rolled(key, now);
+                let changed = self.changed.remove(key).unwrap_or_default();
+                let names = names(&changed);
+                match deferred {
+                    None => {
+                        self.count(|s| s.rolls += 1);
+                        let note = if names.is_empty() {
+                            "Rolled: what it consumes changed while rollsafe was not watching"
+                                .to_owned()
+                        } else {
+                            format!("Rolled for changes to {names}")
+                        };
+                        self.event(&object, key, EventType::Normal, "Rolled", "Roll", note)
+                            .await;
+                    }
+                    Some(deferral) => {
+                        self.count(|s| {
+                            s.rolls += 1;
+                            s.deferred += 1;
+                        });
+                        let why = match deferral {
+                            decision::Deferral::Paused => "the Deployment is paused",
+                            decision::Deferral::OnDelete => "its update strategy is OnDelete",
+                            decision::Deferral::Partition => {
+                                "its rollingUpdate partition covers every replica"
+                            }
+                        };
+                        let note = format!(
+                            "Pod template updated{} but pods do not roll now: {why}",
+                            if names.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" for changes to {names}")
+                            }
+                        );
+                        self.event(
+                            &object,
+                            key,
+                            EventType::Warning,
+                            "RolloutDeferred",
+                            "Roll",
+                            note,
+                        )
+                        .await;
+                    }
+                }
+            }
+            _ => {}
+        }
+        // The acknowledged object is an observed state: evaluations before its watch event
+        // arrives see the new resourceVersion and record.
+        if let Some((key, entry)) = workload(key.kind, &object, self.settings.all) {
+            self.cache.apply_workload(key, entry);
+        }
+    }
+
+    /// Records the halt on the workload and says so in a Warning Event.
+    async fn halt(&mut self, key: &WorkloadKey, document: Option<json_patch::Patch>) {
+        let Some(document) = document else {
+            return;
+        };
+        let Some(object) = self.send(key, document).await else {
+            return;
+        };
+        warn!(workload = %key, "halted by the flap stop");
+        self.flap.forget(key);
+        self.changed.remove(key);
+        self.count(|s| s.halts += 1);
+        let limit = self.flap.limit();
+        let note = format!(
+            "Not rolled: it was rolled {} times within {}s. Remove the rollsafe.dev/halted annotation to resume",
+            limit.rolls,
+            limit.window.as_secs()
+        );
+        self.event(&object, key, EventType::Warning, "Halted", "Halt", note)
+            .await;
+        if let Some((key, entry)) = workload(key.kind, &object, self.settings.all) {
+            self.cache.apply_workload(key, entry);
+        }
+    }
+
+    /// Sends one patch, once. `None` when it was not acknowledged: a 409/422 waits for the
+    /// next observed state (never resent); other failures schedule a re-evaluation from the
+    /// cache.
+    async fn send(
+        &mut self,
+        key: &WorkloadKey,
+        document: json_patch::Patch,
+    ) -> Option<DynamicObject> {
         let resource = workload_resource(key.kind);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
@@ -456,30 +627,13 @@ impl Controller {
         )
         .await;
         match sent {
-            Ok(Ok(object)) => {
-                info!(workload = %key, decision = decision.as_str(), "patched");
-                match &decision {
-                    Decision::Adopt { .. } => self.count(|s| s.adoptions += 1),
-                    Decision::Roll { deferred, .. } => {
-                        let deferred = deferred.is_some();
-                        self.count(|s| {
-                            s.rolls += 1;
-                            s.deferred += u64::from(deferred);
-                        });
-                    }
-                    _ => {}
-                }
-                // The acknowledged object is an observed state: evaluations before its watch
-                // event arrives see the new resourceVersion and record.
-                if let Some((key, entry)) = workload(key.kind, &object, self.settings.all) {
-                    self.cache.apply_workload(key, entry);
-                }
-            }
+            Ok(Ok(object)) => Some(object),
             Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
                 // Someone else changed the workload (or replaced it): never resent. Its next
                 // observed state schedules a fresh evaluation.
                 info!(workload = %key, code = status.code, "patch refused by a concurrent change; waiting for the next observed state");
                 self.count(|s| s.conflicts += 1);
+                None
             }
             Ok(Err(error)) => {
                 let code = match &error {
@@ -493,6 +647,7 @@ impl Controller {
                     Instant::now(),
                     FAILURE_RECHECK.max(self.settings.debounce),
                 );
+                None
             }
             Err(_) => {
                 warn!(workload = %key, "patch timed out; re-evaluating later from the cache");
@@ -502,9 +657,50 @@ impl Controller {
                     Instant::now(),
                     FAILURE_RECHECK.max(self.settings.debounce),
                 );
+                None
             }
         }
     }
+
+    /// Publishes one Event on the workload; a failure is logged and counted, never retried.
+    async fn event(
+        &self,
+        object: &DynamicObject,
+        key: &WorkloadKey,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let reference = object.object_ref(&workload_resource(key.kind));
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        match tokio::time::timeout(EVENT_TIMEOUT, self.recorder.publish(&event, &reference)).await {
+            Ok(Ok(())) => self.count(|s| s.events += 1),
+            _ => {
+                warn!(workload = %key, reason, "cannot publish the Event");
+                self.count(|s| s.event_failures += 1);
+            }
+        }
+    }
+}
+
+/// `Secret/db, ConfigMap/settings`, at most [`MAX_NAMES_IN_NOTE`] names, then a count.
+fn names(changed: &BTreeSet<SourceKey>) -> String {
+    let mut listed: Vec<String> = changed
+        .iter()
+        .take(MAX_NAMES_IN_NOTE)
+        .map(|key| format!("{}/{}", key.kind.as_str(), key.name))
+        .collect();
+    if changed.len() > MAX_NAMES_IN_NOTE {
+        listed.push(format!("and {} more", changed.len() - MAX_NAMES_IN_NOTE));
+    }
+    listed.join(", ")
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

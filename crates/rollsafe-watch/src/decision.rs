@@ -180,20 +180,34 @@ impl Plan {
             // Keep the two tests only: the record alone, no pod-template change.
             operations.truncate(2);
         }
-        let record = Value::String(digest.clone());
+        operations.push(self.metadata_add(CONFIG_RECORD, digest));
+        Some(Patch(operations))
+    }
+
+    /// The patch that halts the workload: the two tests, then the metadata annotation
+    /// `rollsafe.dev/halted` set to `reason`. The pod template is not touched.
+    pub fn halt_document(&self, reason: &str) -> Option<Patch> {
+        let template_key: AnnotationKey = CONFIG_HASH.parse().ok()?;
+        let Patch(mut operations) = self.restart.document(&template_key, "");
+        operations.truncate(2);
+        operations.push(self.metadata_add(HALTED, reason));
+        Some(Patch(operations))
+    }
+
+    fn metadata_add(&self, key: &str, value: &str) -> PatchOperation {
+        let value = Value::String(value.to_owned());
         let (path, value) = if self.metadata_annotations {
             (
-                PointerBuf::from_tokens(["metadata", "annotations", CONFIG_RECORD]),
-                record,
+                PointerBuf::from_tokens(["metadata", "annotations", key]),
+                value,
             )
         } else {
             (
                 PointerBuf::from_tokens(["metadata", "annotations"]),
-                Value::Object(Map::from_iter([(CONFIG_RECORD.to_owned(), record)])),
+                Value::Object(Map::from_iter([(key.to_owned(), value)])),
             )
         };
-        operations.push(PatchOperation::Add(AddOperation { path, value }));
-        Some(Patch(operations))
+        PatchOperation::Add(AddOperation { path, value })
     }
 }
 
@@ -321,6 +335,14 @@ mod tests {
             ])
         );
         assert!(with.document(&Decision::Unchanged).is_none());
+        assert_eq!(
+            serde_json::to_value(with.halt_document("flapping").unwrap()).unwrap(),
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1halted", "value": "flapping"}
+            ])
+        );
         // Applied to the object, the adoption leaves the pod template alone.
         let mut object = workload(Some(json!({"a": "b"})));
         let before = object["spec"].clone();

@@ -14,6 +14,7 @@ pub mod controller;
 pub mod debounce;
 pub mod decision;
 pub mod digest;
+pub mod limits;
 
 pub use controller::{Controller, ControllerError, Settings, Status};
 pub use digest::Fingerprinter;

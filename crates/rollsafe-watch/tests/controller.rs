@@ -511,3 +511,184 @@ async fn a_keyed_digest_is_published_as_v1k() {
     assert!(record.starts_with("v1k:"), "{record}");
     running.stop().await;
 }
+
+/// Events in the namespace about `name` with `reason`, as stored (core v1 view).
+fn events(env: &Env, name: &str, reason: &str) -> Vec<Value> {
+    env.emu
+        .list_objects("events", Some(NS))
+        .into_iter()
+        .filter(|e| e["reason"] == reason && e["involvedObject"]["name"] == name)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_roll_is_announced_by_an_event_naming_objects_only() {
+    let env = Env::start(two_workloads()).await;
+    let mut running = env.controller(settings());
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    env.put(secret(
+        "db",
+        &[("password", "s3cr3t-value"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("a roll and its event", |s| s.rolls == 1 && s.events >= 1)
+        .await;
+    let rolled = events(&env, "web", "Rolled");
+    assert_eq!(rolled.len(), 1, "{rolled:?}");
+    let text = rolled[0].to_string();
+    assert!(text.contains("Secret/db"), "{text}");
+    assert!(!text.contains("s3cr3t"), "{text}");
+    assert_eq!(rolled[0]["type"], "Normal");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn paused_and_on_delete_workloads_are_patched_and_said_so() {
+    let mut paused = deployment(
+        "paused",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([]),
+    );
+    paused["spec"]["paused"] = json!(true);
+    let mut on_delete = deployment(
+        "agent",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([]),
+    );
+    on_delete["kind"] = json!("DaemonSet");
+    on_delete["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+    on_delete["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("replicas");
+    let seeds = vec![
+        secret("db", &[("password", "a")], json!({})),
+        paused,
+        on_delete,
+    ];
+    let env = Env::start(seeds).await;
+    let mut running = env.controller(settings());
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    env.put(secret("db", &[("password", "b")], json!({})));
+    running
+        .until("two deferred rolls and their events", |s| {
+            s.deferred == 2 && s.events >= 2 && s.pending == 0
+        })
+        .await;
+    let rollouts = env.emu.rollouts();
+    assert_eq!(rollouts.len(), 2, "{rollouts:?}");
+    assert!(rollouts.iter().all(|r| !r.rolled), "{rollouts:?}");
+    for name in ["paused", "agent"] {
+        let deferred = events(&env, name, "RolloutDeferred");
+        assert_eq!(deferred.len(), 1, "{name}");
+        assert_eq!(deferred[0]["type"], "Warning");
+    }
+    let agent = env.workload("daemonsets", "agent");
+    assert!(
+        agent
+            .pointer("/spec/template/metadata/annotations/rollsafe.dev~1config-hash")
+            .is_some()
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_flapping_source_halts_the_workload_until_the_annotation_is_removed() {
+    let env = Env::start(two_workloads()).await;
+    let flapping = || Settings {
+        flap_limit: rollsafe_watch::limits::FlapLimit::parse("2/10m").unwrap(),
+        ..settings()
+    };
+    let mut running = env.controller(flapping());
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    for (round, value) in ["v1", "v2"].iter().enumerate() {
+        env.put(secret(
+            "db",
+            &[("password", value), ("user", "app")],
+            json!({}),
+        ));
+        let rolls = round as u64 + 1;
+        running
+            .until("a roll", |s| s.rolls == rolls && s.pending == 0)
+            .await;
+    }
+    env.put(secret(
+        "db",
+        &[("password", "v3"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("the halt", |s| s.halts == 1 && s.pending == 0)
+        .await;
+    assert_eq!(env.rollouts("web"), 2);
+    let web = env.workload("deployments", "web");
+    assert!(web["metadata"]["annotations"]["rollsafe.dev/halted"].is_string());
+    assert_eq!(events(&env, "web", "Halted").len(), 1);
+    running.stop().await;
+
+    // The halt survives a restart: further changes roll nothing.
+    let mut running = env.controller(flapping());
+    running.settled().await;
+    env.put(secret(
+        "db",
+        &[("password", "v4"), ("user", "app")],
+        json!({}),
+    ));
+    barrier(&env, &mut running, "2").await;
+    assert_eq!(env.rollouts("web"), 2);
+
+    // Removing the annotation resumes: one roll to the current content.
+    let mut web = env.workload("deployments", "web");
+    web["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("rollsafe.dev/halted");
+    env.put(web);
+    running
+        .until("the roll after resuming", |s| {
+            s.rolls >= 2 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("web"), 3);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn the_global_rate_limit_postpones_rolls_without_losing_them() {
+    let mut seeds = two_workloads();
+    seeds.push(deployment(
+        "web2",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([]),
+    ));
+    let env = Env::start(seeds).await;
+    let mut running = env.controller(Settings {
+        max_rolls_per_minute: 120,
+        burst: 1,
+        ..settings()
+    });
+    running
+        .until("adoptions", |s| s.adoptions == 3 && s.pending == 0)
+        .await;
+    env.put(secret(
+        "db",
+        &[("password", "x"), ("user", "app")],
+        json!({}),
+    ));
+    let status = running
+        .until("both rolls", |s| s.rolls == 2 && s.pending == 0)
+        .await;
+    assert!(status.rate_limited >= 1, "{status:?}");
+    assert_eq!(env.rollouts("web") + env.rollouts("web2"), 2);
+    running.stop().await;
+}

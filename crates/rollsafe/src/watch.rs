@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use rollsafe_watch::limits::FlapLimit;
 use rollsafe_watch::{Controller, Fingerprinter, Settings};
 use tracing::warn;
 
@@ -50,6 +51,18 @@ pub struct Args {
     /// bytes), so digests of low-entropy Secret values cannot be checked against guesses.
     #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_FINGERPRINT_KEY_FILE")]
     fingerprint_key_file: Option<PathBuf>,
+    /// Rolls per minute across everything watched (0: unlimited).
+    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::controller::DEFAULT_ROLLS_PER_MINUTE, env = "ROLLSAFE_WATCH_MAX_ROLLS_PER_MINUTE")]
+    max_rolls_per_minute: u32,
+    /// Rolls allowed at once before the per-minute rate applies.
+    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::controller::DEFAULT_BURST, env = "ROLLSAFE_WATCH_BURST")]
+    burst: u32,
+    /// Halt a workload rolled this many times within the window (`5/10m`; `0` disables).
+    #[arg(long, value_name = "ROLLS/WINDOW", default_value = "5/10m", value_parser = FlapLimit::parse, env = "ROLLSAFE_WATCH_FLAP_LIMIT")]
+    flap_limit: FlapLimit,
+    /// This replica's name in Events (default: the host name).
+    #[arg(long, value_name = "NAME", env = "ROLLSAFE_WATCH_INSTANCE")]
+    instance: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -63,6 +76,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         debounce,
         dry_run,
         fingerprint_key_file,
+        max_rolls_per_minute,
+        burst,
+        flap_limit,
+        instance,
     } = args;
     let fingerprinter = match &fingerprint_key_file {
         Some(path) => Fingerprinter::from_key_file(path)
@@ -76,6 +93,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         debounce,
         dry_run,
         fingerprinter,
+        max_rolls_per_minute,
+        burst,
+        flap_limit,
+        instance,
         ..Settings::default()
     };
     let kube = KubeArgs {
