@@ -6,6 +6,8 @@
 //! status; what kind of error it is follows from the status, never from the text.
 //! The session token is wrapped so that `Debug` never prints it.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;

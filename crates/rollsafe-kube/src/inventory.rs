@@ -277,7 +277,7 @@ pub(crate) struct PageChecker {
 
 impl PageChecker {
     /// A checker for the inventory of `kind`, matching workloads that consume `secret`.
-    pub fn new(kind: WorkloadKind, secret: &str, budget: Budget) -> Self {
+    pub(crate) fn new(kind: WorkloadKind, secret: &str, budget: Budget) -> Self {
         Self {
             kind,
             secret: secret.to_owned(),
@@ -293,18 +293,18 @@ impl PageChecker {
     }
 
     /// Bytes of response body the next page may still use.
-    pub fn remaining_bytes(&self) -> u64 {
+    pub(crate) fn remaining_bytes(&self) -> u64 {
         self.budget.max_bytes.saturating_sub(self.bytes)
     }
 
     /// Counts bytes read from a body that was then abandoned (over budget or broken).
-    pub fn count_bytes(&mut self, bytes: u64) {
+    pub(crate) fn count_bytes(&mut self, bytes: u64) {
         self.bytes = self.bytes.saturating_add(bytes);
     }
 
     /// Checks one page body (already known to be within the byte budget) and collects its
     /// matches.
-    pub fn accept(&mut self, body: &[u8]) -> Result<Next, Incomplete> {
+    pub(crate) fn accept(&mut self, body: &[u8]) -> Result<Next, Incomplete> {
         self.pages += 1;
         self.count_bytes(body.len() as u64);
         if self.bytes > self.budget.max_bytes {
@@ -449,7 +449,7 @@ impl PageChecker {
     }
 
     /// The inventory so far, complete.
-    pub fn complete(mut self) -> Inventory {
+    pub(crate) fn complete(mut self) -> Inventory {
         self.matches.sort_by(|a, b| a.name.cmp(&b.name));
         Inventory {
             kind: self.kind,
@@ -463,7 +463,7 @@ impl PageChecker {
     }
 
     /// The inventory so far, incomplete for `reason`; its matches are dropped.
-    pub fn incomplete(self, reason: Incomplete) -> Inventory {
+    pub(crate) fn incomplete(self, reason: Incomplete) -> Inventory {
         Inventory {
             kind: self.kind,
             pages: self.pages,

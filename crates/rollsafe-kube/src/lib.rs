@@ -13,6 +13,8 @@
 //! Results and logs carry kinds, names, codes and HTTP statuses only: never upstream error
 //! text, uids, resourceVersions or credentials.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod connection;
 pub mod engine;
 pub mod inventory;
