@@ -13,6 +13,8 @@
 //! - [`validation`]: Kubernetes name and annotation-key rules.
 //! - [`render`]: the config-hash renderer.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod contract;
 pub mod envelope;
 pub mod failure;
