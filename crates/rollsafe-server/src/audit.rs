@@ -277,6 +277,9 @@ pub const AUDIT_QUEUE: usize = 1024;
 /// The most records written with one `fdatasync`.
 const MAX_BATCH: usize = 256;
 
+/// Audit records the file could not take (write or sync failed), process-wide.
+pub static WRITE_FAILURES: LazyLock<Counter> = LazyLock::new(Counter::default);
+
 /// Audit copies dropped because their stream was not being read, process-wide.
 pub static STREAM_COPIES_DROPPED: LazyLock<Counter> = LazyLock::new(Counter::default);
 
@@ -441,6 +444,9 @@ impl DurableWriter {
                 .and_then(|()| self.file.sync_data())
                 .map_err(|error| error.kind());
             self.torn = result.is_err();
+            if result.is_err() {
+                WRITE_FAILURES.inc_by(batch.len() as u64);
+            }
             for job in batch.drain(..) {
                 let _ = job.done.send((result, job.line));
             }

@@ -138,6 +138,11 @@ impl Metrics {
             shed.clone(),
         );
         registry.register(
+            "audit_write_failures",
+            "Audit records the audit file could not take (write or sync failed)",
+            crate::audit::WRITE_FAILURES.clone(),
+        );
+        registry.register(
             "audit_stream_dropped",
             "Audit record copies not written to stdout because it was not being read",
             crate::audit::STREAM_COPIES_DROPPED.clone(),

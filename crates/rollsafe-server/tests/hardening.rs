@@ -246,3 +246,27 @@ async fn a_run_with_nothing_to_patch_writes_no_intent() {
     assert_eq!(audit[0]["stage"], "result");
     f.stop().await;
 }
+
+/// An audit file that refuses every write (`/dev/full`): no intent record, so nothing is patched.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_durable_intent_nothing_is_patched() {
+    let f = Fixture::start_with_audit(Some("/dev/full".into()), |_| {}).await;
+    let failures = rollsafe_server::audit::WRITE_FAILURES.get();
+    let response = f.restart("db", &token("alice@x.io", &["developers"])).await;
+    assert_eq!(response.status, 500, "{:?}", response.json());
+    assert_eq!(response.json()["error"], "Internal server error");
+    assert!(
+        f.emulator.requests_for("patch", "deployments").is_empty(),
+        "a patch was sent without a durable intent record"
+    );
+    assert!(f.emulator.rollouts().is_empty());
+    assert!(
+        !f.emulator.requests_for("list", "deployments").is_empty(),
+        "the run got as far as its plan"
+    );
+    assert!(rollsafe_server::audit::WRITE_FAILURES.get() > failures);
+    let metrics = common::get(&f.admin, "/metrics").await.unwrap();
+    assert!(String::from_utf8_lossy(&metrics.body).contains("rollsafe_audit_write_failures_total"));
+    f.stop().await;
+}

@@ -93,6 +93,14 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn start(configure: impl FnOnce(&mut Settings)) -> Self {
+        Self::start_with_audit(None, configure).await
+    }
+
+    /// With the audit file at `audit_file` (default: a fresh file in a temporary directory).
+    pub async fn start_with_audit(
+        audit_file: Option<PathBuf>,
+        configure: impl FnOnce(&mut Settings),
+    ) -> Self {
         let emulator = Emulator::builder()
             .seed_objects(seed())
             .start("127.0.0.1:0".parse().unwrap())
@@ -101,7 +109,7 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         emulator.write_kubeconfig(&kubeconfig).unwrap();
-        let audit_file = dir.path().join("audit.log");
+        let audit_file = audit_file.unwrap_or_else(|| dir.path().join("audit.log"));
         let mut settings = settings();
         settings.kubeconfig = Some(kubeconfig.clone());
         settings.audit_file = Some(audit_file.clone());
