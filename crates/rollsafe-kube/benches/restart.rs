@@ -422,8 +422,8 @@ fn main() {
     let _ = emulator.measure("discover"); // warm-up
     // Interleaved rounds, each mode at each position in turn: the emulator's state grows with
     // every patch, and no mode may always come first or last.
-    let modes = ["list", "list-and-patch", "restart"];
-    let mut samples: [Vec<(Duration, u64)>; 3] = Default::default();
+    let modes = ["list", "list-and-patch", "discover", "restart"];
+    let mut samples: [Vec<(Duration, u64)>; 4] = Default::default();
     for round in 0..ROUNDS {
         for offset in 0..modes.len() {
             let index = (round + offset) % modes.len();
@@ -438,7 +438,8 @@ fn main() {
     };
     let (list_time, list_rss) = summary(&samples[0]);
     let (fair_time, fair_rss) = summary(&samples[1]);
-    let (run_time, run_rss) = summary(&samples[2]);
+    let (discover_time, discover_rss) = summary(&samples[2]);
+    let (run_time, run_rss) = summary(&samples[3]);
     println!(
         "baseline  kube Api::list, 3 kinds, limit=100: {:>8.1} ms  peak RSS {:>7} KiB",
         ms(list_time),
@@ -448,6 +449,16 @@ fn main() {
         "fair      the same list + 50 patches, 4 in flight: {:>8.1} ms  peak RSS {:>7} KiB",
         ms(fair_time),
         fair_rss
+    );
+    println!(
+        "engine    discovery only (no patch):          {:>8.1} ms  peak RSS {:>7} KiB",
+        ms(discover_time),
+        discover_rss
+    );
+    println!(
+        "ratio     engine discovery / list baseline: wall {:.2}x, peak RSS {:.2}x",
+        discover_time.as_secs_f64() / list_time.as_secs_f64(),
+        discover_rss as f64 / list_rss as f64
     );
     println!(
         "engine    restart-consumers run (50 patches): {:>8.1} ms  peak RSS {:>7} KiB",
