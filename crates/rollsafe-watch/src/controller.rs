@@ -35,6 +35,7 @@ use crate::debounce::Debouncer;
 use crate::decision::{self, Decision};
 use crate::digest::Fingerprinter;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
+use crate::metrics::{Metrics, ObjectLabels};
 
 /// The default debounce window.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
@@ -210,6 +211,9 @@ pub struct Controller {
     flap: FlapGuard,
     /// Per workload, the sources whose changes it has not rolled for yet (names for Events).
     changed: HashMap<WorkloadKey, BTreeSet<SourceKey>>,
+    /// Per workload, when the first change it has not rolled for yet was observed.
+    first_change: HashMap<WorkloadKey, Instant>,
+    metrics: Metrics,
 }
 
 impl Controller {
@@ -228,6 +232,8 @@ impl Controller {
             ),
             flap: FlapGuard::new(settings.flap_limit),
             changed: HashMap::new(),
+            first_change: HashMap::new(),
+            metrics: Metrics::default(),
             client,
             settings,
             cache: Cache::default(),
@@ -235,6 +241,12 @@ impl Controller {
             streams: Vec::new(),
             status: watch::Sender::new(Status::default()),
         }
+    }
+
+    /// Records into `metrics` (register them on the admin listener's registry).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// A receiver of the published [`Status`].
@@ -278,6 +290,18 @@ impl Controller {
     fn publish(&self) {
         let (sources, workloads) = self.cache.len();
         let pending = self.debouncer.len();
+        self.metrics.queue_depth.set(pending as i64);
+        let gauge = |kind| {
+            self.metrics
+                .objects
+                .get_or_create(&ObjectLabels { kind })
+                .clone()
+        };
+        gauge("source").set(sources as i64);
+        gauge("workload").set(workloads as i64);
+        self.metrics
+            .synced
+            .set(i64::from(self.status.borrow().synced));
         self.status.send_modify(|status| {
             status.sources = sources;
             status.workloads = workloads;
@@ -422,6 +446,7 @@ impl Controller {
                     self.cache.delete_workload(&key);
                     self.flap.forget(&key);
                     self.changed.remove(&key);
+                    self.first_change.remove(&key);
                 }
                 Ev::Done => {
                     let stream = &mut self.streams[id];
@@ -446,6 +471,7 @@ impl Controller {
         let consumers: Vec<WorkloadKey> = self.cache.consumers(key).cloned().collect();
         for workload in consumers {
             self.debouncer.schedule(&workload, now, window);
+            self.first_change.entry(workload.clone()).or_insert(now);
             self.changed
                 .entry(workload)
                 .or_default()
@@ -477,17 +503,30 @@ impl Controller {
         };
         self.count(|s| s.evaluations += 1);
         let decision = decision::decide(&entry.facts, &digest);
+        match decision {
+            Decision::NotWatched => self.metrics.skip("not_watched"),
+            Decision::Halted => self.metrics.skip("halted"),
+            Decision::Unchanged => {
+                self.metrics.skip("unchanged");
+                // Nothing to roll for: a change that was reverted, or already rolled.
+                self.first_change.remove(key);
+                self.changed.remove(key);
+            }
+            Decision::Adopt { .. } | Decision::Roll { .. } => {}
+        }
         if let Some(code) = entry.opt_in_error {
             debug!(workload = %key, code, "rollsafe.dev/watch not understood; not watched");
         }
         if matches!(decision, Decision::Roll { .. }) && !self.cache.sources_present(key) {
             info!(workload = %key, "roll withheld: a consumed object does not exist");
             self.count(|s| s.withheld += 1);
+            self.metrics.skip("source_missing");
             return;
         }
         let Some(plan) = entry.plan.as_ref() else {
             if matches!(decision, Decision::Adopt { .. } | Decision::Roll { .. }) {
                 warn!(workload = %key, "workload cannot be patched (uid, resourceVersion or template missing)");
+                self.metrics.skip("unpatchable");
             }
             return;
         };
@@ -503,6 +542,7 @@ impl Controller {
         if self.settings.dry_run {
             info!(workload = %key, decision = decision.as_str(), "dry run: patch not sent");
             self.count(|s| s.dry_run += 1);
+            self.metrics.roll(key.kind.as_str(), "dry_run");
             return;
         }
         let now = Instant::now();
@@ -514,6 +554,7 @@ impl Controller {
             if let Err(wait) = self.bucket.take(now) {
                 debug!(workload = %key, wait_ms = wait.as_millis(), "roll postponed by the global rate limit");
                 self.count(|s| s.rate_limited += 1);
+                self.metrics.skip("rate_limited");
                 self.debouncer.schedule(key, now, wait);
                 return;
             }
@@ -523,9 +564,21 @@ impl Controller {
         };
         info!(workload = %key, decision = decision.as_str(), "patched");
         match &decision {
-            Decision::Adopt { .. } => self.count(|s| s.adoptions += 1),
+            Decision::Adopt { .. } => {
+                self.count(|s| s.adoptions += 1);
+                self.metrics.roll(key.kind.as_str(), "adopted");
+            }
             Decision::Roll { deferred, .. } => {
                 self.flap.rolled(key, now);
+                if let Some(first) = self.first_change.remove(key) {
+                    self.metrics.reaction.observe(first.elapsed().as_secs_f64());
+                }
+                let result = if deferred.is_some() {
+                    "deferred"
+                } else {
+                    "rolled"
+                };
+                self.metrics.roll(key.kind.as_str(), result);
                 let changed = self.changed.remove(key).unwrap_or_default();
                 let names = names(&changed);
                 match deferred {
@@ -593,6 +646,9 @@ impl Controller {
         self.flap.forget(key);
         self.changed.remove(key);
         self.count(|s| s.halts += 1);
+        self.metrics.halts.inc();
+        self.metrics.roll(key.kind.as_str(), "halted");
+        self.first_change.remove(key);
         let limit = self.flap.limit();
         let note = format!(
             "Not rolled: it was rolled {} times within {}s. Remove the rollsafe.dev/halted annotation to resume",
@@ -633,6 +689,7 @@ impl Controller {
                 // observed state schedules a fresh evaluation.
                 info!(workload = %key, code = status.code, "patch refused by a concurrent change; waiting for the next observed state");
                 self.count(|s| s.conflicts += 1);
+                self.metrics.roll(key.kind.as_str(), "conflict");
                 None
             }
             Ok(Err(error)) => {
@@ -642,6 +699,7 @@ impl Controller {
                 };
                 warn!(workload = %key, code, "patch failed; re-evaluating later from the cache");
                 self.count(|s| s.failures += 1);
+                self.metrics.roll(key.kind.as_str(), "failed");
                 self.debouncer.schedule(
                     key,
                     Instant::now(),
@@ -652,6 +710,7 @@ impl Controller {
             Err(_) => {
                 warn!(workload = %key, "patch timed out; re-evaluating later from the cache");
                 self.count(|s| s.failures += 1);
+                self.metrics.roll(key.kind.as_str(), "failed");
                 self.debouncer.schedule(
                     key,
                     Instant::now(),

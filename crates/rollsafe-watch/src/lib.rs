@@ -7,6 +7,7 @@
 //! patch), [`cache`] (digests and references, never data), [`controller`] (kube's watchers,
 //! debounce, patches).
 
+pub mod admin;
 pub mod annotations;
 pub mod cache;
 pub mod consumption;
@@ -15,6 +16,7 @@ pub mod debounce;
 pub mod decision;
 pub mod digest;
 pub mod limits;
+pub mod metrics;
 
 pub use controller::{Controller, ControllerError, Settings, Status};
 pub use digest::Fingerprinter;

@@ -692,3 +692,83 @@ async fn the_global_rate_limit_postpones_rolls_without_losing_them() {
     assert_eq!(env.rollouts("web") + env.rollouts("web2"), 2);
     running.stop().await;
 }
+
+/// One HTTP/1.1 GET over a fresh connection: status code and body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap();
+    (code, body)
+}
+
+#[tokio::test]
+async fn the_admin_listener_serves_metrics_and_readiness() {
+    let env = Env::start(two_workloads()).await;
+    let metrics = rollsafe_watch::metrics::Metrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    // Not started yet: not ready.
+    let idle = Controller::new(env.connection.client(None), settings());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let registry = std::sync::Arc::new(registry);
+    tokio::spawn(rollsafe_watch::admin::serve(
+        listener,
+        registry.clone(),
+        idle.status(),
+        std::future::pending(),
+    ));
+    assert_eq!(get(addr, "/healthz").await.0, 200);
+    assert_eq!(get(addr, "/readyz").await.0, 503);
+    drop(idle);
+
+    let controller =
+        Controller::new(env.connection.client(None), settings()).with_metrics(metrics.clone());
+    let mut status = controller.status();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(rollsafe_watch::admin::serve(
+        listener,
+        registry,
+        controller.status(),
+        std::future::pending(),
+    ));
+    let task = tokio::spawn(controller.run(std::future::pending()));
+    tokio::time::timeout(
+        DEADLINE,
+        status.wait_for(|s| s.adoptions == 2 && s.pending == 0),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    env.put(secret(
+        "db",
+        &[("password", "m"), ("user", "app")],
+        json!({}),
+    ));
+    tokio::time::timeout(DEADLINE, status.wait_for(|s| s.rolls == 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(get(addr, "/readyz").await.0, 200);
+    let (code, text) = get(addr, "/metrics").await;
+    assert_eq!(code, 200);
+    for expected in [
+        "rollsafe_watch_rolls_total{kind=\"Deployment\",result=\"adopted\"} 2",
+        "rollsafe_watch_rolls_total{kind=\"Deployment\",result=\"rolled\"} 1",
+        "rollsafe_watch_reaction_seconds_count 1",
+        "rollsafe_watch_objects{kind=\"source\"} 2",
+        "rollsafe_watch_synced 1",
+    ] {
+        assert!(text.contains(expected), "{expected} in\n{text}");
+    }
+    task.abort();
+}

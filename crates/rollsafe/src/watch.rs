@@ -2,14 +2,19 @@
 //! ConfigMaps they consume change. Every flag is also a `ROLLSAFE_WATCH_*` environment
 //! variable.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use prometheus_client::registry::Registry;
+use rollsafe_watch::admin;
 use rollsafe_watch::limits::FlapLimit;
+use rollsafe_watch::metrics::Metrics;
 use rollsafe_watch::{Controller, Fingerprinter, Settings};
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::kube_args::KubeArgs;
 use crate::process;
@@ -63,6 +68,14 @@ pub struct Args {
     /// This replica's name in Events (default: the host name).
     #[arg(long, value_name = "NAME", env = "ROLLSAFE_WATCH_INSTANCE")]
     instance: Option<String>,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9090",
+        env = "ROLLSAFE_WATCH_ADMIN_LISTEN"
+    )]
+    admin_listen: SocketAddr,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -80,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         burst,
         flap_limit,
         instance,
+        admin_listen,
     } = args;
     let fingerprinter = match &fingerprint_key_file {
         Some(path) => Fingerprinter::from_key_file(path)
@@ -108,11 +122,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     process::runtime()?.block_on(async {
         let connection = kube.connect().await?;
-        let controller = Controller::new(connection.client(None), settings);
-        controller
+        let metrics = Metrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let controller = Controller::new(connection.client(None), settings).with_metrics(metrics);
+        let listener = tokio::net::TcpListener::bind(admin_listen)
+            .await
+            .with_context(|| format!("cannot listen on {admin_listen}"))?;
+        info!(admin = %admin_listen, "serving /metrics, /healthz and /readyz");
+        let admin = tokio::spawn(admin::serve(
+            listener,
+            Arc::new(registry),
+            controller.status(),
+            std::future::pending(),
+        ));
+        let result = controller
             .run(shutdown_on_signal())
             .await
-            .context("the controller stopped")?;
+            .context("the controller stopped");
+        admin.abort();
+        result?;
         Ok(ExitCode::SUCCESS)
     })
 }
