@@ -221,13 +221,7 @@ async fn start_server(
         max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
     };
     // The stream copy goes nowhere: the benchmark measures the server, not a terminal.
-    let copy = LossyLines::spawn(
-        "bench-audit-copy",
-        8192,
-        std::io::sink(),
-        Default::default(),
-    )
-    .ok();
+    let copy = LossyLines::spawn("bench-audit-copy", 8192, std::io::sink()).ok();
     let audit = match audit_file {
         Some(path) => AuditSink::with_file_and_copy(path, copy).expect("audit file"),
         None => AuditSink::stdout().on(rollsafe_server::audit::Stream::Stderr),
@@ -414,13 +408,7 @@ fn main() {
 /// second the one writer thread sustains.
 async fn audit_alone(clients: usize, dir: &std::path::Path) {
     const RECORDS: usize = 200;
-    let copy = LossyLines::spawn(
-        "bench-audit-alone",
-        8192,
-        std::io::sink(),
-        Default::default(),
-    )
-    .ok();
+    let copy = LossyLines::spawn("bench-audit-alone", 8192, std::io::sink()).ok();
     let sink =
         AuditSink::with_file_and_copy(&dir.join("audit-alone.log"), copy).expect("audit file");
     let started = Instant::now();

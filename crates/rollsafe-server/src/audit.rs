@@ -35,7 +35,7 @@ use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::output::LossyLines;
+use crate::output::{self, LossyLines};
 
 /// The audit action of a restart request.
 pub const ACTION: &str = "secret.restart";
@@ -316,10 +316,9 @@ impl std::fmt::Debug for Job {
 }
 
 fn copy_to(stream: Stream) -> Option<LossyLines> {
-    let dropped = STREAM_COPIES_DROPPED.clone();
     match stream {
-        Stream::Stdout => LossyLines::stdout(dropped).ok(),
-        Stream::Stderr => LossyLines::stderr(dropped).ok(),
+        Stream::Stdout => output::stdout().cloned(),
+        Stream::Stderr => output::stderr().cloned(),
     }
 }
 
@@ -391,9 +390,7 @@ impl AuditSink {
 
     fn copy_line(&self, line: Vec<u8>) {
         match &self.copy {
-            Some(copy) => {
-                copy.send(line);
-            }
+            Some(copy) => copy.send_or_count(line, &STREAM_COPIES_DROPPED),
             None => {
                 STREAM_COPIES_DROPPED.inc();
             }
@@ -622,8 +619,7 @@ mod tests {
     async fn the_copy_goes_to_the_chosen_stream_after_the_file() {
         let (_dir, path) = temp_file();
         let captured = Captured::default();
-        let copy =
-            LossyLines::spawn("test-copy", 16, captured.clone(), Counter::default()).unwrap();
+        let copy = LossyLines::spawn("test-copy", 16, captured.clone()).unwrap();
         let sink = AuditSink::with_file_and_copy(&path, Some(copy.clone())).unwrap();
         sink.write(&base().line(AuditResult::Deny, None))
             .await

@@ -1,10 +1,14 @@
 //! Output that a stuck reader cannot turn into a stuck server.
 //!
-//! A [`LossyLines`] owns a stream (stdout, stderr) on its own thread, fed through a bounded
-//! queue. Senders never wait: when the queue is full — the reader of the pipe has stopped
-//! reading — the line is dropped and counted. The async workers therefore never write to a
-//! standard stream themselves; `/healthz`, `/metrics` and restarts keep answering with the pipe
-//! full. Only copies go through here: the audit file (see [`crate::audit`]) is the record.
+//! A [`LossyLines`] owns a stream on its own thread, fed through a bounded queue. Senders never
+//! wait: when the queue is full — the reader of the pipe has stopped reading — the line is
+//! dropped, and the sender counts it. The async workers therefore never write to a standard
+//! stream themselves; `/healthz`, `/metrics` and restarts keep answering with the pipe full.
+//! Only copies go through here: the audit file (see [`crate::audit`]) is the record.
+//!
+//! Each standard stream has one writer per process ([`stdout`], [`stderr`]), shared by log lines
+//! and audit copies, so whole lines never interleave however many senders there are, and
+//! [`flush_standard_streams`] drains both at exit.
 
 use std::io::Write;
 use std::sync::LazyLock;
@@ -33,7 +37,34 @@ enum Message {
 #[derive(Debug, Clone)]
 pub struct LossyLines {
     queue: SyncSender<Message>,
-    dropped: Counter,
+}
+
+/// The process's stdout writer; `None` when its thread could not be started.
+static STDOUT: LazyLock<Option<LossyLines>> = LazyLock::new(|| {
+    LossyLines::spawn("stdout-writer", STREAM_QUEUE_LINES, std::io::stdout()).ok()
+});
+/// The process's stderr writer; `None` when its thread could not be started.
+static STDERR: LazyLock<Option<LossyLines>> = LazyLock::new(|| {
+    LossyLines::spawn("stderr-writer", STREAM_QUEUE_LINES, std::io::stderr()).ok()
+});
+
+/// The one writer of this process's stdout.
+pub fn stdout() -> Option<&'static LossyLines> {
+    STDOUT.as_ref()
+}
+
+/// The one writer of this process's stderr.
+pub fn stderr() -> Option<&'static LossyLines> {
+    STDERR.as_ref()
+}
+
+/// Waits up to `wait` in all for what is queued for stdout and stderr to be written (at exit).
+pub fn flush_standard_streams(wait: Duration) {
+    let deadline = Instant::now() + wait;
+    // A stream never used gets its thread now and flushes at once.
+    for writer in [stdout(), stderr()].into_iter().flatten() {
+        writer.flush(deadline.saturating_duration_since(Instant::now()));
+    }
 }
 
 impl std::fmt::Debug for Message {
@@ -46,56 +77,30 @@ impl std::fmt::Debug for Message {
 }
 
 impl LossyLines {
-    /// Starts the thread that owns `stream`. Lines beyond `capacity` queued are dropped and
-    /// counted in `dropped`.
+    /// Starts the thread that owns `stream`. Lines beyond `capacity` queued are dropped.
     pub fn spawn(
         name: &str,
         capacity: usize,
         stream: impl Write + Send + 'static,
-        dropped: Counter,
     ) -> std::io::Result<Self> {
         let (queue, receiver) = sync_channel(capacity.max(1));
         std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || drain(receiver, stream))?;
-        Ok(Self { queue, dropped })
+        Ok(Self { queue })
     }
 
-    /// Standard output, counting drops in `dropped`.
-    pub fn stdout(dropped: Counter) -> std::io::Result<Self> {
-        Self::spawn(
-            "stdout-writer",
-            STREAM_QUEUE_LINES,
-            std::io::stdout(),
-            dropped,
-        )
-    }
-
-    /// Standard error, counting drops in `dropped`.
-    pub fn stderr(dropped: Counter) -> std::io::Result<Self> {
-        Self::spawn(
-            "stderr-writer",
-            STREAM_QUEUE_LINES,
-            std::io::stderr(),
-            dropped,
-        )
-    }
-
-    /// Queues a line (with its newline). Returns false, and counts a drop, when the queue is
-    /// full or the writer is gone.
+    /// Queues a line (with its newline). Returns false when it was dropped: the queue is full
+    /// or the writer is gone. The caller counts the drop in its own metric.
     pub fn send(&self, line: Vec<u8>) -> bool {
-        match self.queue.try_send(Message::Line(line)) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.dropped.inc();
-                false
-            }
-        }
+        self.queue.try_send(Message::Line(line)).is_ok()
     }
 
-    /// Lines dropped so far.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.get()
+    /// Queues a line, counting it in `dropped` when it is dropped.
+    pub fn send_or_count(&self, line: Vec<u8>, dropped: &Counter) {
+        if !self.send(line) {
+            dropped.inc();
+        }
     }
 
     /// Waits up to `wait` for every line queued so far to be written. Returns false when the
@@ -191,8 +196,8 @@ mod tests {
             written: written.clone(),
         };
         let dropped = Counter::default();
-        let lines = LossyLines::spawn("test-writer", 4, gate, dropped.clone()).unwrap();
-        assert!(lines.send(b"line 0\n".to_vec()));
+        let lines = LossyLines::spawn("test-writer", 4, gate).unwrap();
+        lines.send_or_count(b"line 0\n".to_vec(), &dropped);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !entered.load(std::sync::atomic::Ordering::SeqCst) {
             assert!(
@@ -203,7 +208,7 @@ mod tests {
         }
         // The writer is stuck in its write: the queue holds 4, the rest drop, no send waits.
         for i in 1..100 {
-            lines.send(format!("line {i}\n").into_bytes());
+            lines.send_or_count(format!("line {i}\n").into_bytes(), &dropped);
         }
         assert_eq!(dropped.get(), 95);
         assert!(!lines.flush(Duration::from_millis(10)));

@@ -9,22 +9,18 @@
 //! [`flush_logs`] at exit waits briefly for the queue to drain.
 
 use std::io::{IsTerminal, Write};
-use std::sync::OnceLock;
 
 use anyhow::Context as _;
-use rollsafe_server::output::{FLUSH_WAIT, LOG_LINES_DROPPED, LossyLines};
+use rollsafe_server::output::{self, FLUSH_WAIT, LOG_LINES_DROPPED, LossyLines};
 
-/// The writer thread of the process's log lines, once logging is set up.
-static LOG_WRITER: OnceLock<LossyLines> = OnceLock::new();
+/// One log line at a time, handed to the stderr writer thread; never blocks.
+struct QueuedLine(&'static LossyLines);
 
-/// One log line at a time, handed to the writer thread; never blocks.
-struct QueuedLine<'a>(&'a LossyLines);
-
-impl Write for QueuedLine<'_> {
+impl Write for QueuedLine {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         // The formatter writes each event with one call; a dropped line is counted, not an
         // error (an error would only make the formatter print to stderr directly).
-        self.0.send(bytes.to_vec());
+        self.0.send_or_count(bytes.to_vec(), &LOG_LINES_DROPPED);
         Ok(bytes.len())
     }
 
@@ -39,9 +35,9 @@ pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::stderr().is_terminal();
-    let writer = match LossyLines::stderr(LOG_LINES_DROPPED.clone()) {
-        Ok(writer) => LOG_WRITER.get_or_init(|| writer),
-        Err(_) => {
+    let writer = match output::stderr() {
+        Some(writer) => writer,
+        None => {
             // No thread for the writer: log directly rather than not at all.
             let _ = tracing_subscriber::fmt()
                 .with_writer(std::io::stderr)
@@ -58,11 +54,10 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// Waits a short while for queued log lines to reach stderr (call before exiting).
+/// Waits a short while for queued log lines and audit copies to reach stderr and stdout (call
+/// before exiting).
 pub fn flush_logs() {
-    if let Some(writer) = LOG_WRITER.get() {
-        writer.flush(FLUSH_WAIT);
-    }
+    output::flush_standard_streams(FLUSH_WAIT);
 }
 
 /// A multi-threaded tokio runtime.
