@@ -332,6 +332,16 @@ impl FieldCause {
         }
     }
 
+    /// `FieldValueForbidden`.
+    pub fn forbidden(field: &str, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+
     /// `FieldValueTooLong`.
     pub fn too_long(field: &str, max: usize) -> Self {
         Self {
@@ -342,16 +352,19 @@ impl FieldCause {
         }
     }
 
+    /// Go's `field.Error.ErrorBody`: the type, the value for invalid values, and `: detail`
+    /// only when there is a detail.
     fn message(&self) -> String {
-        match self.reason {
-            "FieldValueRequired" => format!("Required value: {}", self.detail),
-            "FieldValueTooLong" => format!("Too long: {}", self.detail),
-            "FieldValueForbidden" => format!("Forbidden: {}", self.detail),
-            _ => format!(
-                "Invalid value: {}: {}",
-                self.value.as_deref().unwrap_or("\"\""),
-                self.detail
-            ),
+        let head = match self.reason {
+            "FieldValueRequired" => "Required value".to_string(),
+            "FieldValueTooLong" => "Too long".to_string(),
+            "FieldValueForbidden" => "Forbidden".to_string(),
+            _ => format!("Invalid value: {}", self.value.as_deref().unwrap_or("\"\"")),
+        };
+        if self.detail.is_empty() {
+            head
+        } else {
+            format!("{head}: {}", self.detail)
         }
     }
 

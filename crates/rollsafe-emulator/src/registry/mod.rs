@@ -411,7 +411,7 @@ impl Store {
             ));
         }
         strategy::prepare(d, &mut obj, None)?;
-        strategy::validate(d, &name, &obj)?;
+        strategy::validate(d, &name, &obj, None)?;
         let key = (res, ns.clone(), name.clone());
         if self.objects.contains_key(&key) {
             return Err(ApiError::already_exists(d, &name));
@@ -530,7 +530,7 @@ impl Store {
         }
         if mode != UpdateMode::Status {
             strategy::prepare(d, &mut new, Some(&old))?;
-            strategy::validate(d, name, &new)?;
+            strategy::validate(d, name, &new, Some(&old))?;
         }
         let spec_changed = old.get("spec") != new.get("spec")
             || (d

@@ -12,7 +12,14 @@ pub static STRATEGY: Strategy = Strategy {
     ..DEFAULT
 };
 
-fn validate(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), ApiError> {
+fn validate(
+    obj: &Value,
+    old: Option<&Value>,
+    causes: &mut Vec<FieldCause>,
+) -> Result<(), ApiError> {
+    // The real order: the update checks, then those of any ConfigMap.
+    super::validate_immutable(obj, old, &["data", "binaryData"], causes);
+    super::validate_data_keys(obj, &["data", "binaryData"], causes);
     let mut total = 0usize;
     for field in ["data", "binaryData"] {
         if let Some(Value::Object(data)) = obj.get(field) {

@@ -45,6 +45,10 @@ impl NameRule {
     }
 }
 
+/// A resource's own validation: `(object, stored object on updates, causes)`; `Err` for a
+/// failure that is not a field cause.
+pub type Validate = fn(&Value, Option<&Value>, &mut Vec<FieldCause>) -> Result<(), ApiError>;
+
 /// What the registry does differently for one resource.
 #[derive(Debug)]
 pub struct Strategy {
@@ -55,14 +59,15 @@ pub struct Strategy {
     pub prepare: fn(&mut Map<String, Value>, Option<&Value>),
     /// Kind-specific validation: field causes for a 422, or `Err` for an earlier failure (an
     /// undecodable body is a 400).
-    pub validate: fn(&Value, &mut Vec<FieldCause>) -> Result<(), ApiError>,
+    /// `old` is the stored object on updates (immutability rules).
+    pub validate: Validate,
     /// Set for workloads: the controller simulation and the rollout model.
     pub workload: Option<&'static workloads::Workload>,
 }
 
 fn no_defaults(_: &mut Map<String, Value>, _: Option<&Value>) {}
 
-fn no_validation(_: &Value, _: &mut Vec<FieldCause>) -> Result<(), ApiError> {
+fn no_validation(_: &Value, _: Option<&Value>, _: &mut Vec<FieldCause>) -> Result<(), ApiError> {
     Ok(())
 }
 
@@ -86,7 +91,12 @@ pub fn prepare(d: &ResourceDef, obj: &mut Value, old: Option<&Value>) -> Result<
 }
 
 /// Validation: the name, the annotations' total size, then the resource's own rules.
-pub fn validate(d: &ResourceDef, name: &str, obj: &Value) -> Result<(), ApiError> {
+pub fn validate(
+    d: &ResourceDef,
+    name: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     let mut causes = Vec::new();
     if let Some(message) = d.strategy.names.check(name) {
         causes.push(FieldCause::invalid(
@@ -107,7 +117,7 @@ pub fn validate(d: &ResourceDef, name: &str, obj: &Value) -> Result<(), ApiError
             ));
         }
     }
-    (d.strategy.validate)(obj, &mut causes)?;
+    (d.strategy.validate)(obj, old, &mut causes)?;
     if causes.is_empty() {
         Ok(())
     } else {
@@ -130,6 +140,69 @@ fn default(map: &mut Map<String, Value>, key: &str, value: Value) {
 /// The object at `key`, made one if it is absent (a non-object value is left alone: `None`).
 fn object_at<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
     map.entry(key).or_insert_with(|| json!({})).as_object_mut()
+}
+
+const CONFIG_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// `IsConfigMapKey`, for the keys of ConfigMap and Secret data: `data[<key>]` causes.
+pub fn validate_data_keys(obj: &Value, fields: &[&str], causes: &mut Vec<FieldCause>) {
+    for field in fields {
+        let Some(Value::Object(data)) = obj.get(*field) else {
+            continue;
+        };
+        for key in data.keys() {
+            let ok = !key.is_empty()
+                && key.len() <= 253
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            let path = format!("{field}[{key}]");
+            if !ok {
+                causes.push(FieldCause::invalid(
+                    &path,
+                    &format!("{key:?}"),
+                    CONFIG_KEY_MSG,
+                ));
+            } else if key == "." || key == ".." {
+                causes.push(FieldCause::invalid(
+                    &path,
+                    &format!("{key:?}"),
+                    "must not be '.'",
+                ));
+            } else if key.starts_with("..") {
+                causes.push(FieldCause::invalid(
+                    &path,
+                    &format!("{key:?}"),
+                    "must not start with '..'",
+                ));
+            }
+        }
+    }
+}
+
+/// With `immutable: true` stored, `immutable` and the data fields may not change
+/// (`ValidateConfigMapUpdate`, `ValidateSecretUpdate`).
+pub fn validate_immutable(
+    obj: &Value,
+    old: Option<&Value>,
+    fields: &[&str],
+    causes: &mut Vec<FieldCause>,
+) {
+    let Some(old) = old else {
+        return;
+    };
+    if old.get("immutable") != Some(&Value::Bool(true)) {
+        return;
+    }
+    const DETAIL: &str = "field is immutable when `immutable` is set";
+    if obj.get("immutable") != Some(&Value::Bool(true)) {
+        causes.push(FieldCause::forbidden("immutable", DETAIL));
+    }
+    for field in fields {
+        if obj.get(*field) != old.get(*field) {
+            causes.push(FieldCause::forbidden(field, DETAIL));
+        }
+    }
 }
 
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";

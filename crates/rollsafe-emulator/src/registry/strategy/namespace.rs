@@ -12,6 +12,15 @@ pub static STRATEGY: Strategy = Strategy {
 };
 
 fn prepare(map: &mut Map<String, Value>, _old: Option<&Value>) {
+    // The namespace registry always sets this label to the name (since 1.21).
+    let name = map
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    if let Some(labels) = object_at(map, "metadata").and_then(|m| object_at(m, "labels")) {
+        labels.insert("kubernetes.io/metadata.name".into(), name);
+    }
     if let Some(spec) = object_at(map, "spec") {
         default(spec, "finalizers", json!(["kubernetes"]));
     }

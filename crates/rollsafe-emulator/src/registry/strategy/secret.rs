@@ -45,7 +45,35 @@ fn prepare(map: &mut Map<String, Value>, old: Option<&Value>) {
     }
 }
 
-fn validate(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), ApiError> {
+fn validate(
+    obj: &Value,
+    old: Option<&Value>,
+    causes: &mut Vec<FieldCause>,
+) -> Result<(), ApiError> {
+    // The real order: the update checks (type, immutability), then those of any Secret.
+    let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
+    if let Some(old_kind) = old.and_then(|o| o.get("type")).and_then(Value::as_str)
+        && old_kind != kind
+    {
+        causes.push(FieldCause::invalid(
+            "type",
+            &format!("{kind:?}"),
+            "field is immutable",
+        ));
+    }
+    super::validate_immutable(obj, old, &["data"], causes);
+    super::validate_data_keys(obj, &["data"], causes);
+    let required: &[&str] = match kind {
+        "kubernetes.io/tls" => &["tls.crt", "tls.key"],
+        "kubernetes.io/dockerconfigjson" => &[".dockerconfigjson"],
+        "kubernetes.io/dockercfg" => &[".dockercfg"],
+        _ => &[],
+    };
+    for key in required {
+        if obj.pointer("/data").and_then(|d| d.get(*key)).is_none() {
+            causes.push(FieldCause::required(&format!("data[{key}]"), ""));
+        }
+    }
     let mut total = 0usize;
     if let Some(Value::Object(data)) = obj.get("data") {
         for (k, v) in data {

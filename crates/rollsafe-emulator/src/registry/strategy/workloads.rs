@@ -28,7 +28,7 @@ pub struct Workload {
 /// Deployments.
 pub static DEPLOYMENT: Strategy = Strategy {
     prepare: prepare_deployment,
-    validate: validate_selector,
+    validate: validate_deployment,
     workload: Some(&Workload {
         generation_on_annotations: true,
         partitioned: false,
@@ -41,7 +41,7 @@ pub static DEPLOYMENT: Strategy = Strategy {
 /// StatefulSets.
 pub static STATEFULSET: Strategy = Strategy {
     prepare: prepare_statefulset,
-    validate: validate_selector,
+    validate: validate_statefulset,
     workload: Some(&Workload {
         generation_on_annotations: false,
         partitioned: true,
@@ -54,7 +54,7 @@ pub static STATEFULSET: Strategy = Strategy {
 /// DaemonSets.
 pub static DAEMONSET: Strategy = Strategy {
     prepare: prepare_daemonset,
-    validate: validate_selector,
+    validate: validate_daemonset,
     workload: Some(&Workload {
         generation_on_annotations: false,
         partitioned: false,
@@ -109,6 +109,88 @@ fn prepare_daemonset(map: &mut Map<String, Value>, _old: Option<&Value>) {
 }
 
 /// `spec.selector` is required and its `matchLabels` must match the template's labels.
+/// The checks of every workload: `replicas` decodes as an int32 and is not negative, the pod
+/// template has containers with names and images, and the selector matches the template.
+fn validate_workload(
+    kind: &str,
+    obj: &Value,
+    causes: &mut Vec<FieldCause>,
+) -> Result<(), ApiError> {
+    match obj.pointer("/spec/replicas") {
+        None | Some(Value::Null) => {}
+        Some(Value::Number(n)) if n.as_i64().is_some_and(|r| i32::try_from(r).is_ok()) => {
+            if n.as_i64().is_some_and(|r| r < 0) {
+                causes.push(FieldCause::invalid(
+                    "spec.replicas",
+                    &n.to_string(),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        Some(other) => {
+            let found = match other {
+                Value::String(_) => "string",
+                Value::Bool(_) => "bool",
+                Value::Array(_) => "array",
+                Value::Object(_) => "object",
+                _ => "number",
+            };
+            return Err(ApiError::bad_request(&format!(
+                "{kind} in version \"v1\" cannot be handled as a {kind}: json: cannot unmarshal {found} into Go struct field {kind}Spec.spec.replicas of type int32"
+            )));
+        }
+    }
+    match obj
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+    {
+        None => causes.push(FieldCause::required("spec.template.spec.containers", "")),
+        Some(containers) if containers.is_empty() => {
+            causes.push(FieldCause::required("spec.template.spec.containers", ""));
+        }
+        Some(containers) => {
+            for (i, c) in containers.iter().enumerate() {
+                for field in ["name", "image"] {
+                    if c.get(field)
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
+                        causes.push(FieldCause::required(
+                            &format!("spec.template.spec.containers[{i}].{field}"),
+                            "",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    validate_selector(obj, causes)
+}
+
+fn validate_deployment(
+    obj: &Value,
+    _old: Option<&Value>,
+    causes: &mut Vec<FieldCause>,
+) -> Result<(), ApiError> {
+    validate_workload("Deployment", obj, causes)
+}
+
+fn validate_statefulset(
+    obj: &Value,
+    _old: Option<&Value>,
+    causes: &mut Vec<FieldCause>,
+) -> Result<(), ApiError> {
+    validate_workload("StatefulSet", obj, causes)
+}
+
+fn validate_daemonset(
+    obj: &Value,
+    _old: Option<&Value>,
+    causes: &mut Vec<FieldCause>,
+) -> Result<(), ApiError> {
+    validate_workload("DaemonSet", obj, causes)
+}
+
 fn validate_selector(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), ApiError> {
     match obj.pointer("/spec/selector") {
         None | Some(Value::Null) => {
