@@ -142,6 +142,8 @@ pub struct Status {
     pub events: u64,
     /// Events that could not be published (logged, never retried).
     pub event_failures: u64,
+    /// This replica holds the Lease (always `true` without leader election once started).
+    pub leader: bool,
     /// Lists started after the first (kube's watcher relisting, e.g. after a 410).
     pub relists: u64,
     /// Watch errors seen (each followed by kube's backoff and relist).
@@ -214,6 +216,8 @@ pub struct Controller {
     /// Per workload, when the first change it has not rolled for yet was observed.
     first_change: HashMap<WorkloadKey, Instant>,
     metrics: Metrics,
+    /// Whether this replica holds the Lease; `None`: no leader election (always acts).
+    leader: Option<watch::Receiver<bool>>,
 }
 
 impl Controller {
@@ -234,6 +238,7 @@ impl Controller {
             changed: HashMap::new(),
             first_change: HashMap::new(),
             metrics: Metrics::default(),
+            leader: None,
             client,
             settings,
             cache: Cache::default(),
@@ -249,6 +254,17 @@ impl Controller {
         self
     }
 
+    /// Acts (patches) only while `leader` says `true`; the caches stay warm either way, and
+    /// becoming leader evaluates every workload at once. See [`crate::leader`].
+    pub fn with_leadership(mut self, leader: watch::Receiver<bool>) -> Self {
+        self.leader = Some(leader);
+        self
+    }
+
+    fn is_leader(&self) -> bool {
+        self.leader.as_ref().is_none_or(|leader| *leader.borrow())
+    }
+
     /// A receiver of the published [`Status`].
     pub fn status(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
@@ -257,7 +273,10 @@ impl Controller {
     /// Runs until `shutdown` completes.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
         let mut streams = self.watch_streams();
+        let mut leadership = self.leader.clone();
         tokio::pin!(shutdown);
+        let leader = self.is_leader();
+        self.count(|s| s.leader = leader);
         info!(
             namespaces = self.settings.namespaces.len(),
             all = self.settings.all,
@@ -278,12 +297,38 @@ impl Controller {
                         self.evaluate(&key).await;
                     }
                 }
+                changed = leadership_changed(&mut leadership), if leadership.is_some() => {
+                    self.leadership_changed(changed);
+                }
                 item = streams.next() => match item {
                     Some(item) => self.handle(item),
                     None => return Err(ControllerError::StreamsEnded),
                 },
             }
             self.publish();
+        }
+    }
+
+    fn leadership_changed(&mut self, leader: Option<bool>) {
+        let Some(leader) = leader else {
+            // The lease task ended: act as a follower from now on.
+            warn!("the leader election stopped; no further patches");
+            self.leader = Some(watch::channel(false).1);
+            self.count(|s| s.leader = false);
+            return;
+        };
+        self.count(|s| s.leader = leader);
+        if !leader {
+            info!("lost the lease: no further patches");
+            return;
+        }
+        info!("acquired the lease");
+        if self.status.borrow().synced {
+            let now = Instant::now();
+            let keys: Vec<WorkloadKey> = self.cache.workload_keys().cloned().collect();
+            for key in &keys {
+                self.debouncer.schedule(key, now, Duration::ZERO);
+            }
         }
     }
 
@@ -545,6 +590,11 @@ impl Controller {
             self.metrics.roll(key.kind.as_str(), "dry_run");
             return;
         }
+        if !self.is_leader() {
+            debug!(workload = %key, decision = decision.as_str(), "not the leader: patch not sent");
+            self.metrics.skip("not_leader");
+            return;
+        }
         let now = Instant::now();
         if let Decision::Roll { .. } = decision {
             if self.flap.would_flap(key, now) {
@@ -760,6 +810,18 @@ fn names(changed: &BTreeSet<SourceKey>) -> String {
         listed.push(format!("and {} more", changed.len() - MAX_NAMES_IN_NOTE));
     }
     listed.join(", ")
+}
+
+/// The next leadership state; `None` when the lease task has ended.
+async fn leadership_changed(leadership: &mut Option<watch::Receiver<bool>>) -> Option<bool> {
+    let receiver = leadership.as_mut()?;
+    match receiver.changed().await {
+        Ok(()) => Some(*receiver.borrow_and_update()),
+        Err(_) => {
+            *leadership = None;
+            None
+        }
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -15,6 +15,7 @@ pub mod controller;
 pub mod debounce;
 pub mod decision;
 pub mod digest;
+pub mod leader;
 pub mod limits;
 pub mod metrics;
 

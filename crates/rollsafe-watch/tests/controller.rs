@@ -772,3 +772,80 @@ async fn the_admin_listener_serves_metrics_and_readiness() {
     }
     task.abort();
 }
+
+#[tokio::test]
+async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
+    use rollsafe_watch::leader::{LeaseSettings, elect};
+    let env = Env::start(two_workloads()).await;
+    let lease = |identity: &str| LeaseSettings {
+        namespace: NS.to_owned(),
+        name: "rollsafe-watch".to_owned(),
+        identity: identity.to_owned(),
+        duration_seconds: 3,
+        grace_seconds: 1,
+    };
+    let replica = |election: &rollsafe_watch::leader::Election| {
+        let controller = Controller::new(env.connection.client(None), settings())
+            .with_leadership(election.leader.clone());
+        let status = controller.status();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            controller
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Running { status, stop, task }
+    };
+    let a = elect(env.connection.client(None), &lease("a"))
+        .await
+        .unwrap();
+    let mut first = replica(&a);
+    first
+        .until("a leads and adopts", |s| {
+            s.leader && s.adoptions == 2 && s.pending == 0
+        })
+        .await;
+    let b = elect(env.connection.client(None), &lease("b"))
+        .await
+        .unwrap();
+    let mut second = replica(&b);
+    let status = second.settled().await;
+    assert!(!status.leader);
+    assert!(!*b.leader.borrow());
+
+    // One change: one roll, by the leader only.
+    env.put(secret(
+        "db",
+        &[("password", "one"), ("user", "app")],
+        json!({}),
+    ));
+    first
+        .until("the leader rolls", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    second.settled().await;
+    assert_eq!(env.rollouts("web"), 1);
+    assert_eq!(second.status.borrow().rolls, 0);
+    assert_eq!(second.status.borrow().conflicts, 0);
+
+    // The leader dies without releasing the Lease; the other takes over when it expires.
+    a.task.abort();
+    first.stop().await;
+    drop(a);
+    second
+        .until("the follower takes over", |s| s.leader && s.pending == 0)
+        .await;
+    assert_eq!(env.rollouts("web"), 1, "taking over rolls nothing");
+    env.put(secret(
+        "db",
+        &[("password", "two"), ("user", "app")],
+        json!({}),
+    ));
+    second
+        .until("the new leader rolls", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    assert_eq!(env.rollouts("web"), 2);
+    second.stop().await;
+}

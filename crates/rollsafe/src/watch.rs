@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use prometheus_client::registry::Registry;
 use rollsafe_watch::admin;
+use rollsafe_watch::leader::{self, LeaseSettings};
 use rollsafe_watch::limits::FlapLimit;
 use rollsafe_watch::metrics::Metrics;
 use rollsafe_watch::{Controller, Fingerprinter, Settings};
@@ -76,7 +77,27 @@ pub struct Args {
         env = "ROLLSAFE_WATCH_ADMIN_LISTEN"
     )]
     admin_listen: SocketAddr,
+    /// Run with several replicas: only the holder of a coordination.k8s.io/v1 Lease patches.
+    #[arg(long, env = "ROLLSAFE_WATCH_LEADER_ELECT")]
+    leader_elect: bool,
+    /// The Lease's namespace (default: the connection's namespace — the ServiceAccount's in a
+    /// pod).
+    #[arg(long, value_name = "NAMESPACE", env = "ROLLSAFE_WATCH_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// The Lease's name.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "rollsafe-watch",
+        env = "ROLLSAFE_WATCH_LEASE_NAME"
+    )]
+    lease_name: String,
 }
+
+/// How long the Lease lasts without renewal.
+const LEASE_DURATION_SECONDS: u64 = 15;
+/// How long before expiry the holder renews.
+const LEASE_GRACE_SECONDS: u64 = 5;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     process::init_logging();
@@ -94,7 +115,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         flap_limit,
         instance,
         admin_listen,
+        leader_elect,
+        lease_namespace,
+        lease_name,
     } = args;
+    // The Lease identity and the Events' reporting instance: --instance, else the pod's host
+    // name, else a random one.
+    let identity = instance
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .unwrap_or_else(|| format!("rollsafe-watch-{}", uuid::Uuid::new_v4()));
     let fingerprinter = match &fingerprint_key_file {
         Some(path) => Fingerprinter::from_key_file(path)
             .with_context(|| format!("cannot use the fingerprint key file {}", path.display()))?,
@@ -125,7 +155,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let metrics = Metrics::default();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
-        let controller = Controller::new(connection.client(None), settings).with_metrics(metrics);
+        let mut controller =
+            Controller::new(connection.client(None), settings).with_metrics(metrics);
+        let election = if leader_elect {
+            let lease = LeaseSettings {
+                namespace: lease_namespace
+                    .unwrap_or_else(|| connection.default_namespace().to_owned()),
+                name: lease_name,
+                identity,
+                duration_seconds: LEASE_DURATION_SECONDS,
+                grace_seconds: LEASE_GRACE_SECONDS,
+            };
+            let election = leader::elect(connection.client(None), &lease)
+                .await
+                .context("cannot start the leader election")?;
+            info!(lease = %lease.name, namespace = %lease.namespace, "competing for the lease");
+            controller = controller.with_leadership(election.leader.clone());
+            Some(election)
+        } else {
+            None
+        };
         let listener = tokio::net::TcpListener::bind(admin_listen)
             .await
             .with_context(|| format!("cannot listen on {admin_listen}"))?;
@@ -141,6 +190,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await
             .context("the controller stopped");
         admin.abort();
+        // Dropping the receivers makes the lease task release the Lease.
+        if let Some(election) = election {
+            let leader::Election { leader, task } = election;
+            drop(leader);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        }
         result?;
         Ok(ExitCode::SUCCESS)
     })
