@@ -4,8 +4,10 @@
 //! Layers, bottom up: [`annotations`] (what users write), [`consumption`] (which keys of which
 //! objects a pod template consumes, on top of the core's reference extraction), [`digest`] (the
 //! content-addressed digest), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
-//! patch), [`cache`] (digests and references, never data), [`controller`] (kube's watchers,
-//! debounce, patches).
+//! patch), [`cache`] (digests and references, never data), [`debounce`] and [`limits`] (per
+//! workload coalescing, the global token bucket, the flap stop), [`controller`] (kube's
+//! watchers, decisions, patches, Events), [`leader`] (the Lease), [`metrics`] and [`admin`]
+//! (the admin listener). See docs/watch.md.
 
 pub mod admin;
 pub mod annotations;

@@ -19,7 +19,8 @@ pub struct RollLabels {
 /// Labels of an evaluation that wrote nothing.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SkipLabels {
-    /// `unchanged`, `not_watched`, `halted`, `source_missing`, `rate_limited` or `unpatchable`.
+    /// `unchanged`, `not_watched`, `halted`, `source_missing`, `rate_limited`, `unpatchable` or
+    /// `not_leader`.
     pub reason: &'static str,
 }
 
