@@ -25,6 +25,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -51,17 +52,22 @@ pub const FIELD_MANAGER: &str = "rollsafe";
 /// The content type of the restart patch.
 pub const JSON_PATCH: &str = "application/json-patch+json";
 
-/// The annotation value of one request: its RFC 3339 millisecond timestamp, `#`, and eight
-/// lower-case hex digits drawn at random for the request (`2026-11-29T18:00:00.123Z#5f0c9e1a`).
-/// Two requests in the same millisecond therefore write different values, so each patch that
-/// is applied changes the object (and requests a rollout) instead of being a no-op.
+/// The annotation value of one request: its RFC 3339 UTC timestamp with milliseconds
+/// (`2026-11-29T18:00:00.123Z`), strictly later than the value of every earlier call in this
+/// process. Two requests in the same millisecond therefore write different values (the second
+/// one a millisecond later), so each patch that is applied changes the object and requests a
+/// rollout instead of being a no-op; the value stays a plain timestamp for every reader.
 pub fn restart_value(now: Timestamp) -> String {
-    let random = uuid::Uuid::new_v4().simple().to_string();
-    format!(
-        "{}#{}",
-        rollsafe_core::time::rfc3339_millis(now),
-        &random[..8]
-    )
+    static LAST_MILLISECOND: AtomicI64 = AtomicI64::new(i64::MIN);
+    let wanted = now.as_millisecond();
+    let previous = LAST_MILLISECOND
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+            Some(wanted.max(last.saturating_add(1)))
+        })
+        .unwrap_or_else(|last| last);
+    let unique = wanted.max(previous.saturating_add(1));
+    let at = Timestamp::from_millisecond(unique).unwrap_or(now);
+    rollsafe_core::time::rfc3339_millis(at)
 }
 
 /// What to restart, as whom: the input of [`RestartEngine::plan`] and [`RestartEngine::run`].
@@ -104,9 +110,10 @@ impl RestartRequest {
         self
     }
 
-    /// A value for the time `now` (still unique per request).
+    /// The value for exactly the time `now` (for callers that choose the time, such as
+    /// tests; [`RestartRequest::new`] takes the clock through [`restart_value`]).
     pub fn at(mut self, now: Timestamp) -> Self {
-        self.value = restart_value(now);
+        self.value = rollsafe_core::time::rfc3339_millis(now);
         self
     }
 }

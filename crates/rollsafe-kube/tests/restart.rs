@@ -8,7 +8,7 @@ use common::*;
 use rollsafe_core::contract::RestartStatus;
 use rollsafe_core::failure::FailureCode;
 use rollsafe_emulator::{Fault, FaultAction};
-use rollsafe_kube::{Impersonation, MAX_PATCHES_IN_FLIGHT};
+use rollsafe_kube::{Impersonation, MAX_PATCHES_IN_FLIGHT, restart_value};
 use serde_json::json;
 
 // ---------------------------------------------------------------------------------------------
@@ -635,24 +635,35 @@ async fn two_requests_in_the_same_millisecond_both_change_the_workload() {
             .unwrap()
             .clone()
     };
+    // Two requests stamped for the same instant: the second value is a millisecond later.
+    let stamped = || {
+        let mut request = request();
+        request.value = restart_value(now());
+        request
+    };
+    let (first_request, second_request) = (stamped(), stamped());
+    assert_ne!(first_request.value, second_request.value);
     let before = version();
-    let first = engine.run(&request()).await;
+    let first = engine.run(&first_request).await;
     let after_first = version();
-    let second = engine.run(&request()).await;
+    let second = engine.run(&second_request).await;
     let after_second = version();
     assert_eq!(first.status, RestartStatus::Requested);
     assert_eq!(second.status, RestartStatus::Requested);
     assert_ne!(before, after_first);
     assert_ne!(after_first, after_second, "the second patch was a no-op");
-    assert_eq!(env.annotation("deployments", "web").as_deref(), Some(NOW));
+    assert_eq!(
+        env.annotation("deployments", "web").as_deref(),
+        Some(second_request.value.as_str())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_patch_that_changes_nothing_is_not_reported_requested() {
     let env = Env::start(vec![deployment("web", Some(SECRET))]).await;
     let engine = env.engine();
-    // The same value twice (as two requests in one millisecond wrote before values were unique
-    // per request): the second patch applies and changes nothing.
+    // The same value twice (as two replicas of the server could write in one millisecond): the
+    // second patch applies and changes nothing.
     let mut same = request();
     same.value = NOW.to_owned();
     assert_eq!(engine.run(&same).await.status, RestartStatus::Requested);

@@ -45,24 +45,29 @@ async fn send_to(port: u16, timeout: Duration) -> Result<(), SendError> {
     .await
 }
 
-const VALUE: &str = "2026-11-29T18:00:00.123Z#0badcafe";
+const VALUE: &str = "2026-11-29T18:00:00.123Z";
 
 #[test]
-fn values_are_the_timestamp_and_a_per_request_suffix() {
+fn values_are_timestamps_unique_per_request() {
     let now: Timestamp = "2026-11-29T18:00:00.123456789Z".parse().unwrap();
     let a = restart_value(now);
     let b = restart_value(now);
     assert_ne!(a, b, "two requests in the same millisecond");
     for value in [&a, &b] {
-        let (timestamp, suffix) = value.split_once('#').unwrap();
-        assert_eq!(timestamp, "2026-11-29T18:00:00.123Z");
-        assert_eq!(suffix.len(), 8);
-        assert!(
-            suffix
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        );
+        let parsed: Timestamp = value.parse().unwrap();
+        assert_eq!(value.len(), "2026-11-29T18:00:00.123Z".len(), "{value}");
+        assert!(value.ends_with('Z'), "{value}");
+        assert!(parsed >= "2026-11-29T18:00:00.123Z".parse().unwrap());
     }
+    let (a, b): (Timestamp, Timestamp) = (a.parse().unwrap(), b.parse().unwrap());
+    assert!(b > a, "later requests write later values");
+    assert_eq!(
+        RestartRequest::new("ns".parse().unwrap(), "db".parse().unwrap())
+            .at(now)
+            .value,
+        "2026-11-29T18:00:00.123Z",
+        "an explicit time is written as given"
+    );
 }
 
 #[test]
@@ -86,7 +91,7 @@ fn only_the_patched_object_confirms() {
         (object(json!("42"), json!(VALUE)), false),
         // Another request's value.
         (
-            object(json!("43"), json!("2026-11-29T18:00:00.123Z#00000000")),
+            object(json!("43"), json!("2026-11-29T18:00:00.122Z")),
             false,
         ),
         (object(json!(43), json!(VALUE)), false),
@@ -166,8 +171,8 @@ async fn answering(status: u16, body: &'static str) -> (u16, tokio::task::JoinHa
 
 #[tokio::test]
 async fn a_2xx_that_does_not_show_the_change_is_unconfirmed() {
-    let confirming = r#"{"metadata":{"resourceVersion":"43"},"spec":{"template":{"metadata":{"annotations":{"krypton.io/restarted-at":"2026-11-29T18:00:00.123Z#0badcafe"}}}}}"#;
-    let unchanged = r#"{"metadata":{"resourceVersion":"42"},"spec":{"template":{"metadata":{"annotations":{"krypton.io/restarted-at":"2026-11-29T18:00:00.123Z#0badcafe"}}}}}"#;
+    let confirming = r#"{"metadata":{"resourceVersion":"43"},"spec":{"template":{"metadata":{"annotations":{"krypton.io/restarted-at":"2026-11-29T18:00:00.123Z"}}}}}"#;
+    let unchanged = r#"{"metadata":{"resourceVersion":"42"},"spec":{"template":{"metadata":{"annotations":{"krypton.io/restarted-at":"2026-11-29T18:00:00.123Z"}}}}}"#;
     let table: [(u16, &'static str, Option<u16>); 6] = [
         (200, confirming, None),
         (200, "", Some(200)),

@@ -60,19 +60,13 @@ impl Env {
             .await
     }
 
-    /// The timestamp part of the restart annotation on a workload's pod template, as stored (the
-    /// value is `<timestamp>#<per-request suffix>`).
+    /// The restart annotation on a workload's pod template, as stored.
     pub fn annotation(&self, resource: &str, name: &str) -> Option<String> {
         self.emu
             .get_object(resource, Some(NS), name)?
             .pointer("/spec/template/metadata/annotations")?
             .get(RESTART_ANNOTATION)?
             .as_str()
-            .map(|value| {
-                value
-                    .split_once('#')
-                    .map_or(value, |(timestamp, _)| timestamp)
-            })
             .map(str::to_owned)
     }
 
