@@ -285,6 +285,9 @@ impl Document {
         if !text.ends_with('\n') {
             text.push('\n');
         }
+        // The emitter grows its buffer by doubling: give the spare half back, so that a stream
+        // written document by document takes about its own size.
+        text.shrink_to_fit();
         Ok(Some(text))
     }
 }
