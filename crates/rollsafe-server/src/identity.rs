@@ -213,6 +213,46 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 2_000,
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        })]
+
+        /// Any casing of `system:`, behind any blanks a header parser strips, is refused as a
+        /// user and as a group; a name that does not start so is never refused for it.
+        #[test]
+        fn reserved_prefix_in_any_case_or_padding(
+            upper in proptest::collection::vec(proptest::bool::ANY, 7),
+            pad in "[ \t]{0,3}",
+            rest in "\\PC{0,20}",
+            other in "\\PC{0,30}",
+        ) {
+            let prefix: String = RESERVED_PREFIX
+                .chars()
+                .zip(upper)
+                .map(|(c, up)| if up { c.to_ascii_uppercase() } else { c })
+                .collect();
+            let reserved = format!("{pad}{prefix}{rest}");
+            proptest::prop_assert_eq!(
+                check(&user(&reserved, &[]), &AllowedGroups::default()),
+                Err(IdentityError::ReservedUser)
+            );
+            proptest::prop_assert_eq!(
+                check(&user("a@x.io", &["dev", &reserved]), &AllowedGroups::default()),
+                Err(IdentityError::ReservedGroup)
+            );
+            let trimmed = other.trim_matches(|c: char| c == ' ' || c == '\t');
+            if !trimmed.to_ascii_lowercase().starts_with(RESERVED_PREFIX) {
+                proptest::prop_assert_eq!(
+                    check(&user("a@x.io", &[&other]), &AllowedGroups::default()),
+                    Ok(())
+                );
+            }
+        }
+    }
+
     #[test]
     fn patterns_that_widen_are_refused() {
         for bad in ["*", "s*", "sys*", "System:*", "system:masters", "system:x*"] {
