@@ -88,6 +88,7 @@ async fn serve(
         }
     };
     emulator.write_kubeconfig(&kubeconfig)?;
+    let shutdown = process::ShutdownSignal::install()?;
     let ready = serde_json::json!({
         "url": emulator.url(),
         "kubeconfig": kubeconfig.display().to_string(),
@@ -97,7 +98,7 @@ async fn serve(
         writeln!(stdout, "{ready}").context("cannot write to stdout")?;
         stdout.flush().context("cannot write to stdout")?;
     }
-    process::wait_for_signal().await?;
+    shutdown.recv().await;
     tracing::info!("shutting down");
     emulator.shutdown().await;
     drop(temp_dir);

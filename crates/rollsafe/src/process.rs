@@ -68,23 +68,54 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// Resolves on SIGTERM or SIGINT.
+/// SIGTERM and SIGINT, listened for from the moment [`ShutdownSignal::install`] returns: a
+/// command installs it before it announces that it is ready, so a signal sent right after the
+/// announcement is a clean shutdown, never the default action that kills the process.
 #[cfg(unix)]
-pub async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    Ok(())
+pub struct ShutdownSignal {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
 }
 
-/// Resolves on Ctrl-C.
+#[cfg(unix)]
+impl ShutdownSignal {
+    /// Starts listening (needs a tokio runtime).
+    pub fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+        })
+    }
+
+    /// Resolves on the first SIGTERM or SIGINT.
+    pub async fn recv(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}
+
+/// Ctrl-C, listened for once [`ShutdownSignal::recv`] is awaited.
 #[cfg(not(unix))]
+pub struct ShutdownSignal;
+
+#[cfg(not(unix))]
+impl ShutdownSignal {
+    /// Nothing to install ahead of time on this platform.
+    pub fn install() -> anyhow::Result<Self> {
+        Ok(Self)
+    }
+
+    /// Resolves on Ctrl-C.
+    pub async fn recv(self) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT (Ctrl-C elsewhere).
 pub async fn wait_for_signal() -> anyhow::Result<()> {
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot listen for Ctrl-C")
+    ShutdownSignal::install()?.recv().await;
+    Ok(())
 }

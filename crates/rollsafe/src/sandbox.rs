@@ -18,7 +18,6 @@ use rollsafe_server::audit::Stream;
 use rollsafe_server::config::{AuthMode, SessionSecret};
 use rollsafe_server::session::{self, NewSession};
 use serde_json::json;
-use tracing::warn;
 
 use crate::process;
 
@@ -131,6 +130,7 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
         mint("alice@example.com", &["platform", "developers"]).context("cannot mint a token")?;
     let bob = mint("bob@example.com", &["developers"]).context("cannot mint a token")?;
 
+    let shutdown = process::ShutdownSignal::install()?;
     if args.json {
         let line = json!({
             "url": url,
@@ -155,11 +155,7 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     server
-        .run(async {
-            if let Err(error) = process::wait_for_signal().await {
-                warn!(error = %error, "cannot wait for signals; shutting down");
-            }
-        })
+        .run(shutdown.recv())
         .await;
     emulator.shutdown().await;
     drop(dir);
