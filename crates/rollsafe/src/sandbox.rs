@@ -154,9 +154,7 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
 
-    server
-        .run(shutdown.recv())
-        .await;
+    server.run(shutdown.recv()).await;
     emulator.shutdown().await;
     drop(dir);
     Ok(ExitCode::SUCCESS)
