@@ -466,6 +466,20 @@ pub static RESOURCES: &[ResourceDef] = &[
         true,
         &strategy::DEFAULT
     ),
+    res!(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+        false,
+        &[],
+        Review,
+        false,
+        &[],
+        false,
+        &strategy::DEFAULT
+    ),
     ResourceDef {
         view: Some(&event::EVENTS_V1),
         ..res!(
@@ -579,7 +593,8 @@ pub mod ids {
     pub const JOBS: ResId = 20;
     pub const CRONJOBS: ResId = 21;
     pub const INGRESSES: ResId = 22;
-    pub const EVENTS_V1: ResId = 23;
+    pub const SELFSUBJECTRULESREVIEWS: ResId = 23;
+    pub const EVENTS_V1: ResId = 24;
 }
 
 #[cfg(test)]
@@ -632,6 +647,7 @@ mod tests {
             (ids::JOBS, "jobs"),
             (ids::CRONJOBS, "cronjobs"),
             (ids::INGRESSES, "ingresses"),
+            (ids::SELFSUBJECTRULESREVIEWS, "selfsubjectrulesreviews"),
         ] {
             assert_eq!(def(id).plural, plural);
         }

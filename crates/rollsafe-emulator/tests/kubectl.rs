@@ -1357,3 +1357,69 @@ async fn every_kubectl_release_applies_what_a_mixed_manifest_holds() {
         assert!(stdout.contains("80/TCP"), "{label}: {stdout}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_lists_what_a_user_can_do() {
+    let (emu, k) = setup().await;
+    for binary in kubectl_releases() {
+        let label = binary.display().to_string();
+        let out = run_release(
+            &k,
+            &binary,
+            &["--context", "bob", "-n", "shop", "auth", "can-i", "--list"],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<Vec<&str>> = stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            [
+                "Resources",
+                "Non-Resource",
+                "URLs",
+                "Resource",
+                "Names",
+                "Verbs"
+            ],
+            "{label}: {stdout}"
+        );
+        // bob's Role in "shop": everything in the core and apps groups.
+        assert!(
+            rows.iter()
+                .any(|r| r.first() == Some(&"*.apps") && r.last() == Some(&"[*]")),
+            "{label}: {stdout}"
+        );
+        // The bootstrap roles every authenticated user has.
+        assert!(
+            stdout.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+            "{label}: {stdout}"
+        );
+        assert!(stdout.contains("[/api/*]"), "{label}: {stdout}");
+        // alice has no Role in "shop".
+        let out = run_release(
+            &k,
+            &binary,
+            &[
+                "--context",
+                "alice",
+                "-n",
+                "shop",
+                "auth",
+                "can-i",
+                "--list",
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{label}");
+        assert!(!stdout.contains("*.apps"), "{label}: {stdout}");
+    }
+    let rules_reviews = emu.requests_for("create", "selfsubjectrulesreviews").len();
+    assert!(rules_reviews >= 2);
+}

@@ -164,6 +164,53 @@ fn role_rules<'a>(store: &'a Store, role_ref: &Value, binding_ns: &str) -> Optio
     role.get("rules")
 }
 
+/// The rules that apply to `user` in `namespace` (SelfSubjectRulesReview): those of every
+/// ClusterRoleBinding naming the user, then of every RoleBinding in the namespace, as
+/// (resource rules, non-resource rules) in the review's shape.
+pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<Value>) {
+    let mut resource_rules = Vec::new();
+    let mut non_resource_rules = Vec::new();
+    let mut collect = |binding: &Value, ns: &str| {
+        let subjects = binding.get("subjects").and_then(Value::as_array);
+        if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user, ns))) {
+            return;
+        }
+        let Some(role_ref) = binding.get("roleRef") else {
+            return;
+        };
+        for rule in role_rules(store, role_ref, ns)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let list = |k: &str| json!(strs(rule.get(k)));
+            if rule
+                .get("nonResourceURLs")
+                .is_some_and(|u| u.as_array().is_some_and(|a| !a.is_empty()))
+            {
+                non_resource_rules.push(
+                    json!({"verbs": list("verbs"), "nonResourceURLs": list("nonResourceURLs")}),
+                );
+            } else {
+                let mut r = json!({"verbs": list("verbs"), "apiGroups": list("apiGroups"), "resources": list("resources")});
+                if !strs(rule.get("resourceNames")).is_empty() {
+                    r["resourceNames"] = list("resourceNames");
+                }
+                resource_rules.push(r);
+            }
+        }
+    };
+    for (_, binding) in store.range(ids::CLUSTERROLEBINDINGS, None, None) {
+        collect(binding, "");
+    }
+    if !namespace.is_empty() {
+        for (_, binding) in store.range(ids::ROLEBINDINGS, Some(namespace), None) {
+            collect(binding, namespace);
+        }
+    }
+    (resource_rules, non_resource_rules)
+}
+
 /// RBAC: whether `user` may do `a`. `Some(reason)` when allowed.
 pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Option<String> {
     if user.groups.iter().any(|g| g == MASTERS_GROUP) {

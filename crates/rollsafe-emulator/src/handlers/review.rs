@@ -1,5 +1,5 @@
 //! The review resources, computed and never stored: TokenReview, SelfSubjectReview,
-//! SelfSubjectAccessReview and SubjectAccessReview.
+//! SelfSubjectAccessReview, SubjectAccessReview and SelfSubjectRulesReview.
 
 use hyper::Response;
 use serde_json::{Value, json};
@@ -15,14 +15,28 @@ use crate::status::{ApiError, FieldCause};
 pub fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let d = def(c.info.res);
     let mut obj = if crate::proto::is_protobuf(&c.content_type) {
-        crate::proto::decode_access_review(c.body)
-            .filter(|_| c.info.res != ids::TOKENREVIEWS)
-            .ok_or_else(unsupported_body)?
+        if c.info.res == ids::SELFSUBJECTRULESREVIEWS {
+            crate::proto::decode_object(c.body).map_err(|_| unsupported_body())?
+        } else {
+            crate::proto::decode_access_review(c.body)
+                .filter(|_| c.info.res != ids::TOKENREVIEWS)
+                .ok_or_else(unsupported_body)?
+        }
     } else {
         parse_object(c.body)?
     };
     check_type(&obj, c.info.res)?;
     let status = match c.info.res {
+        ids::SELFSUBJECTRULESREVIEWS => {
+            let namespace = obj
+                .pointer("/spec/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let (resource_rules, non_resource_rules) =
+                authorization::rules_for(&c.shared.store(), c.user, namespace);
+            json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
+                   "incomplete": false})
+        }
         ids::TOKENREVIEWS => {
             let token = obj
                 .pointer("/spec/token")

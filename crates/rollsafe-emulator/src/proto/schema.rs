@@ -495,6 +495,28 @@ pub static DEPLOYMENT: Message = Message {
     ],
 };
 
+/// `authorization.v1.SelfSubjectRulesReviewSpec`.
+pub static RULES_REVIEW_SPEC: Message = Message {
+    name: "SelfSubjectRulesReviewSpec",
+    fields: &[f(1, "namespace", Str)],
+};
+
+/// `authorization.v1.SubjectRulesReviewStatus` as clients send it: empty.
+pub static RULES_REVIEW_STATUS: Message = Message {
+    name: "SubjectRulesReviewStatus",
+    fields: &[f(3, "incomplete", Bool), f(4, "evaluationError", Str)],
+};
+
+/// `authorization.v1.SelfSubjectRulesReview` (what `kubectl auth can-i --list` sends).
+pub static SELF_SUBJECT_RULES_REVIEW: Message = Message {
+    name: "SelfSubjectRulesReview",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&RULES_REVIEW_SPEC)),
+        f(3, "status", Msg(&RULES_REVIEW_STATUS)),
+    ],
+};
+
 /// The kinds accepted as protobuf, by `apiVersion` and `kind`.
 pub static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "Namespace", &NAMESPACE),
@@ -502,6 +524,11 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "ConfigMap", &CONFIG_MAP),
     ("v1", "ServiceAccount", &SERVICE_ACCOUNT),
     ("apps/v1", "Deployment", &DEPLOYMENT),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        &SELF_SUBJECT_RULES_REVIEW,
+    ),
     ("rbac.authorization.k8s.io/v1", "Role", &ROLE),
     ("rbac.authorization.k8s.io/v1", "ClusterRole", &CLUSTER_ROLE),
     ("rbac.authorization.k8s.io/v1", "RoleBinding", &ROLE_BINDING),
