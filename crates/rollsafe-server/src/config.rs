@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::ArgAction;
 use rollsafe_core::name::{AnnotationPrefix, ConfigMapName, Namespace};
 use thiserror::Error;
 
@@ -32,7 +33,8 @@ pub const DEFAULT_ANNOTATION_PREFIX: &str = "krypton.io";
 /// The default session lifetime (8 h).
 pub const DEFAULT_SESSION_MAX_AGE: Duration = Duration::from_secs(28_800);
 
-/// `rollsafe serve` settings as given: flags and environment variables.
+/// `rollsafe serve` settings, each parsed into its type by the flag's value parser, so an
+/// invalid value stops startup with a message that names the environment variable.
 #[derive(Clone, clap::Args)]
 pub struct ServeArgs {
     /// Address of the API listener.
@@ -52,56 +54,81 @@ pub struct ServeArgs {
     #[arg(long, env = "ROLLSAFE_AUDIT_FILE")]
     pub audit_file: Option<PathBuf>,
     /// Allow the Restart Consumers API (`1|true|yes|on`).
-    #[arg(long, env = "KRYPTON_RESTART_ENABLED", default_value = "")]
-    pub restart_enabled: String,
+    #[arg(long, env = "KRYPTON_RESTART_ENABLED", default_value = "", action = ArgAction::Set,
+          value_parser = boolean("KRYPTON_RESTART_ENABLED"))]
+    pub restart_enabled: bool,
     /// `namespace` (only the server's namespace) or `cluster` (namespaces the caller can list).
-    #[arg(long, env = "KRYPTON_SCOPE", default_value = "namespace")]
-    pub scope: String,
+    #[arg(long, env = "KRYPTON_SCOPE", default_value = "namespace", value_parser = parse_scope)]
+    pub scope: ScopeKind,
     /// Comma-separated allow-list intersected with the listable namespaces in cluster scope.
-    #[arg(long, env = "KRYPTON_NAMESPACES", default_value = "")]
-    pub namespaces: String,
+    #[arg(long, env = "KRYPTON_NAMESPACES", default_value = "", value_parser = parse_namespaces)]
+    pub namespaces: NamespaceList,
     /// The server's namespace outside a pod (after the ServiceAccount file and POD_NAMESPACE).
-    #[arg(long, env = "KRYPTON_NAMESPACE")]
-    pub namespace: Option<String>,
+    #[arg(long, env = "KRYPTON_NAMESPACE", value_parser = namespace("KRYPTON_NAMESPACE"))]
+    pub namespace: Option<OptionalNamespace>,
     /// The pod's namespace, from the downward API.
-    #[arg(long, env = "POD_NAMESPACE")]
-    pub pod_namespace: Option<String>,
+    #[arg(long, env = "POD_NAMESPACE", value_parser = namespace("POD_NAMESPACE"))]
+    pub pod_namespace: Option<OptionalNamespace>,
     /// Comma-separated admin emails (case-insensitive).
-    #[arg(long, env = "KRYPTON_ADMIN_USERS", default_value = "")]
-    pub admin_users: String,
+    #[arg(long, env = "KRYPTON_ADMIN_USERS", default_value = "", value_parser = parse_list)]
+    pub admin_users: List,
     /// Comma-separated admin groups (exact).
-    #[arg(long, env = "KRYPTON_ADMIN_GROUPS", default_value = "")]
-    pub admin_groups: String,
+    #[arg(long, env = "KRYPTON_ADMIN_GROUPS", default_value = "", value_parser = parse_list)]
+    pub admin_groups: List,
     /// The ConfigMap in the server's namespace holding namespace access rules (key `access.json`).
-    #[arg(
-        long,
-        env = "KRYPTON_ACCESS_CONFIGMAP",
-        default_value = DEFAULT_ACCESS_CONFIGMAP
-    )]
-    pub access_configmap: String,
+    #[arg(long, env = "KRYPTON_ACCESS_CONFIGMAP", default_value = DEFAULT_ACCESS_CONFIGMAP,
+          value_parser = parse_configmap)]
+    pub access_configmap: ConfigMapName,
     /// Prefix of the ACL annotations and the history label.
-    #[arg(long, env = "KRYPTON_ANNOTATION_PREFIX", default_value = DEFAULT_ANNOTATION_PREFIX)]
-    pub annotation_prefix: String,
+    #[arg(long, env = "KRYPTON_ANNOTATION_PREFIX", default_value = DEFAULT_ANNOTATION_PREFIX,
+          value_parser = parse_prefix)]
+    pub annotation_prefix: AnnotationPrefix,
     /// Make every Kubernetes call of a request as the caller (`1|true|yes|on`).
-    #[arg(long, env = "KRYPTON_IMPERSONATION", default_value = "")]
-    pub impersonation: String,
+    #[arg(long, env = "KRYPTON_IMPERSONATION", default_value = "", action = ArgAction::Set,
+          value_parser = boolean("KRYPTON_IMPERSONATION"))]
+    pub impersonation: bool,
     /// HMAC key of session JWTs (at least 32 bytes).
     #[arg(long, env = "SESSION_SECRET", hide_env_values = true)]
     pub session_secret: Option<String>,
-    /// Session lifetime in seconds.
-    #[arg(long, env = "SESSION_MAX_AGE", default_value = "28800")]
-    pub session_max_age: String,
+    /// Session lifetime: seconds (`28800`) or a duration (`8h`, `1h30m`), as `token --ttl`.
+    #[arg(long, env = "SESSION_MAX_AGE", default_value = "28800", value_parser = parse_max_age)]
+    pub session_max_age: Duration,
     /// Skip authentication: every request is a fixed admin dev user. Loopback listeners only.
-    #[arg(long, env = "AUTH_DISABLED", default_value = "")]
-    pub auth_disabled: String,
+    #[arg(long, env = "AUTH_DISABLED", default_value = "", action = ArgAction::Set,
+          value_parser = boolean("AUTH_DISABLED"))]
+    pub auth_disabled: bool,
     /// Comma-separated group patterns (`name` or `prefix*`) a session's groups must all match;
     /// empty allows every group that is not a reserved `system:` group (those never pass).
-    #[arg(long, env = "KRYPTON_ALLOWED_GROUPS", default_value = "")]
-    pub allowed_groups: String,
+    #[arg(long, env = "KRYPTON_ALLOWED_GROUPS", default_value = "",
+          value_parser = parse_allowed_groups)]
+    pub allowed_groups: AllowedGroups,
     /// The most restart runs in progress at once; beyond it, 429 with Retry-After.
-    #[arg(long, env = "KRYPTON_MAX_CONCURRENT_RESTARTS", default_value_t = crate::limits::MAX_CONCURRENT_RUNS.to_string())]
-    pub max_concurrent_restarts: String,
+    #[arg(long, env = "KRYPTON_MAX_CONCURRENT_RESTARTS",
+          default_value_t = crate::limits::MAX_CONCURRENT_RUNS,
+          value_parser = parse_max_concurrent)]
+    pub max_concurrent_restarts: usize,
 }
+
+/// `KRYPTON_SCOPE` as given; [`Scope`] adds the allow-list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScopeKind {
+    /// `namespace` (or empty).
+    Namespace,
+    /// `cluster`.
+    Cluster,
+}
+
+/// A comma-separated list, trimmed, without empty entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct List(pub Vec<String>);
+
+/// `KRYPTON_NAMESPACES`: comma-separated namespace names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceList(pub Vec<Namespace>);
+
+/// A namespace setting that may be set but blank (a blank value is skipped, as if unset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionalNamespace(pub Option<Namespace>);
 
 impl fmt::Debug for ServeArgs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -249,8 +276,8 @@ pub enum ConfigError {
     /// `KRYPTON_SCOPE` is neither `namespace` nor `cluster`.
     #[error("KRYPTON_SCOPE: {0:?} is not a scope (use namespace or cluster)")]
     Scope(String),
-    /// `SESSION_MAX_AGE` is not a positive number of seconds.
-    #[error("SESSION_MAX_AGE: {0:?} is not a positive number of seconds")]
+    /// `SESSION_MAX_AGE` is not a positive duration.
+    #[error("SESSION_MAX_AGE: {0:?} is not a positive duration (seconds, or e.g. 30m, 8h, 1h30m)")]
     MaxAge(String),
     /// `SESSION_SECRET` is missing or too short while authentication is on.
     #[error(
@@ -303,108 +330,207 @@ pub fn parse_csv(value: &str) -> Vec<String> {
         .collect()
 }
 
+/// Parses a duration: bare seconds (`90`), or units summed (`90s`, `15m`, `8h`, `1d`, `1h30m`).
+/// Zero is refused. The one duration format of every flag.
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    let mut total = 0u64;
+    let mut digits = String::new();
+    for c in text.trim().chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3_600,
+            'd' => 86_400,
+            _ => return Err(DurationError),
+        };
+        let value: u64 = digits.parse().map_err(|_| DurationError)?;
+        total = value
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or(DurationError)?;
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        total = total
+            .checked_add(digits.parse().map_err(|_| DurationError)?)
+            .ok_or(DurationError)?;
+    }
+    if total == 0 {
+        return Err(DurationError);
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// A text that is not a positive duration.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[error("not a positive duration (seconds, or e.g. 30m, 8h, 1h30m)")]
+pub struct DurationError;
+
+/// The value parser of a boolean setting named `name`.
+fn boolean(
+    name: &'static str,
+) -> impl Fn(&str) -> Result<bool, ConfigError> + Clone + Send + Sync + 'static {
+    move |value| parse_bool(name, value)
+}
+
+/// The value parser of a namespace setting named `name`; blank reads as unset.
+fn namespace(
+    name: &'static str,
+) -> impl Fn(&str) -> Result<OptionalNamespace, ConfigError> + Clone + Send + Sync + 'static {
+    move |value| {
+        let value = value.trim();
+        if value.is_empty() {
+            return Ok(OptionalNamespace(None));
+        }
+        Namespace::try_from(value.to_owned())
+            .map(|ns| OptionalNamespace(Some(ns)))
+            .map_err(|_| ConfigError::Name {
+                name,
+                value: value.to_owned(),
+            })
+    }
+}
+
+fn parse_scope(value: &str) -> Result<ScopeKind, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "namespace" => Ok(ScopeKind::Namespace),
+        "cluster" => Ok(ScopeKind::Cluster),
+        _ => Err(ConfigError::Scope(value.to_owned())),
+    }
+}
+
+fn parse_namespaces(value: &str) -> Result<NamespaceList, ConfigError> {
+    parse_csv(value)
+        .into_iter()
+        .map(|ns| {
+            Namespace::try_from(ns.clone()).map_err(|_| ConfigError::Name {
+                name: "KRYPTON_NAMESPACES",
+                value: ns,
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(NamespaceList)
+}
+
+fn parse_list(value: &str) -> Result<List, ConfigError> {
+    Ok(List(parse_csv(value)))
+}
+
+fn parse_configmap(value: &str) -> Result<ConfigMapName, ConfigError> {
+    ConfigMapName::try_from(value.to_owned()).map_err(|_| ConfigError::Name {
+        name: "KRYPTON_ACCESS_CONFIGMAP",
+        value: value.to_owned(),
+    })
+}
+
+fn parse_prefix(value: &str) -> Result<AnnotationPrefix, ConfigError> {
+    AnnotationPrefix::try_from(value.to_owned()).map_err(|_| ConfigError::Prefix(value.to_owned()))
+}
+
+fn parse_max_age(value: &str) -> Result<Duration, ConfigError> {
+    parse_duration(value).map_err(|_| ConfigError::MaxAge(value.to_owned()))
+}
+
+fn parse_allowed_groups(value: &str) -> Result<AllowedGroups, ConfigError> {
+    AllowedGroups::parse(value).map_err(ConfigError::AllowedGroups)
+}
+
+fn parse_max_concurrent(value: &str) -> Result<usize, ConfigError> {
+    match value.trim().parse::<usize>() {
+        Ok(limit) if limit > 0 => Ok(limit),
+        _ => Err(ConfigError::MaxConcurrentRestarts(value.to_owned())),
+    }
+}
+
 impl ServeArgs {
-    /// Validates the settings. `service_account_namespace` is the content of the ServiceAccount
-    /// namespace file, when it exists.
+    /// Validates what depends on several settings. `service_account_namespace` is the content of
+    /// the ServiceAccount namespace file, when it exists.
     pub fn validate(
-        &self,
+        self,
         service_account_namespace: Option<&str>,
     ) -> Result<Settings, ConfigError> {
-        let auth_disabled = parse_bool("AUTH_DISABLED", &self.auth_disabled)?;
-        let restart_enabled = parse_bool("KRYPTON_RESTART_ENABLED", &self.restart_enabled)?;
-        let impersonation = parse_bool("KRYPTON_IMPERSONATION", &self.impersonation)?;
-        let scope = match self.scope.trim().to_ascii_lowercase().as_str() {
-            "" | "namespace" => Scope::Namespace,
-            "cluster" => Scope::Cluster {
-                allow_list: parse_csv(&self.namespaces)
-                    .into_iter()
-                    .map(|ns| {
-                        Namespace::try_from(ns.clone()).map_err(|_| ConfigError::Name {
-                            name: "KRYPTON_NAMESPACES",
-                            value: ns,
-                        })
-                    })
-                    .collect::<Result<_, _>>()?,
+        // Every field is named: a flag added to `ServeArgs` and not wired here does not compile.
+        let ServeArgs {
+            listen,
+            admin_listen,
+            kubeconfig,
+            context,
+            audit_file,
+            restart_enabled,
+            scope,
+            namespaces,
+            namespace,
+            pod_namespace,
+            admin_users,
+            admin_groups,
+            access_configmap,
+            annotation_prefix,
+            impersonation,
+            session_secret,
+            session_max_age,
+            auth_disabled,
+            allowed_groups,
+            max_concurrent_restarts,
+        } = self;
+        let scope = match scope {
+            ScopeKind::Namespace => Scope::Namespace,
+            ScopeKind::Cluster => Scope::Cluster {
+                allow_list: namespaces.0,
             },
-            _ => return Err(ConfigError::Scope(self.scope.clone())),
         };
-        let (name, server_namespace) = [
-            ("ServiceAccount namespace file", service_account_namespace),
-            ("POD_NAMESPACE", self.pod_namespace.as_deref()),
-            ("KRYPTON_NAMESPACE", self.namespace.as_deref()),
-        ]
-        .into_iter()
-        .find_map(|(name, value)| {
-            value
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(|v| (name, v.to_owned()))
-        })
-        .unwrap_or(("KRYPTON_NAMESPACE", DEFAULT_SERVER_NAMESPACE.to_owned()));
-        let server_namespace =
-            Namespace::try_from(server_namespace.clone()).map_err(|_| ConfigError::Name {
+        let service_account_namespace = service_account_namespace
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(|value| {
                 // The ServiceAccount file is reported under the setting that overrides it.
-                name: if name == "POD_NAMESPACE" {
-                    "POD_NAMESPACE"
-                } else {
-                    "KRYPTON_NAMESPACE"
-                },
-                value: server_namespace,
-            })?;
-        let access_configmap =
-            ConfigMapName::try_from(self.access_configmap.clone()).map_err(|_| {
+                Namespace::try_from(value.to_owned()).map_err(|_| ConfigError::Name {
+                    name: "KRYPTON_NAMESPACE",
+                    value: value.to_owned(),
+                })
+            })
+            .transpose()?;
+        let server_namespace = match service_account_namespace
+            .or(pod_namespace.and_then(|ns| ns.0))
+            .or(namespace.and_then(|ns| ns.0))
+        {
+            Some(namespace) => namespace,
+            None => Namespace::try_from(DEFAULT_SERVER_NAMESPACE.to_owned()).map_err(|_| {
                 ConfigError::Name {
-                    name: "KRYPTON_ACCESS_CONFIGMAP",
-                    value: self.access_configmap.clone(),
+                    name: "KRYPTON_NAMESPACE",
+                    value: DEFAULT_SERVER_NAMESPACE.to_owned(),
                 }
-            })?;
-        let annotation_prefix = AnnotationPrefix::try_from(self.annotation_prefix.clone())
-            .map_err(|_| ConfigError::Prefix(self.annotation_prefix.clone()))?;
-        let max_age = match self.session_max_age.trim().parse::<u64>() {
-            Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
-            _ => return Err(ConfigError::MaxAge(self.session_max_age.clone())),
-        };
-        let allowed_groups =
-            AllowedGroups::parse(&self.allowed_groups).map_err(ConfigError::AllowedGroups)?;
-        let max_concurrent_restarts = match self.max_concurrent_restarts.trim().parse::<usize>() {
-            Ok(limit) if limit > 0 => limit,
-            _ => {
-                return Err(ConfigError::MaxConcurrentRestarts(
-                    self.max_concurrent_restarts.clone(),
-                ));
-            }
+            })?,
         };
         let auth = if auth_disabled {
-            for addr in [self.listen] {
-                if !addr.ip().is_loopback() {
-                    return Err(ConfigError::AuthDisabledOffLoopback(addr));
-                }
+            if !listen.ip().is_loopback() {
+                return Err(ConfigError::AuthDisabledOffLoopback(listen));
             }
             AuthMode::Disabled
         } else {
-            match &self.session_secret {
+            match session_secret {
                 Some(secret) if secret.len() >= MIN_SESSION_SECRET_LEN => AuthMode::Session {
-                    secret: SessionSecret::new(secret.as_bytes()),
-                    max_age,
+                    secret: SessionSecret::new(secret.into_bytes()),
+                    max_age: session_max_age,
                 },
                 _ => return Err(ConfigError::SessionSecret),
             }
         };
         Ok(Settings {
-            listen: self.listen,
-            admin_listen: self.admin_listen,
-            kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
-            audit_file: self.audit_file.clone(),
+            listen,
+            admin_listen,
+            kubeconfig,
+            context,
+            audit_file,
             restart_enabled,
             scope,
             server_namespace,
             admins: Admins {
-                users: parse_csv(&self.admin_users)
-                    .into_iter()
-                    .map(|u| u.to_lowercase())
-                    .collect(),
-                groups: parse_csv(&self.admin_groups),
+                users: admin_users.0.iter().map(|u| u.to_lowercase()).collect(),
+                groups: admin_groups.0,
             },
             access_configmap,
             annotation_prefix,
@@ -437,6 +563,20 @@ mod tests {
         Cli::try_parse_from(argv).unwrap().args
     }
 
+    /// The message of the first error, from parsing or from validation.
+    fn error(extra: &[&str]) -> String {
+        let mut argv = vec![
+            "serve",
+            "--session-secret",
+            "0123456789abcdef0123456789abcdef",
+        ];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv) {
+            Ok(cli) => cli.args.validate(None).unwrap_err().to_string(),
+            Err(error) => error.to_string(),
+        }
+    }
+
     #[test]
     fn booleans() {
         for (value, expected) in [
@@ -459,6 +599,43 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn durations() {
+        for (text, seconds) in [
+            ("90", 90),
+            ("90s", 90),
+            ("15m", 900),
+            ("8h", 28_800),
+            ("1d", 86_400),
+            ("1h30m", 5_400),
+            (" 28800 ", 28_800),
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_secs(seconds)),
+                "{text}"
+            );
+        }
+        for text in [
+            "",
+            "0",
+            "0s",
+            "8x",
+            "h",
+            "1.5h",
+            "-1",
+            "99999999999999999999",
+        ] {
+            assert_eq!(parse_duration(text), Err(DurationError), "{text}");
+        }
+        let settings = args(&["--session-max-age", "1h30m"])
+            .validate(None)
+            .unwrap();
+        assert!(
+            matches!(settings.auth, AuthMode::Session { max_age, .. } if max_age.as_secs() == 5_400)
+        );
     }
 
     #[test]
@@ -491,15 +668,20 @@ mod tests {
     fn server_namespace_precedence() {
         let a = args(&["--pod-namespace", "pod-ns", "--namespace", "env-ns"]);
         assert_eq!(
-            a.validate(Some("sa-ns\n")).unwrap().server_namespace,
+            a.clone()
+                .validate(Some("sa-ns\n"))
+                .unwrap()
+                .server_namespace,
             "sa-ns"
         );
         assert_eq!(a.validate(Some("  ")).unwrap().server_namespace, "pod-ns");
         let a = args(&["--namespace", "env-ns"]);
         assert_eq!(a.validate(None).unwrap().server_namespace, "env-ns");
-        let a = args(&["--namespace", "Bad_NS"]);
+        let a = args(&["--pod-namespace", " ", "--namespace", "env-ns"]);
+        assert_eq!(a.validate(None).unwrap().server_namespace, "env-ns");
+        assert!(error(&["--namespace", "Bad_NS"]).contains("KRYPTON_NAMESPACE: \"Bad_NS\""));
         assert!(matches!(
-            a.validate(None),
+            args(&[]).validate(Some("Bad_NS")),
             Err(ConfigError::Name {
                 name: "KRYPTON_NAMESPACE",
                 ..
@@ -512,7 +694,11 @@ mod tests {
         let cases: Vec<(Vec<&str>, &str)> = vec![
             (vec!["--scope", "everything"], "KRYPTON_SCOPE"),
             (vec!["--session-max-age", "0"], "SESSION_MAX_AGE"),
-            (vec!["--session-max-age", "8h"], "SESSION_MAX_AGE"),
+            (vec!["--session-max-age", "8x"], "SESSION_MAX_AGE"),
+            (
+                vec!["--restart-enabled", "enabled"],
+                "KRYPTON_RESTART_ENABLED",
+            ),
             (vec!["--impersonation", "maybe"], "KRYPTON_IMPERSONATION"),
             (
                 vec!["--auth-disabled", "true", "--listen", "0.0.0.0:8080"],
@@ -542,18 +728,19 @@ mod tests {
             ),
         ];
         for (extra, name) in cases {
-            let error = args(&extra).validate(None).unwrap_err();
-            assert!(error.to_string().starts_with(name), "{extra:?}: {error}");
+            // Clap prefixes a parser's message with the flag; the message names the variable.
+            let error = error(&extra);
+            assert!(error.contains(&format!("{name}: ")), "{extra:?}: {error}");
         }
         let mut short = args(&[]);
         short.session_secret = Some("short".into());
         assert_eq!(
-            short.validate(None).unwrap_err(),
+            short.clone().validate(None).unwrap_err(),
             ConfigError::SessionSecret
         );
         short.session_secret = None;
         assert_eq!(
-            short.validate(None).unwrap_err(),
+            short.clone().validate(None).unwrap_err(),
             ConfigError::SessionSecret
         );
     }
@@ -569,7 +756,7 @@ mod tests {
     fn secrets_are_not_printed() {
         let a = args(&[]);
         assert!(!format!("{a:?}").contains("0123456789abcdef"));
-        let settings = a.validate(None).unwrap();
+        let settings = a.clone().validate(None).unwrap();
         assert!(!format!("{settings:?}").contains("0123456789abcdef"));
     }
 }

@@ -53,39 +53,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Parses `90`, `90s`, `15m`, `8h`, `1d` and sums like `1h30m`.
+/// The duration format of every flag (`SESSION_MAX_AGE` too).
 fn parse_ttl(text: &str) -> Result<Duration, String> {
-    let error = || format!("{text:?} is not a duration (e.g. 30m, 8h, 1h30m)");
-    let mut total = 0u64;
-    let mut digits = String::new();
-    for c in text.trim().chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3_600,
-            'd' => 86_400,
-            _ => return Err(error()),
-        };
-        let value: u64 = digits.parse().map_err(|_| error())?;
-        total = value
-            .checked_mul(unit)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(error)?;
-        digits.clear();
-    }
-    if !digits.is_empty() {
-        total = total
-            .checked_add(digits.parse().map_err(|_| error())?)
-            .ok_or_else(error)?;
-    }
-    if total == 0 {
-        return Err(error());
-    }
-    Ok(Duration::from_secs(total))
+    rollsafe_server::config::parse_duration(text)
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 30m, 8h, 1h30m)"))
 }
 
 #[cfg(test)]
