@@ -141,16 +141,29 @@ impl Manifest {
     /// soon as its end is read and then dropped, so the stream's text is never held whole.
     /// Splits and numbers documents exactly as [`Manifest::parse`]. More than `limit` bytes is an
     /// error, never a stream cut short.
-    pub fn read(mut reader: impl std::io::BufRead, limit: u64) -> Result<Self, ReadError> {
+    pub fn read(reader: impl std::io::BufRead, limit: u64) -> Result<Self, ReadError> {
         let mut documents = Vec::new();
+        Self::read_each(reader, limit, |document| documents.push(document))?;
+        Ok(Self { documents })
+    }
+
+    /// [`Manifest::read`], handing each document to `each` as soon as it is parsed instead of
+    /// keeping it: a reader that needs only part of a stream holds only that part.
+    pub fn read_each(
+        mut reader: impl std::io::BufRead,
+        limit: u64,
+        mut each: impl FnMut(Document),
+    ) -> Result<(), ReadError> {
+        let count = std::cell::Cell::new(0);
         let mut current = String::new();
         let mut first_line = 0;
         let mut started = false;
         let mut line = String::new();
         let mut total = 0u64;
-        let push = |documents: &mut Vec<Document>, text: &str, first_line: u64| {
+        let mut push = |text: &str, first_line: u64| {
+            count.set(count.get() + 1);
             let source = split::Source { first_line, text };
-            documents.push(Document::parse(documents.len() + 1, source)?);
+            each(Document::parse(count.get(), source)?);
             Ok::<(), ManifestError>(())
         };
         for line_number in 0u64.. {
@@ -167,14 +180,14 @@ impl Manifest {
             }
             if let Some(rest) = split::marker(&line, "---") {
                 if started || !split::is_blank(&current) {
-                    push(&mut documents, &current, first_line)?;
+                    push(&current, first_line)?;
                 }
                 current.clear();
                 current.push_str(rest);
                 first_line = line_number;
                 started = true;
             } else if split::marker(&line, "...").is_some() {
-                push(&mut documents, &current, first_line)?;
+                push(&current, first_line)?;
                 current.clear();
                 first_line = line_number + 1;
                 started = false;
@@ -182,10 +195,10 @@ impl Manifest {
                 current.push_str(&line);
             }
         }
-        if started || !split::is_blank(&current) || documents.is_empty() {
-            push(&mut documents, &current, first_line)?;
+        if started || !split::is_blank(&current) || count.get() == 0 {
+            push(&current, first_line)?;
         }
-        Ok(Self { documents })
+        Ok(())
     }
 
     /// The documents of a stream, parsed one at a time as the iterator is advanced: a reader

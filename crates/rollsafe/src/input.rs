@@ -33,7 +33,8 @@ fn read_into(set: &mut ManifestSet, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn open(path: &Path) -> anyhow::Result<(String, Box<dyn Read>)> {
+/// Opens one input (a file, or stdin for `-`) with its label.
+pub fn open(path: &Path) -> anyhow::Result<(String, Box<dyn Read>)> {
     if path.as_os_str() == "-" {
         Ok(("<stdin>".to_owned(), Box::new(std::io::stdin())))
     } else {

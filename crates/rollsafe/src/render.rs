@@ -257,22 +257,26 @@ fn read_manifest(path: &Path) -> anyhow::Result<ManifestSet> {
 /// The previous copies in a file: only its Deployments and StatefulSets are kept (the engine
 /// looks up nothing else), one parsed document at a time.
 fn read_previous(path: &Path) -> anyhow::Result<ManifestSet> {
-    let (label, text) = input::read_text(path)?;
+    let (label, reader) = input::open(path)?;
     let mut workloads = Vec::new();
-    for document in rollsafe_manifest::Manifest::documents(&text) {
-        let document = document.with_context(|| label.clone())?;
-        workloads.extend(
-            document
-                .objects()
-                .filter(|(_, object)| {
-                    matches!(
-                        object.get("kind").and_then(Value::as_str),
-                        Some("Deployment" | "StatefulSet")
-                    )
-                })
-                .map(|(_, object)| object.clone()),
-        );
-    }
+    rollsafe_manifest::Manifest::read_each(
+        std::io::BufReader::new(reader),
+        input::MAX_INPUT_BYTES,
+        |document| {
+            workloads.extend(
+                document
+                    .objects()
+                    .filter(|(_, object)| {
+                        matches!(
+                            object.get("kind").and_then(Value::as_str),
+                            Some("Deployment" | "StatefulSet")
+                        )
+                    })
+                    .map(|(_, object)| object.clone()),
+            );
+        },
+    )
+    .with_context(|| label.clone())?;
     let mut set = ManifestSet::new();
     set.push(label, rollsafe_manifest::Manifest::from_objects(workloads));
     Ok(set)
