@@ -153,15 +153,17 @@ impl LabelSelector {
     }
 }
 
-/// A field selector on `metadata.name` and `metadata.namespace`.
+/// A field selector on `metadata.name`, `metadata.namespace` and the resource's own field
+/// labels (`type` for Secrets, `involvedObject.name` … for Events).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FieldSelector {
     reqs: Vec<(String, bool, String)>,
 }
 
 impl FieldSelector {
-    /// Parses a selector; unsupported fields give the real server's 400 message.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// Parses a selector; `extra` are the resource's own field labels; other fields give the
+    /// real server's 400 message.
+    pub fn parse_for(s: &str, extra: &[&str]) -> Result<Self, String> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
             return Ok(Self { reqs });
@@ -180,7 +182,8 @@ impl FieldSelector {
                 ));
             };
             let field = field.trim();
-            if field != "metadata.name" && field != "metadata.namespace" {
+            if field != "metadata.name" && field != "metadata.namespace" && !extra.contains(&field)
+            {
                 return Err(format!("field label not supported: {field}"));
             }
             reqs.push((field.to_string(), equal, value.trim().to_string()));
@@ -196,13 +199,9 @@ impl FieldSelector {
     /// Whether an object matches.
     pub fn matches(&self, object: &Value) -> bool {
         self.reqs.iter().all(|(field, equal, value)| {
-            let pointer = if field == "metadata.name" {
-                "/metadata/name"
-            } else {
-                "/metadata/namespace"
-            };
+            let pointer = format!("/{}", field.replace('.', "/"));
             let actual = object
-                .pointer(pointer)
+                .pointer(&pointer)
                 .and_then(Value::as_str)
                 .unwrap_or("");
             (actual == value) == *equal
@@ -246,10 +245,12 @@ mod tests {
     #[test]
     fn field_selectors() {
         let obj = json!({"metadata": {"name": "a", "namespace": "ns"}});
-        assert!(FieldSelector::parse("metadata.name=a").is_ok_and(|s| s.matches(&obj)));
-        assert!(FieldSelector::parse("metadata.namespace!=ns").is_ok_and(|s| !s.matches(&obj)));
+        assert!(FieldSelector::parse_for("metadata.name=a", &[]).is_ok_and(|s| s.matches(&obj)));
+        assert!(
+            FieldSelector::parse_for("metadata.namespace!=ns", &[]).is_ok_and(|s| !s.matches(&obj))
+        );
         assert_eq!(
-            FieldSelector::parse("spec.x=1"),
+            FieldSelector::parse_for("spec.x=1", &[]),
             Err("field label not supported: spec.x".into())
         );
     }

@@ -533,6 +533,38 @@ pub fn find_plural(plural: &str) -> Option<ResId> {
     by_plural.or_else(qualified).map(id_of)
 }
 
+/// The field labels a resource supports in field selectors besides `metadata.name` and
+/// `metadata.namespace` (the real `GetAttrs` of each registry).
+pub fn field_labels(res: ResId) -> &'static [&'static str] {
+    match res {
+        ids::SECRETS => &["type"],
+        ids::NAMESPACES => &["status.phase"],
+        ids::EVENTS => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ids::PODS => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        _ => &[],
+    }
+}
+
 /// The resource whose objects a request on `res` reads and writes (itself, unless a view).
 pub fn stored(res: ResId) -> ResId {
     def(res).view.map_or(res, |v| v.stored)

@@ -399,3 +399,52 @@ async fn continued_pages_show_the_state_of_the_first_page() {
     );
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn field_selectors_on_each_resource_s_own_fields() {
+    let emu = start().await;
+    for (name, kind) in [("plain", "Opaque"), ("cert", "kubernetes.io/tls")] {
+        let mut s = json!({"apiVersion": "v1", "kind": "Secret", "type": kind,
+            "metadata": {"name": name, "namespace": "shop"}, "data": {}});
+        if kind == "kubernetes.io/tls" {
+            s["data"] = json!({"tls.crt": "eA==", "tls.key": "eA=="});
+        }
+        emu.put_object(s).unwrap();
+    }
+    let client = client(&emu, "admin").await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "shop");
+    let tls = secrets
+        .list(&ListParams::default().fields("type=kubernetes.io/tls"))
+        .await
+        .unwrap();
+    let names: Vec<_> = tls
+        .items
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["cert"]);
+    let not_tls = secrets
+        .list(&ListParams::default().fields("type!=kubernetes.io/tls"))
+        .await
+        .unwrap();
+    assert_eq!(not_tls.items.len(), 1);
+    // ConfigMaps have no `type` field label.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
+    let err = cms
+        .list(&ListParams::default().fields("type=x"))
+        .await
+        .unwrap_err();
+    assert_eq!(api_status(&err).code, 400);
+    // Events by the object they are about (what `kubectl events --for` asks).
+    emu.put_object(deployment("shop", "web")).unwrap();
+    emu.put_object(deployment("shop", "api")).unwrap();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "shop");
+    let about_web = events
+        .list(
+            &ListParams::default().fields("involvedObject.kind=Deployment,involvedObject.name=web"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(about_web.items.len(), 1);
+    emu.shutdown().await;
+}

@@ -63,7 +63,7 @@ pub fn delete(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
 
 pub fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let d = def(c.info.res);
-    let (labels, fields) = selectors(c.query)?;
+    let (labels, fields) = selectors(c)?;
     let mut store = c.shared.store();
     let keys: Vec<Key> = store
         .range(c.stored_res(), c.info.namespace.as_deref(), None)

@@ -182,7 +182,7 @@ pub fn list(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
             "specifying resource version is not allowed when using continue",
         ));
     }
-    let (labels, fields) = selectors(q)?;
+    let (labels, fields) = selectors(c)?;
     let filtered = !labels.is_empty() || !fields.is_empty();
     let corruption = c.corruption;
 

@@ -240,10 +240,12 @@ pub fn unsupported_body() -> ApiError {
     )
 }
 
-pub fn selectors(q: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+pub fn selectors(c: &Call<'_>) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let q = c.query;
     let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
         .map_err(|e| ApiError::bad_request(&e))?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""))
+    let extra = crate::resources::field_labels(c.stored_res());
+    let fields = FieldSelector::parse_for(q.get("fieldSelector").unwrap_or(""), extra)
         .map_err(|e| ApiError::bad_request(&e))?;
     Ok((labels, fields))
 }

@@ -118,7 +118,7 @@ fn too_old_line(requested: u64, oldest: u64) -> Bytes {
 pub fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let d = def(c.info.res);
     let q = c.query;
-    let (labels, fields) = selectors(q)?;
+    let (labels, fields) = selectors(c)?;
     let bookmarks = q.flag("allowWatchBookmarks");
     let send_initial = q.get("sendInitialEvents").map(|v| v == "true" || v == "1");
     if send_initial.is_some() && q.get("resourceVersionMatch") != Some("NotOlderThan") {
