@@ -11,16 +11,15 @@
 //!   "workloads": [ { "kind": "Deployment", "name": "api", "references": [ … ] } ] }
 //! ```
 //!
-//! `references` has the shape `rollsafe refs` prints. Exit 0 when the object is printed
+//! `references` has the shape `rollsafe refs` prints. `-o json` (default) follows the output
+//! rule of the restart commands; `-o text` is one line per inventory and per workload. Exit 0 when the object is printed
 //! (whatever the inventories say); 1 for a preflight error.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use anyhow::bail;
 use rollsafe_core::failure::FailureCode;
-use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::reference::Reference;
 use rollsafe_core::workload::WorkloadKind;
 use rollsafe_kube::{Discovery, InventoryStatus, RestartEngine};
@@ -28,14 +27,19 @@ use serde::Serialize;
 
 use crate::kube_args::KubeArgs;
 use crate::process;
+use crate::restart_exit::{self, OutputFormat};
+use crate::target::Target;
 
 /// Show which Deployments, StatefulSets and DaemonSets reference a Secret (dry run).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
-    /// The Secret's name.
-    pub secret: SecretName,
+    /// How to print the result (`text`: one line per inventory and per workload).
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: OutputFormat,
+    /// The Secret, as `NAME` (namespace from `-n` or the context) or `NAMESPACE/NAME`.
+    pub secret: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -98,24 +102,43 @@ fn render(discovery: &Discovery) -> Output<'_> {
     }
 }
 
+fn text(output: &Output<'_>) -> String {
+    let mut out = format!("Secret {}/{}", output.namespace, output.secret);
+    for (kind, inventory) in &output.inventories {
+        match inventory.code {
+            None => out.push_str(&format!("\nlisted     {kind}")),
+            Some(code) => out.push_str(&format!("\nunlisted   {kind}: {code}")),
+        }
+    }
+    for workload in &output.workloads {
+        out.push_str(&format!("\nconsumer   {}/{}", workload.kind, workload.name));
+    }
+    out
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if std::env::var_os("RUST_LOG").is_some() {
         process::init_logging();
     }
+    let Target { namespace, secret } = Target::parse(args.kube.namespace.as_deref(), &args.secret)?;
     let identity = args.kube.identity()?;
     let discovery = process::runtime()?.block_on(async {
         let connection = args.kube.connect().await?;
-        let namespace = args.kube.namespace(&connection);
-        let Ok(namespace) = namespace.parse::<Namespace>() else {
-            bail!("invalid namespace {namespace:?}");
+        let namespace = match namespace {
+            Some(namespace) => namespace,
+            None => args.kube.context_namespace(&connection)?,
         };
         let discovery = RestartEngine::new(&connection)
-            .discover(&namespace, &args.secret, identity.as_ref())
+            .discover(&namespace, &secret, identity.as_ref())
             .await;
         anyhow::Ok(discovery)
     })?;
+    let output = render(&discovery);
+    let text = match args.output {
+        OutputFormat::Json => restart_exit::json(&output)?,
+        OutputFormat::Text => text(&output),
+    };
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &render(&discovery))?;
-    writeln!(out)?;
+    writeln!(out, "{text}")?;
     Ok(ExitCode::SUCCESS)
 }

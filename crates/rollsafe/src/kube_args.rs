@@ -3,26 +3,41 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use rollsafe_core::name::Namespace;
 use rollsafe_kube::{Connection, Impersonation};
 
-/// `--kubeconfig`, `--context`, `--as`, `--as-group` and `-n`.
+/// `--kubeconfig`, `--context`, `--as`, `--as-group` and `-n`, each also an environment variable
+/// (`ROLLSAFE_KUBECONFIG`, `ROLLSAFE_CONTEXT`, `ROLLSAFE_AS`, `ROLLSAFE_AS_GROUP`,
+/// `ROLLSAFE_NAMESPACE`); `KUBECONFIG` is still read by the client when no path is given.
 #[derive(Debug, Clone, clap::Args)]
 pub struct KubeArgs {
     /// The kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
     /// ServiceAccount).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", env = "ROLLSAFE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use (default: the current context).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", env = "ROLLSAFE_CONTEXT")]
     pub context: Option<String>,
     /// Impersonate this user on every request.
-    #[arg(long = "as", value_name = "USER")]
+    #[arg(long = "as", value_name = "USER", env = "ROLLSAFE_AS")]
     pub as_user: Option<String>,
-    /// Impersonate this group on every request (repeatable; needs --as).
-    #[arg(long = "as-group", value_name = "GROUP", requires = "as_user")]
+    /// Impersonate this group on every request (repeatable, or comma-separated in the
+    /// environment; needs --as).
+    #[arg(
+        long = "as-group",
+        value_name = "GROUP",
+        requires = "as_user",
+        env = "ROLLSAFE_AS_GROUP",
+        value_delimiter = ','
+    )]
     pub as_group: Vec<String>,
     /// The namespace (default: the context's namespace).
-    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        env = "ROLLSAFE_NAMESPACE"
+    )]
     pub namespace: Option<String>,
 }
 
@@ -44,10 +59,11 @@ impl KubeArgs {
         }
     }
 
-    /// The namespace: `-n`, else the connection's default.
-    pub fn namespace(&self, connection: &Connection) -> String {
-        self.namespace
-            .clone()
-            .unwrap_or_else(|| connection.default_namespace().to_owned())
+    /// The kubeconfig context's namespace (when neither `-n` nor `NAMESPACE/` names one).
+    pub fn context_namespace(&self, connection: &Connection) -> anyhow::Result<Namespace> {
+        let namespace = connection.default_namespace();
+        namespace.parse().map_err(|_| {
+            anyhow::anyhow!("invalid namespace {namespace:?} in the kubeconfig context")
+        })
     }
 }

@@ -15,6 +15,7 @@ mod restart_consumers;
 mod restart_exit;
 mod sandbox;
 mod serve;
+mod target;
 mod token;
 mod watch;
 
@@ -26,6 +27,10 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "rollsafe", version, about, long_about = None)]
 struct Cli {
+    /// Log lines as `text` or `json` (default: `json` for `serve`, `watch` and `emulator`,
+    /// `text` otherwise).
+    #[arg(long, global = true, value_enum, env = "ROLLSAFE_LOG_FORMAT")]
+    log_format: Option<process::LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -58,6 +63,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let servers_log_json = matches!(
+        cli.command,
+        Command::Serve(_) | Command::Watch(_) | Command::Emulator(_)
+    );
+    process::set_log_format(cli.log_format.unwrap_or(if servers_log_json {
+        process::LogFormat::Json
+    } else {
+        process::LogFormat::Text
+    }));
     let result = match cli.command {
         Command::Consumers(args) => consumers::run(args),
         Command::Emulator(args) => emulator::run(args),

@@ -9,6 +9,7 @@
 //! [`flush_logs`] at exit waits briefly for the queue to drain.
 
 use std::io::{IsTerminal, Write};
+use std::sync::OnceLock;
 
 use anyhow::Context as _;
 use rollsafe_server::output::{self, FLUSH_WAIT, LOG_LINES_DROPPED, LossyLines};
@@ -29,29 +30,48 @@ impl Write for QueuedLine {
     }
 }
 
-/// Logs to stderr through a bounded, lossy queue, filtered by `RUST_LOG` (default `info`).
-/// Colours only when stderr is a terminal: a file or a log collector gets plain text.
+/// `--log-format`: how log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event; colours only when stderr is a terminal.
+    Text,
+    /// One JSON object per event, for log collectors (the default of `serve`, `watch` and
+    /// `emulator`).
+    Json,
+}
+
+static LOG_FORMAT: OnceLock<LogFormat> = OnceLock::new();
+
+/// Chooses the format of [`init_logging`] (once, before it; later calls are ignored).
+pub fn set_log_format(format: LogFormat) {
+    let _ = LOG_FORMAT.set(format);
+}
+
+/// Logs to stderr through a bounded, lossy queue, filtered by `RUST_LOG` (default `info`), in
+/// the format of [`set_log_format`] (text when unset). Colours only when stderr is a terminal:
+/// a file or a log collector gets plain text.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::stderr().is_terminal();
-    let writer = match output::stderr() {
-        Some(writer) => writer,
-        None => {
-            // No thread for the writer: log directly rather than not at all.
-            let _ = tracing_subscriber::fmt()
-                .with_writer(std::io::stderr)
-                .with_ansi(ansi)
-                .with_env_filter(filter)
-                .try_init();
-            return;
-        }
+    let json = LOG_FORMAT.get() == Some(&LogFormat::Json);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // No thread for the writer: log directly rather than not at all.
+    let _ = match (output::stderr(), json) {
+        (Some(writer), true) => builder
+            .json()
+            .with_writer(move || QueuedLine(writer))
+            .try_init(),
+        (Some(writer), false) => builder
+            .with_ansi(ansi)
+            .with_writer(move || QueuedLine(writer))
+            .try_init(),
+        (None, true) => builder.json().with_writer(std::io::stderr).try_init(),
+        (None, false) => builder
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .try_init(),
     };
-    let _ = tracing_subscriber::fmt()
-        .with_writer(move || QueuedLine(writer))
-        .with_ansi(ansi)
-        .with_env_filter(filter)
-        .try_init();
 }
 
 /// Waits a short while for queued log lines and audit copies to reach stderr and stdout (call

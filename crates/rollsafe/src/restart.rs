@@ -1,16 +1,16 @@
 //! `rollsafe restart`: call a server's Restart Consumers API with the typed client.
 //!
-//! Prints the result JSON and exits 0 for `requested`/`no_targets`, 2 for `partial`, 3 for
+//! Prints the result (`-o json|text`) and exits 0 for `requested`/`no_targets`, 2 for `partial`, 3 for
 //! `failed`, and 1 (message on stderr) for an `{ error }` response or no response.
 
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use rollsafe_client::{Client, ClientError, Token};
-use rollsafe_core::name::{Namespace, SecretName};
 
 use crate::process;
-use crate::restart_exit::exit_code;
+use crate::restart_exit::{OutputFormat, exit_code, render_result};
+use crate::target::Target;
 
 /// Request a rollout of every workload consuming a Secret, through a rollsafe server.
 #[derive(Debug, clap::Args)]
@@ -21,41 +21,34 @@ pub struct Args {
     /// A session token (see `rollsafe token`).
     #[arg(long, env = "ROLLSAFE_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// The Secret, as `NAMESPACE/NAME`.
+    /// The Secret's namespace (or give the Secret as `NAMESPACE/NAME`).
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        env = "ROLLSAFE_NAMESPACE"
+    )]
+    namespace: Option<String>,
+    /// How to print the result.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    output: OutputFormat,
+    /// The Secret, as `NAME` (with `-n`) or `NAMESPACE/NAME`.
     secret: String,
-}
-
-/// `NAMESPACE/NAME`, both parts valid names.
-#[derive(Debug, Clone)]
-struct SecretRef {
-    namespace: Namespace,
-    name: SecretName,
-}
-
-impl std::str::FromStr for SecretRef {
-    type Err = String;
-
-    fn from_str(value: &str) -> Result<Self, String> {
-        let (namespace, name) = value
-            .split_once('/')
-            .ok_or("the Secret must be given as NAMESPACE/NAME")?;
-        Ok(Self {
-            namespace: namespace.parse().map_err(|e| format!("{e}"))?,
-            name: name.parse().map_err(|e| format!("{e}"))?,
-        })
-    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Parsed here rather than by clap: a usage error exits 2, which this command reserves for
     // `partial`.
-    let SecretRef { namespace, name } = &args.secret.parse().map_err(anyhow::Error::msg)?;
+    let Target { namespace, secret } = Target::parse(args.namespace.as_deref(), &args.secret)?;
+    let Some(namespace) = namespace else {
+        anyhow::bail!("the Secret's namespace is missing: give -n NAMESPACE or NAMESPACE/NAME");
+    };
     let client =
         Client::new(&args.server, args.token.map(Token::new)).context("invalid --server URL")?;
-    let outcome = process::runtime()?.block_on(client.restart_consumers(namespace, name));
+    let outcome = process::runtime()?.block_on(client.restart_consumers(&namespace, &secret));
     match outcome {
         Ok(report) => {
-            println!("{}", serde_json::to_string_pretty(&report.result)?);
+            println!("{}", render_result(&report.result, args.output)?);
             Ok(exit_code(report.status()))
         }
         Err(ClientError::Api(error)) => {

@@ -3,19 +3,20 @@
 //! Reads the Secret first (as the chosen identity); a missing or unreadable Secret, an invalid
 //! name or annotation key, or no usable configuration is a preflight error: a message on
 //! stderr and exit 1, nothing listed or patched. Otherwise runs the engine and prints the
-//! result JSON exactly as the API returns it, exiting 0 for `requested`/`no_targets`, 2 for
+//! result (`-o json`: the JSON exactly as the API returns it; `-o text`), exiting 0 for `requested`/`no_targets`, 2 for
 //! `partial`, 3 for `failed`.
 
 use std::process::ExitCode;
 
 use anyhow::bail;
 use rollsafe_core::contract::RESTART_ANNOTATION;
-use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
+use rollsafe_core::name::AnnotationKey;
 use rollsafe_kube::{RestartEngine, RestartRequest, read_secret};
 
 use crate::kube_args::KubeArgs;
 use crate::process;
-use crate::restart_exit::exit_code;
+use crate::restart_exit::{OutputFormat, exit_code, render_result};
+use crate::target::Target;
 
 /// Request a rollout of every Deployment, StatefulSet and DaemonSet that references a Secret.
 #[derive(Debug, clap::Args)]
@@ -25,7 +26,10 @@ pub struct Args {
     /// The pod-template annotation that requests the rollout.
     #[arg(long, value_name = "KEY", default_value = RESTART_ANNOTATION, env = "ROLLSAFE_ANNOTATION")]
     pub annotation: String,
-    /// The Secret's name.
+    /// How to print the result.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: OutputFormat,
+    /// The Secret, as `NAME` (namespace from `-n` or the context) or `NAMESPACE/NAME`.
     pub secret: String,
 }
 
@@ -41,15 +45,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.annotation
         );
     };
-    let Ok(secret) = args.secret.parse::<SecretName>() else {
-        bail!("invalid Secret name {:?}", args.secret);
-    };
+    let Target { namespace, secret } = Target::parse(args.kube.namespace.as_deref(), &args.secret)?;
     let identity = args.kube.identity()?;
     let result = process::runtime()?.block_on(async {
         let connection = args.kube.connect().await?;
-        let namespace = args.kube.namespace(&connection);
-        let Ok(namespace) = namespace.parse::<Namespace>() else {
-            bail!("invalid namespace {namespace:?}");
+        let namespace = match namespace {
+            Some(namespace) => namespace,
+            None => args.kube.context_namespace(&connection)?,
         };
         let engine = RestartEngine::new(&connection);
         let client = connection.client(identity.as_ref());
@@ -70,6 +72,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .acting_as(identity);
         anyhow::Ok(engine.run(&request).await)
     })?;
-    println!("{}", serde_json::to_string(&result)?);
+    println!("{}", render_result(&result, args.output)?);
     Ok(exit_code(result.status))
 }

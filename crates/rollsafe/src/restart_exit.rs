@@ -1,8 +1,14 @@
-//! The exit codes of the restart commands.
+//! The exit codes and the output rule of the restart commands.
+//!
+//! Every command that prints a result takes `-o json|text` (default `json`): `json` is the
+//! result exactly as the API returns it, indented when stdout is a terminal and one line
+//! otherwise; `text` is a summary for people, one line per workload.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
-use rollsafe_core::contract::RestartStatus;
+use rollsafe_core::contract::{RestartResult, RestartStatus};
+use serde::Serialize;
 
 /// 0 for `requested` and `no_targets`, 2 for `partial`, 3 for `failed`.
 pub fn exit_code(status: RestartStatus) -> ExitCode {
@@ -11,4 +17,48 @@ pub fn exit_code(status: RestartStatus) -> ExitCode {
         RestartStatus::Partial => ExitCode::from(2),
         RestartStatus::Failed => ExitCode::from(3),
     }
+}
+
+/// `-o`: how a command prints its result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// JSON: indented on a terminal, one line otherwise.
+    #[default]
+    Json,
+    /// A summary for people.
+    Text,
+}
+
+/// Writes `value` as JSON by the output rule.
+pub fn json(value: &impl Serialize) -> anyhow::Result<String> {
+    Ok(if std::io::stdout().is_terminal() {
+        serde_json::to_string_pretty(value)?
+    } else {
+        serde_json::to_string(value)?
+    })
+}
+
+/// A restart result in `format`.
+pub fn render_result(result: &RestartResult, format: OutputFormat) -> anyhow::Result<String> {
+    match format {
+        OutputFormat::Json => json(result),
+        OutputFormat::Text => Ok(text(result)),
+    }
+}
+
+fn text(result: &RestartResult) -> String {
+    let mut out = format!("{}: {}", result.status.as_str(), result.message);
+    for workload in &result.requested {
+        out.push_str(&format!("\nrequested  {}/{}", workload.kind, workload.name));
+    }
+    for failure in &result.failures {
+        out.push_str(&format!(
+            "\nfailed     {}/{}: {}",
+            failure.kind, failure.name, failure.code
+        ));
+    }
+    for failure in &result.discovery_failures {
+        out.push_str(&format!("\nunlisted   {}: {}", failure.kind, failure.code));
+    }
+    out
 }

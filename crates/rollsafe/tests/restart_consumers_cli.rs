@@ -94,6 +94,10 @@ impl Env {
             .arg(&self.kubeconfig)
             .env_remove("RUST_LOG")
             .env_remove("ROLLSAFE_ANNOTATION")
+            .env_remove("ROLLSAFE_NAMESPACE")
+            .env_remove("ROLLSAFE_CONTEXT")
+            .env_remove("ROLLSAFE_AS")
+            .env_remove("ROLLSAFE_AS_GROUP")
             .output()
             .unwrap();
         let stdout = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
@@ -264,4 +268,39 @@ fn annotation_and_identity_options() {
         );
         assert_eq!(request.impersonated_groups, ["devs", "ops"]);
     }
+}
+
+#[test]
+fn one_target_form_everywhere_and_one_output_rule() {
+    let env = start();
+    // `NAMESPACE/NAME` and `-n NAMESPACE NAME` name the same Secret.
+    let (code, slash, _) = env.rollsafe(&["consumers", &format!("{NS}/db-creds")]);
+    assert_eq!(code, 0);
+    let (_, flag, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
+    assert_eq!(slash, flag);
+    // Both at once must agree; a disagreement is a preflight error, nothing patched.
+    let (code, _, stderr) = env.rollsafe(&["restart-consumers", "-n", "other", "shop/db-creds"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("given twice"), "{stderr}");
+    assert_eq!(env.annotations("deployments", "api"), Value::Null);
+    // `-o text`: a summary line, then one line per workload.
+    let output = Command::cargo_bin("rollsafe")
+        .unwrap()
+        .args(["restart-consumers", "-o", "text", &format!("{NS}/db-creds")])
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .env_remove("RUST_LOG")
+        .env_remove("ROLLSAFE_ANNOTATION")
+        .env_remove("ROLLSAFE_NAMESPACE")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("requested: "), "{text}");
+    assert_eq!(
+        &lines[1..],
+        ["requested  Deployment/api", "requested  StatefulSet/worker"],
+        "{text}"
+    );
 }

@@ -107,15 +107,13 @@ fn serve(kubeconfig: &Path, audit_file: Option<&Path>, pipes: Pipes) -> Served {
             !line.contains('\u{1b}'),
             "no colour codes when stderr is not a terminal: {line:?}"
         );
-        if line.contains("serving") {
-            for word in line.split_whitespace() {
-                if let Some(addr) = word.strip_prefix("api=") {
-                    api = Some(addr.to_owned());
-                }
-                if let Some(addr) = word.strip_prefix("admin=") {
-                    admin = Some(addr.to_owned());
-                }
-            }
+        // A server logs JSON by default: one object per line.
+        let event: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|error| panic!("not a JSON log line ({error}): {line:?}"));
+        let fields = &event["fields"];
+        if fields["message"] == "serving" {
+            api = fields["api"].as_str().map(str::to_owned);
+            admin = fields["admin"].as_str().map(str::to_owned);
         }
     }
     let stderr = match pipes {

@@ -1,0 +1,84 @@
+//! The one target form of the commands that name a Secret (`restart`, `restart-consumers`,
+//! `consumers`), as kubectl users expect: `-n NAMESPACE NAME`, or `NAMESPACE/NAME`.
+//!
+//! Without either, the kube commands use the kubeconfig context's namespace; `restart` has no
+//! kubeconfig and needs one of the two. Both forms at once must agree. The text is parsed after
+//! clap, because a usage error exits 2, which the restart commands reserve for `partial`.
+
+use rollsafe_core::name::{Namespace, SecretName};
+
+/// A Secret named on the command line; the namespace may still be the context's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// From `-n` or the `NAMESPACE/` part, when given.
+    pub namespace: Option<Namespace>,
+    /// The Secret.
+    pub secret: SecretName,
+}
+
+impl Target {
+    /// Parses `-n` (if given) and the positional `NAME` or `NAMESPACE/NAME`.
+    pub fn parse(flag: Option<&str>, text: &str) -> anyhow::Result<Self> {
+        let (prefix, name) = match text.split_once('/') {
+            Some((namespace, name)) => (Some(namespace), name),
+            None => (None, text),
+        };
+        let Ok(secret) = name.parse::<SecretName>() else {
+            anyhow::bail!("invalid Secret name {name:?}");
+        };
+        let namespace = match (flag, prefix) {
+            (Some(flag), Some(prefix)) if flag != prefix => anyhow::bail!(
+                "the namespace is given twice and differs: -n {flag:?} and {prefix:?}/"
+            ),
+            (Some(namespace), _) | (None, Some(namespace)) => {
+                let Ok(namespace) = namespace.parse::<Namespace>() else {
+                    anyhow::bail!("invalid namespace {namespace:?}");
+                };
+                Some(namespace)
+            }
+            (None, None) => None,
+        };
+        Ok(Self { namespace, secret })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-n`, the positional text, and the namespace and Secret parsed or a part of the error.
+    type Case = (
+        Option<&'static str>,
+        &'static str,
+        Result<(Option<&'static str>, &'static str), &'static str>,
+    );
+
+    #[test]
+    fn both_forms_and_their_errors() {
+        let cases: &[Case] = &[
+            (None, "db", Ok((None, "db"))),
+            (Some("shop"), "db", Ok((Some("shop"), "db"))),
+            (None, "shop/db", Ok((Some("shop"), "db"))),
+            (Some("shop"), "shop/db", Ok((Some("shop"), "db"))),
+            (Some("other"), "shop/db", Err("given twice")),
+            (None, "Shop/db", Err("invalid namespace")),
+            (Some("Bad_NS"), "db", Err("invalid namespace")),
+            (None, "shop/", Err("invalid Secret name")),
+            (None, "shop/db/x", Err("invalid Secret name")),
+            (None, "", Err("invalid Secret name")),
+        ];
+        for (flag, text, expected) in cases {
+            let got = Target::parse(*flag, text);
+            match (expected, got) {
+                (Ok((namespace, secret)), Ok(target)) => {
+                    assert_eq!(target.namespace.as_ref().map(|n| n.as_str()), *namespace);
+                    assert_eq!(target.secret.as_str(), *secret);
+                }
+                (Err(message), Err(error)) => {
+                    assert!(error.to_string().contains(message), "{text}: {error}");
+                }
+                (expected, got) => panic!("{flag:?} {text:?}: {expected:?} vs {got:?}"),
+            }
+        }
+    }
+}
