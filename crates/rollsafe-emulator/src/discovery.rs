@@ -94,6 +94,12 @@ pub fn resource_list(group: &str, version: &str) -> Value {
                 s["version"] = json!("v1");
                 s["kind"] = json!("Scale");
             }
+            if *sub == "token" {
+                s["group"] = json!("authentication.k8s.io");
+                s["version"] = json!("v1");
+                s["kind"] = json!("TokenRequest");
+                s["verbs"] = json!(["create"]);
+            }
             out.push(s);
         }
     }

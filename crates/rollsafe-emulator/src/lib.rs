@@ -411,6 +411,12 @@ fn resource_id(plural: &str) -> Result<resources::ResId, EmulatorError> {
     resources::find_plural(plural).ok_or_else(|| EmulatorError::UnknownResource(plural.to_string()))
 }
 
+/// Tokens made by TokenRequest authenticate ServiceAccounts; they are not configured
+/// identities (no kubeconfig entry, not listed).
+fn is_service_account_token(identity: &Identity) -> bool {
+    identity.name.starts_with("system:serviceaccount:")
+}
+
 fn yaml_str(s: &str) -> String {
     Value::String(s.to_string()).to_string()
 }
@@ -450,7 +456,7 @@ impl Handle {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .filter(|i| i.name != ADMIN_USER)
+            .filter(|i| i.name != ADMIN_USER && !is_service_account_token(i))
             .map(|i| i.name.clone())
             .collect();
         names.sort();
@@ -497,7 +503,7 @@ impl Handle {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .filter(|i| i.name != ADMIN_USER)
+            .filter(|i| i.name != ADMIN_USER && !is_service_account_token(i))
             .map(|i| (i.name.clone(), i.token.clone()))
             .collect();
         others.sort();

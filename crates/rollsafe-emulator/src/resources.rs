@@ -196,7 +196,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         &["sa"],
         Stored,
         false,
-        &[],
+        &["token"],
         false,
         &strategy::DEFAULT
     ),

@@ -184,13 +184,21 @@ fn resource_route(
     if d.namespaced && namespace.is_none() && name.is_some() {
         return Route::NotFound;
     }
-    let Some(verb) = verb_for(method, name.is_some(), query) else {
+    // Subresources created by POST to the object (`serviceaccounts/<name>/token`).
+    let creates = subresource.as_deref() == Some("token") && method == Method::POST;
+    let verb = if creates {
+        Some(Verb::Create)
+    } else {
+        verb_for(method, name.is_some(), query)
+    };
+    let Some(verb) = verb else {
         return Route::MethodNotAllowed(res);
     };
     if d.storage == Storage::Review && verb != Verb::Create {
         return Route::MethodNotAllowed(res);
     }
-    if subresource.is_some() && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+    if subresource.is_some() && !creates && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch)
+    {
         return Route::MethodNotAllowed(res);
     }
     Route::Resource(ResourceRequest {

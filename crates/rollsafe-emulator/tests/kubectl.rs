@@ -1423,3 +1423,50 @@ async fn every_kubectl_release_lists_what_a_user_can_do() {
     let rules_reviews = emu.requests_for("create", "selfsubjectrulesreviews").len();
     assert!(rules_reviews >= 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_creates_service_account_tokens() {
+    let (emu, k) = setup().await;
+    emu.put_object(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "robot", "namespace": "shop"}}))
+        .unwrap();
+    for binary in kubectl_releases() {
+        let label = binary.display().to_string();
+        let out = run_release(
+            &k,
+            &binary,
+            &["-n", "shop", "create", "token", "robot", "--duration=20m"],
+        );
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(!token.is_empty(), "{label}");
+        // The token authenticates as the ServiceAccount, which RBAC does not let read Secrets.
+        let out = run_release(
+            &k,
+            &binary,
+            &["--token", &token, "-n", "shop", "get", "secrets"],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{label}");
+        assert!(
+            stderr.contains(
+                r#"User "system:serviceaccount:shop:robot" cannot list resource "secrets""#
+            ),
+            "{label}: {stderr}"
+        );
+        let out = run_release(&k, &binary, &["-n", "shop", "create", "token", "nobody"]);
+        assert!(!out.status.success(), "{label}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(r#"serviceaccounts "nobody" not found"#),
+            "{label}"
+        );
+    }
+    assert!(
+        !emu.kubeconfig_yaml().contains("system:serviceaccount"),
+        "tokens are not kubeconfig users"
+    );
+}

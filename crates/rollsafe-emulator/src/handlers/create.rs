@@ -8,6 +8,9 @@ use crate::server::Body;
 use crate::status::ApiError;
 
 pub fn create(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    if c.sub() == Some("token") {
+        return super::token::token_request(c);
+    }
     let mut obj = decode_body(c)?;
     check_type(&obj, c.info.res)?;
     set_namespace(&mut obj, c)?;

@@ -10,6 +10,7 @@ pub mod patch;
 pub mod review;
 pub mod scale;
 pub mod table;
+pub mod token;
 pub mod update;
 pub mod watch;
 

@@ -517,6 +517,43 @@ pub static SELF_SUBJECT_RULES_REVIEW: Message = Message {
     ],
 };
 
+/// `authentication.v1.BoundObjectReference`.
+pub static BOUND_OBJECT_REFERENCE: Message = Message {
+    name: "BoundObjectReference",
+    fields: &[
+        f(1, "kind", Str),
+        f(2, "apiVersion", Str),
+        f(3, "name", Str),
+        f(4, "uid", Str),
+    ],
+};
+
+/// `authentication.v1.TokenRequestSpec`.
+pub static TOKEN_REQUEST_SPEC: Message = Message {
+    name: "TokenRequestSpec",
+    fields: &[
+        rep(1, "audiences", Str),
+        opt(4, "expirationSeconds", Int),
+        opt(3, "boundObjectRef", Msg(&BOUND_OBJECT_REFERENCE)),
+    ],
+};
+
+/// `authentication.v1.TokenRequestStatus` as clients send it: empty.
+pub static TOKEN_REQUEST_STATUS: Message = Message {
+    name: "TokenRequestStatus",
+    fields: &[f(1, "token", Str), f(2, "expirationTimestamp", Time)],
+};
+
+/// `authentication.v1.TokenRequest` (what `kubectl create token` sends).
+pub static TOKEN_REQUEST: Message = Message {
+    name: "TokenRequest",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&TOKEN_REQUEST_SPEC)),
+        f(3, "status", Msg(&TOKEN_REQUEST_STATUS)),
+    ],
+};
+
 /// The kinds accepted as protobuf, by `apiVersion` and `kind`.
 pub static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "Namespace", &NAMESPACE),
@@ -524,6 +561,7 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "ConfigMap", &CONFIG_MAP),
     ("v1", "ServiceAccount", &SERVICE_ACCOUNT),
     ("apps/v1", "Deployment", &DEPLOYMENT),
+    ("authentication.k8s.io/v1", "TokenRequest", &TOKEN_REQUEST),
     (
         "authorization.k8s.io/v1",
         "SelfSubjectRulesReview",

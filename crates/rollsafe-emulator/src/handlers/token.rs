@@ -1,0 +1,93 @@
+//! TokenRequest (`POST …/serviceaccounts/<name>/token`, what `kubectl create token` sends): a
+//! new bearer token that authenticates as the ServiceAccount.
+
+use hyper::Response;
+use serde_json::{Value, json};
+
+use crate::handlers::{Call, decode_body};
+use crate::http_util::json;
+use crate::identity::Identity;
+use crate::resources::def;
+use crate::server::Body;
+use crate::status::ApiError;
+use crate::util;
+
+/// The real default lifetime of a requested token.
+pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
+/// The real server's shortest allowed lifetime.
+pub const MIN_EXPIRATION_SECONDS: i64 = 600;
+
+pub fn token_request(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let d = def(c.info.res);
+    let body = decode_body(c)?;
+    let service_account = c
+        .shared
+        .store()
+        .get(c.stored_res(), c.ns(), c.name())
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(d, c.name()))?;
+    let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let seconds = spec
+        .get("expirationSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
+    if seconds < MIN_EXPIRATION_SECONDS {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            &format!(
+                "TokenRequest.authentication.k8s.io \"{}\" is invalid: spec.expirationSeconds: Invalid value: {seconds}: may not specify a duration less than 10 minutes",
+                c.name()
+            ),
+            Some(
+                json!({"name": c.name(), "group": "authentication.k8s.io", "kind": "TokenRequest",
+                        "causes": [{"reason": "FieldValueInvalid",
+                                    "message": format!("Invalid value: {seconds}: may not specify a duration less than 10 minutes"),
+                                    "field": "spec.expirationSeconds"}]}),
+            ),
+        ));
+    }
+    let audiences = spec
+        .get("audiences")
+        .filter(|a| a.as_array().is_some_and(|a| !a.is_empty()))
+        .cloned()
+        .unwrap_or_else(|| json!(["https://kubernetes.default.svc.cluster.local"]));
+    let token = format!("emulator-sa.{}", util::token());
+    let user = format!("system:serviceaccount:{}:{}", c.ns(), c.name());
+    let groups = [
+        "system:serviceaccounts".to_string(),
+        format!("system:serviceaccounts:{}", c.ns()),
+    ];
+    let group_refs: Vec<&str> = groups.iter().map(String::as_str).collect();
+    c.shared
+        .identities
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(
+            token.clone(),
+            Identity::new(user, token.clone(), &group_refs),
+        );
+    let expires = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(seconds))
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default();
+    let mut answer = json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {
+            "name": c.name(),
+            "namespace": c.ns(),
+            "creationTimestamp": null,
+        },
+        "spec": {
+            "audiences": audiences,
+            "expirationSeconds": seconds,
+            "boundObjectRef": spec.get("boundObjectRef").cloned().unwrap_or(Value::Null),
+        },
+        "status": {"token": token, "expirationTimestamp": expires},
+    });
+    if let Some(uid) = service_account.pointer("/metadata/uid") {
+        answer["metadata"]["uid"] = uid.clone();
+    }
+    Ok(json(201, &answer))
+}
