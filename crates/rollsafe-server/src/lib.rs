@@ -10,6 +10,8 @@
 //! - [`app`]: the routes and the gate sequence; [`error`]: the `{ error }` envelope.
 //! - [`metrics`]: Prometheus metrics; [`serve`]: listeners and graceful shutdown.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod access;
 pub mod acl;
 pub mod app;
