@@ -548,16 +548,17 @@ impl Controller {
         };
         self.count(|s| s.evaluations += 1);
         let decision = decision::decide(&entry.facts, &digest);
-        match decision {
-            Decision::NotWatched => self.metrics.skip("not_watched"),
-            Decision::Halted => self.metrics.skip("halted"),
-            Decision::Unchanged => {
-                self.metrics.skip("unchanged");
-                // Nothing to roll for: a change that was reverted, or already rolled.
-                self.first_change.remove(key);
-                self.changed.remove(key);
-            }
-            Decision::Adopt { .. } | Decision::Roll { .. } => {}
+        let reason = match decision {
+            Decision::NotWatched => Some("not_watched"),
+            Decision::Halted => Some("halted"),
+            Decision::Unchanged => Some("unchanged"),
+            Decision::Adopt { .. } | Decision::Roll { .. } => None,
+        };
+        if let Some(reason) = reason {
+            self.metrics.skip(reason);
+            // Nothing to roll for now: the changes seen so far are not this workload's news.
+            self.first_change.remove(key);
+            self.changed.remove(key);
         }
         if let Some(code) = entry.opt_in_error {
             debug!(workload = %key, code, "rollsafe.dev/watch not understood; not watched");
@@ -615,6 +616,9 @@ impl Controller {
         info!(workload = %key, decision = decision.as_str(), "patched");
         match &decision {
             Decision::Adopt { .. } => {
+                // The record now covers what was seen so far (the first list included).
+                self.first_change.remove(key);
+                self.changed.remove(key);
                 self.count(|s| s.adoptions += 1);
                 self.metrics.roll(key.kind.as_str(), "adopted");
             }

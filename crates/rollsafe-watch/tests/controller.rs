@@ -342,10 +342,13 @@ async fn metadata_only_unreferenced_keys_and_opted_out_sources_roll_nothing() {
         json!([{"secretRef": {"name": "quiet"}}, {"secretRef": {"name": "choreo"}}]),
     ));
     let env = Env::start(seeds).await;
-    let mut running = env.controller(settings());
-    running
-        .until("adoptions", |s| s.adoptions == 3 && s.pending == 0)
-        .await;
+    // A window long enough that the change joins the evaluation of the adoptions' own echoes:
+    // what the first list saw must not be reported as changed.
+    let mut running = env.controller(Settings {
+        debounce: Duration::from_secs(1),
+        ..Settings::default()
+    });
+    running.until("adoptions", |s| s.adoptions == 3).await;
     // Labels and annotations only.
     let mut relabelled = secret(
         "db",
@@ -523,19 +526,36 @@ fn events(env: &Env, name: &str, reason: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_roll_is_announced_by_an_event_naming_objects_only() {
-    let env = Env::start(two_workloads()).await;
-    let mut running = env.controller(settings());
-    running
-        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
-        .await;
+    let mut seeds = two_workloads();
+    // Consumes db and other; only db changes.
+    seeds.push(deployment(
+        "pair",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([{"secretRef": {"name": "other"}}]),
+    ));
+    let env = Env::start(seeds).await;
+    // A window long enough that the change joins the evaluation of the adoptions' own echoes:
+    // what the first list saw must not be reported as changed.
+    let mut running = env.controller(Settings {
+        debounce: Duration::from_secs(1),
+        ..Settings::default()
+    });
+    running.until("adoptions", |s| s.adoptions == 3).await;
     env.put(secret(
         "db",
         &[("password", "s3cr3t-value"), ("user", "app")],
         json!({}),
     ));
     running
-        .until("a roll and its event", |s| s.rolls == 1 && s.events >= 1)
+        .until("two rolls and their events", |s| {
+            s.rolls == 2 && s.events >= 2
+        })
         .await;
+    let pair = events(&env, "pair", "Rolled");
+    assert_eq!(pair.len(), 1, "{pair:?}");
+    let note = pair[0]["message"].as_str().unwrap();
+    assert_eq!(note, "Rolled for changes to Secret/db");
     let rolled = events(&env, "web", "Rolled");
     assert_eq!(rolled.len(), 1, "{rolled:?}");
     let text = rolled[0].to_string();
