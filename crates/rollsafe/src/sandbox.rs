@@ -113,6 +113,8 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
             .api_addr()
             .context("the API listener has no address")?
     );
+    // `rollsafe watch` on the demo namespace, adopted before anything is announced.
+    let watch = crate::watch::start_for_sandbox(&kubeconfig, NAMESPACE).await?;
     let mint = |email: &str, groups: &[&str]| {
         session::mint(
             &NewSession {
@@ -155,6 +157,7 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     server.run(shutdown.recv()).await;
+    watch.abort();
     emulator.shutdown().await;
     drop(dir);
     Ok(ExitCode::SUCCESS)
@@ -178,6 +181,9 @@ Try:
   cargo run -q -p rollsafe -- restart --server {url} {NAMESPACE}/db-credentials
   cargo run -q -p rollsafe -- restart --server {url} --token "$BOB_TOKEN" {NAMESPACE}/payments-key    # 403 by the ACL
   cargo run -q -p rollsafe -- restart --server {url} {NAMESPACE}/db-credentials-v1                   # a history snapshot: 404
+
+`rollsafe watch` runs on {NAMESPACE}: change a Secret and its consumers roll within seconds:
+  kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} patch secret db-credentials -p '{{"stringData":{{"password":"rotated"}}}}' && sleep 2 && kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} get events
 
 Press Ctrl-C to stop.
 "#

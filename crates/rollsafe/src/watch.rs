@@ -229,6 +229,44 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// How long the sandbox waits for the controller's first adoptions before it reports ready.
+const SANDBOX_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Starts the controller for `rollsafe sandbox`: every workload of `namespace` opted in
+/// (`--all`), a one-second debounce. Returns once it has listed everything and adopted what it
+/// watches, so the sandbox's own restart demo never races an adoption patch.
+pub async fn start_for_sandbox(
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let connection = rollsafe_kube::Connection::from_kubeconfig(Some(kubeconfig), None)
+        .await
+        .context("cannot connect the controller to the emulator")?;
+    let controller = Controller::new(
+        connection.client(None),
+        Settings {
+            namespaces: vec![namespace.to_owned()],
+            all: true,
+            debounce: Duration::from_secs(1),
+            ..Settings::default()
+        },
+    );
+    let mut status = controller.status();
+    let task = tokio::spawn(async move {
+        if let Err(error) = controller.run(std::future::pending()).await {
+            warn!(code = error.code(), "the sandbox controller stopped");
+        }
+    });
+    tokio::time::timeout(
+        SANDBOX_READY_TIMEOUT,
+        status.wait_for(|s| s.synced && s.pending == 0),
+    )
+    .await
+    .context("the controller did not become ready")?
+    .context("the controller stopped")?;
+    Ok(task)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
