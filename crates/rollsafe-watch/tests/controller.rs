@@ -869,3 +869,49 @@ async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
     assert_eq!(env.rollouts("web"), 2);
     second.stop().await;
 }
+
+#[tokio::test]
+async fn namespaces_and_the_selector_limit_what_is_considered() {
+    let mut seeds = two_workloads();
+    seeds[2]["metadata"]["labels"]["team"] = json!("a");
+    let mut elsewhere = deployment(
+        "far",
+        "true",
+        json!([]),
+        json!([{"secretRef": {"name": "db"}}]),
+    );
+    elsewhere["metadata"]["namespace"] = json!("elsewhere");
+    elsewhere["metadata"]["labels"]["team"] = json!("a");
+    let mut far_secret = secret("db", &[("password", "x")], json!({}));
+    far_secret["metadata"]["namespace"] = json!("elsewhere");
+    seeds.push(elsewhere);
+    seeds.push(far_secret);
+    let env = Env::start(seeds).await;
+    let mut running = env.controller(Settings {
+        namespaces: vec![NS.to_owned()],
+        selector: Some("team=a".to_owned()),
+        ..settings()
+    });
+    let status = running.settled().await;
+    assert_eq!(status.adoptions, 1, "{status:?}");
+    assert_eq!(status.workloads, 1, "{status:?}");
+    let record = |ns: &str, name: &str| {
+        env.emu
+            .get_object("deployments", Some(ns), name)
+            .unwrap()
+            .pointer("/metadata/annotations/rollsafe.dev~1config-record")
+            .is_some()
+    };
+    assert!(record(NS, "web"));
+    assert!(!record(NS, "api"), "not selected");
+    assert!(!record("elsewhere", "far"), "not in a watched namespace");
+    // A workload leaving the selection is forgotten (the watch sends DELETED).
+    let mut web = env.workload("deployments", "web");
+    web["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("team");
+    env.put(web);
+    running.until("web forgotten", |s| s.workloads == 0).await;
+    running.stop().await;
+}
