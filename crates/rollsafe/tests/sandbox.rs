@@ -18,22 +18,28 @@ fn rollsafe() -> PathBuf {
     assert_cmd::cargo::cargo_bin("rollsafe")
 }
 
-fn kubectl() -> PathBuf {
-    if let Some(path) = std::env::var_os("PATH")
+/// kubectl on PATH or under the Cloud SDK. Without one the test skips, saying why, unless `CI`
+/// is set: then a missing kubectl fails.
+fn kubectl() -> Option<PathBuf> {
+    let fallback = PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl");
+    let found = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
         .map(|dir| dir.join("kubectl"))
         .find(|p| p.is_file())
-    {
-        return path;
+        .or_else(|| fallback.is_file().then(|| fallback.clone()));
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "CI is set but kubectl is missing: not on PATH nor at {}",
+            fallback.display()
+        );
+        eprintln!(
+            "skipping: kubectl is not installed (not on PATH nor at {})",
+            fallback.display()
+        );
     }
-    let fallback = PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl");
-    assert!(
-        fallback.is_file(),
-        "kubectl is required: not on PATH nor at {}",
-        fallback.display()
-    );
-    fallback
+    found
 }
 
 struct Sandbox {
@@ -90,6 +96,9 @@ fn run(program: &PathBuf, args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn sandbox_end_to_end() {
+    let Some(kubectl) = kubectl() else {
+        return;
+    };
     let mut sandbox = start();
     let ready = sandbox.ready.clone();
     let keys: Vec<_> = ready.as_object().unwrap().keys().cloned().collect();
@@ -164,7 +173,7 @@ fn sandbox_end_to_end() {
 
     // The emulator recorded the rollouts; the paused Deployment's template changed without rolling.
     let (code, rollouts, stderr) = run(
-        &kubectl(),
+        &kubectl,
         &[
             "--kubeconfig",
             kubeconfig,
@@ -196,7 +205,7 @@ fn sandbox_end_to_end() {
         "{summary:?}"
     );
     let (code, annotation, _) = run(
-        &kubectl(),
+        &kubectl,
         &[
             "--kubeconfig",
             kubeconfig,
@@ -216,7 +225,7 @@ fn sandbox_end_to_end() {
         "{annotation}"
     );
     let (_, uids, _) = run(
-        &kubectl(),
+        &kubectl,
         &[
             "--kubeconfig",
             kubeconfig,
