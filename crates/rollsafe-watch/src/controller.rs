@@ -186,7 +186,8 @@ enum Item {
 }
 
 /// Per watch stream: its namespace scope, whether it has listed once, and what its current
-/// list has seen (to drop what disappeared while it was not watching).
+/// list has seen so far (to drop what disappeared while it was not watching; emptied when the
+/// list is done).
 struct StreamState {
     scope: Option<String>,
     synced: bool,
@@ -450,8 +451,13 @@ impl Controller {
                     self.relisting(id);
                     self.streams[id].seen_sources.clear();
                 }
-                Ev::Page(key, entry) | Ev::Apply(key, entry) => {
+                Ev::Page(key, entry) => {
                     self.streams[id].seen_sources.insert(key.clone());
+                    if self.cache.apply_source(key.clone(), entry) {
+                        self.schedule_consumers(&key, now, window);
+                    }
+                }
+                Ev::Apply(key, entry) => {
                     if self.cache.apply_source(key.clone(), entry) {
                         self.schedule_consumers(&key, now, window);
                     }
@@ -468,7 +474,6 @@ impl Controller {
                     let gone = self.cache.retain_sources(kind, |key| {
                         seen.contains(key) || !stream.in_scope(&key.namespace)
                     });
-                    stream.seen_sources = seen;
                     for key in gone {
                         self.schedule_consumers(&key, now, window);
                     }
@@ -481,8 +486,12 @@ impl Controller {
                     self.relisting(id);
                     self.streams[id].seen_workloads.clear();
                 }
-                Ev::Page(key, entry) | Ev::Apply(key, entry) => {
+                Ev::Page(key, entry) => {
                     self.streams[id].seen_workloads.insert(key.clone());
+                    self.cache.apply_workload(key.clone(), entry);
+                    self.debouncer.schedule(&key, now, window);
+                }
+                Ev::Apply(key, entry) => {
                     self.cache.apply_workload(key.clone(), entry);
                     self.debouncer.schedule(&key, now, window);
                 }
@@ -499,7 +508,6 @@ impl Controller {
                     self.cache.retain_workloads(kind, |key| {
                         seen.contains(key) || !stream.in_scope(&key.namespace)
                     });
-                    stream.seen_workloads = seen;
                     self.stream_synced(id);
                 }
             },
