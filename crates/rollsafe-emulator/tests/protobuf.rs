@@ -271,6 +271,8 @@ async fn a_protobuf_deployment_is_stored_as_its_json() {
             "volumeMounts": [{"name": "data", "readOnly": true, "mountPath": "/data"}],
             "terminationMessagePath": "/dev/termination-log",
             "imagePullPolicy": "IfNotPresent",
+            // Defaulted by the server, as the scheme does.
+            "terminationMessagePolicy": "File",
         }),
         "{c}"
     );

@@ -169,3 +169,37 @@ async fn updates_the_real_registry_refuses() {
     );
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn workload_templates_get_the_scheme_defaults() {
+    let emu = start().await;
+    let d = deployment_with(|d| {
+        d["spec"]["template"]["spec"]["containers"] = json!([
+            {"name": "tagged", "image": "registry.example/app:1", "ports": [{"containerPort": 80}]},
+            {"name": "latest", "image": "registry.example/app:latest"},
+            {"name": "untagged", "image": "registry.example:5000/app"},
+            {"name": "digest", "image": "app@sha256:0123"},
+        ]);
+    });
+    assert_eq!(create(&emu, DEPLOYMENTS, &d).await.0, 201);
+    let stored = emu.get_object("deployments", Some("shop"), "web").unwrap();
+    let pod = &stored["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Always");
+    assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+    assert_eq!(pod["dnsPolicy"], "ClusterFirst");
+    assert_eq!(pod["schedulerName"], "default-scheduler");
+    assert_eq!(pod["securityContext"], json!({}));
+    let pulls: Vec<&str> = pod["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["imagePullPolicy"].as_str().unwrap())
+        .collect();
+    assert_eq!(pulls, ["IfNotPresent", "Always", "Always", "IfNotPresent"]);
+    let c = &pod["containers"][0];
+    assert_eq!(c["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(c["terminationMessagePolicy"], "File");
+    assert_eq!(c["resources"], json!({}));
+    assert_eq!(c["ports"][0]["protocol"], "TCP");
+    emu.shutdown().await;
+}

@@ -75,8 +75,46 @@ fn default_rolling_update(spec: &mut Map<String, Value>, key: &str, rolling_upda
     }
 }
 
+/// The scheme's pod-template defaults (`SetDefaults_PodSpec`, `SetDefaults_Container`,
+/// `SetDefaults_ContainerPort`), which every real workload read back carries.
+fn default_pod_template(spec: &mut Map<String, Value>) {
+    let Some(pod) = object_at(spec, "template").and_then(|t| object_at(t, "spec")) else {
+        return;
+    };
+    default(pod, "restartPolicy", json!("Always"));
+    default(pod, "terminationGracePeriodSeconds", json!(30));
+    default(pod, "dnsPolicy", json!("ClusterFirst"));
+    default(pod, "securityContext", json!({}));
+    default(pod, "schedulerName", json!("default-scheduler"));
+    for list in ["initContainers", "containers"] {
+        let Some(containers) = pod.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for c in containers.iter_mut().filter_map(Value::as_object_mut) {
+            let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+            // `Always` for `:latest` or an image without a tag (nor a digest).
+            let last = image.rsplit('/').next().unwrap_or("");
+            let pull = if image.contains('@') || last.contains(':') && !last.ends_with(":latest") {
+                "IfNotPresent"
+            } else {
+                "Always"
+            };
+            default(c, "imagePullPolicy", json!(pull));
+            default(c, "terminationMessagePath", json!("/dev/termination-log"));
+            default(c, "terminationMessagePolicy", json!("File"));
+            default(c, "resources", json!({}));
+            if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    default(p, "protocol", json!("TCP"));
+                }
+            }
+        }
+    }
+}
+
 fn prepare_deployment(map: &mut Map<String, Value>, _old: Option<&Value>) {
     if let Some(spec) = object_at(map, "spec") {
+        default_pod_template(spec);
         default(spec, "replicas", json!(1));
         default(spec, "revisionHistoryLimit", json!(10));
         default(spec, "progressDeadlineSeconds", json!(600));
@@ -90,6 +128,7 @@ fn prepare_deployment(map: &mut Map<String, Value>, _old: Option<&Value>) {
 
 fn prepare_statefulset(map: &mut Map<String, Value>, _old: Option<&Value>) {
     if let Some(spec) = object_at(map, "spec") {
+        default_pod_template(spec);
         default(spec, "replicas", json!(1));
         default(spec, "revisionHistoryLimit", json!(10));
         default(spec, "podManagementPolicy", json!("OrderedReady"));
@@ -99,6 +138,7 @@ fn prepare_statefulset(map: &mut Map<String, Value>, _old: Option<&Value>) {
 
 fn prepare_daemonset(map: &mut Map<String, Value>, _old: Option<&Value>) {
     if let Some(spec) = object_at(map, "spec") {
+        default_pod_template(spec);
         default(spec, "revisionHistoryLimit", json!(10));
         default_rolling_update(
             spec,
