@@ -1,5 +1,5 @@
-//! Shared set-up for the integration tests: an in-process emulator, a connection to it from
-//! its kubeconfig, and workload builders.
+//! Shared set-up for the integration tests: a [`TestCluster`] seeded with the Secret of the
+//! suite, and the suite's workload builders over `rollsafe-testing`'s.
 
 #![allow(dead_code, reason = "shared by several test crates; each uses a part")]
 #![expect(clippy::unwrap_used, reason = "tests may unwrap")]
@@ -10,40 +10,31 @@ use jiff::Timestamp;
 use rollsafe_core::contract::RESTART_ANNOTATION;
 use rollsafe_core::contract::RestartResult;
 use rollsafe_core::name::{Namespace, SecretName};
-use rollsafe_emulator::{Emulator, RequestLogEntry, RunningEmulator};
-use rollsafe_kube::{Connection, Impersonation, RestartEngine, RestartRequest};
-use serde_json::{Value, json};
+use rollsafe_emulator::RequestLogEntry;
+use rollsafe_kube::{Impersonation, RestartEngine, RestartRequest};
+use rollsafe_testing::{TestCluster, Workload};
+use serde_json::Value;
 
 pub const NS: &str = "shop";
 pub const SECRET: &str = "db-creds";
 pub const NOW: &str = "2026-11-29T18:00:00.123Z";
 
-pub struct Env {
-    pub emu: RunningEmulator,
-    pub connection: Connection,
-    _dir: tempfile::TempDir,
+/// A [`TestCluster`] seeded with [`SECRET`] in [`NS`].
+pub struct Env(TestCluster);
+
+impl std::ops::Deref for Env {
+    type Target = TestCluster;
+
+    fn deref(&self) -> &TestCluster {
+        &self.0
+    }
 }
 
 impl Env {
     pub async fn start(seeds: Vec<Value>) -> Env {
         let mut all = vec![secret(SECRET)];
         all.extend(seeds);
-        let emu = Emulator::builder()
-            .seed_objects(all)
-            .start("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("kubeconfig");
-        emu.write_kubeconfig(&path).unwrap();
-        let connection = Connection::from_kubeconfig(Some(&path), Some("admin"))
-            .await
-            .unwrap();
-        Env {
-            emu,
-            connection,
-            _dir: dir,
-        }
+        Env(TestCluster::start(all).await)
     }
 
     pub fn engine(&self) -> RestartEngine {
@@ -130,71 +121,35 @@ pub fn request() -> RestartRequest {
 }
 
 pub fn secret(name: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": NS},
-        "stringData": {"password": "not-a-real-password"}
-    })
+    rollsafe_testing::secret(NS, name, "not-a-real-password")
 }
 
-fn template(name: &str, secret: Option<&str>) -> Value {
-    let mut spec = json!({"containers": [{"name": "app", "image": "registry.example/app:1"}]});
-    if let Some(secret) = secret {
-        spec["volumes"] = json!([{"name": "creds", "secret": {"secretName": secret}}]);
+fn workload(workload: Workload, secret: Option<&str>) -> Value {
+    let workload = workload.namespace(NS).with_replicas();
+    match secret {
+        Some(secret) => workload.consuming_secret_via_volume(secret).build(),
+        None => workload.build(),
     }
-    json!({"metadata": {"labels": {"app": name}}, "spec": spec})
-}
-
-fn workload(kind: &str, name: &str, secret: Option<&str>) -> Value {
-    let mut object = json!({
-        "apiVersion": "apps/v1", "kind": kind,
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": template(name, secret)
-        }
-    });
-    if kind == "StatefulSet" {
-        object["spec"]["serviceName"] = json!(name);
-    }
-    if kind != "DaemonSet" {
-        object["spec"]["replicas"] = json!(1);
-    }
-    object
 }
 
 /// A Deployment; consumes `secret` through a Secret volume when given.
 pub fn deployment(name: &str, secret: Option<&str>) -> Value {
-    workload("Deployment", name, secret)
+    workload(Workload::deployment(name), secret)
 }
 
 /// A StatefulSet; consumes `secret` through a Secret volume when given.
 pub fn stateful_set(name: &str, secret: Option<&str>) -> Value {
-    workload("StatefulSet", name, secret)
+    workload(Workload::stateful_set(name), secret)
 }
 
 /// A DaemonSet; consumes `secret` through a Secret volume when given.
 pub fn daemon_set(name: &str, secret: Option<&str>) -> Value {
-    workload("DaemonSet", name, secret)
+    workload(Workload::daemon_set(name), secret)
 }
 
 /// Role and RoleBinding letting group `group` list and patch the three kinds in [`NS`].
 pub fn rbac_for_group(group: &str) -> Vec<Value> {
-    vec![
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "restarter", "namespace": NS},
-            "rules": [{"apiGroups": ["apps"],
-                       "resources": ["deployments", "statefulsets", "daemonsets"],
-                       "verbs": ["list", "patch"]}]
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": "restarter", "namespace": NS},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "restarter"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]
-        }),
-    ]
+    rollsafe_testing::rbac_for_group(NS, group, false)
 }
 
 /// The most requests in `entries` that overlapped in time (from the server's start/end).

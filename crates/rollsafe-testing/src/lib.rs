@@ -1,0 +1,206 @@
+//! Test support for rollsafe's test suites and benchmarks (never published): a [`TestCluster`]
+//! (an in-process emulator, its kubeconfig on disk and a connection from it) and builders for
+//! the objects the suites seed ([`Workload`], [`secret`], [`rbac_for_group`]).
+//!
+//! Set-up failures panic with a message: this crate is only used where a panic is a failed test.
+
+#![warn(missing_docs, unreachable_pub)]
+#![expect(clippy::expect_used, reason = "a failed set-up is a failed test")]
+
+use std::path::{Path, PathBuf};
+
+use rollsafe_emulator::{Emulator, RunningEmulator};
+use rollsafe_kube::Connection;
+use serde_json::{Value, json};
+
+/// An emulator on 127.0.0.1:0 with `seeds`, its kubeconfig in a temporary directory, and a
+/// connection from that kubeconfig (context `admin`). Dropping it removes the directory.
+pub struct TestCluster {
+    /// The emulator.
+    pub emu: RunningEmulator,
+    /// A connection as the kubeconfig's `admin` context.
+    pub connection: Connection,
+    kubeconfig: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// Starts the emulator with `seeds` and connects to it.
+    pub async fn start(seeds: Vec<Value>) -> Self {
+        let emu = Emulator::builder()
+            .seed_objects(seeds)
+            .start("127.0.0.1:0".parse().expect("a socket address"))
+            .await
+            .expect("the emulator starts");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let kubeconfig = dir.path().join("kubeconfig");
+        emu.write_kubeconfig(&kubeconfig)
+            .expect("the kubeconfig is written");
+        let connection = Connection::from_kubeconfig(Some(&kubeconfig), Some("admin"))
+            .await
+            .expect("a connection from the kubeconfig");
+        Self {
+            emu,
+            connection,
+            kubeconfig,
+            dir,
+        }
+    }
+
+    /// The kubeconfig file (contexts `admin` and the emulator's identities).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The temporary directory the kubeconfig is in, for other files of the test.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// How a workload's container consumes a Secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Volume,
+    EnvFrom,
+}
+
+/// A Deployment, StatefulSet or DaemonSet in `apps/v1`, one container `app`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Workload {
+    kind: &'static str,
+    name: String,
+    namespace: String,
+    secret: Option<(String, Via)>,
+    replicas: bool,
+}
+
+impl Workload {
+    fn new(kind: &'static str, name: &str) -> Self {
+        Self {
+            kind,
+            name: name.to_owned(),
+            namespace: "default".to_owned(),
+            secret: None,
+            replicas: false,
+        }
+    }
+
+    /// A Deployment.
+    pub fn deployment(name: &str) -> Self {
+        Self::new("Deployment", name)
+    }
+
+    /// A StatefulSet (its `serviceName` is its name).
+    pub fn stateful_set(name: &str) -> Self {
+        Self::new("StatefulSet", name)
+    }
+
+    /// A DaemonSet.
+    pub fn daemon_set(name: &str) -> Self {
+        Self::new("DaemonSet", name)
+    }
+
+    /// A workload of `kind` (`Deployment`, `StatefulSet` or `DaemonSet`).
+    pub fn of_kind(kind: &str, name: &str) -> Self {
+        match kind {
+            "StatefulSet" => Self::stateful_set(name),
+            "DaemonSet" => Self::daemon_set(name),
+            _ => Self::deployment(name),
+        }
+    }
+
+    /// In `namespace` (default `default`).
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = namespace.to_owned();
+        self
+    }
+
+    /// Mounts Secret `secret` as a volume.
+    pub fn consuming_secret_via_volume(mut self, secret: &str) -> Self {
+        self.secret = Some((secret.to_owned(), Via::Volume));
+        self
+    }
+
+    /// Reads Secret `secret` with `envFrom`.
+    pub fn consuming_secret_via_env_from(mut self, secret: &str) -> Self {
+        self.secret = Some((secret.to_owned(), Via::EnvFrom));
+        self
+    }
+
+    /// With `replicas: 1` (not for a DaemonSet, which has none).
+    pub fn with_replicas(mut self) -> Self {
+        self.replicas = true;
+        self
+    }
+
+    /// The object.
+    pub fn build(self) -> Value {
+        let mut spec = json!({"containers": [{"name": "app", "image": "registry.example/app:1"}]});
+        match &self.secret {
+            Some((secret, Via::Volume)) => {
+                spec["volumes"] = json!([{"name": "creds", "secret": {"secretName": secret}}]);
+            }
+            Some((secret, Via::EnvFrom)) => {
+                spec["containers"][0]["envFrom"] = json!([{"secretRef": {"name": secret}}]);
+            }
+            None => {}
+        }
+        let name = &self.name;
+        let mut object = json!({
+            "apiVersion": "apps/v1", "kind": self.kind,
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": spec}
+            }
+        });
+        if self.kind == "StatefulSet" {
+            object["spec"]["serviceName"] = json!(name);
+        }
+        if self.replicas && self.kind != "DaemonSet" {
+            object["spec"]["replicas"] = json!(1);
+        }
+        object
+    }
+}
+
+impl From<Workload> for Value {
+    fn from(workload: Workload) -> Self {
+        workload.build()
+    }
+}
+
+/// An Opaque Secret `name` in `namespace` with one key, `password`, holding `value`.
+pub fn secret(namespace: &str, name: &str, value: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": {"password": value}
+    })
+}
+
+/// Role and RoleBinding `restarter` in `namespace` letting group `group` list and patch the
+/// three workload kinds, and get Secrets when `read_secrets`.
+pub fn rbac_for_group(namespace: &str, group: &str, read_secrets: bool) -> Vec<Value> {
+    let mut rules = vec![json!({"apiGroups": ["apps"],
+               "resources": ["deployments", "statefulsets", "daemonsets"],
+               "verbs": ["list", "patch"]})];
+    if read_secrets {
+        rules.push(json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}));
+    }
+    vec![
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "restarter", "namespace": namespace},
+            "rules": rules
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "restarter", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "restarter"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]
+        }),
+    ]
+}
