@@ -13,13 +13,13 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
-use rollsafe_kube::Connection;
+use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
 use rollsafe_server::audit::AuditSink;
 use rollsafe_server::config::{Admins, AuthMode, Scope, SessionSecret, Settings};
 use rollsafe_server::metrics::Metrics;
 use rollsafe_server::session::{self, NewSession};
 use rollsafe_server::{AppState, BoundServer};
+use rollsafe_testing::{TestCluster, Workload};
 use serde_json::{Value, json};
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef-test";
@@ -60,19 +60,12 @@ fn seed() -> Vec<Value> {
     objects
 }
 
+/// A workload of `kind` in [`NS`] reading Secret `secret` with `envFrom`.
 fn workload(kind: &str, name: &str, secret: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": kind,
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "x",
-                    "envFrom": [{"secretRef": {"name": secret}}]}]}
-            }
-        }
-    })
+    Workload::of_kind(kind, name)
+        .namespace(NS)
+        .consuming_secret_via_env_from(secret)
+        .build()
 }
 
 struct Fixture {
@@ -148,22 +141,17 @@ impl Fixture {
 
     async fn start_with(objects: Vec<Value>, configure: impl FnOnce(&mut Settings)) -> Self {
         captured_logs();
-        let emulator = Emulator::builder()
-            .seed_objects(objects)
-            .start("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        emulator.write_kubeconfig(&kubeconfig).unwrap();
+        let TestCluster {
+            emu: emulator,
+            connection,
+            kubeconfig,
+            dir,
+        } = TestCluster::start(objects).await;
         let audit_file = dir.path().join("audit.log");
         let mut settings = settings();
         settings.kubeconfig = Some(kubeconfig.clone());
         settings.audit_file = Some(audit_file.clone());
         configure(&mut settings);
-        let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
-            .await
-            .unwrap();
         let audit = AuditSink::with_file(&audit_file).unwrap();
         let state = Arc::new(AppState::new(settings, connection, audit, Metrics::new()));
         let bound = BoundServer::bind(state).await.unwrap();

@@ -7,21 +7,24 @@
 #![warn(missing_docs, unreachable_pub)]
 #![expect(clippy::expect_used, reason = "a failed set-up is a failed test")]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rollsafe_emulator::{Emulator, RunningEmulator};
 use rollsafe_kube::Connection;
 use serde_json::{Value, json};
 
 /// An emulator on 127.0.0.1:0 with `seeds`, its kubeconfig in a temporary directory, and a
-/// connection from that kubeconfig (context `admin`). Dropping it removes the directory.
+/// connection from that kubeconfig (context `admin`, the current one). Dropping it removes the
+/// directory; a suite that keeps its own parts destructures it.
 pub struct TestCluster {
     /// The emulator.
     pub emu: RunningEmulator,
     /// A connection as the kubeconfig's `admin` context.
     pub connection: Connection,
-    kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
+    /// The kubeconfig file (contexts `admin` and the emulator's identities).
+    pub kubeconfig: PathBuf,
+    /// The temporary directory the kubeconfig is in, for other files of the test.
+    pub dir: tempfile::TempDir,
 }
 
 impl TestCluster {
@@ -45,16 +48,6 @@ impl TestCluster {
             kubeconfig,
             dir,
         }
-    }
-
-    /// The kubeconfig file (contexts `admin` and the emulator's identities).
-    pub fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
-    }
-
-    /// The temporary directory the kubeconfig is in, for other files of the test.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 }
 

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use assert_cmd::Command;
-use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
+use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
+use rollsafe_testing::{TestCluster, Workload, rbac_for_group, secret};
 use serde_json::{Value, json};
 
 const NS: &str = "shop";
@@ -18,23 +19,13 @@ struct Env {
     _runtime: tokio::runtime::Runtime,
 }
 
+/// A workload in [`NS`], reading `secret` with `envFrom` when given.
 fn workload(kind: &str, name: &str, secret: Option<&str>) -> Value {
-    let mut spec = json!({"containers": [{"name": "app", "image": "registry.example/app:1"}]});
-    if let Some(secret) = secret {
-        spec["containers"][0]["envFrom"] = json!([{"secretRef": {"name": secret}}]);
+    let workload = Workload::of_kind(kind, name).namespace(NS);
+    match secret {
+        Some(secret) => workload.consuming_secret_via_env_from(secret).build(),
+        None => workload.build(),
     }
-    let mut object = json!({
-        "apiVersion": "apps/v1", "kind": kind,
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}
-        }
-    });
-    if kind == "StatefulSet" {
-        object["spec"]["serviceName"] = json!(name);
-    }
-    object
 }
 
 fn start() -> Env {
@@ -43,40 +34,21 @@ fn start() -> Env {
         .enable_all()
         .build()
         .unwrap();
-    let seeds = vec![
-        json!({"apiVersion": "v1", "kind": "Secret",
-               "metadata": {"name": "db-creds", "namespace": NS},
-               "stringData": {"password": "not-a-real-password"}}),
+    let mut seeds = vec![
+        secret(NS, "db-creds", "not-a-real-password"),
         json!({"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": "unused", "namespace": NS}}),
         workload("Deployment", "api", Some("db-creds")),
         workload("Deployment", "web", None),
         workload("StatefulSet", "worker", Some("db-creds")),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "restarter", "namespace": NS},
-            "rules": [{"apiGroups": ["apps"],
-                       "resources": ["deployments", "statefulsets", "daemonsets"],
-                       "verbs": ["list", "patch"]},
-                      {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": "restarter", "namespace": NS},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "restarter"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]
-        }),
     ];
-    let emu = runtime
-        .block_on(
-            Emulator::builder()
-                .seed_objects(seeds)
-                .start("127.0.0.1:0".parse().unwrap()),
-        )
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    emu.write_kubeconfig(&kubeconfig).unwrap();
+    seeds.extend(rbac_for_group(NS, "devs", true));
+    let TestCluster {
+        emu,
+        kubeconfig,
+        dir,
+        ..
+    } = runtime.block_on(TestCluster::start(seeds));
     Env {
         emu,
         kubeconfig,

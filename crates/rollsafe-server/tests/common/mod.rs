@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rollsafe_emulator::{Emulator, RunningEmulator};
-use rollsafe_kube::Connection;
+use rollsafe_emulator::RunningEmulator;
 use rollsafe_server::audit::{AuditSink, Stream};
 use rollsafe_server::config::{Admins, AuthMode, Scope, SessionSecret, Settings};
 use rollsafe_server::metrics::Metrics;
 use rollsafe_server::session::{self, NewSession};
 use rollsafe_server::{AppState, BoundServer};
+use rollsafe_testing::{TestCluster, Workload};
 use serde_json::{Value, json};
 
 pub mod http;
@@ -43,19 +43,12 @@ pub fn seed() -> Vec<Value> {
     objects
 }
 
+/// A workload of `kind` in [`NS`] reading Secret `secret` with `envFrom`.
 pub fn workload(kind: &str, name: &str, secret: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": kind,
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "x",
-                    "envFrom": [{"secretRef": {"name": secret}}]}]}
-            }
-        }
-    })
+    Workload::of_kind(kind, name)
+        .namespace(NS)
+        .consuming_secret_via_env_from(secret)
+        .build()
 }
 
 pub fn settings() -> Settings {
@@ -101,22 +94,17 @@ impl Fixture {
         audit_file: Option<PathBuf>,
         configure: impl FnOnce(&mut Settings),
     ) -> Self {
-        let emulator = Emulator::builder()
-            .seed_objects(seed())
-            .start("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        emulator.write_kubeconfig(&kubeconfig).unwrap();
+        let TestCluster {
+            emu: emulator,
+            connection,
+            kubeconfig,
+            dir,
+        } = TestCluster::start(seed()).await;
         let audit_file = audit_file.unwrap_or_else(|| dir.path().join("audit.log"));
         let mut settings = settings();
         settings.kubeconfig = Some(kubeconfig.clone());
         settings.audit_file = Some(audit_file.clone());
         configure(&mut settings);
-        let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
-            .await
-            .unwrap();
         let audit = AuditSink::with_file(&audit_file)
             .unwrap()
             .on(Stream::Stderr);
