@@ -16,23 +16,17 @@ use std::time::Duration;
 
 use common::{in_flight, wait_until};
 use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
+use rollsafe_testing::Workload;
 use serde_json::{Value, json};
 
 const NS: &str = "team-a";
 
+/// A Deployment in [`NS`] reading Secret `secret` with `envFrom`.
 fn workload(name: &str, secret: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "x",
-                    "envFrom": [{"secretRef": {"name": secret}}]}]}
-            }
-        }
-    })
+    Workload::deployment(name)
+        .namespace(NS)
+        .consuming_secret_via_env_from(secret)
+        .build()
 }
 
 /// A running `rollsafe serve`, its pipes held open (and unread unless drained).
