@@ -1,7 +1,8 @@
 //! The `rollsafe` command line: a thin layer over the library crates.
 //!
-//! Each subcommand lives in its own module with an `Args` struct (clap derive, `env` on every
-//! flag) and a `run` function returning the process exit code.
+//! Each subcommand lives in its own module with an `Args` struct (clap derive; every setting and
+//! connection option is also an environment variable) and a `run` function returning the
+//! process exit code.
 
 mod consumers;
 mod emulator;
