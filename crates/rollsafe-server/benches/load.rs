@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollsafe_client::{Client, Token};
-use rollsafe_emulator::Emulator;
 use rollsafe_kube::{Connection, MAX_PATCHES_IN_FLIGHT, RestartEngine};
 use rollsafe_server::audit::AuditSink;
 use rollsafe_server::config::{Admins, AuthMode, Scope, SessionSecret, Settings};
@@ -36,6 +35,7 @@ use rollsafe_server::metrics::Metrics;
 use rollsafe_server::output::LossyLines;
 use rollsafe_server::session::{self, NewSession};
 use rollsafe_server::{AppState, BoundServer};
+use rollsafe_testing::TestCluster;
 use serde_json::{Value, json};
 
 const NS: &str = "load";
@@ -335,11 +335,7 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async move {
-        let emulator = Emulator::builder().seed_objects(seed(clients)).start("127.0.0.1:0".parse().unwrap()).await.expect("emulator");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let kubeconfig = dir.path().join("kubeconfig");
-        emulator.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-        let connection = Connection::from_kubeconfig(Some(&kubeconfig), None).await.expect("connection");
+        let TestCluster { emu: emulator, connection, kubeconfig, dir } = TestCluster::start(seed(clients)).await;
         let duration = Duration::from_secs(seconds);
         println!(
             "Restart Consumers load: {clients} clients, {rounds} rounds of {seconds}s per run, {WORKLOADS} workloads per namespace, {CONSUMERS} consumers per request"
