@@ -34,6 +34,7 @@ use crate::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
 use crate::debounce::Debouncer;
 use crate::decision::{self, Decision};
 use crate::digest::Fingerprinter;
+use crate::leader::Leadership;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::metrics::{Metrics, ObjectLabels};
 
@@ -217,8 +218,11 @@ pub struct Controller {
     /// Per workload, when the first change it has not rolled for yet was observed.
     first_change: HashMap<WorkloadKey, Instant>,
     metrics: Metrics,
-    /// Whether this replica holds the Lease; `None`: no leader election (always acts).
-    leader: Option<watch::Receiver<bool>>,
+    /// Whether, and until when, this replica may patch; `None`: no leader election (always
+    /// acts).
+    leader: Option<Leadership>,
+    /// What the published status last said about leadership (to notice a lapse or a recovery).
+    leading: bool,
 }
 
 impl Controller {
@@ -240,6 +244,7 @@ impl Controller {
             first_change: HashMap::new(),
             metrics: Metrics::default(),
             leader: None,
+            leading: false,
             client,
             settings,
             cache: Cache::default(),
@@ -255,15 +260,29 @@ impl Controller {
         self
     }
 
-    /// Acts (patches) only while `leader` says `true`; the caches stay warm either way, and
-    /// becoming leader evaluates every workload at once. See [`crate::leader`].
-    pub fn with_leadership(mut self, leader: watch::Receiver<bool>) -> Self {
+    /// Acts (patches) only while `leader` is elected and its Lease surely still held; the
+    /// caches stay warm either way, and becoming leader (or confirming the Lease again after a
+    /// lapse) evaluates every workload at once. See [`crate::leader`].
+    pub fn with_leadership(mut self, leader: Leadership) -> Self {
         self.leader = Some(leader);
         self
     }
 
     fn is_leader(&self) -> bool {
-        self.leader.as_ref().is_none_or(|leader| *leader.borrow())
+        self.leader
+            .as_ref()
+            .is_none_or(|leader| leader.remaining(Instant::now()).is_some())
+    }
+
+    /// How long a patch started now may take: the configured timeout, cut to what remains of
+    /// the Lease; `None`: no patch may be started.
+    fn patch_budget(&self) -> Option<Duration> {
+        match &self.leader {
+            None => Some(self.settings.patch_timeout),
+            Some(leader) => leader
+                .remaining(Instant::now())
+                .map(|left| left.min(self.settings.patch_timeout)),
+        }
     }
 
     /// A receiver of the published [`Status`].
@@ -274,9 +293,11 @@ impl Controller {
     /// Runs until `shutdown` completes.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
         let mut streams = self.watch_streams();
-        let mut leadership = self.leader.clone();
+        let mut leadership = self.leader.as_ref().map(Leadership::flag);
+        let mut renewals = self.leader.as_ref().map(Leadership::renewals);
         tokio::pin!(shutdown);
         let leader = self.is_leader();
+        self.leading = leader;
         self.count(|s| s.leader = leader);
         info!(
             namespaces = self.settings.namespaces.len(),
@@ -287,6 +308,12 @@ impl Controller {
         loop {
             let synced = self.status.borrow().synced;
             let deadline = self.debouncer.next_deadline().filter(|_| synced);
+            // When the Lease would lapse without a confirmed renewal: stop leading then.
+            let lapse = self
+                .leader
+                .as_ref()
+                .and_then(Leadership::valid_until)
+                .filter(|_| self.leading);
             tokio::select! {
                 biased;
                 () = &mut shutdown => {
@@ -301,6 +328,15 @@ impl Controller {
                 changed = leadership_changed(&mut leadership), if leadership.is_some() => {
                     self.leadership_changed(changed);
                 }
+                () = sleep_until(lapse), if lapse.is_some() => {
+                    self.lease_checked();
+                }
+                renewed = renewal(&mut renewals), if renewals.is_some() => {
+                    if !renewed {
+                        renewals = None;
+                    }
+                    self.lease_checked();
+                }
                 item = streams.next() => match item {
                     Some(item) => self.handle(item),
                     None => return Err(ControllerError::StreamsEnded),
@@ -311,19 +347,33 @@ impl Controller {
     }
 
     fn leadership_changed(&mut self, leader: Option<bool>) {
-        let Some(leader) = leader else {
+        if leader.is_none() {
             // The lease task ended: act as a follower from now on.
             warn!("the leader election stopped; no further patches");
-            self.leader = Some(watch::channel(false).1);
-            self.count(|s| s.leader = false);
-            return;
-        };
-        self.count(|s| s.leader = leader);
-        if !leader {
-            info!("lost the lease: no further patches");
+            let never = Leadership::new(
+                watch::channel(false).1,
+                watch::channel(None).1,
+                Duration::ZERO,
+            );
+            self.leader = Some(never);
+        }
+        self.lease_checked();
+    }
+
+    /// Re-reads whether this replica may patch (the election's flag, a renewal, or the lapse of
+    /// the last one); on gaining that right, evaluates every workload at once.
+    fn lease_checked(&mut self) {
+        let leader = self.is_leader();
+        if leader == self.leading {
             return;
         }
-        info!("acquired the lease");
+        self.leading = leader;
+        self.count(|s| s.leader = leader);
+        if !leader {
+            warn!("the lease is lost or no longer confirmed: no further patches");
+            return;
+        }
+        info!("holding the lease");
         if self.status.borrow().synced {
             let now = Instant::now();
             let keys: Vec<WorkloadKey> = self.cache.workload_keys().cloned().collect();
@@ -739,8 +789,14 @@ impl Controller {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
+        // The patch must end while the Lease is surely held, or not start.
+        let Some(budget) = self.patch_budget() else {
+            debug!(workload = %key, "the lease is not confirmed: patch not sent");
+            self.metrics.skip("not_leader");
+            return None;
+        };
         let sent = tokio::time::timeout(
-            self.settings.patch_timeout,
+            budget,
             api.patch(&key.name, &params, &Patch::Json::<()>(document)),
         )
         .await;
@@ -834,6 +890,14 @@ async fn leadership_changed(leadership: &mut Option<watch::Receiver<bool>>) -> O
             None
         }
     }
+}
+
+/// Waits for the next confirmed renewal; `false` when the lease client is gone.
+async fn renewal(renewals: &mut Option<watch::Receiver<Option<Instant>>>) -> bool {
+    let Some(receiver) = renewals.as_mut() else {
+        return std::future::pending().await;
+    };
+    receiver.changed().await.is_ok()
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

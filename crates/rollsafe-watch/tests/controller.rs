@@ -2,6 +2,8 @@
 
 #![expect(clippy::unwrap_used, reason = "tests may unwrap")]
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -801,8 +803,8 @@ async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
         namespace: NS.to_owned(),
         name: "rollsafe-watch".to_owned(),
         identity: identity.to_owned(),
-        duration_seconds: 3,
-        grace_seconds: 1,
+        duration_seconds: 4,
+        grace_seconds: 3,
     };
     let replica = |election: &rollsafe_watch::leader::Election| {
         let controller = Controller::new(env.connection.client(None), settings())
@@ -834,7 +836,7 @@ async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
     let mut second = replica(&b);
     let status = second.settled().await;
     assert!(!status.leader);
-    assert!(!*b.leader.borrow());
+    assert!(!b.leader.elected());
 
     // One change: one roll, by the leader only.
     env.put(secret(
@@ -914,4 +916,127 @@ async fn namespaces_and_the_selector_limit_what_is_considered() {
     env.put(web);
     running.until("web forgotten", |s| s.workloads == 0).await;
     running.stop().await;
+}
+
+/// A client whose every request fails while `cut` is set: a replica cut off from the API
+/// server on its Lease connection only.
+fn partitionable(client: kube::Client, cut: Arc<AtomicBool>) -> kube::Client {
+    let namespace = client.default_namespace().to_owned();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = client.clone();
+        let cut = Arc::clone(&cut);
+        async move {
+            if cut.load(Ordering::SeqCst) {
+                return Err(kube::Error::Service("partitioned".into()));
+            }
+            client.send(request).await
+        }
+    });
+    kube::Client::new(service, namespace)
+}
+
+#[tokio::test]
+async fn a_leader_whose_renewals_fail_stops_patching_before_another_takes_over() {
+    use rollsafe_watch::leader::{LeaseSettings, elect};
+    let env = Env::start(two_workloads()).await;
+    let lease = |identity: &str| LeaseSettings {
+        namespace: NS.to_owned(),
+        name: "rollsafe-watch".to_owned(),
+        identity: identity.to_owned(),
+        duration_seconds: 4,
+        grace_seconds: 3,
+    };
+    // a decides faster than b: without the rule it would patch before b does.
+    let replica = |election: &rollsafe_watch::leader::Election, debounce: u64| {
+        let settings = Settings {
+            debounce: Duration::from_millis(debounce),
+            ..settings()
+        };
+        let controller = Controller::new(env.connection.client(None), settings)
+            .with_leadership(election.leader.clone());
+        let status = controller.status();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            controller
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Running { status, stop, task }
+    };
+    let cut = Arc::new(AtomicBool::new(false));
+    let a = elect(
+        partitionable(env.connection.client(None), Arc::clone(&cut)),
+        &lease("a"),
+    )
+    .await
+    .unwrap();
+    let mut first = replica(&a, 10);
+    first
+        .until("a leads and adopts", |s| {
+            s.leader && s.adoptions == 2 && s.pending == 0
+        })
+        .await;
+    let b = elect(env.connection.client(None), &lease("b"))
+        .await
+        .unwrap();
+    let mut second = replica(&b, 500);
+    assert!(!second.settled().await.leader);
+
+    // a can no longer reach the API server for its Lease (it still can for everything else):
+    // the election keeps telling it that it leads, but its renewals fail.
+    cut.store(true, Ordering::SeqCst);
+    first
+        .until("a stops leading once its lease is unconfirmed", |s| {
+            !s.leader
+        })
+        .await;
+    assert!(a.leader.elected(), "the election alone still says a leads");
+    second
+        .until("b takes over when the lease expires", |s| {
+            s.leader && s.pending == 0
+        })
+        .await;
+    assert!(
+        !first.status.borrow().leader,
+        "a stopped before b could start"
+    );
+
+    // A change now is rolled once, by b; a sends nothing.
+    let before = first.status.borrow().evaluations;
+    env.put(secret(
+        "db",
+        &[("password", "one"), ("user", "app")],
+        json!({}),
+    ));
+    second
+        .until("b rolls", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    let status = first
+        .until("a evaluated the change", |s| {
+            s.evaluations > before && s.pending == 0
+        })
+        .await;
+    assert_eq!(
+        (
+            status.rolls,
+            status.conflicts,
+            status.failures,
+            status.adoptions
+        ),
+        (0, 0, 0, 2),
+        "a sent no patch after its lease lapsed: {status:?}"
+    );
+    assert_eq!(env.rollouts("web"), 1);
+    assert_eq!(
+        env.patches("deployments", "web").len(),
+        2,
+        "the adoption and b's roll only"
+    );
+    first.stop().await;
+    second.stop().await;
+    a.task.abort();
+    b.task.abort();
 }
