@@ -275,6 +275,16 @@ impl Cache {
         }))
     }
 
+    /// The record of what a workload consumes now (see [`Fingerprinter::record`]).
+    pub fn record(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
+        let entry = self.workloads.get(key)?;
+        Some(fingerprinter.record(&entry.consumption, |config| {
+            self.sources
+                .get(&source_key(&key.namespace, config))
+                .map(|s| &s.digest)
+        }))
+    }
+
     /// Whether every object a workload consumes exists.
     pub fn sources_present(&self, key: &WorkloadKey) -> bool {
         self.workloads.get(key).is_some_and(|entry| {

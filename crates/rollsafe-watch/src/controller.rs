@@ -601,7 +601,7 @@ impl Controller {
         let Some(entry) = self.cache.workload(key) else {
             return;
         };
-        let Some(digest) = self.cache.digest(key, &self.settings.fingerprinter) else {
+        let Some(digest) = self.cache.record(key, &self.settings.fingerprinter) else {
             return;
         };
         self.count(|s| s.evaluations += 1);

@@ -12,6 +12,7 @@ use rollsafe_core::patch::{InspectError, RestartPatch};
 use serde_json::{Map, Value};
 
 use crate::annotations::{CONFIG_HASH, CONFIG_RECORD};
+use crate::digest::parse_record;
 
 /// The annotation that halts a workload (written by the flap stop; removing it resumes).
 pub const HALTED: &str = "rollsafe.dev/halted";
@@ -88,7 +89,8 @@ pub enum Decision {
     Halted,
     /// The record matches what it consumes: nothing.
     Unchanged,
-    /// First sight (no record): write the record, do not roll.
+    /// First sight (no record), or only the set of recorded objects changed: write the record,
+    /// do not roll.
     Adopt {
         /// The digest to record.
         digest: String,
@@ -119,7 +121,14 @@ impl Decision {
     }
 }
 
-/// Decides for one workload given the digest of what it consumes now.
+/// Decides for one workload given the record of what it consumes now
+/// ([`crate::Fingerprinter::record`]).
+///
+/// A record that differs rolls only when an object recorded on both sides changed (its content,
+/// uid, or existence). An object joining the record (its opt-out removed, a new reference) or
+/// leaving it (opted out, no longer referenced) changes the record, not the pods: the new
+/// record is written without a roll. A record without per-object entries (written before they
+/// existed) is compared by its digest alone.
 pub fn decide(facts: &Facts, digest: &str) -> Decision {
     if !facts.watched {
         return Decision::NotWatched;
@@ -132,10 +141,29 @@ pub fn decide(facts: &Facts, digest: &str) -> Decision {
             digest: digest.to_owned(),
         },
         Some(record) if record == digest => Decision::Unchanged,
-        Some(_) => Decision::Roll {
-            digest: digest.to_owned(),
-            deferred: facts.deferral,
-        },
+        Some(record) => {
+            let (was, recorded) = parse_record(record);
+            let (now, current) = parse_record(digest);
+            let changed = match (recorded, current) {
+                (Some(recorded), Some(current)) => current
+                    .iter()
+                    .any(|(id, state)| recorded.get(id).is_some_and(|was| was != state)),
+                // A record from before per-object entries: its digest decides; an equal one
+                // is kept as it is (an upgrade writes nothing).
+                _ if was == now => return Decision::Unchanged,
+                _ => true,
+            };
+            if changed {
+                Decision::Roll {
+                    digest: digest.to_owned(),
+                    deferred: facts.deferral,
+                }
+            } else {
+                Decision::Adopt {
+                    digest: digest.to_owned(),
+                }
+            }
+        }
     }
 }
 
@@ -175,7 +203,9 @@ impl Plan {
             _ => return None,
         };
         let template_key: AnnotationKey = CONFIG_HASH.parse().ok()?;
-        let Patch(mut operations) = self.restart.document(&template_key, digest);
+        // The pod template carries the workload digest; the record adds the per-object part.
+        let (template_value, _) = parse_record(digest);
+        let Patch(mut operations) = self.restart.document(&template_key, template_value);
         if !roll {
             // Keep the two tests only: the record alone, no pod-template change.
             operations.truncate(2);
@@ -257,6 +287,48 @@ mod tests {
     }
 
     #[test]
+    fn per_object_records_tell_a_change_from_an_object_joining_or_leaving() {
+        let facts = |record: &str| Facts {
+            watched: true,
+            record: Some(record.to_owned()),
+            halted: false,
+            deferral: None,
+        };
+        let adopt = |now: &str| Decision::Adopt { digest: now.into() };
+        let roll = |now: &str| Decision::Roll {
+            digest: now.into(),
+            deferred: None,
+        };
+        // (recorded, now, expected)
+        let cases = [
+            ("v1:a;11=aa,22=bb", "v1:a;11=aa,22=bb", Decision::Unchanged),
+            // 22 opted out (left the record): no roll, the new record is written.
+            ("v1:a;11=aa,22=bb", "v1:b;11=aa", adopt("v1:b;11=aa")),
+            // 22's opt-out removed (joined the record), whatever it holds now: no roll.
+            ("v1:b;11=aa", "v1:c;11=aa,22=cc", adopt("v1:c;11=aa,22=cc")),
+            // 11 changed while 22 joined: a roll.
+            ("v1:b;11=aa", "v1:d;11=ab,22=cc", roll("v1:d;11=ab,22=cc")),
+            (
+                "v1:a;11=aa,22=bb",
+                "v1:e;11=aa,22=bc",
+                roll("v1:e;11=aa,22=bc"),
+            ),
+            // Every object opted out.
+            ("v1:a;11=aa", "v1:f;", adopt("v1:f;")),
+            // A record from before per-object entries: its digest decides.
+            ("v1:a", "v1:a;11=aa", Decision::Unchanged),
+            ("v1:z", "v1:a;11=aa", roll("v1:a;11=aa")),
+        ];
+        for (recorded, now, expected) in cases {
+            assert_eq!(
+                decide(&facts(recorded), now),
+                expected,
+                "{recorded} → {now}"
+            );
+        }
+    }
+
+    #[test]
     fn deferral_table() {
         let cases = [
             (
@@ -309,11 +381,11 @@ mod tests {
     #[test]
     fn roll_and_adopt_documents() {
         let roll = Decision::Roll {
-            digest: "v1:d".into(),
+            digest: "v1:d;11=aa".into(),
             deferred: None,
         };
         let adopt = Decision::Adopt {
-            digest: "v1:d".into(),
+            digest: "v1:d;11=aa".into(),
         };
         let with = Plan::inspect(&workload(Some(json!({"a": "b"})))).unwrap();
         assert_eq!(
@@ -322,7 +394,7 @@ mod tests {
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
                 {"op": "add", "path": "/spec/template/metadata/annotations/rollsafe.dev~1config-hash", "value": "v1:d"},
-                {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-record", "value": "v1:d"}
+                {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-record", "value": "v1:d;11=aa"}
             ])
         );
         let without = Plan::inspect(&workload(None)).unwrap();
@@ -331,7 +403,7 @@ mod tests {
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
-                {"op": "add", "path": "/metadata/annotations", "value": {"rollsafe.dev/config-record": "v1:d"}}
+                {"op": "add", "path": "/metadata/annotations", "value": {"rollsafe.dev/config-record": "v1:d;11=aa"}}
             ])
         );
         assert!(with.document(&Decision::Unchanged).is_none());
@@ -348,6 +420,9 @@ mod tests {
         let before = object["spec"].clone();
         json_patch::patch(&mut object, &with.document(&adopt).unwrap()).unwrap();
         assert_eq!(object["spec"], before);
-        assert_eq!(object["metadata"]["annotations"][CONFIG_RECORD], "v1:d");
+        assert_eq!(
+            object["metadata"]["annotations"][CONFIG_RECORD],
+            "v1:d;11=aa"
+        );
     }
 }

@@ -201,6 +201,73 @@ impl Fingerprinter {
     }
 }
 
+/// The domain tag of a record entry's object id.
+pub const RECORD_ID_DOMAIN: &[u8] = b"rollsafe.dev/config-record-id\0v1\0";
+/// Hex digits of an entry's object id (48 bits: distinct among one workload's objects).
+const RECORD_ID_HEX: usize = 12;
+/// Hex digits of an entry's state (64 bits of the object's own digest).
+const RECORD_STATE_HEX: usize = 16;
+
+impl Fingerprinter {
+    /// The record written on a workload (`rollsafe.dev/config-record`): the workload digest,
+    /// `;`, then per consumed object that has not opted out, sorted like the digest,
+    /// `id=state` joined by `,` — `id` the first 12 hex digits of
+    /// `SHA-256(RECORD_ID_DOMAIN || lp(kind) || lp(name))`, `state` the first 16 hex digits of
+    /// the digest of that object alone (keyed like the workload digest). The per-object part
+    /// lets a decision tell an object's change from an object joining or leaving the digest
+    /// (an opt-out toggled, a reference added): see [`crate::decision::decide`].
+    pub fn record<'a>(
+        &self,
+        consumption: &Consumption,
+        source: impl Fn(&ConfigRef) -> Option<&'a SourceDigest>,
+    ) -> String {
+        let mut record = self.digest(consumption, &source);
+        record.push(';');
+        let mut first = true;
+        for (config, keys) in consumption {
+            if source(config).is_some_and(|s| s.opted_out) {
+                continue;
+            }
+            let alone: Consumption = BTreeMap::from([(config.clone(), keys.clone())]);
+            let state = self.digest(&alone, &source);
+            let state = state.rsplit(':').next().unwrap_or_default();
+            if !first {
+                record.push(',');
+            }
+            first = false;
+            record.push_str(&record_id(config));
+            record.push('=');
+            record.push_str(state.get(..RECORD_STATE_HEX).unwrap_or(state));
+        }
+        record
+    }
+}
+
+/// An object's id in a record.
+fn record_id(config: &ConfigRef) -> String {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(RECORD_ID_DOMAIN);
+    lp(&mut out, config.kind.as_str().as_bytes());
+    lp(&mut out, config.name.as_bytes());
+    let mut id = hex(&Sha256::digest(&out));
+    id.truncate(RECORD_ID_HEX);
+    id
+}
+
+/// A record split into the workload digest and, unless it predates per-object entries (a bare
+/// digest), its entries: object id → state.
+pub fn parse_record(record: &str) -> (&str, Option<BTreeMap<&str, &str>>) {
+    let Some((digest, entries)) = record.split_once(';') else {
+        return (record, None);
+    };
+    let entries = entries
+        .split(',')
+        .filter(|entry| !entry.is_empty())
+        .filter_map(|entry| entry.split_once('='))
+        .collect();
+    (digest, Some(entries))
+}
+
 fn lp(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
     out.extend_from_slice(bytes);
@@ -404,5 +471,48 @@ mod tests {
             w.digest(&f, &consumption()),
             w.digest(&Fingerprinter::unkeyed(), &consumption())
         );
+    }
+
+    #[test]
+    fn records_carry_the_digest_and_one_entry_per_object_not_opted_out() {
+        let f = Fingerprinter::unkeyed();
+        let consumption: Consumption = BTreeMap::from([
+            (cref(TargetKind::Secret, "db"), Keys::All),
+            (cref(TargetKind::ConfigMap, "settings"), Keys::All),
+        ]);
+        let db = source("u-1", &[("password", "x")]);
+        let mut settings = source("u-2", &[("mode", "fast")]);
+        let record_of = |db: &SourceDigest, settings: &SourceDigest| {
+            f.record(&consumption, |config| match config.name.as_str() {
+                "db" => Some(db),
+                _ => Some(settings),
+            })
+        };
+        let both = record_of(&db, &settings);
+        let (digest, entries) = parse_record(&both);
+        assert_eq!(
+            digest,
+            f.digest(&consumption, |config| match config.name.as_str() {
+                "db" => Some(&db),
+                _ => Some(&settings),
+            }),
+            "the digest part is the v1 digest"
+        );
+        let entries = entries.unwrap();
+        assert_eq!(entries.len(), 2);
+        assert!(
+            entries
+                .iter()
+                .all(|(id, state)| id.len() == 12 && state.len() == 16)
+        );
+        settings.opted_out = true;
+        let one = record_of(&db, &settings);
+        let (_, fewer) = parse_record(&one);
+        let fewer = fewer.unwrap();
+        assert_eq!(fewer.len(), 1, "{one}");
+        let (id, state) = fewer.iter().next().unwrap();
+        assert_eq!(entries.get(id), Some(state), "db's entry is unchanged");
+        // `v1:` + 64 hex, `;`, then 12 + 1 + 16 per object and the commas.
+        assert_eq!(both.len(), 3 + 64 + 1 + 2 * 29 + 1, "{both}");
     }
 }

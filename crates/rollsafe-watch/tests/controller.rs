@@ -251,9 +251,12 @@ async fn a_change_rolls_once_with_one_patch() {
     let web = env.workload("deployments", "web");
     let hash =
         web["spec"]["template"]["metadata"]["annotations"]["rollsafe.dev/config-hash"].clone();
-    assert_eq!(
-        hash,
-        web["metadata"]["annotations"]["rollsafe.dev/config-record"]
+    let record = web["metadata"]["annotations"]["rollsafe.dev/config-record"]
+        .as_str()
+        .unwrap();
+    assert!(
+        record.starts_with(&format!("{};", hash.as_str().unwrap())),
+        "the record starts with the template's digest: {record}"
     );
     // The patch's own watch event is evaluated and changes nothing.
     barrier(&env, &mut running, "2").await;
@@ -1039,4 +1042,54 @@ async fn a_leader_whose_renewals_fail_stops_patching_before_another_takes_over()
     second.stop().await;
     a.task.abort();
     b.task.abort();
+}
+
+#[tokio::test]
+async fn toggling_a_sources_opt_out_rolls_nothing() {
+    let env = Env::start(two_workloads()).await;
+    // The barrier rolls api many times: no flap stop here.
+    let mut running = env.controller(Settings {
+        flap_limit: rollsafe_watch::limits::FlapLimit {
+            rolls: 0,
+            window: Duration::from_secs(60),
+        },
+        ..settings()
+    });
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    let db = |password: &str, annotations: Value| {
+        secret(
+            "db",
+            &[("password", password), ("user", "app")],
+            annotations,
+        )
+    };
+    for opt_out in [
+        json!({"rollsafe.dev/watch": "false"}),
+        json!({"openchoreo.dev/restart-on-change": "false"}),
+    ] {
+        let before = env.rollouts("web");
+        let password = format!("p{before}");
+        env.put(db(&password, json!({})));
+        barrier(&env, &mut running, &format!("{before}a")).await;
+        assert_eq!(env.rollouts("web"), before + 1, "a change rolls");
+        // Opting out, unchanged: nothing rolls.
+        env.put(db(&password, opt_out.clone()));
+        barrier(&env, &mut running, &format!("{before}b")).await;
+        assert_eq!(env.rollouts("web"), before + 1, "opting out of {opt_out}");
+        // A change while opted out: nothing rolls.
+        env.put(db("while-out", opt_out.clone()));
+        barrier(&env, &mut running, &format!("{before}c")).await;
+        assert_eq!(env.rollouts("web"), before + 1, "a change while opted out");
+        // Opting back in: nothing rolls; what it holds now is the new baseline.
+        env.put(db("while-out", json!({})));
+        barrier(&env, &mut running, &format!("{before}d")).await;
+        assert_eq!(env.rollouts("web"), before + 1, "opting back in");
+        // The next change rolls once.
+        env.put(db("after", json!({})));
+        barrier(&env, &mut running, &format!("{before}e")).await;
+        assert_eq!(env.rollouts("web"), before + 2, "the next change rolls");
+    }
+    running.stop().await;
 }
