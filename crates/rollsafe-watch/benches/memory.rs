@@ -2,9 +2,11 @@
 //! reflector would store them (`DynamicObject`s, without the store's map overhead, so the
 //! baseline is if anything low).
 //!
-//! Run: `cargo bench -p rollsafe-watch --bench memory`. Prints, for Secrets with three keys of
-//! 64-byte and of 64 KiB values, the heap per object of the controller's source cache and of the
-//! baseline, their ratio, and the heap per cached opted-in workload.
+//! Run: `cargo bench -p rollsafe-watch --bench memory` (`ROLLSAFE_BENCH_VALUES=small` or `large`
+//! for one size). The scale: 10,000 Secrets with three keys of 64-byte, then of 64 KiB
+//! values, and 2,000 opted-in Deployments with three references each (one per Secret, a key, a
+//! whole object, a volume); prints the heap per Secret and per workload of the controller's
+//! caches (reverse index included) and of the baseline, and their ratios.
 
 #![expect(clippy::unwrap_used, reason = "a benchmark may unwrap")]
 
@@ -51,7 +53,7 @@ fn deployment(index: usize) -> Value {
         "metadata": {"name": format!("app-{index:05}"), "namespace": "bench",
             "uid": format!("0b7e3d4c-0000-4000-8000-{index:012}"), "resourceVersion": "7",
             "annotations": {"rollsafe.dev/watch": "true",
-                "rollsafe.dev/config-record": "v1:0f071164ab80d83e8371e0ef143041aa56738019f0a12018ad11dc35166202d6"}},
+                "rollsafe.dev/config-record": "v1:0f071164ab80d83e8371e0ef143041aa56738019f0a12018ad11dc35166202d6;0123456789ab=0123456789abcdef,123456789abc=123456789abcdef0,23456789abcd=23456789abcdef01"}},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}}, "template": {
             "metadata": {"labels": {"app": "x"}, "annotations": {}},
             "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",
@@ -65,73 +67,91 @@ fn heap() -> usize {
     dhat::HeapStats::get().curr_bytes
 }
 
+const SECRETS: usize = 10_000;
+const WORKLOADS: usize = 2_000;
+
+fn secret_key(object: &Value) -> SourceKey {
+    SourceKey {
+        kind: TargetKind::Secret,
+        namespace: "bench".to_owned(),
+        name: object["metadata"]["name"].as_str().unwrap().to_owned(),
+    }
+}
+
+fn workload_key(index: usize) -> WorkloadKey {
+    WorkloadKey {
+        kind: WorkloadKind::Deployment,
+        namespace: "bench".to_owned(),
+        name: format!("app-{index:05}"),
+    }
+}
+
 fn main() {
     let _profiler = dhat::Profiler::builder().testing().build();
-    println!("heap per watched Secret ({KEYS} keys each)");
+    let values: Vec<usize> = match std::env::var("ROLLSAFE_BENCH_VALUES").as_deref() {
+        Ok("small") => vec![64],
+        Ok("large") => vec![64 * 1024],
+        _ => vec![64, 64 * 1024],
+    };
     println!(
-        "{:>8} {:>8} {:>14} {:>14} {:>8}",
-        "value", "objects", "rollsafe B/obj", "full B/obj", "ratio"
+        "{SECRETS} Secrets ({KEYS} keys each) + {WORKLOADS} opted-in Deployments (3 references each); heap per watched object"
     );
-    for (label, value_len, count) in [("64 B", 64, 10_000), ("64 KiB", 64 * 1024, 1_000)] {
-        let objects: Vec<Value> = (0..count).map(|i| secret(i, value_len)).collect();
-
+    println!(
+        "{:>8} {:>16} {:>14} {:>8} {:>16} {:>14} {:>8}",
+        "value",
+        "rollsafe B/Secret",
+        "full B/Secret",
+        "ratio",
+        "rollsafe B/workl.",
+        "full B/workl.",
+        "ratio"
+    );
+    for value_len in values {
+        // Objects are generated one at a time and dropped once reduced, so only the structure
+        // being measured is alive (the 64 KiB set is 2.6 GB as full objects).
         let before = heap();
-        let full: Vec<DynamicObject> = objects
-            .iter()
-            .map(|o| serde_json::from_value(o.clone()).unwrap())
+        let full: Vec<DynamicObject> = (0..SECRETS)
+            .map(|i| serde_json::from_value(secret(i, value_len)).unwrap())
             .collect();
-        let full_bytes = heap() - before;
+        let full_secrets = heap() - before;
+        drop(full);
+        let before = heap();
+        let full: Vec<DynamicObject> = (0..WORKLOADS)
+            .map(|i| serde_json::from_value(deployment(i)).unwrap())
+            .collect();
+        let full_workloads = heap() - before;
         drop(full);
 
         let before = heap();
         let mut cache = Cache::default();
-        for object in &objects {
-            let key = SourceKey {
-                kind: TargetKind::Secret,
-                namespace: "bench".to_owned(),
-                name: object["metadata"]["name"].as_str().unwrap().to_owned(),
-            };
-            cache.apply_source(key, SourceEntry::from_object(TargetKind::Secret, object));
+        for index in 0..SECRETS {
+            let object = secret(index, value_len);
+            let entry = SourceEntry::from_object(TargetKind::Secret, &object);
+            cache.apply_source(secret_key(&object), entry);
         }
-        let ours = heap() - before;
+        let ours_secrets = heap() - before;
+        let before = heap();
+        for index in 0..WORKLOADS {
+            let entry =
+                WorkloadEntry::from_object(WorkloadKind::Deployment, &deployment(index), false);
+            cache.apply_workload(workload_key(index), entry);
+        }
+        let ours_workloads = heap() - before;
         std::hint::black_box(&cache);
         drop(cache);
-        println!(
-            "{label:>8} {count:>8} {:>14} {:>14} {:>8.1}",
-            ours / count,
-            full_bytes / count,
-            full_bytes as f64 / ours as f64
-        );
-    }
-
-    let workloads = 2_000;
-    let objects: Vec<Value> = (0..workloads).map(deployment).collect();
-    let before = heap();
-    let mut cache = Cache::default();
-    for (index, object) in objects.iter().enumerate() {
-        let key = WorkloadKey {
-            kind: WorkloadKind::Deployment,
-            namespace: "bench".to_owned(),
-            name: format!("app-{index:05}"),
+        let label = if value_len >= 1024 {
+            format!("{} KiB", value_len / 1024)
+        } else {
+            format!("{value_len} B")
         };
-        cache.apply_workload(
-            key,
-            WorkloadEntry::from_object(WorkloadKind::Deployment, object, false),
+        println!(
+            "{label:>8} {:>16} {:>14} {:>8.1} {:>16} {:>14} {:>8.1}",
+            ours_secrets / SECRETS,
+            full_secrets / SECRETS,
+            full_secrets as f64 / ours_secrets as f64,
+            ours_workloads / WORKLOADS,
+            full_workloads / WORKLOADS,
+            full_workloads as f64 / ours_workloads as f64,
         );
     }
-    let ours = heap() - before;
-    std::hint::black_box(&cache);
-    let before = heap();
-    let full: Vec<DynamicObject> = objects
-        .iter()
-        .map(|o| serde_json::from_value(o.clone()).unwrap())
-        .collect();
-    let full_bytes = heap() - before;
-    std::hint::black_box(&full);
-    println!(
-        "heap per opted-in Deployment (3 references, reverse index included): rollsafe {} B, full {} B, ratio {:.1}",
-        ours / workloads,
-        full_bytes / workloads,
-        full_bytes as f64 / ours as f64
-    );
 }

@@ -3,7 +3,7 @@
 //! index from each source to the workloads that consume it. Never Secret or ConfigMap data,
 //! never a whole object.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use base64::Engine as _;
 use rollsafe_core::reference::{ConfigRef, TargetKind};
@@ -11,7 +11,7 @@ use rollsafe_core::workload::WorkloadKind;
 use serde_json::Value;
 
 use crate::annotations::{self, CONFIG_RECORD, OptIn, RESTART_ON_CHANGE, WATCH};
-use crate::consumption::{self, Consumption};
+use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Deferral, Facts, HALTED, Plan};
 use crate::digest::{Fingerprinter, SourceDigest, value_digest};
 
@@ -112,11 +112,62 @@ impl SourceEntry {
     }
 }
 
+/// What a workload consumes, kept compact: the (object, keys) pairs in one boxed slice, sorted
+/// like the [`Consumption`] map it came from (a `BTreeMap` allocates a node of eleven slots
+/// even for one entry). Keys `None`: every key (a whole-object reference).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Consumed(Box<[(ConfigRef, Option<KeyList>)]>);
+
+/// The consumed keys of one object, sorted.
+type KeyList = Box<[Box<str>]>;
+
+impl Consumed {
+    /// Compacts a consumption.
+    pub fn new(consumption: Consumption) -> Self {
+        Self(
+            consumption
+                .into_iter()
+                .map(|(config, keys)| {
+                    let keys = match keys {
+                        Keys::All => None,
+                        Keys::Some(keys) => Some(keys.into_iter().map(Box::from).collect()),
+                    };
+                    (config, keys)
+                })
+                .collect(),
+        )
+    }
+
+    /// The consumed objects, in order.
+    pub fn objects(&self) -> impl Iterator<Item = &ConfigRef> {
+        self.0.iter().map(|(config, _)| config)
+    }
+
+    /// The consumption as the digest reads it.
+    pub fn expand(&self) -> Consumption {
+        self.0
+            .iter()
+            .map(|(config, keys)| {
+                let keys = match keys {
+                    None => Keys::All,
+                    Some(keys) => Keys::Some(keys.iter().map(|k| k.to_string()).collect()),
+                };
+                (config.clone(), keys)
+            })
+            .collect()
+    }
+
+    /// Nothing consumed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// What is kept of one workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadEntry {
     /// What it consumes (empty when not opted in).
-    pub consumption: Consumption,
+    pub consumption: Consumed,
     /// The facts the decision needs.
     pub facts: Facts,
     /// The inspected patch preconditions and shapes; `None` when the object cannot be patched
@@ -141,7 +192,7 @@ impl WorkloadEntry {
         };
         let consumption = consumption::consumption(&opt_in, object.pointer("/spec/template"));
         WorkloadEntry {
-            consumption,
+            consumption: Consumed::new(consumption),
             facts: Facts {
                 watched: opt_in != OptIn::Off,
                 record: annotation(CONFIG_RECORD).map(str::to_owned),
@@ -159,7 +210,9 @@ impl WorkloadEntry {
 pub struct Cache {
     sources: HashMap<SourceKey, SourceEntry>,
     workloads: HashMap<WorkloadKey, WorkloadEntry>,
-    consumers: HashMap<SourceKey, BTreeSet<WorkloadKey>>,
+    /// Source → the workloads consuming it, as (kind, name) sorted: a workload consumes only
+    /// objects of its own namespace, which the source key already holds.
+    consumers: HashMap<SourceKey, Vec<(WorkloadKind, Box<str>)>>,
 }
 
 impl Cache {
@@ -186,18 +239,30 @@ impl Cache {
     }
 
     /// The workloads that consume a source.
-    pub fn consumers(&self, key: &SourceKey) -> impl Iterator<Item = &WorkloadKey> {
-        self.consumers.get(key).into_iter().flatten()
+    pub fn consumers<'a>(&'a self, key: &'a SourceKey) -> impl Iterator<Item = WorkloadKey> + 'a {
+        self.consumers
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(|(kind, name)| WorkloadKey {
+                kind: *kind,
+                namespace: key.namespace.clone(),
+                name: name.to_string(),
+            })
     }
 
     /// Records a workload's current state and re-indexes what it consumes.
     pub fn apply_workload(&mut self, key: WorkloadKey, entry: WorkloadEntry) {
         self.unindex(&key);
-        for config in entry.consumption.keys() {
-            self.consumers
+        let member = (key.kind, Box::<str>::from(key.name.as_str()));
+        for config in entry.consumption.objects() {
+            let list = self
+                .consumers
                 .entry(source_key(&key.namespace, config))
-                .or_default()
-                .insert(key.clone());
+                .or_default();
+            if let Err(at) = list.binary_search(&member) {
+                list.insert(at, member.clone());
+            }
         }
         self.workloads.insert(key, entry);
     }
@@ -212,11 +277,14 @@ impl Cache {
         let Some(old) = self.workloads.get(key) else {
             return;
         };
-        for config in old.consumption.keys() {
+        let member = (key.kind, Box::<str>::from(key.name.as_str()));
+        for config in old.consumption.objects() {
             let source = source_key(&key.namespace, config);
-            if let Some(set) = self.consumers.get_mut(&source) {
-                set.remove(key);
-                if set.is_empty() {
+            if let Some(list) = self.consumers.get_mut(&source) {
+                if let Ok(at) = list.binary_search(&member) {
+                    list.remove(at);
+                }
+                if list.is_empty() {
                     self.consumers.remove(&source);
                 }
             }
@@ -268,7 +336,7 @@ impl Cache {
     /// The digest of what a workload consumes now.
     pub fn digest(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
-        Some(fingerprinter.digest(&entry.consumption, |config| {
+        Some(fingerprinter.digest(&entry.consumption.expand(), |config| {
             self.sources
                 .get(&source_key(&key.namespace, config))
                 .map(|s| &s.digest)
@@ -278,7 +346,7 @@ impl Cache {
     /// The record of what a workload consumes now (see [`Fingerprinter::record`]).
     pub fn record(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
-        Some(fingerprinter.record(&entry.consumption, |config| {
+        Some(fingerprinter.record(&entry.consumption.expand(), |config| {
             self.sources
                 .get(&source_key(&key.namespace, config))
                 .map(|s| &s.digest)
@@ -288,7 +356,7 @@ impl Cache {
     /// Whether every object a workload consumes exists.
     pub fn sources_present(&self, key: &WorkloadKey) -> bool {
         self.workloads.get(key).is_some_and(|entry| {
-            entry.consumption.keys().all(|config| {
+            entry.consumption.objects().all(|config| {
                 self.sources
                     .contains_key(&source_key(&key.namespace, config))
             })
@@ -408,7 +476,7 @@ mod tests {
         cache.apply_workload(wkey("web"), entry(Some("password")));
         assert_eq!(
             cache.consumers(&skey("db")).collect::<Vec<_>>(),
-            [&wkey("web")]
+            [wkey("web")]
         );
         cache.apply_workload(wkey("web"), entry(None));
         assert_eq!(cache.consumers(&skey("db")).count(), 0);

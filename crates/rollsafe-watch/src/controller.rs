@@ -571,7 +571,7 @@ impl Controller {
     }
 
     fn schedule_consumers(&mut self, key: &SourceKey, now: Instant, window: Duration) {
-        let consumers: Vec<WorkloadKey> = self.cache.consumers(key).cloned().collect();
+        let consumers: Vec<WorkloadKey> = self.cache.consumers(key).collect();
         for workload in consumers {
             self.debouncer.schedule(&workload, now, window);
             self.first_change.entry(workload.clone()).or_insert(now);
