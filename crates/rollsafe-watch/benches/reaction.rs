@@ -2,10 +2,12 @@
 //!
 //! Run: `cargo bench -p rollsafe-watch --bench reaction`.
 //!
-//! - Reaction: 200 Secrets, each consumed by one opted-in Deployment, debounce 0. Each Secret is
-//!   changed in turn (the change acknowledged by the API server), and the time until the roll
-//!   patch is acknowledged is recorded: p50/p99, against the p50/p99 of a bare JSON Patch round
-//!   trip to the same server.
+//! The scale: 10,000 Secrets (one key of 64 bytes, or `ROLLSAFE_BENCH_VALUE_BYTES`) and
+//! 2,000 opted-in Deployments, each consuming one of them by key.
+//!
+//! - Reaction: debounce 0; 200 consumed Secrets are changed in turn (the change acknowledged by
+//!   the API server), and the time until the roll patch is acknowledged is recorded: p50/p99,
+//!   against the p50/p99 of a bare JSON Patch round trip to the same server.
 //! - Cold start: from the controller's start to ready (every watch listed once), against a raw
 //!   paged list (`limit=500`) of the same Secrets, ConfigMaps and workloads.
 
@@ -23,19 +25,26 @@ use rollsafe_watch::{Controller, Settings};
 use serde_json::{Value, json};
 
 const NS: &str = "bench";
+/// Changes measured.
 const N: usize = 200;
+const SECRETS: usize = 10_000;
+const WORKLOADS: usize = 2_000;
+/// Secrets per workload in the index space (workload `i` consumes Secret `i * STRIDE`).
+const STRIDE: usize = SECRETS / WORKLOADS;
 
-fn secret(index: usize, value: &str) -> Value {
+fn secret(index: usize, value: &str, len: usize) -> Value {
+    let mut bytes = value.as_bytes().to_vec();
+    bytes.resize(len.max(bytes.len()), b'x');
     json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": format!("s-{index:04}"), "namespace": NS},
-        "data": {"k": base64::engine::general_purpose::STANDARD.encode(value)}})
+        "metadata": {"name": format!("s-{index:05}"), "namespace": NS},
+        "data": {"k": base64::engine::general_purpose::STANDARD.encode(&bytes)}})
 }
 
 fn deployment(index: usize) -> Value {
-    let mut object = rollsafe_emulator::Handle::sample_deployment(NS, &format!("app-{index:04}"));
+    let mut object = rollsafe_emulator::Handle::sample_deployment(NS, &format!("app-{index:05}"));
     object["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "true"});
     object["spec"]["template"]["spec"]["containers"][0]["env"] = json!([
-        {"name": "K", "valueFrom": {"secretKeyRef": {"name": format!("s-{index:04}"), "key": "k"}}}
+        {"name": "K", "valueFrom": {"secretKeyRef": {"name": format!("s-{:05}", index * STRIDE), "key": "k"}}}
     ]);
     object
 }
@@ -52,8 +61,12 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let mut seeds: Vec<Value> = (0..N).map(|i| secret(i, "0")).collect();
-    seeds.extend((0..N).map(deployment));
+    let len: usize = std::env::var("ROLLSAFE_BENCH_VALUE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let mut seeds: Vec<Value> = (0..SECRETS).map(|i| secret(i, "0", len)).collect();
+    seeds.extend((0..WORKLOADS).map(deployment));
     let emu = Emulator::builder()
         .seed_objects(seeds)
         .start("127.0.0.1:0".parse().unwrap())
@@ -108,7 +121,7 @@ async fn main() {
     status.wait_for(|s| s.synced).await.unwrap();
     let cold = started.elapsed();
     status
-        .wait_for(|s| s.adoptions == N as u64 && s.pending == 0)
+        .wait_for(|s| s.adoptions == WORKLOADS as u64 && s.pending == 0)
         .await
         .unwrap();
 
@@ -117,7 +130,7 @@ async fn main() {
     for index in 0..N {
         let rolls = status.borrow().rolls;
         let changed = Instant::now();
-        emu.put_object(secret(index, "1")).unwrap();
+        emu.put_object(secret(index * STRIDE, "1", len)).unwrap();
         status.wait_for(|s| s.rolls > rolls).await.unwrap();
         reaction.push(changed.elapsed());
     }
@@ -133,7 +146,7 @@ async fn main() {
         .unwrap();
         let sent = Instant::now();
         api.patch(
-            &format!("app-{index:04}"),
+            &format!("app-{index:05}"),
             &PatchParams::default(),
             &Patch::Json::<()>(patch),
         )
@@ -151,7 +164,7 @@ async fn main() {
         percentile(&mut round_trip, 0.99),
     );
     println!(
-        "reaction over {N} Secret changes, debounce 0 (change acknowledged → roll patch acknowledged):"
+        "{SECRETS} Secrets ({len} B values), {WORKLOADS} opted-in Deployments; reaction over {N} Secret changes, debounce 0 (change acknowledged → roll patch acknowledged):"
     );
     println!(
         "  p50 {:.1} ms, p99 {:.1} ms; bare JSON Patch round trip p50 {:.1} ms, p99 {:.1} ms; ratio p50 {:.1}, p99 {:.1}",
