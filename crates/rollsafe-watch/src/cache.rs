@@ -205,14 +205,23 @@ impl WorkloadEntry {
     }
 }
 
+/// One Secret or ConfigMap slot: its state when it exists, and the workloads consuming it (the
+/// reverse index lives here, so an object's key is stored once). A slot with neither is dropped.
+#[derive(Debug, Default)]
+struct Slot {
+    entry: Option<SourceEntry>,
+    /// The consuming workloads as (kind, name), sorted: a workload consumes only objects of its
+    /// own namespace, which the key holds.
+    consumers: Vec<(WorkloadKind, Box<str>)>,
+}
+
 /// The caches and the reverse index.
 #[derive(Debug, Default)]
 pub struct Cache {
-    sources: HashMap<SourceKey, SourceEntry>,
+    sources: HashMap<SourceKey, Slot>,
+    /// Slots whose object exists.
+    present: usize,
     workloads: HashMap<WorkloadKey, WorkloadEntry>,
-    /// Source → the workloads consuming it, as (kind, name) sorted: a workload consumes only
-    /// objects of its own namespace, which the source key already holds.
-    consumers: HashMap<SourceKey, Vec<(WorkloadKind, Box<str>)>>,
 }
 
 impl Cache {
@@ -220,14 +229,16 @@ impl Cache {
     /// (uid, opt-out, a key or a value), i.e. whether its consumers need a new look; a
     /// label- or annotation-only change returns `false`.
     pub fn apply_source(&mut self, key: SourceKey, entry: SourceEntry) -> bool {
-        match self.sources.get_mut(&key) {
+        let slot = self.sources.entry(key).or_default();
+        match &mut slot.entry {
             Some(existing) => {
                 let changed = existing.digest != entry.digest;
                 *existing = entry;
                 changed
             }
-            None => {
-                self.sources.insert(key, entry);
+            empty => {
+                *empty = Some(entry);
+                self.present += 1;
                 true
             }
         }
@@ -235,15 +246,25 @@ impl Cache {
 
     /// Forgets a deleted source. Returns whether it was known.
     pub fn delete_source(&mut self, key: &SourceKey) -> bool {
-        self.sources.remove(key).is_some()
+        let Some(slot) = self.sources.get_mut(key) else {
+            return false;
+        };
+        let known = slot.entry.take().is_some();
+        if known {
+            self.present -= 1;
+        }
+        if slot.consumers.is_empty() {
+            self.sources.remove(key);
+        }
+        known
     }
 
     /// The workloads that consume a source.
     pub fn consumers<'a>(&'a self, key: &'a SourceKey) -> impl Iterator<Item = WorkloadKey> + 'a {
-        self.consumers
+        self.sources
             .get(key)
             .into_iter()
-            .flatten()
+            .flat_map(|slot| &slot.consumers)
             .map(|(kind, name)| WorkloadKey {
                 kind: *kind,
                 namespace: key.namespace.clone(),
@@ -251,15 +272,22 @@ impl Cache {
             })
     }
 
+    fn source(&self, namespace: &str, config: &ConfigRef) -> Option<&SourceEntry> {
+        self.sources
+            .get(&source_key(namespace, config))
+            .and_then(|slot| slot.entry.as_ref())
+    }
+
     /// Records a workload's current state and re-indexes what it consumes.
     pub fn apply_workload(&mut self, key: WorkloadKey, entry: WorkloadEntry) {
         self.unindex(&key);
         let member = (key.kind, Box::<str>::from(key.name.as_str()));
         for config in entry.consumption.objects() {
-            let list = self
-                .consumers
+            let list = &mut self
+                .sources
                 .entry(source_key(&key.namespace, config))
-                .or_default();
+                .or_default()
+                .consumers;
             if let Err(at) = list.binary_search(&member) {
                 list.insert(at, member.clone());
             }
@@ -280,12 +308,12 @@ impl Cache {
         let member = (key.kind, Box::<str>::from(key.name.as_str()));
         for config in old.consumption.objects() {
             let source = source_key(&key.namespace, config);
-            if let Some(list) = self.consumers.get_mut(&source) {
-                if let Ok(at) = list.binary_search(&member) {
-                    list.remove(at);
+            if let Some(slot) = self.sources.get_mut(&source) {
+                if let Ok(at) = slot.consumers.binary_search(&member) {
+                    slot.consumers.remove(at);
                 }
-                if list.is_empty() {
-                    self.consumers.remove(&source);
+                if slot.consumers.is_empty() && slot.entry.is_none() {
+                    self.sources.remove(&source);
                 }
             }
         }
@@ -310,12 +338,12 @@ impl Cache {
     ) -> Vec<SourceKey> {
         let gone: Vec<SourceKey> = self
             .sources
-            .keys()
-            .filter(|key| key.kind == kind && !keep(key))
-            .cloned()
+            .iter()
+            .filter(|(key, slot)| key.kind == kind && slot.entry.is_some() && !keep(key))
+            .map(|(key, _)| key.clone())
             .collect();
         for key in &gone {
-            self.sources.remove(key);
+            self.delete_source(key);
         }
         gone
     }
@@ -337,9 +365,7 @@ impl Cache {
     pub fn digest(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
         Some(fingerprinter.digest(&entry.consumption.expand(), |config| {
-            self.sources
-                .get(&source_key(&key.namespace, config))
-                .map(|s| &s.digest)
+            self.source(&key.namespace, config).map(|s| &s.digest)
         }))
     }
 
@@ -347,25 +373,23 @@ impl Cache {
     pub fn record(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
         Some(fingerprinter.record(&entry.consumption.expand(), |config| {
-            self.sources
-                .get(&source_key(&key.namespace, config))
-                .map(|s| &s.digest)
+            self.source(&key.namespace, config).map(|s| &s.digest)
         }))
     }
 
     /// Whether every object a workload consumes exists.
     pub fn sources_present(&self, key: &WorkloadKey) -> bool {
         self.workloads.get(key).is_some_and(|entry| {
-            entry.consumption.objects().all(|config| {
-                self.sources
-                    .contains_key(&source_key(&key.namespace, config))
-            })
+            entry
+                .consumption
+                .objects()
+                .all(|config| self.source(&key.namespace, config).is_some())
         })
     }
 
     /// Numbers of cached sources and workloads.
     pub fn len(&self) -> (usize, usize) {
-        (self.sources.len(), self.workloads.len())
+        (self.present, self.workloads.len())
     }
 
     /// Whether nothing is cached.
@@ -516,5 +540,35 @@ mod tests {
         assert!(!entry.facts.watched);
         assert_eq!(entry.opt_in_error, Some("watch_entry"));
         assert!(entry.consumption.is_empty());
+    }
+
+    #[test]
+    fn a_slot_keeps_consumers_of_a_missing_object_and_counts_only_existing_ones() {
+        let mut cache = Cache::default();
+        let entry = WorkloadEntry::from_object(
+            WorkloadKind::Deployment,
+            &deployment(Some("password")),
+            false,
+        );
+        cache.apply_workload(wkey("web"), entry);
+        assert_eq!(cache.len(), (0, 1));
+        assert_eq!(
+            cache.consumers(&skey("db")).collect::<Vec<_>>(),
+            [wkey("web")]
+        );
+        assert!(!cache.sources_present(&wkey("web")));
+        let db = secret("db", "u-1", "1", json!({"password": "eA=="}), json!({}));
+        assert!(cache.apply_source(
+            skey("db"),
+            SourceEntry::from_object(TargetKind::Secret, &db)
+        ));
+        assert_eq!(cache.len(), (1, 1));
+        assert!(cache.sources_present(&wkey("web")));
+        assert!(cache.delete_source(&skey("db")));
+        assert!(!cache.delete_source(&skey("db")), "already gone");
+        assert_eq!(cache.len(), (0, 1));
+        assert_eq!(cache.consumers(&skey("db")).count(), 1, "still consumed");
+        cache.delete_workload(&wkey("web"));
+        assert!(cache.is_empty());
     }
 }
