@@ -209,7 +209,8 @@ impl WorkloadEntry {
 /// reverse index lives here, so an object's key is stored once). A slot with neither is dropped.
 #[derive(Debug, Default)]
 struct Slot {
-    entry: Option<SourceEntry>,
+    /// Boxed, like workload entries: spare table capacity then costs a pointer per slot.
+    entry: Option<Box<SourceEntry>>,
     /// The consuming workloads as (kind, name), sorted: a workload consumes only objects of its
     /// own namespace, which the key holds.
     consumers: Vec<(WorkloadKind, Box<str>)>,
@@ -221,7 +222,9 @@ pub struct Cache {
     sources: HashMap<SourceKey, Slot>,
     /// Slots whose object exists.
     present: usize,
-    workloads: HashMap<WorkloadKey, WorkloadEntry>,
+    /// Entries are boxed: the table holds a key and a pointer per slot, so its spare capacity
+    /// (up to half of it after a resize) costs pointers, not whole entries.
+    workloads: HashMap<WorkloadKey, Box<WorkloadEntry>>,
 }
 
 impl Cache {
@@ -233,11 +236,11 @@ impl Cache {
         match &mut slot.entry {
             Some(existing) => {
                 let changed = existing.digest != entry.digest;
-                *existing = entry;
+                **existing = entry;
                 changed
             }
             empty => {
-                *empty = Some(entry);
+                *empty = Some(Box::new(entry));
                 self.present += 1;
                 true
             }
@@ -275,7 +278,7 @@ impl Cache {
     fn source(&self, namespace: &str, config: &ConfigRef) -> Option<&SourceEntry> {
         self.sources
             .get(&source_key(namespace, config))
-            .and_then(|slot| slot.entry.as_ref())
+            .and_then(|slot| slot.entry.as_deref())
     }
 
     /// Records a workload's current state and re-indexes what it consumes.
@@ -292,7 +295,7 @@ impl Cache {
                 list.insert(at, member.clone());
             }
         }
-        self.workloads.insert(key, entry);
+        self.workloads.insert(key, Box::new(entry));
     }
 
     /// Forgets a deleted workload.
@@ -321,7 +324,7 @@ impl Cache {
 
     /// One workload's entry.
     pub fn workload(&self, key: &WorkloadKey) -> Option<&WorkloadEntry> {
-        self.workloads.get(key)
+        self.workloads.get(key).map(Box::as_ref)
     }
 
     /// Every known workload.
