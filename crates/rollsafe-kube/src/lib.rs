@@ -32,6 +32,3 @@ pub use transport::Timeouts;
 
 /// The time type [`RestartRequest::at`] takes (`jiff::Timestamp`), re-exported for callers.
 pub use jiff::Timestamp;
-/// The contract's timestamp format, re-exported from its home in `rollsafe_core::time` for callers
-/// that already depend on this crate.
-pub use rollsafe_core::time::rfc3339_millis as restart_timestamp;

@@ -126,17 +126,18 @@ impl From<&RestartResult> for RestartFields {
     }
 }
 
-/// One audit line.
+/// The fields that open every record, in this order: when, what, which stage, who, on which
+/// Secret.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AuditLine {
+pub struct RecordHeader {
     /// RFC 3339 UTC with milliseconds.
     pub ts: String,
     /// Always [`APP`].
     pub app: &'static str,
     /// Always [`ACTION`].
     pub action: &'static str,
-    /// Always [`Stage::Result`].
+    /// Intent or result.
     pub stage: Stage,
     /// The caller's email.
     pub user: String,
@@ -144,6 +145,15 @@ pub struct AuditLine {
     pub namespace: String,
     /// Path Secret name.
     pub name: String,
+}
+
+/// One audit line.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditLine {
+    /// When, who, on what; the stage is always [`Stage::Result`].
+    #[serde(flatten)]
+    pub header: RecordHeader,
     /// Decision class.
     pub result: AuditResult,
     /// A static reason code, for refusals that have one (a reserved identity).
@@ -183,19 +193,26 @@ pub struct AuditBase {
 impl AuditBase {
     /// A line with this decision.
     pub fn line(self, result: AuditResult, restart: Option<RestartFields>) -> AuditLine {
+        let header = self.header(Stage::Result);
         AuditLine {
-            // RFC 3339 UTC with milliseconds, the format of the restart annotation.
-            ts: rollsafe_kube::restart_timestamp(jiff::Timestamp::now()),
-            app: APP,
-            action: ACTION,
-            stage: Stage::Result,
-            user: self.user,
-            namespace: self.namespace,
-            name: self.name,
+            header,
             result,
             reason: None,
             restart,
             request_id: self.request_id,
+        }
+    }
+
+    /// The opening fields of a record of this request, stamped now.
+    fn header(&self, stage: Stage) -> RecordHeader {
+        RecordHeader {
+            ts: rollsafe_core::time::rfc3339_millis(jiff::Timestamp::now()),
+            app: APP,
+            action: ACTION,
+            stage,
+            user: self.user.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
         }
     }
 
@@ -209,13 +226,7 @@ impl AuditBase {
     /// The intent record of a run about to patch `planned`.
     pub fn intent(&self, planned: Vec<WorkloadName>) -> IntentLine {
         IntentLine {
-            ts: rollsafe_kube::restart_timestamp(jiff::Timestamp::now()),
-            app: APP,
-            action: ACTION,
-            stage: Stage::Intent,
-            user: self.user.clone(),
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
+            header: self.header(Stage::Intent),
             planned,
             request_id: self.request_id.clone(),
         }
@@ -226,20 +237,9 @@ impl AuditBase {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IntentLine {
-    /// RFC 3339 UTC with milliseconds.
-    pub ts: String,
-    /// Always [`APP`].
-    pub app: &'static str,
-    /// Always [`ACTION`].
-    pub action: &'static str,
-    /// Always [`Stage::Intent`].
-    pub stage: Stage,
-    /// The caller's email.
-    pub user: String,
-    /// Path namespace.
-    pub namespace: String,
-    /// Path Secret name.
-    pub name: String,
+    /// When, who, on what; the stage is always [`Stage::Intent`].
+    #[serde(flatten)]
+    pub header: RecordHeader,
     /// Every workload the run is about to patch, by kind then name.
     pub planned: Vec<WorkloadName>,
     /// The request id of the run; its result line carries the same.
