@@ -91,3 +91,51 @@ the listed namespaces in cluster scope with a list; empty in cluster scope witho
   resources: ["deployments", "statefulsets", "daemonsets"]
   verbs: ["list", "patch"]
 {{- end -}}
+
+{{/* The controller's selector labels. */}}
+{{- define "rollsafe.controllerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "rollsafe.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{/* Labels every controller object carries. */}}
+{{- define "rollsafe.controllerLabels" -}}
+helm.sh/chart: {{ include "rollsafe.chart" . }}
+{{ include "rollsafe.controllerSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: rollsafe
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The ServiceAccount the controller runs as. */}}
+{{- define "rollsafe.controllerServiceAccountName" -}}
+{{- if .Values.controller.serviceAccount.create -}}
+{{- default (printf "%s-controller" (include "rollsafe.fullname" .)) .Values.controller.serviceAccount.name -}}
+{{- else -}}
+{{- required "controller.serviceAccount.name is required when controller.serviceAccount.create is false" .Values.controller.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the controller needs in every namespace it watches (docs/watch.md, RBAC): the watch
+streams (list + watch) of Secrets, ConfigMaps and the three workload kinds, the one JSON Patch
+per roll or record, and its Events. No get, no update, no delete.
+*/}}
+{{- define "rollsafe.controllerRules" -}}
+# The Secret and ConfigMap watch streams (crates/rollsafe-watch/src/controller.rs, watcher).
+- apiGroups: [""]
+  resources: ["secrets", "configmaps"]
+  verbs: ["list", "watch"]
+# The workload watch streams and the JSON Patch of a roll or a record.
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs: ["list", "watch", "patch"]
+# Rolled / Halted / RolloutDeferred Events (kube's Recorder: create, then patch on repeats).
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}

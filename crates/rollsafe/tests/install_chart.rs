@@ -45,6 +45,15 @@ fn modes() -> Vec<(&'static str, Value)> {
                 "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prometheus"}}}
             }),
         ),
+        ("controller", json!({"controller": {"enabled": true}})),
+        (
+            "controller-namespaces",
+            json!({"controller": {"enabled": true, "namespaces": ["team-a", "team-b"],
+                                  "selector": "tier=web", "all": true, "dryRun": true,
+                                  "debounce": "5s", "maxRollsPerMinute": 30, "burst": 5,
+                                  "flapLimit": "3/5m",
+                                  "fingerprintKey": {"existingSecret": "rollsafe-fingerprint"}}}),
+        ),
     ]
 }
 
@@ -105,6 +114,12 @@ fn every_mode_lints_strictly_and_matches_its_golden_render() {
 /// What must hold in every mode, whatever the snapshots say.
 fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
     let impersonation = values["impersonation"]["enabled"] == true;
+    let (controller, server): (Vec<Value>, Vec<Value>) = objects
+        .iter()
+        .cloned()
+        .partition(|o| o["metadata"]["labels"]["app.kubernetes.io/component"] == "controller");
+    check_controller(mode, values, &controller);
+    let objects = &server[..];
     for (kind, namespace, rule) in rules(objects) {
         let verbs: Vec<&str> = rule["verbs"]
             .as_array()
@@ -259,8 +274,140 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
             && !objects.iter().any(|o| o["metadata"]["name"]
                 .as_str()
                 .is_some_and(|n| n.contains("controller"))),
-        "{mode}: nothing of the controller is rendered"
+        "{mode}: the controller's objects all carry its component label"
     );
+}
+
+/// The controller's objects: none unless enabled; else its own ServiceAccount, a hardened
+/// Deployment with leader election, and exactly the RBAC of docs/watch.md.
+fn check_controller(mode: &str, values: &Value, objects: &[Value]) {
+    if values["controller"]["enabled"] != true {
+        assert!(
+            objects.is_empty(),
+            "{mode}: nothing of the controller is rendered"
+        );
+        return;
+    }
+    let account = of_kind(objects, "ServiceAccount");
+    assert_eq!(account.len(), 1, "{mode}: its own ServiceAccount");
+    assert_eq!(account[0]["automountServiceAccountToken"], false);
+    let account = account[0]["metadata"]["name"].as_str().unwrap();
+    assert_ne!(
+        account,
+        format!("{RELEASE}-rollsafe"),
+        "{mode}: not the server's"
+    );
+
+    let deployment = of_kind(objects, "Deployment");
+    assert_eq!(deployment.len(), 1);
+    let pod = &deployment[0]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], account);
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = &pod["containers"][0];
+    assert_eq!(container["args"], json!(["watch", "--leader-elect"]));
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["port"], "metrics");
+    assert!(container["resources"]["limits"]["memory"].is_string());
+    let template = &deployment[0]["spec"]["template"]["metadata"];
+    assert_eq!(template["annotations"]["prometheus.io/scrape"], "true");
+    assert_eq!(template["annotations"]["prometheus.io/path"], "/metrics");
+    let env = container["env"].as_array().unwrap();
+    let variable = |name: &str| env.iter().find(|e| e["name"] == name).map(|e| &e["value"]);
+    assert_eq!(
+        variable("ROLLSAFE_WATCH_LEASE_NAMESPACE"),
+        Some(&json!(NAMESPACE))
+    );
+    if values["controller"]["fingerprintKey"]["existingSecret"].is_string() {
+        let file = variable("ROLLSAFE_WATCH_FINGERPRINT_KEY_FILE")
+            .unwrap()
+            .as_str()
+            .unwrap();
+        let mount = container["volumeMounts"][0]["mountPath"].as_str().unwrap();
+        assert!(
+            file.starts_with(mount),
+            "{mode}: the key file is in the mounted Secret"
+        );
+        assert_eq!(
+            pod["volumes"][0]["secret"]["secretName"],
+            "rollsafe-fingerprint"
+        );
+    }
+
+    // Every binding names the controller's ServiceAccount, never the server's.
+    for binding in objects
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+    {
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}])
+        );
+    }
+    let workload_rules = json!([
+        {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets"],
+         "verbs": ["list", "watch", "patch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}
+    ]);
+    let lease_rules = json!([
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "resourceNames": ["rollsafe-watch"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}
+    ]);
+    let roles: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+        .collect();
+    let (lease, workload): (Vec<&Value>, Vec<&Value>) = roles
+        .into_iter()
+        .partition(|r| r["metadata"]["name"].as_str().unwrap().ends_with("-lease"));
+    assert_eq!(lease.len(), 1);
+    assert_eq!(
+        lease[0]["kind"], "Role",
+        "{mode}: Leases never cluster-wide"
+    );
+    assert_eq!(lease[0]["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(lease[0]["rules"], lease_rules, "{mode}");
+    match values["controller"]["namespaces"].as_array() {
+        None => {
+            assert_eq!(workload.len(), 1);
+            assert_eq!(workload[0]["kind"], "ClusterRole");
+        }
+        Some(namespaces) => {
+            let mut seen: Vec<&str> = workload
+                .iter()
+                .map(|r| {
+                    assert_eq!(
+                        r["kind"], "Role",
+                        "{mode}: Roles in the listed namespaces only"
+                    );
+                    r["metadata"]["namespace"].as_str().unwrap()
+                })
+                .collect();
+            seen.sort();
+            let wanted: Vec<&str> = namespaces.iter().map(|n| n.as_str().unwrap()).collect();
+            assert_eq!(seen, wanted, "{mode}");
+        }
+    }
+    for role in workload {
+        assert_eq!(role["rules"], workload_rules, "{mode}");
+    }
 }
 
 #[test]
@@ -280,8 +427,20 @@ fn the_schema_refuses_bad_values_at_install_time() {
     let Some(python) = helm_python() else { return };
     let refused = [
         (
-            "the controller is not released",
-            json!({"controller": {"enabled": true}}),
+            "a controller running as root",
+            json!({"controller": {"enabled": true, "podSecurityContext": {"runAsNonRoot": false, "runAsUser": 0}}}),
+        ),
+        (
+            "a controller debounce without a unit",
+            json!({"controller": {"enabled": true, "debounce": "2"}}),
+        ),
+        (
+            "a controller Lease moved through extraEnv",
+            json!({"controller": {"enabled": true, "extraEnv": [{"name": "ROLLSAFE_WATCH_LEASE_NAME", "value": "x"}]}}),
+        ),
+        (
+            "a controller namespace that is not a DNS label",
+            json!({"controller": {"enabled": true, "namespaces": ["Team_A"]}}),
         ),
         (
             "an unknown scope",

@@ -1,6 +1,8 @@
 //! Every environment variable the chart sets on the server names a setting `rollsafe serve`
 //! has: a typo would be ignored silently by the binary and leave a default in force (for
-//! example restarts disabled, or impersonation off).
+//! example restarts disabled, or impersonation off). The same holds for the controller and
+//! `rollsafe watch` (a misspelt variable would leave, say, dry-run off or every namespace
+//! watched).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -42,6 +44,57 @@ fn the_chart_sets_only_settings_the_server_reads() {
             assert!(
                 known.contains(name),
                 "the chart sets {name}, which `rollsafe serve` does not read; it reads {known:?}"
+            );
+        }
+    }
+}
+
+/// The `[env: NAME=…]` entries of `rollsafe watch --help`: what the command reads.
+fn watch_variables() -> BTreeSet<String> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rollsafe"))
+        .args(["watch", "--help"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "rollsafe watch --help failed");
+    let help = String::from_utf8(output.stdout).unwrap();
+    let known: BTreeSet<String> = help
+        .split("[env: ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', ']']).next())
+        .map(str::to_owned)
+        .chain(PROCESS_VARIABLES.iter().map(|v| v.to_string()))
+        .collect();
+    assert!(
+        known.contains("ROLLSAFE_WATCH_LEASE_NAME"),
+        "the help lists the variables: {help}"
+    );
+    known
+}
+
+#[test]
+fn the_chart_sets_only_settings_the_controller_reads() {
+    let Some(python) = helm_python() else { return };
+    let known = watch_variables();
+    let everything = json!({"controller": {
+        "enabled": true, "namespaces": ["a", "b"], "selector": "tier=web", "all": true,
+        "dryRun": true, "fingerprintKey": {"existingSecret": "key"}
+    }});
+    for values in [json!({"controller": {"enabled": true}}), everything] {
+        let objects = objects(&render(&python, &values));
+        let deployment = of_kind(&objects, "Deployment")
+            .into_iter()
+            .find(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "controller")
+            .unwrap();
+        let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap();
+        assert!(env.len() >= 8, "{values}: the settings are set");
+        for variable in env {
+            let name = variable["name"].as_str().unwrap();
+            assert!(
+                known.contains(name),
+                "the chart sets {name}, which `rollsafe watch` does not read; it reads {known:?}"
             );
         }
     }
