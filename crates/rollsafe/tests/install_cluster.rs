@@ -14,6 +14,10 @@
 //!     impersonating a ServiceAccount — the RBAC is minimal; each denial is read from the
 //!     emulator's request log;
 //! (c) a rotated token file is picked up without a restart.
+//!
+//! The controller likewise: its ServiceAccount and RBAC applied, `rollsafe watch
+//! --leader-elect` run with the chart's environment and that identity adopts and rolls a
+//! workload in its namespace, holds the Lease, and is refused outside its scope.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -35,6 +39,9 @@ const SA_USER: &str = "system:serviceaccount:rollsafe:rs-rollsafe";
 const SA_TOKEN: &str = "sa-token-first";
 const ROTATED_USER: &str = "system:serviceaccount:rollsafe:rs-rollsafe-rotated";
 const ROTATED_TOKEN: &str = "sa-token-rotated";
+const CONTROLLER_SA: &str = "rs-rollsafe-controller";
+const CONTROLLER_USER: &str = "system:serviceaccount:rollsafe:rs-rollsafe-controller";
+const CONTROLLER_TOKEN: &str = "controller-token";
 
 fn consumer(namespace: &str, name: &str, secret: &str) -> Value {
     json!({
@@ -258,8 +265,18 @@ fn write_atomically(path: &Path, text: &str) {
 }
 
 fn denied(log: &[RequestLogEntry], verb: &str, resource: &str, namespace: Option<&str>) -> bool {
+    denied_to(SA_USER, log, verb, resource, namespace)
+}
+
+fn denied_to(
+    user: &str,
+    log: &[RequestLogEntry],
+    verb: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> bool {
     log.iter().any(|e| {
-        e.user.as_deref() == Some(SA_USER)
+        e.user.as_deref() == Some(user)
             && e.verb.as_deref() == Some(verb)
             && e.resource.as_deref() == Some(resource)
             && e.namespace.as_deref() == namespace
@@ -287,6 +304,11 @@ async fn cluster() -> Option<Cluster> {
         .identity(
             ROTATED_USER,
             ROTATED_TOKEN,
+            &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
+        )
+        .identity(
+            CONTROLLER_USER,
+            CONTROLLER_TOKEN,
             &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
         )
         .start("127.0.0.1:0".parse().unwrap())
@@ -813,4 +835,252 @@ fn base64_decode(text: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
         .decode(text)
         .unwrap()
+}
+
+/// `rollsafe watch` as the chart's controller Deployment runs it: its arguments and
+/// environment, no kubeconfig, the controller's ServiceAccount directory; the admin listener
+/// on a free loopback port.
+fn watch_in_cluster(
+    deployment: &Value,
+    emulator: &RunningEmulator,
+    service_account_dir: &Path,
+    home: &Path,
+) -> Server {
+    let port = free_port();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"));
+    for arg in container["args"].as_array().unwrap() {
+        command.arg(arg.as_str().unwrap());
+    }
+    command.env_clear();
+    for variable in container["env"].as_array().unwrap() {
+        if let Some(value) = variable["value"].as_str() {
+            command.env(variable["name"].as_str().unwrap(), value);
+        }
+    }
+    command
+        .env("ROLLSAFE_WATCH_ADMIN_LISTEN", format!("127.0.0.1:{port}"))
+        .env("ROLLSAFE_WATCH_INSTANCE", "controller-0")
+        .env("HOME", home)
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env(
+            "KUBERNETES_SERVICE_PORT",
+            emulator.addr().port().to_string(),
+        )
+        .env("ROLLSAFE_SERVICEACCOUNT_DIR", service_account_dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = command.spawn().unwrap();
+    let controller = Server { child, port };
+    poll("the controller to be ready", || {
+        (http_status(port, "/readyz") == Some(200)).then_some(())
+    });
+    controller
+}
+
+fn annotation<'a>(object: &'a Value, pointer: &str, key: &str) -> Option<&'a str> {
+    object.pointer(pointer)?.get(key)?.as_str()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn controller_rbac_is_sufficient_and_minimal_in_cluster() {
+    let Some(cluster) = cluster().await else {
+        return;
+    };
+    let values = json!({"controller": {"enabled": true, "namespaces": ["team-a"], "all": true,
+                                       "debounce": "100ms"}});
+    let applied: Vec<Value> = chart_objects(&cluster.python, &values)
+        .into_iter()
+        .filter(|o| o["metadata"]["labels"]["app.kubernetes.io/component"] == "controller")
+        .collect();
+    let kubeconfig = cluster.dir.path().join("kubeconfig");
+    kubectl_apply(&cluster.kubectl, &kubeconfig, &applied, cluster.dir.path());
+    let service_account = cluster
+        .emulator
+        .get_object("serviceaccounts", Some(NAMESPACE), CONTROLLER_SA)
+        .expect("the controller's ServiceAccount was applied");
+    assert_eq!(service_account["automountServiceAccountToken"], false);
+    let deployment = objects(&render(&cluster.python, &values))
+        .into_iter()
+        .find(|o| {
+            o["kind"] == "Deployment"
+                && o["metadata"]["labels"]["app.kubernetes.io/component"] == "controller"
+        })
+        .unwrap();
+
+    let sa_dir = cluster.dir.path().join("controller-serviceaccount");
+    std::fs::create_dir_all(&sa_dir).unwrap();
+    std::fs::write(sa_dir.join("token"), CONTROLLER_TOKEN).unwrap();
+    std::fs::write(sa_dir.join("ca.crt"), cluster.emulator.ca_pem()).unwrap();
+    std::fs::write(sa_dir.join("namespace"), NAMESPACE).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    cluster.emulator.clear_requests();
+    let _controller = watch_in_cluster(&deployment, &cluster.emulator, &sa_dir, home.path());
+
+    // (a) Sufficient: the workload in scope is adopted, then rolled when its Secret changes.
+    let workload = || {
+        cluster
+            .emulator
+            .get_object("deployments", Some("team-a"), "web")
+            .unwrap()
+    };
+    poll("the adoption", || {
+        annotation(
+            &workload(),
+            "/metadata/annotations",
+            "rollsafe.dev/config-record",
+        )
+        .map(|_| ())
+    });
+    assert!(
+        annotation(
+            &workload(),
+            "/spec/template/metadata/annotations",
+            "rollsafe.dev/config-hash"
+        )
+        .is_none(),
+        "an adoption rolls nothing"
+    );
+    let mut secret = cluster
+        .emulator
+        .get_object("secrets", Some("team-a"), "db-credentials")
+        .unwrap();
+    secret["data"]["password"] = json!("cm90YXRlZA==");
+    cluster.emulator.put_object(secret).unwrap();
+    poll("the roll", || {
+        annotation(
+            &workload(),
+            "/spec/template/metadata/annotations",
+            "rollsafe.dev/config-hash",
+        )
+        .map(|_| ())
+    });
+    let lease = cluster
+        .emulator
+        .get_object("leases", Some(NAMESPACE), "rollsafe-watch")
+        .expect("the controller created its Lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "controller-0");
+    assert!(
+        annotation(
+            &cluster
+                .emulator
+                .get_object("deployments", Some("other"), "web")
+                .unwrap(),
+            "/metadata/annotations",
+            "rollsafe.dev/config-record"
+        )
+        .is_none(),
+        "nothing outside the watched namespace"
+    );
+    let log = cluster.emulator.requests();
+    let calls: Vec<&RequestLogEntry> = log
+        .iter()
+        .filter(|e| e.verb.is_some() && e.user.as_deref() == Some(CONTROLLER_USER))
+        .collect();
+    for entry in &calls {
+        // A 404 is the missing Lease before its creation; nothing may be refused.
+        assert!(
+            entry.status != 401 && entry.status != 403,
+            "the RBAC must allow the controller: {entry:?}"
+        );
+    }
+    for (verb, resource) in [
+        ("list", "secrets"),
+        ("watch", "secrets"),
+        ("list", "configmaps"),
+        ("list", "deployments"),
+        ("watch", "deployments"),
+        ("patch", "deployments"),
+        ("create", "leases"),
+        ("patch", "leases"),
+    ] {
+        assert!(
+            calls.iter().any(|e| e.is(verb, resource)),
+            "{verb} {resource} was made: {calls:#?}"
+        );
+    }
+
+    // (b) Minimal: the same identity outside what the chart grants.
+    cluster.emulator.clear_requests();
+    let connection =
+        rollsafe_kube::Connection::in_cluster(&rollsafe_kube::connection::InCluster::new(
+            "127.0.0.1",
+            cluster.emulator.addr().port(),
+            &sa_dir,
+        ))
+        .unwrap();
+    let client = connection.client(None);
+    let get = |path: &str| http::Request::get(path).body(Vec::new()).unwrap();
+    let merge = |path: &str| {
+        http::Request::patch(path)
+            .header("content-type", "application/merge-patch+json")
+            .body(br#"{"metadata":{"annotations":{"x":"y"}}}"#.to_vec())
+            .unwrap()
+    };
+    let delete = |path: &str| http::Request::delete(path).body(Vec::new()).unwrap();
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "rollsafe-watch", "namespace": NAMESPACE}});
+    let update = http::Request::put(
+        "/apis/coordination.k8s.io/v1/namespaces/rollsafe/leases/rollsafe-watch",
+    )
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&lease).unwrap())
+    .unwrap();
+    for request in [
+        get("/api/v1/namespaces/team-a/secrets/db-credentials"),
+        get("/apis/apps/v1/namespaces/team-a/deployments/web"),
+        get("/api/v1/namespaces/other/secrets"),
+        get("/api/v1/secrets"),
+        merge("/apis/apps/v1/namespaces/other/deployments/web"),
+        delete("/apis/apps/v1/namespaces/team-a/deployments/web"),
+        get("/apis/coordination.k8s.io/v1/namespaces/rollsafe/leases/another"),
+        merge("/apis/coordination.k8s.io/v1/namespaces/team-a/leases/rollsafe-watch"),
+        update,
+        delete("/apis/coordination.k8s.io/v1/namespaces/rollsafe/leases/rollsafe-watch"),
+    ] {
+        let refused = client.request_text(request).await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(status)) if status.code == 403),
+            "{refused:?}"
+        );
+    }
+    let log = cluster.emulator.requests();
+    let refused = |verb: &str, resource: &str, namespace: Option<&str>| {
+        denied_to(CONTROLLER_USER, &log, verb, resource, namespace)
+    };
+    assert!(
+        refused("get", "secrets", Some("team-a")),
+        "no get on Secrets"
+    );
+    assert!(
+        refused("list", "secrets", Some("other")),
+        "Secrets outside scope"
+    );
+    assert!(refused("list", "secrets", None), "Secrets cluster-wide");
+    assert!(
+        refused("get", "deployments", Some("team-a")),
+        "no get on workloads"
+    );
+    assert!(
+        refused("patch", "deployments", Some("other")),
+        "patch outside scope"
+    );
+    assert!(
+        refused("delete", "deployments", Some("team-a")),
+        "delete a workload"
+    );
+    assert!(refused("get", "leases", Some(NAMESPACE)), "another Lease");
+    assert!(
+        refused("patch", "leases", Some("team-a")),
+        "a Lease elsewhere"
+    );
+    assert!(
+        refused("update", "leases", Some(NAMESPACE)),
+        "update the Lease"
+    );
+    assert!(
+        refused("delete", "leases", Some(NAMESPACE)),
+        "delete the Lease"
+    );
 }
