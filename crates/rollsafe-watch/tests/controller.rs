@@ -30,6 +30,21 @@ struct Running {
 }
 
 impl Running {
+    /// Runs `controller` on its own task until `stop` is called.
+    fn spawn(controller: Controller) -> Running {
+        let status = controller.status();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            controller
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Running { status, stop, task }
+    }
+
     /// Waits (polling the published status, with a deadline) until `done` holds.
     async fn until(&mut self, what: &str, done: impl Fn(&Status) -> bool) -> Status {
         let waited = tokio::time::timeout(DEADLINE, self.status.wait_for(|s| done(s)))
@@ -74,18 +89,7 @@ impl Env {
     }
 
     fn controller(&self, settings: Settings) -> Running {
-        let controller = Controller::new(self.connection.client(None), settings);
-        let status = controller.status();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            controller
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Running { status, stop, task }
+        Running::spawn(Controller::new(self.connection.client(None), settings))
     }
 
     fn patches(&self, resource: &str, name: &str) -> Vec<rollsafe_emulator::RequestLogEntry> {
@@ -800,29 +804,12 @@ async fn the_admin_listener_serves_metrics_and_readiness() {
 
 #[tokio::test]
 async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
-    use rollsafe_watch::leader::{LeaseSettings, elect};
+    use rollsafe_watch::leader::elect;
     let env = Env::start(two_workloads()).await;
-    let lease = |identity: &str| LeaseSettings {
-        namespace: NS.to_owned(),
-        name: "rollsafe-watch".to_owned(),
-        identity: identity.to_owned(),
-        duration_seconds: 4,
-        grace_seconds: 3,
-    };
     let replica = |election: &rollsafe_watch::leader::Election| {
         let controller = Controller::new(env.connection.client(None), settings())
             .with_leadership(election.leader.clone());
-        let status = controller.status();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            controller
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Running { status, stop, task }
+        Running::spawn(controller)
     };
     let a = elect(env.connection.client(None), &lease("a"))
         .await
@@ -923,6 +910,17 @@ async fn namespaces_and_the_selector_limit_what_is_considered() {
 
 /// A client whose every request fails while `cut` is set: a replica cut off from the API
 /// server on its Lease connection only.
+/// The Lease both replicas of a leadership test contend for.
+fn lease(identity: &str) -> rollsafe_watch::leader::LeaseSettings {
+    rollsafe_watch::leader::LeaseSettings {
+        namespace: NS.to_owned(),
+        name: "rollsafe-watch".to_owned(),
+        identity: identity.to_owned(),
+        duration_seconds: 4,
+        grace_seconds: 3,
+    }
+}
+
 fn partitionable(client: kube::Client, cut: Arc<AtomicBool>) -> kube::Client {
     let namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
@@ -940,15 +938,8 @@ fn partitionable(client: kube::Client, cut: Arc<AtomicBool>) -> kube::Client {
 
 #[tokio::test]
 async fn a_leader_whose_renewals_fail_stops_patching_before_another_takes_over() {
-    use rollsafe_watch::leader::{LeaseSettings, elect};
+    use rollsafe_watch::leader::elect;
     let env = Env::start(two_workloads()).await;
-    let lease = |identity: &str| LeaseSettings {
-        namespace: NS.to_owned(),
-        name: "rollsafe-watch".to_owned(),
-        identity: identity.to_owned(),
-        duration_seconds: 4,
-        grace_seconds: 3,
-    };
     // a decides faster than b: without the rule it would patch before b does.
     let replica = |election: &rollsafe_watch::leader::Election, debounce: u64| {
         let settings = Settings {
@@ -957,17 +948,7 @@ async fn a_leader_whose_renewals_fail_stops_patching_before_another_takes_over()
         };
         let controller = Controller::new(env.connection.client(None), settings)
             .with_leadership(election.leader.clone());
-        let status = controller.status();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            controller
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Running { status, stop, task }
+        Running::spawn(controller)
     };
     let cut = Arc::new(AtomicBool::new(false));
     let a = elect(
