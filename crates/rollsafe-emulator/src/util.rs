@@ -1,4 +1,4 @@
-//! Small helpers: random ids, timestamps.
+//! Small helpers: random ids, timestamps, label maps as text.
 
 /// A version-4 UUID string (from the operating system's random source).
 pub fn uuid() -> String {
@@ -35,6 +35,20 @@ pub fn now_precise() -> String {
     jiff::Timestamp::now().to_string()
 }
 
+/// A JSON object of strings (labels, `matchLabels`) as `<key><kv><value>` pairs joined by `sep`,
+/// in the map's order; a value that is not a string reads as empty, and anything but an object
+/// gives the empty string.
+pub fn join_string_map(map: Option<&serde_json::Value>, kv: &str, sep: &str) -> String {
+    map.and_then(serde_json::Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}{kv}{}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(sep)
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +70,20 @@ mod tests {
         let t = now_seconds();
         assert_eq!(t.len(), 20);
         assert!(t.ends_with('Z'));
+    }
+
+    #[test]
+    fn string_maps_join_in_order() {
+        let map = serde_json::json!({"app": "web", "n": 1, "tier": "front"});
+        assert_eq!(
+            join_string_map(Some(&map), "=", ","),
+            "app=web,n=,tier=front"
+        );
+        assert_eq!(
+            join_string_map(Some(&map), ":", ", "),
+            "app:web, n:, tier:front"
+        );
+        assert_eq!(join_string_map(Some(&serde_json::json!("x")), "=", ","), "");
+        assert_eq!(join_string_map(None, "=", ","), "");
     }
 }

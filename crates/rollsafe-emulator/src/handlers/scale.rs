@@ -3,16 +3,8 @@
 use serde_json::{Value, json};
 
 pub fn scale_of(obj: &Value) -> Value {
-    let selector = obj
-        .pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+    let selector =
+        crate::util::join_string_map(obj.pointer("/spec/selector/matchLabels"), "=", ",");
     let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
     json!({
         "kind": "Scale",

@@ -316,15 +316,7 @@ fn count(o: &Value, pointers: &[&str]) -> usize {
 }
 
 fn pairs(map: Option<&Value>, empty: &str) -> String {
-    let joined = map
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+    let joined = crate::util::join_string_map(map, "=", ",");
     if joined.is_empty() {
         empty.to_string()
     } else {

@@ -246,15 +246,7 @@ fn validate_selector(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), Ap
                         .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
                 });
             if !matches {
-                let rendered = labels
-                    .and_then(Value::as_object)
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| format!("{k}:{}", v.as_str().unwrap_or("")))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
-                    .unwrap_or_default();
+                let rendered = util::join_string_map(labels, ":", ", ");
                 causes.push(FieldCause::invalid(
                     "spec.template.metadata.labels",
                     &format!("map[string]string{{{rendered}}}"),
