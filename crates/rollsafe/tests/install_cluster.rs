@@ -336,6 +336,44 @@ fn service_account_dir(cluster: &Cluster) -> PathBuf {
     dir
 }
 
+/// The chart's `rollsafe serve` running as its Deployment would, and what a test needs
+/// to call it: the session key the chart generated and the pod's ServiceAccount directory.
+struct Served {
+    home: tempfile::TempDir,
+    sa_dir: PathBuf,
+    session_secret: String,
+    server: Server,
+}
+
+/// Renders the chart with `values` and starts its server against the applied release,
+/// with the session key as the pod gets it: from the chart's Secret.
+fn serve_chart(cluster: &Cluster, values: &Value) -> Served {
+    let secret = cluster
+        .emulator
+        .get_object("secrets", Some(NAMESPACE), "rs-rollsafe-session")
+        .unwrap();
+    let session_secret = String::from_utf8(base64_decode(
+        secret["data"]["session-secret"].as_str().unwrap(),
+    ))
+    .unwrap();
+    let deployment = objects_of_render(&cluster.python, values, "Deployment");
+    let sa_dir = service_account_dir(cluster);
+    let home = tempfile::tempdir().unwrap();
+    let server = serve_in_cluster(
+        &deployment,
+        &cluster.emulator,
+        &sa_dir,
+        home.path(),
+        &session_secret,
+    );
+    Served {
+        home,
+        sa_dir,
+        session_secret,
+        server,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn namespace_scope_rbac_is_sufficient_and_minimal_in_cluster() {
     let Some(cluster) = cluster().await else {
@@ -581,24 +619,12 @@ async fn impersonation_rbac_is_restricted_to_the_listed_groups() {
         ],
         cluster.dir.path(),
     );
-    let secret = cluster
-        .emulator
-        .get_object("secrets", Some(NAMESPACE), "rs-rollsafe-session")
-        .unwrap();
-    let session_secret = String::from_utf8(base64_decode(
-        secret["data"]["session-secret"].as_str().unwrap(),
-    ))
-    .unwrap();
-    let deployment = objects_of_render(&cluster.python, &values, "Deployment");
-    let sa_dir = service_account_dir(&cluster);
-    let home = tempfile::tempdir().unwrap();
-    let server = serve_in_cluster(
-        &deployment,
-        &cluster.emulator,
-        &sa_dir,
-        home.path(),
-        &session_secret,
-    );
+    let Served {
+        home: _home,
+        sa_dir,
+        session_secret,
+        server,
+    } = serve_chart(&cluster, &values);
 
     // Sufficient: a caller in listed groups restarts; every workload call is impersonated.
     cluster.emulator.clear_requests();
@@ -703,24 +729,12 @@ async fn cluster_scope_with_a_namespace_list_grants_those_namespaces_only() {
     );
     let kubeconfig = cluster.dir.path().join("kubeconfig");
     kubectl_apply(&cluster.kubectl, &kubeconfig, &objects, cluster.dir.path());
-    let secret = cluster
-        .emulator
-        .get_object("secrets", Some(NAMESPACE), "rs-rollsafe-session")
-        .unwrap();
-    let session_secret = String::from_utf8(base64_decode(
-        secret["data"]["session-secret"].as_str().unwrap(),
-    ))
-    .unwrap();
-    let deployment = objects_of_render(&cluster.python, &values, "Deployment");
-    let sa_dir = service_account_dir(&cluster);
-    let home = tempfile::tempdir().unwrap();
-    let server = serve_in_cluster(
-        &deployment,
-        &cluster.emulator,
-        &sa_dir,
-        home.path(),
-        &session_secret,
-    );
+    let Served {
+        home: _home,
+        sa_dir,
+        session_secret,
+        server,
+    } = serve_chart(&cluster, &values);
 
     // Sufficient in the listed namespace.
     cluster.emulator.clear_requests();
@@ -764,24 +778,12 @@ async fn cluster_scope_uses_cluster_roles_and_still_cannot_write_or_list_secrets
     let objects = chart_objects(&cluster.python, &values);
     let kubeconfig = cluster.dir.path().join("kubeconfig");
     kubectl_apply(&cluster.kubectl, &kubeconfig, &objects, cluster.dir.path());
-    let secret = cluster
-        .emulator
-        .get_object("secrets", Some(NAMESPACE), "rs-rollsafe-session")
-        .unwrap();
-    let session_secret = String::from_utf8(base64_decode(
-        secret["data"]["session-secret"].as_str().unwrap(),
-    ))
-    .unwrap();
-    let deployment = objects_of_render(&cluster.python, &values, "Deployment");
-    let sa_dir = service_account_dir(&cluster);
-    let home = tempfile::tempdir().unwrap();
-    let server = serve_in_cluster(
-        &deployment,
-        &cluster.emulator,
-        &sa_dir,
-        home.path(),
-        &session_secret,
-    );
+    let Served {
+        home: _home,
+        sa_dir,
+        session_secret,
+        server,
+    } = serve_chart(&cluster, &values);
     cluster.emulator.clear_requests();
     let token = session_token(&session_secret, "alice@example.com", &["platform"]);
     for target in ["other/db-credentials", "team-a/db-credentials"] {
