@@ -326,13 +326,19 @@ async fn cluster() -> Option<Cluster> {
     })
 }
 
-/// A pod's ServiceAccount directory: the token, the cluster CA, the namespace.
+/// The server pod's ServiceAccount directory.
 fn service_account_dir(cluster: &Cluster) -> PathBuf {
-    let dir = cluster.dir.path().join("serviceaccount");
+    service_account_dir_named(cluster, "serviceaccount", SA_TOKEN)
+}
+
+/// A pod's ServiceAccount directory `name` under the cluster's directory: `token`, the
+/// cluster CA, the namespace.
+fn service_account_dir_named(cluster: &Cluster, name: &str, token: &str) -> PathBuf {
+    let dir = cluster.dir.path().join(name);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("token"), SA_TOKEN).unwrap();
+    std::fs::write(dir.join("token"), token).unwrap();
     std::fs::write(dir.join("ca.crt"), cluster.emulator.ca_pem()).unwrap();
-    std::fs::write(dir.join("namespace"), "rollsafe").unwrap();
+    std::fs::write(dir.join("namespace"), NAMESPACE).unwrap();
     dir
 }
 
@@ -911,11 +917,7 @@ async fn controller_rbac_is_sufficient_and_minimal_in_cluster() {
         })
         .unwrap();
 
-    let sa_dir = cluster.dir.path().join("controller-serviceaccount");
-    std::fs::create_dir_all(&sa_dir).unwrap();
-    std::fs::write(sa_dir.join("token"), CONTROLLER_TOKEN).unwrap();
-    std::fs::write(sa_dir.join("ca.crt"), cluster.emulator.ca_pem()).unwrap();
-    std::fs::write(sa_dir.join("namespace"), NAMESPACE).unwrap();
+    let sa_dir = service_account_dir_named(&cluster, "controller-serviceaccount", CONTROLLER_TOKEN);
     let home = tempfile::tempdir().unwrap();
     cluster.emulator.clear_requests();
     let _controller = watch_in_cluster(&deployment, &cluster.emulator, &sa_dir, home.path());
