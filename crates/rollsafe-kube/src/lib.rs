@@ -27,7 +27,7 @@ pub use engine::{
     RunObserver, restart_value,
 };
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
-pub use read::{ReadError, read_config_map, read_secret};
+pub use read::{ReadError, read_config_map, read_secret, read_workload};
 pub use transport::Timeouts;
 
 /// The time type [`RestartRequest::at`] takes (`jiff::Timestamp`), re-exported for callers.

@@ -1,11 +1,12 @@
-//! Single-object reads (a Secret, a ConfigMap) with a timeout, a body limit and the real HTTP
-//! status line, for preflight checks.
+//! Single-object reads (a Secret, a ConfigMap, a workload) with a timeout, a body limit and the
+//! real HTTP status line, for preflight checks and `render --previous-from-cluster`.
 
 use http::{Method, Request, StatusCode};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::client::Body;
 use rollsafe_core::failure::TransportFailure;
 use rollsafe_core::name::{ConfigMapName, Namespace, SecretName};
+use rollsafe_core::workload::WorkloadKind;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
@@ -53,7 +54,8 @@ pub async fn read_secret(
     name: &SecretName,
     timeout: std::time::Duration,
 ) -> Result<Option<Secret>, ReadError> {
-    read_object(client, "secrets", namespace, name.as_str(), timeout).await
+    let path = format!("/api/v1/namespaces/{namespace}/secrets/{name}");
+    read_object(client, path, timeout).await
 }
 
 /// Reads a ConfigMap; `Ok(None)` when it does not exist (404).
@@ -63,18 +65,30 @@ pub async fn read_config_map(
     name: &ConfigMapName,
     timeout: std::time::Duration,
 ) -> Result<Option<ConfigMap>, ReadError> {
-    read_object(client, "configmaps", namespace, name.as_str(), timeout).await
+    let path = format!("/api/v1/namespaces/{namespace}/configmaps/{name}");
+    read_object(client, path, timeout).await
 }
 
-/// Reads one core/v1 object. The names are validated types, so the path cannot be malformed.
-async fn read_object<K: DeserializeOwned>(
+/// Reads an `apps/v1` workload as JSON; `Ok(None)` when it does not exist (404). `name` must
+/// be a valid object name (a DNS-1123 subdomain): the caller checks it before asking.
+pub async fn read_workload(
     client: &kube::Client,
-    plural: &str,
+    kind: WorkloadKind,
     namespace: &Namespace,
     name: &str,
     timeout: std::time::Duration,
+) -> Result<Option<serde_json::Value>, ReadError> {
+    let plural = kind.plural();
+    let path = format!("/apis/apps/v1/namespaces/{namespace}/{plural}/{name}");
+    read_object(client, path, timeout).await
+}
+
+/// Reads the object at `path`, built from validated names so it cannot be malformed.
+async fn read_object<K: DeserializeOwned>(
+    client: &kube::Client,
+    path: String,
+    timeout: std::time::Duration,
 ) -> Result<Option<K>, ReadError> {
-    let path = format!("/api/v1/namespaces/{namespace}/{plural}/{name}");
     let request = Request::builder()
         .method(Method::GET)
         .uri(path)

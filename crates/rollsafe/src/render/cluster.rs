@@ -8,17 +8,13 @@
 
 use std::time::Duration;
 
-use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Limited};
-use kube::client::Body;
+use rollsafe_core::name::Namespace;
 use rollsafe_core::render::ResourceName;
-use rollsafe_core::validation::{is_dns1123_label, is_dns1123_subdomain};
+use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::workload::WorkloadKind;
+use rollsafe_kube::ReadError;
 use serde_json::Value;
 use thiserror::Error;
-
-/// The largest live object read.
-pub const MAX_OBJECT_BYTES: usize = 4 * 1024 * 1024;
 
 /// One workload whose live copy is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +22,7 @@ pub struct Target {
     /// The workload's kind.
     pub kind: WorkloadKind,
     /// The namespace it is applied into (its own, else the release's).
-    pub namespace: String,
+    pub namespace: Namespace,
     /// Its `metadata.name`.
     pub name: String,
 }
@@ -46,7 +42,10 @@ impl Target {
             .or_else(|| release_namespace.map(str::to_owned))
             .ok_or_else(|| ClusterError::NoNamespace(resource.clone()))?;
         let name = resource.name.clone().unwrap_or_default();
-        if !is_dns1123_label(&namespace) || !is_dns1123_subdomain(&name) {
+        let Ok(namespace) = namespace.parse::<Namespace>() else {
+            return Err(ClusterError::InvalidName(resource));
+        };
+        if !is_dns1123_subdomain(&name) {
             return Err(ClusterError::InvalidName(resource));
         }
         Ok(Self {
@@ -56,19 +55,10 @@ impl Target {
         })
     }
 
-    fn path(&self) -> String {
-        format!(
-            "/apis/apps/v1/namespaces/{}/{}/{}",
-            self.namespace,
-            self.kind.plural(),
-            self.name
-        )
-    }
-
     fn resource(&self) -> ResourceName {
         ResourceName {
             kind: self.kind.as_str().to_owned(),
-            namespace: Some(self.namespace.clone()),
+            namespace: Some(self.namespace.as_str().to_owned()),
             name: Some(self.name.clone()),
         }
     }
@@ -102,7 +92,20 @@ pub enum ClusterError {
     Decode(ResourceName),
 }
 
-/// Reads the live copy of each target, one `get` after the other; a 404 leaves it out.
+impl ClusterError {
+    /// The error for `resource` when its read failed with `error`.
+    fn from_read(resource: ResourceName, error: ReadError) -> Self {
+        match error {
+            ReadError::Status(status) => ClusterError::Status(resource, status),
+            ReadError::Transport(_) => ClusterError::Transport(resource),
+            ReadError::Timeout => ClusterError::Timeout(resource),
+            ReadError::Decode => ClusterError::Decode(resource),
+        }
+    }
+}
+
+/// Reads the live copy of each target, one `get` after the other, through
+/// [`rollsafe_kube::read_workload`]; a 404 leaves it out.
 pub async fn read_live(
     client: &kube::Client,
     targets: &[Target],
@@ -110,39 +113,29 @@ pub async fn read_live(
 ) -> Result<Vec<Value>, ClusterError> {
     let mut live = Vec::new();
     for target in targets {
-        let read = tokio::time::timeout(timeout, get(client, target))
-            .await
-            .unwrap_or_else(|_| Err(ClusterError::Timeout(target.resource())))?;
-        live.extend(read);
+        live.extend(get(client, target, timeout).await?);
     }
     Ok(live)
 }
 
-async fn get(client: &kube::Client, target: &Target) -> Result<Option<Value>, ClusterError> {
-    let request = Request::builder()
-        .method(Method::GET)
-        .uri(target.path())
-        .header(http::header::ACCEPT, "application/json")
-        .body(Body::empty())
-        .map_err(|_| ClusterError::InvalidName(target.resource()))?;
-    let response = client
-        .send(request)
-        .await
-        .map_err(|_| ClusterError::Transport(target.resource()))?;
-    let status = response.status();
-    if status == StatusCode::NOT_FOUND {
-        return Ok(None);
-    }
-    if !status.is_success() {
-        return Err(ClusterError::Status(target.resource(), status.as_u16()));
-    }
-    let body = Limited::new(response.into_body(), MAX_OBJECT_BYTES)
-        .collect()
-        .await
-        .map_err(|_| ClusterError::Decode(target.resource()))?
-        .to_bytes();
-    let mut object: Value =
-        serde_json::from_slice(&body).map_err(|_| ClusterError::Decode(target.resource()))?;
+async fn get(
+    client: &kube::Client,
+    target: &Target,
+    timeout: Duration,
+) -> Result<Option<Value>, ClusterError> {
+    let read = rollsafe_kube::read_workload(
+        client,
+        target.kind,
+        &target.namespace,
+        &target.name,
+        timeout,
+    )
+    .await;
+    let mut object = match read {
+        Ok(Some(object)) => object,
+        Ok(None) => return Ok(None),
+        Err(error) => return Err(ClusterError::from_read(target.resource(), error)),
+    };
     let matches = object.is_object()
         && object.pointer("/metadata/name").and_then(Value::as_str) == Some(target.name.as_str());
     if !matches {
@@ -151,7 +144,7 @@ async fn get(client: &kube::Client, target: &Target) -> Result<Option<Value>, Cl
     // The object as read is the previous copy; its kind is the one asked for.
     object["kind"] = Value::String(target.kind.as_str().to_owned());
     if object.pointer("/metadata/namespace").is_none() {
-        object["metadata"]["namespace"] = Value::String(target.namespace.clone());
+        object["metadata"]["namespace"] = Value::String(target.namespace.as_str().to_owned());
     }
     Ok(Some(object))
 }
