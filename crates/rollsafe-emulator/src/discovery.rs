@@ -1,6 +1,8 @@
 //! Discovery documents and the minimal OpenAPI v2 and v3 documents kubectl reads.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
@@ -157,8 +159,13 @@ pub fn openapi_v2_protobuf() -> Vec<u8> {
     doc
 }
 
-/// `/openapi/v3`: one entry per group/version.
-pub fn openapi_index() -> Value {
+/// `/openapi/v3`: one entry per group/version. Built once: it depends only on the resource table.
+pub fn openapi_index() -> &'static Value {
+    static INDEX: LazyLock<Value> = LazyLock::new(build_openapi_index);
+    &INDEX
+}
+
+fn build_openapi_index() -> Value {
     let mut paths = serde_json::Map::new();
     let mut gvs: Vec<(&str, &str)> = vec![("", "v1")];
     gvs.extend(resources::groups());
@@ -174,8 +181,22 @@ pub fn openapi_index() -> Value {
 
 /// `/openapi/v3/<gv>`: just enough for kubectl to learn that every kind supports server-side
 /// field validation (the `fieldValidation` parameter on its PATCH operation), so it leaves
-/// validation to the server.
-pub fn openapi_group_version(group: &str, version: &str) -> Value {
+/// validation to the server. The documents of the listed group/versions are built once (they
+/// depend only on the resource table); any other is built when asked for.
+pub fn openapi_group_version(group: &str, version: &str) -> Cow<'static, Value> {
+    static DOCS: LazyLock<Vec<((&str, &str), Value)>> = LazyLock::new(|| {
+        std::iter::once(("", "v1"))
+            .chain(resources::groups())
+            .map(|(g, v)| ((g, v), build_openapi_group_version(g, v)))
+            .collect()
+    });
+    match DOCS.iter().find(|((g, v), _)| *g == group && *v == version) {
+        Some((_, doc)) => Cow::Borrowed(doc),
+        None => Cow::Owned(build_openapi_group_version(group, version)),
+    }
+}
+
+fn build_openapi_group_version(group: &str, version: &str) -> Value {
     let mut paths = serde_json::Map::new();
     for id in resources::in_group_version(group, version) {
         let d = def(id);
@@ -236,5 +257,17 @@ mod tests {
         let doc = openapi_group_version("apps", "v1");
         let op = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "Deployment");
+    }
+
+    #[test]
+    fn openapi_documents_built_once_match_fresh_ones() {
+        let served = openapi_group_version("apps", "v1");
+        assert!(matches!(served, Cow::Borrowed(_)));
+        assert_eq!(*served, build_openapi_group_version("apps", "v1"));
+        assert_eq!(
+            *openapi_group_version("", "v1"),
+            build_openapi_group_version("", "v1")
+        );
+        assert_eq!(*openapi_index(), build_openapi_index());
     }
 }

@@ -48,7 +48,7 @@ pub fn non_resource(
             discovery::openapi_v2_protobuf(),
         ),
         Route::OpenApiV2 => json(200, &discovery::openapi_v2()),
-        Route::OpenApiIndex => json(200, &discovery::openapi_index()),
+        Route::OpenApiIndex => json(200, discovery::openapi_index()),
         Route::OpenApiGroupVersion(g, v) => json(200, &discovery::openapi_group_version(&g, &v)),
         _ => error(&ApiError::page_not_found()),
     }
