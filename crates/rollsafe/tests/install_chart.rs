@@ -187,19 +187,7 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
             assert_eq!(restart_roles[0]["kind"], "ClusterRole");
         }
         (false, Some("cluster"), Some(namespaces)) => {
-            let mut seen: Vec<&str> = restart_roles
-                .iter()
-                .map(|r| {
-                    assert_eq!(
-                        r["kind"], "Role",
-                        "{mode}: Roles in the listed namespaces only"
-                    );
-                    r["metadata"]["namespace"].as_str().unwrap()
-                })
-                .collect();
-            seen.sort();
-            let wanted: Vec<&str> = namespaces.iter().map(|n| n.as_str().unwrap()).collect();
-            assert_eq!(seen, wanted, "{mode}");
+            assert_roles_in(mode, &restart_roles, namespaces);
         }
         (false, _, _) => {
             assert_eq!(restart_roles.len(), 1);
@@ -276,6 +264,23 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
                 .is_some_and(|n| n.contains("controller"))),
         "{mode}: the controller's objects all carry its component label"
     );
+}
+
+/// `roles` are Roles, one in each of the listed `namespaces` and nowhere else.
+fn assert_roles_in(mode: &str, roles: &[&Value], namespaces: &[Value]) {
+    let mut seen: Vec<&str> = roles
+        .iter()
+        .map(|r| {
+            assert_eq!(
+                r["kind"], "Role",
+                "{mode}: Roles in the listed namespaces only"
+            );
+            r["metadata"]["namespace"].as_str().unwrap()
+        })
+        .collect();
+    seen.sort();
+    let wanted: Vec<&str> = namespaces.iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(seen, wanted, "{mode}");
 }
 
 /// The controller's objects: none unless enabled; else its own ServiceAccount, a hardened
@@ -390,19 +395,7 @@ fn check_controller(mode: &str, values: &Value, objects: &[Value]) {
             assert_eq!(workload[0]["kind"], "ClusterRole");
         }
         Some(namespaces) => {
-            let mut seen: Vec<&str> = workload
-                .iter()
-                .map(|r| {
-                    assert_eq!(
-                        r["kind"], "Role",
-                        "{mode}: Roles in the listed namespaces only"
-                    );
-                    r["metadata"]["namespace"].as_str().unwrap()
-                })
-                .collect();
-            seen.sort();
-            let wanted: Vec<&str> = namespaces.iter().map(|n| n.as_str().unwrap()).collect();
-            assert_eq!(seen, wanted, "{mode}");
+            assert_roles_in(mode, &workload, namespaces);
         }
     }
     for role in workload {
