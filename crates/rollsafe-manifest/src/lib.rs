@@ -106,6 +106,26 @@ impl Document {
         }
         out.into_iter()
     }
+
+    /// The objects of this document, mutably, in order, with their positions.
+    fn objects_mut(&mut self) -> impl Iterator<Item = (Position, &mut Value)> {
+        let mut out = Vec::new();
+        let mut items = Vec::new();
+        match &mut self.body {
+            Body::Empty => {}
+            Body::Single(value) | Body::List(value) => {
+                collect_mut(value, self.number, &mut items, &mut out);
+            }
+            Body::Sequence(values) => {
+                for (i, value) in values.iter_mut().enumerate() {
+                    items.push(i);
+                    collect_mut(value, self.number, &mut items, &mut out);
+                    items.pop();
+                }
+            }
+        }
+        out.into_iter()
+    }
 }
 
 impl fmt::Display for Position {
@@ -233,24 +253,7 @@ impl Manifest {
 
     /// Every object of the stream, mutably, in input order, with its position.
     pub fn objects_mut(&mut self) -> impl Iterator<Item = (Position, &mut Value)> {
-        let mut out = Vec::new();
-        for document in &mut self.documents {
-            let mut items = Vec::new();
-            match &mut document.body {
-                Body::Empty => {}
-                Body::Single(value) | Body::List(value) => {
-                    collect_mut(value, document.number, &mut items, &mut out);
-                }
-                Body::Sequence(values) => {
-                    for (i, value) in values.iter_mut().enumerate() {
-                        items.push(i);
-                        collect_mut(value, document.number, &mut items, &mut out);
-                        items.pop();
-                    }
-                }
-            }
-        }
-        out.into_iter()
+        self.documents.iter_mut().flat_map(Document::objects_mut)
     }
 
     /// Writes the stream back as YAML: the documents in order, separated by `---`, each in the
