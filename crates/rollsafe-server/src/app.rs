@@ -278,8 +278,7 @@ async fn handle_restart(
         };
         // 6. The ACL on the live object. The access ConfigMap is read only when neither the
         // caller being an admin nor the Secret's own annotations decide.
-        let annotations: BTreeMap<String, String> =
-            secret.metadata.annotations.clone().unwrap_or_default();
+        let annotations: BTreeMap<String, String> = secret.metadata.annotations.unwrap_or_default();
         let decide = |rules: &AccessRules| {
             acl::decide(
                 &user,
