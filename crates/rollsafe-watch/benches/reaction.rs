@@ -19,8 +19,7 @@ use base64::Engine as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use rollsafe_emulator::Emulator;
-use rollsafe_kube::Connection;
+use rollsafe_testing::TestCluster;
 use rollsafe_watch::{Controller, Settings};
 use serde_json::{Value, json};
 
@@ -67,17 +66,12 @@ async fn main() {
         .unwrap_or(64);
     let mut seeds: Vec<Value> = (0..SECRETS).map(|i| secret(i, "0", len)).collect();
     seeds.extend((0..WORKLOADS).map(deployment));
-    let emu = Emulator::builder()
-        .seed_objects(seeds)
-        .start("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("kubeconfig");
-    emu.write_kubeconfig(&path).unwrap();
-    let connection = Connection::from_kubeconfig(Some(&path), Some("admin"))
-        .await
-        .unwrap();
+    let TestCluster {
+        emu,
+        connection,
+        dir: _dir,
+        ..
+    } = TestCluster::start(seeds).await;
     let client = connection.client(None);
 
     // Baseline for the cold start: a raw paged list of what the controller lists.

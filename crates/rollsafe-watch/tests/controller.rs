@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
-use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
+use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
 use rollsafe_kube::Connection;
+use rollsafe_testing::TestCluster;
 use rollsafe_watch::{Controller, Fingerprinter, Settings, Status};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
@@ -70,17 +71,12 @@ impl Running {
 
 impl Env {
     async fn start(seeds: Vec<Value>) -> Env {
-        let emu = Emulator::builder()
-            .seed_objects(seeds)
-            .start("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("kubeconfig");
-        emu.write_kubeconfig(&path).unwrap();
-        let connection = Connection::from_kubeconfig(Some(&path), Some("admin"))
-            .await
-            .unwrap();
+        let TestCluster {
+            emu,
+            connection,
+            dir,
+            ..
+        } = TestCluster::start(seeds).await;
         Env {
             emu,
             connection,
