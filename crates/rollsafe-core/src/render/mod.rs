@@ -233,6 +233,18 @@ pub enum RenderError {
         /// The bad value as shown in the message.
         value: String,
     },
+    /// Referenced-config mode met two workloads of one identity (kind, namespace as applied,
+    /// name): each keeps its state under that identity, so which previous copy is whose would
+    /// be a guess.
+    #[error(
+        "{resource}: the same workload is rendered twice; referenced-config rollout keeps one state per workload"
+    )]
+    DuplicateWorkload {
+        /// Index in the input of the second copy.
+        index: usize,
+        /// The workload.
+        resource: ResourceName,
+    },
 }
 
 impl RenderError {
@@ -241,7 +253,8 @@ impl RenderError {
         match self {
             RenderError::MissingSpec { index, .. }
             | RenderError::NotAMap { index, .. }
-            | RenderError::InvalidRestartOnChange { index, .. } => *index,
+            | RenderError::InvalidRestartOnChange { index, .. }
+            | RenderError::DuplicateWorkload { index, .. } => *index,
         }
     }
 }
@@ -714,6 +727,22 @@ impl<'a, 'p> Referenced<'a, 'p> {
             marks.push(mark);
         }
         let release_namespace = settings.release_namespace.clone().unwrap_or_default();
+        let mut seen = HashSet::new();
+        for &index in groups.iter().flat_map(|group| &group.workloads) {
+            if let Some(object) = &parsed[index] {
+                let id = (
+                    object.kind,
+                    object.applied_namespace(&release_namespace),
+                    object.name,
+                );
+                if !seen.insert(id) {
+                    return Err(RenderError::DuplicateWorkload {
+                        index,
+                        resource: object.resource_name(),
+                    });
+                }
+            }
+        }
         let previous = previous.map(|objects| {
             let mut by_id = HashMap::new();
             for value in objects {

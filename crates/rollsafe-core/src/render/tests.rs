@@ -1292,3 +1292,42 @@ fn rendering_an_output_again_changes_nothing_regressions() {
         }
     }
 }
+
+/// Two workloads of one identity (a namespace-less copy counts as being in the release's
+/// namespace) are refused in referenced-config mode, naming the second; default mode, which
+/// keeps no state, renders them as upstream does. Found by
+/// `rendering_an_output_again_changes_nothing`: the second copy read the first's state.
+#[test]
+fn referenced_mode_refuses_a_workload_rendered_twice() {
+    let bare = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "a"}, "spec": {}});
+    let input = vec![
+        configmap("cfg", "1"),
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "a", "namespace": "ns"}, "spec": {}}),
+        bare,
+    ];
+    let referenced = Settings {
+        referenced_config_rollout: true,
+        release_namespace: Some("ns".to_owned()),
+        ..Settings::default()
+    };
+    for previous in [None, Some(&[][..])] {
+        let mut objects = input.clone();
+        let error = render(&mut objects, previous, &referenced).expect_err("a duplicate");
+        assert!(
+            matches!(error, RenderError::DuplicateWorkload { index: 2, .. }),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "StatefulSet a: the same workload is rendered twice; referenced-config rollout keeps one state per workload"
+        );
+        assert_eq!(objects, input, "nothing is written on a refusal");
+    }
+    let mut objects = input.clone();
+    render(&mut objects, None, &Settings::default()).expect("default mode renders duplicates");
+    // Another namespace, or another kind of the same name, is another workload.
+    let mut distinct = input.clone();
+    distinct[2]["metadata"]["namespace"] = json!("other");
+    distinct.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}, "spec": {}}));
+    render(&mut distinct, Some(&[]), &referenced).expect("distinct workloads");
+}
