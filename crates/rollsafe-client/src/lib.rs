@@ -4,6 +4,8 @@
 //! restart result — 200, 207 and 503 alike: a failed attempt is data, not an error. Every
 //! `{ "error": … }` response (401, 403, 404, 400, 500, …) is an [`ErrorResponse`] with its HTTP
 //! status; what kind of error it is follows from the status, never from the text.
+//! [`Client::consumers`] returns the [`ConsumersPreview`] of a Secret (200), or the same
+//! [`ErrorResponse`] for a refusal.
 //! The session token is wrapped so that `Debug` never prints it.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -22,6 +24,7 @@ use hyper_util::rt::TokioExecutor;
 use rollsafe_core::contract::{RestartResult, RestartStatus};
 use rollsafe_core::envelope::ErrorEnvelope;
 use rollsafe_core::name::{Namespace, SecretName};
+use rollsafe_core::preview::ConsumersPreview;
 use thiserror::Error;
 
 /// How long one API call may take, end to end.
@@ -154,15 +157,45 @@ impl Client {
         namespace: &Namespace,
         name: &SecretName,
     ) -> Result<RestartReport, ClientError> {
+        let (status, body) = self
+            .call(Method::POST, namespace, name, "restart-consumers")
+            .await?;
+        interpret(status, &body)
+    }
+
+    /// `GET /api/namespaces/{namespace}/secrets/{name}/consumers`: the workloads a restart
+    /// would patch, with their references and whether each would roll now. Nothing is patched.
+    pub async fn consumers(
+        &self,
+        namespace: &Namespace,
+        name: &SecretName,
+    ) -> Result<ConsumersPreview, ClientError> {
+        let (status, body) = self.call(Method::GET, namespace, name, "consumers").await?;
+        let code = status.as_u16();
+        if status == StatusCode::OK {
+            return serde_json::from_slice(&body).map_err(|_| ClientError::Unexpected(code));
+        }
+        Err(error_envelope(status, &body))
+    }
+
+    /// One call on a Secret's sub-resource `action`, within [`REQUEST_TIMEOUT`], its body
+    /// read up to [`MAX_RESPONSE_BYTES`].
+    async fn call(
+        &self,
+        method: Method,
+        namespace: &Namespace,
+        name: &SecretName,
+        action: &str,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
         // Valid names are path-safe; encoding keeps the path right should the rules widen.
         let uri = format!(
-            "{}/api/namespaces/{}/secrets/{}/restart-consumers",
+            "{}/api/namespaces/{}/secrets/{}/{action}",
             self.base,
             encode_segment(namespace.as_str()),
             encode_segment(name.as_str())
         );
         let mut request = Request::builder()
-            .method(Method::POST)
+            .method(method)
             .uri(uri)
             .header(header::ACCEPT, "application/json");
         if let Some(Token(token)) = &self.token {
@@ -185,10 +218,9 @@ impl Client {
                 .to_bytes();
             Ok::<_, ClientError>((status, body))
         };
-        let (status, body) = tokio::time::timeout(REQUEST_TIMEOUT, call)
+        tokio::time::timeout(REQUEST_TIMEOUT, call)
             .await
-            .map_err(|_| ClientError::Transport)??;
-        interpret(status, &body)
+            .map_err(|_| ClientError::Transport)?
     }
 }
 
@@ -205,13 +237,19 @@ fn interpret(status: StatusCode, body: &[u8]) -> Result<RestartReport, ClientErr
             result,
         });
     }
-    match serde_json::from_value::<ErrorEnvelope>(value) {
-        Ok(envelope) if !status.is_success() => Err(ClientError::Api(ErrorResponse {
+    Err(error_envelope(status, body))
+}
+
+/// An `{ error }` response as [`ClientError::Api`]; anything else is unexpected.
+fn error_envelope(status: StatusCode, body: &[u8]) -> ClientError {
+    let code = status.as_u16();
+    match serde_json::from_slice::<ErrorEnvelope>(body) {
+        Ok(envelope) if !status.is_success() => ClientError::Api(ErrorResponse {
             status: code,
             message: envelope.error,
             request_id: envelope.request_id,
-        })),
-        _ => Err(ClientError::Unexpected(code)),
+        }),
+        _ => ClientError::Unexpected(code),
     }
 }
 

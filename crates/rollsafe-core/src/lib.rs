@@ -1,11 +1,14 @@
 //! The pure domain of rollsafe. No I/O, no async: everything here is a function of its inputs.
 //!
-//! - [`workload`]: the workload kinds rollsafe restarts (Deployment, StatefulSet, DaemonSet).
+//! - [`workload`]: the workload kinds rollsafe restarts (Deployment, StatefulSet, DaemonSet),
+//!   and why a patched one may not roll now ([`workload::Deferral`]).
 //! - [`reference`]: which Secrets and ConfigMaps a pod template references, and the two policies
 //!   built on that (Restart Consumers and referenced-config).
 //! - [`contract`]: the Restart Consumers result contract — its JSON, status and messages.
 //! - [`failure`]: classifying an HTTP status or a transport failure into a contract code.
 //! - [`patch`]: the optimistic-concurrency JSON Patch that requests a rollout.
+//! - [`preview`]: the consumers preview — references, whether each workload rolls now, and the
+//!   inventories — shared by the API, the client and the CLI.
 //! - [`name`]: validated Kubernetes names ([`name::Namespace`], [`name::SecretName`],
 //!   [`name::AnnotationKey`], …), parsed once at the edges.
 //! - [`envelope`]: the `{ "error" }` envelope and its fixed texts, shared by server and client.
@@ -20,6 +23,7 @@ pub mod envelope;
 pub mod failure;
 pub mod name;
 pub mod patch;
+pub mod preview;
 pub mod reference;
 pub mod render;
 pub mod time;

@@ -20,11 +20,11 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The kind of object a reference points at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum TargetKind {
     /// A ConfigMap.
     ConfigMap,
@@ -43,7 +43,7 @@ impl TargetKind {
 }
 
 /// Which container list of the pod spec a container is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ContainerList {
     /// `spec.containers`.
@@ -66,7 +66,7 @@ impl ContainerList {
 ///
 /// Serialized with a `via` tag: `env`, `envFrom`, `volume`, `projectedVolume`,
 /// `imagePullSecret`. A container or volume `name` that is missing or not a string is `null`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(tag = "via", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Origin {
     /// `<list>[].env[].valueFrom.secretKeyRef` or `.configMapKeyRef`.
@@ -107,7 +107,7 @@ pub enum Origin {
 }
 
 /// One reference from a pod template to a Secret or ConfigMap.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Reference {
     /// What is referenced.
     pub kind: TargetKind,

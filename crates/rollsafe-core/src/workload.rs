@@ -82,6 +82,70 @@ impl std::fmt::Display for WorkloadKind {
     }
 }
 
+/// Why a workload whose pod template is patched does not roll its pods now. The patch is still
+/// accepted (and reported as requested): the rollout waits for the workload's own trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Deferral {
+    /// A Deployment with `spec.paused: true`: it rolls when resumed.
+    Paused,
+    /// A StatefulSet or DaemonSet with `updateStrategy.type: OnDelete`: each pod is replaced
+    /// only when it is deleted.
+    OnDelete,
+    /// A StatefulSet whose `rollingUpdate.partition` is at least its replicas: no ordinal is
+    /// updated until the partition is lowered.
+    Partition,
+}
+
+impl Deferral {
+    /// A static label for Events, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deferral::Paused => "Paused",
+            Deferral::OnDelete => "OnDelete",
+            Deferral::Partition => "Partition",
+        }
+    }
+
+    /// Fixed words for people: why the pods do not roll now.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Deferral::Paused => "the Deployment is paused",
+            Deferral::OnDelete => "its update strategy is OnDelete",
+            Deferral::Partition => "its rollingUpdate partition covers every replica",
+        }
+    }
+
+    /// Reads a workload object of `kind` as the API server holds it (`spec.replicas` unset is
+    /// 1, a partition unset is 0).
+    pub fn of(kind: WorkloadKind, object: &serde_json::Value) -> Option<Deferral> {
+        use serde_json::Value;
+        let spec = object.get("spec")?;
+        match kind {
+            WorkloadKind::Deployment => (spec.get("paused").and_then(Value::as_bool) == Some(true))
+                .then_some(Deferral::Paused),
+            WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => {
+                let strategy = spec.get("updateStrategy");
+                let type_ = strategy.and_then(|s| s.get("type")).and_then(Value::as_str);
+                if type_ == Some("OnDelete") {
+                    return Some(Deferral::OnDelete);
+                }
+                if kind == WorkloadKind::StatefulSet {
+                    let partition = strategy
+                        .and_then(|s| s.pointer("/rollingUpdate/partition"))
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
+                    let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
+                    if partition > 0 && partition >= replicas {
+                        return Some(Deferral::Partition);
+                    }
+                }
+                None
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +180,55 @@ mod tests {
             WorkloadKind::of_object(&json!({"kind": "StatefulSet"})),
             Some(WorkloadKind::StatefulSet)
         );
+    }
+
+    #[test]
+    fn deferral_table() {
+        let cases = [
+            (
+                WorkloadKind::Deployment,
+                json!({"spec": {"paused": true}}),
+                Some(Deferral::Paused),
+            ),
+            (
+                WorkloadKind::Deployment,
+                json!({"spec": {"paused": false}}),
+                None,
+            ),
+            (WorkloadKind::Deployment, json!({"spec": {}}), None),
+            (
+                WorkloadKind::DaemonSet,
+                json!({"spec": {"updateStrategy": {"type": "OnDelete"}}}),
+                Some(Deferral::OnDelete),
+            ),
+            (
+                WorkloadKind::StatefulSet,
+                json!({"spec": {"updateStrategy": {"type": "OnDelete"}}}),
+                Some(Deferral::OnDelete),
+            ),
+            (
+                WorkloadKind::StatefulSet,
+                json!({"spec": {"replicas": 3, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 3}}}}),
+                Some(Deferral::Partition),
+            ),
+            (
+                WorkloadKind::StatefulSet,
+                json!({"spec": {"replicas": 3, "updateStrategy": {"rollingUpdate": {"partition": 2}}}}),
+                None,
+            ),
+            (
+                WorkloadKind::StatefulSet,
+                json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 1}}}}),
+                Some(Deferral::Partition),
+            ),
+            (
+                WorkloadKind::StatefulSet,
+                json!({"spec": {"replicas": 0}}),
+                None,
+            ),
+        ];
+        for (kind, object, expected) in cases {
+            assert_eq!(Deferral::of(kind, &object), expected, "{kind} {object}");
+        }
     }
 }

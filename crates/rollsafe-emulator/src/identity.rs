@@ -24,7 +24,16 @@ pub struct Identity {
     /// Groups (besides `system:authenticated`, which is always added).
     #[serde(default)]
     pub groups: Vec<String>,
+    /// The audiences a bound token was issued for (TokenRequest); `None` for a static token,
+    /// which, as the API server's audience-agnostic authenticators, is valid for the server's own
+    /// audience only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audiences: Option<Vec<String>>,
 }
+
+/// The API server's own audience: what a token needs to call the API, and what a TokenReview
+/// without `spec.audiences` checks for.
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
 impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -32,6 +41,7 @@ impl fmt::Debug for Identity {
             .field("name", &self.name)
             .field("token", &"<redacted>")
             .field("groups", &self.groups)
+            .field("audiences", &self.audiences)
             .finish()
     }
 }
@@ -43,7 +53,31 @@ impl Identity {
             name: name.into(),
             token: token.into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            audiences: None,
         }
+    }
+
+    /// Bound to these audiences, as a requested ServiceAccount token is.
+    pub fn with_audiences(mut self, audiences: Vec<String>) -> Self {
+        self.audiences = Some(audiences);
+        self
+    }
+
+    /// The audiences among `targets` this token is valid for (the server's own when `targets`
+    /// is empty), as the API server's audience check computes them: empty means rejected.
+    pub fn audiences_within(&self, targets: &[String]) -> Vec<String> {
+        let own = [API_AUDIENCE.to_owned()];
+        let targets = if targets.is_empty() {
+            &own[..]
+        } else {
+            targets
+        };
+        let issued = self.audiences.as_deref().unwrap_or(&own);
+        targets
+            .iter()
+            .filter(|t| issued.contains(t))
+            .cloned()
+            .collect()
     }
 }
 

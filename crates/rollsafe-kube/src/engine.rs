@@ -36,6 +36,7 @@ use rollsafe_core::contract::{RestartOutcome, RestartResult, WorkloadName};
 use rollsafe_core::failure::{Failure, FailureCode, TransportFailure};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_core::patch::{Preconditions, RestartPatch};
+use rollsafe_core::preview::{Consumer, ConsumersPreview, InventoryState};
 use rollsafe_core::workload::WorkloadKind;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -133,6 +134,32 @@ impl Discovery {
     /// Every match of the complete inventories, by kind then name.
     pub fn matches(&self) -> impl Iterator<Item = &Match> {
         self.inventories.iter().flat_map(Inventory::matches)
+    }
+
+    /// The consumers preview: every match with its references and whether a restart would
+    /// roll it now, and each kind's inventory state.
+    pub fn preview(&self) -> ConsumersPreview {
+        ConsumersPreview {
+            namespace: self.namespace.to_string(),
+            secret: self.secret.to_string(),
+            inventories: self
+                .inventories
+                .iter()
+                .map(|inventory| {
+                    let state = match &inventory.status {
+                        InventoryStatus::Complete { .. } => InventoryState::complete(),
+                        InventoryStatus::Incomplete { failure, .. } => {
+                            InventoryState::incomplete(*failure)
+                        }
+                    };
+                    (inventory.kind, state)
+                })
+                .collect(),
+            workloads: self
+                .matches()
+                .map(|m| Consumer::new(m.kind, m.name.clone(), m.references.clone(), &m.object))
+                .collect(),
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 //!   [`RestartEngine::run`] does both).
 //! - [`inventory`]: the paged, budgeted listing of one workload kind and its consistency rules.
 //! - [`read`]: single-object reads (Secret, ConfigMap) for preflight checks.
+//! - [`review`]: TokenReview, for servers that accept Kubernetes bearer tokens.
 //!
 //! Results and logs carry kinds, names, codes and HTTP statuses only: never upstream error
 //! text, uids, resourceVersions or credentials.
@@ -19,6 +20,7 @@ pub mod connection;
 pub mod engine;
 pub mod inventory;
 pub mod read;
+pub mod review;
 pub mod transport;
 
 pub use connection::{Connection, ConnectionError, IdentityError, Impersonation};
@@ -28,6 +30,7 @@ pub use engine::{
 };
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
 pub use read::{ReadError, read_config_map, read_secret, read_workload};
+pub use review::{TokenReview, review_token};
 pub use transport::Timeouts;
 
 /// The time type [`RestartRequest::at`] takes (`jiff::Timestamp`), re-exported for callers.

@@ -190,6 +190,7 @@ mod tests {
             email: email.into(),
             name: email.into(),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            source: crate::session::Source::Session,
         }
     }
 

@@ -7,6 +7,9 @@
 //! with the `{ error }` envelope before any workload is listed or patched. Every response
 //! carries `Cache-Control: no-store`.
 //!
+//! `GET /api/namespaces/{namespace}/secrets/{name}/consumers` (the preview) runs the same gates
+//! except the restart flag, then the engine's discovery as the caller, and patches nothing.
+//!
 //! Every error response is an [`ApiError`]: the one middleware that sees every response counts
 //! it by its static code and logs that code. A gate's refusal is audited once, as
 //! [`ApiError::audit`] says.
@@ -39,12 +42,15 @@ use crate::identity;
 use crate::limits::RunLimiter;
 use crate::metrics::Metrics;
 use crate::scope;
-use crate::session::{self, User};
+use crate::session::{self, Credentials, User};
+use crate::token_review::{self, TokenReviewer};
 
 /// The time limit of the gates before the engine starts. The engine bounds its own calls.
 pub const GATE_DEADLINE: Duration = Duration::from_secs(30);
 /// The largest request body accepted (the restart route reads none).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// The most consumers previews in progress at once, server-wide; beyond it, 429.
+pub const MAX_CONCURRENT_PREVIEWS: usize = 64;
 /// The readiness check's time limit.
 const READY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -68,6 +74,10 @@ pub struct AppState {
     pub runs: TaskTracker,
     /// The server-wide cap on concurrent restart runs.
     pub limiter: RunLimiter,
+    /// The server-wide cap on concurrent consumers previews.
+    pub previews: RunLimiter,
+    /// The TokenReview of Kubernetes bearer tokens, when enabled.
+    pub reviewer: Option<TokenReviewer>,
 }
 
 impl AppState {
@@ -86,6 +96,11 @@ impl AppState {
             engine.timeouts().get,
         );
         let limiter = RunLimiter::new(settings.max_concurrent_restarts);
+        let previews = RunLimiter::new(MAX_CONCURRENT_PREVIEWS);
+        let reviewer = settings
+            .token_review
+            .clone()
+            .map(|audiences| TokenReviewer::new(audiences, engine.timeouts().get));
         Self {
             engine,
             settings,
@@ -95,6 +110,8 @@ impl AppState {
             metrics,
             runs: TaskTracker::new(),
             limiter,
+            previews,
+            reviewer,
         }
     }
 }
@@ -105,6 +122,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(
             "/api/namespaces/{namespace}/secrets/{name}/restart-consumers",
             post(restart_consumers),
+        )
+        .route(
+            "/api/namespaces/{namespace}/secrets/{name}/consumers",
+            get(consumers),
         )
         .route("/api/config", get(config))
         .route("/healthz", get(healthz))
@@ -125,6 +146,7 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
         .map(MatchedPath::as_str)
     {
         Some("/api/namespaces/{namespace}/secrets/{name}/restart-consumers") => "restart",
+        Some("/api/namespaces/{namespace}/secrets/{name}/consumers") => "consumers",
         Some("/api/config") => "config",
         Some("/healthz") => "healthz",
         Some("/readyz") => "readyz",
@@ -209,25 +231,24 @@ async fn handle_restart(
 ) -> Result<Response, ApiError> {
     let settings = &state.settings;
     // 1. Authentication; reserved Kubernetes identities are refused here, and audited.
-    let user = authenticate(&settings.auth, headers)?;
-    if let Err(refused) = identity::check(&user, &settings.allowed_groups) {
-        let (namespace, name) = match &path {
-            Ok(Path((ns, name))) => (ns.to_string(), name.to_string()),
-            Err(_) => (String::new(), String::new()),
-        };
-        let base = AuditBase {
-            user: user.email.clone(),
-            namespace,
-            name,
-            request_id: request_id.to_owned(),
-        };
-        warn!(
-            reason = refused.code(),
-            "session refused: reserved identity"
-        );
-        write_audit(state, base.refusal(refused.code())).await;
-        return Err(ApiError::ReservedIdentity);
-    }
+    let user = match authenticate_caller(state, headers, true).await {
+        Ok(user) => user,
+        Err(Refusal::Reserved(user, refused)) => {
+            let (namespace, name) = match &path {
+                Ok(Path((ns, name))) => (ns.to_string(), name.to_string()),
+                Err(_) => (String::new(), String::new()),
+            };
+            let base = AuditBase {
+                user: user.email.clone(),
+                namespace,
+                name,
+                request_id: request_id.to_owned(),
+            };
+            write_audit(state, base.refusal(refused.code())).await;
+            return Err(ApiError::ReservedIdentity);
+        }
+        Err(Refusal::Error(error)) => return Err(error),
+    };
     // 2. The restart flag.
     if !settings.restart_enabled {
         return Err(ApiError::RestartDisabled);
@@ -255,60 +276,17 @@ async fn handle_restart(
         state.metrics.restart_shed();
         return Err(ApiError::Busy);
     };
-    let client = state.connection.client(identity.as_ref());
-    let gates = async {
-        // 4. Namespace scope.
-        if !scope::allows(
-            &settings.scope,
-            settings.server_namespace.as_str(),
-            namespace.as_str(),
-            &client,
-        )
-        .await
-        {
-            return Err(ApiError::NamespaceNotAccessible(namespace.clone()));
-        }
-        // 5. Live visibility, as the caller.
-        let read_timeout = state.engine.timeouts().get;
-        let secret = match read_secret(&client, &namespace, &name, read_timeout).await {
-            Ok(Some(secret)) if !is_history(&secret, &settings.annotation_prefix) => secret,
-            Ok(_) => return Err(ApiError::SecretNotFound(name.clone())),
-            Err(error) if error.is_forbidden() => return Err(ApiError::KubernetesDenied),
-            Err(error) => return Err(internal(request_id, read_problem(&error))),
-        };
-        // 6. The ACL on the live object. The access ConfigMap is read only when neither the
-        // caller being an admin nor the Secret's own annotations decide.
-        let annotations: BTreeMap<String, String> = secret.metadata.annotations.unwrap_or_default();
-        let decide = |rules: &AccessRules| {
-            acl::decide(
-                &user,
-                &settings.admins,
-                settings.annotation_prefix.as_str(),
-                &annotations,
-                namespace.as_str(),
-                rules,
-            )
-        };
-        let decision = match acl::decided_without_rules(decide(&AccessRules::Absent)) {
-            Some(decision) => decision,
-            None => {
-                let rules = state
-                    .access
-                    .get(&state.connection)
-                    .await
-                    .map_err(|error| internal(request_id, read_problem(&error)))?;
-                decide(&rules)
-            }
-        };
-        if !decision.allowed() {
-            return Err(ApiError::NotAllowed);
-        }
-        Ok(decision)
-    };
-    let gated = tokio::time::timeout(GATE_DEADLINE, gates)
-        .await
-        .unwrap_or_else(|_| Err(internal(request_id, "the gates exceeded their deadline")));
-    let decision = match gated {
+    // 4–6. Scope, live visibility and the ACL, as the caller.
+    let decision = match secret_gates(
+        state,
+        identity.as_ref(),
+        &user,
+        &namespace,
+        &name,
+        request_id,
+    )
+    .await
+    {
         Ok(decision) => decision,
         Err(error) => {
             // One arm for every refusal: the error says whether and how it is audited.
@@ -367,19 +345,226 @@ async fn handle_restart(
     Ok((status, Json(result)).into_response())
 }
 
+/// The gates on a Secret after authentication and path validation: namespace scope, live
+/// visibility (the Secret read as the caller; a history snapshot answers exactly like a missing
+/// Secret) and the ACL on the live object, within [`GATE_DEADLINE`]. Nothing is audited here.
+async fn secret_gates(
+    state: &AppState,
+    identity: Option<&Impersonation>,
+    user: &User,
+    namespace: &Namespace,
+    name: &SecretName,
+    request_id: &str,
+) -> Result<acl::Decision, ApiError> {
+    let settings = &state.settings;
+    let client = state.connection.client(identity);
+    let gates = async {
+        // 4. Namespace scope.
+        if !scope::allows(
+            &settings.scope,
+            settings.server_namespace.as_str(),
+            namespace.as_str(),
+            &client,
+        )
+        .await
+        {
+            return Err(ApiError::NamespaceNotAccessible(namespace.clone()));
+        }
+        // 5. Live visibility, as the caller.
+        let read_timeout = state.engine.timeouts().get;
+        let secret = match read_secret(&client, namespace, name, read_timeout).await {
+            Ok(Some(secret)) if !is_history(&secret, &settings.annotation_prefix) => secret,
+            Ok(_) => return Err(ApiError::SecretNotFound(name.clone())),
+            Err(error) if error.is_forbidden() => return Err(ApiError::KubernetesDenied),
+            Err(error) => return Err(internal(request_id, read_problem(&error))),
+        };
+        // 6. The ACL on the live object. The access ConfigMap is read only when neither the
+        // caller being an admin nor the Secret's own annotations decide.
+        let annotations: BTreeMap<String, String> = secret.metadata.annotations.unwrap_or_default();
+        let decide = |rules: &AccessRules| {
+            acl::decide(
+                user,
+                &settings.admins,
+                settings.annotation_prefix.as_str(),
+                &annotations,
+                namespace.as_str(),
+                rules,
+            )
+        };
+        let decision = match acl::decided_without_rules(decide(&AccessRules::Absent)) {
+            Some(decision) => decision,
+            None => {
+                let rules = state
+                    .access
+                    .get(&state.connection)
+                    .await
+                    .map_err(|error| internal(request_id, read_problem(&error)))?;
+                decide(&rules)
+            }
+        };
+        if !decision.allowed() {
+            return Err(ApiError::NotAllowed);
+        }
+        Ok(decision)
+    };
+    tokio::time::timeout(GATE_DEADLINE, gates)
+        .await
+        .unwrap_or_else(|_| Err(internal(request_id, "the gates exceeded their deadline")))
+}
+
+/// Why authentication did not yield a caller.
+enum Refusal {
+    /// A reserved identity (or one outside the allowed groups): refused, and the restart route
+    /// audits it.
+    Reserved(User, identity::IdentityError),
+    /// No valid credentials, or the review failed.
+    Error(ApiError),
+}
+
+/// Authenticates the caller and applies the reserved-identity rule.
+async fn authenticate_caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    changes_state: bool,
+) -> Result<User, Refusal> {
+    let user = authenticate(state, headers, changes_state)
+        .await
+        .map_err(Refusal::Error)?;
+    if let Err(refused) = identity::check(&user, &state.settings.allowed_groups) {
+        warn!(
+            reason = refused.code(),
+            "session refused: reserved identity"
+        );
+        return Err(Refusal::Reserved(user, refused));
+    }
+    Ok(user)
+}
+
+async fn consumers(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<(Namespace, SecretName)>, PathRejection>,
+) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let span = info_span!("consumers_request", request_id = %request_id);
+    async move {
+        match handle_consumers(&state, &headers, path, &request_id).await {
+            Ok(response) => response,
+            Err(error) => error.into_response(),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// The consumers preview: the restart's gates except the restart flag (a preview changes
+/// nothing), then its discovery as the caller, and no patch. Refusals are not audited: the
+/// audit file records restarts, and nothing here may restart anything.
+async fn handle_consumers(
+    state: &AppState,
+    headers: &HeaderMap,
+    path: Result<Path<(Namespace, SecretName)>, PathRejection>,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let user = match authenticate_caller(state, headers, false).await {
+        Ok(user) => user,
+        Err(Refusal::Reserved(..)) => return Err(ApiError::ReservedIdentity),
+        Err(Refusal::Error(error)) => return Err(error),
+    };
+    let Ok(Path((namespace, name))) = path else {
+        return Err(ApiError::InvalidPath);
+    };
+    let identity = identity_for(state, &user).map_err(|_| {
+        internal(
+            request_id,
+            "the caller's identity cannot be sent as impersonation headers",
+        )
+    })?;
+    // Previews list as much as a restart does: they have their own server-wide limit.
+    let Some(_permit) = state.previews.try_admit() else {
+        return Err(ApiError::Busy);
+    };
+    secret_gates(
+        state,
+        identity.as_ref(),
+        &user,
+        &namespace,
+        &name,
+        request_id,
+    )
+    .await?;
+    let discovery = state
+        .engine
+        .discover(&namespace, &name, identity.as_ref())
+        .await;
+    Ok(Json(discovery.preview()).into_response())
+}
+
 /// Why a run stopped before its result.
 enum RunFailure {
     /// The intent record could not be made durable, so nothing was patched.
     Intent,
 }
 
-fn authenticate(auth: &AuthMode, headers: &HeaderMap) -> Result<User, ApiError> {
-    match auth {
-        AuthMode::Disabled => Ok(User::dev()),
-        AuthMode::Session { secret, .. } => {
-            let token = session::token_from_headers(headers).ok_or(ApiError::Unauthenticated)?;
-            session::verify(&token, secret).map_err(|_| ApiError::Unauthenticated)
+/// Authenticates a request: the dev user when authentication is off; else a session JWT (bearer
+/// or cookie), or — when TokenReview is on — a Kubernetes bearer token the API server accepts.
+/// A cookie-authenticated request that changes state must also pass [`same_origin`].
+async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    changes_state: bool,
+) -> Result<User, ApiError> {
+    let secret = match &state.settings.auth {
+        AuthMode::Disabled => return Ok(User::dev()),
+        AuthMode::Session { secret, .. } => secret,
+    };
+    let credentials =
+        session::credentials_from_headers(headers).ok_or(ApiError::Unauthenticated)?;
+    if let Credentials::Cookie(_) = credentials
+        && changes_state
+        && !same_origin(headers)
+    {
+        return Err(ApiError::CrossSite);
+    }
+    let token = credentials.token();
+    match (&credentials, &state.reviewer) {
+        (Credentials::Bearer(_), Some(reviewer)) if !token_review::is_session_token(token) => {
+            reviewer
+                .review(&state.connection, token)
+                .await?
+                .ok_or(ApiError::Unauthenticated)
         }
+        _ => session::verify(token, secret).map_err(|_| ApiError::Unauthenticated),
+    }
+}
+
+/// The header the page sends on every state-changing call. A cross-site form cannot set a
+/// header, and a cross-site script that sets one needs a CORS preflight this server never
+/// grants.
+pub const CSRF_HEADER: &str = "x-rollsafe-csrf";
+
+/// Whether a cookie-authenticated state-changing request comes from a page of this server:
+/// it carries [`CSRF_HEADER`], `Sec-Fetch-Site` (when the browser sends it) is `same-origin`,
+/// and `Origin` (when sent) names the host the request was sent to. A request with neither
+/// `Sec-Fetch-Site` nor `Origin` is refused: every browser that sends cookies sends one of them
+/// on a POST.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    if !headers.contains_key(CSRF_HEADER) {
+        return false;
+    }
+    let fetch_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if fetch_site.is_some_and(|site| site != "same-origin") {
+        return false;
+    }
+    match (text(header::ORIGIN), text(header::HOST)) {
+        (Some(origin), Some(host)) => {
+            origin.split_once("://").is_some_and(|(scheme, authority)| {
+                matches!(scheme, "http" | "https") && authority.eq_ignore_ascii_case(host)
+            })
+        }
+        (Some(_), None) => false,
+        (None, _) => fetch_site.is_some(),
     }
 }
 
@@ -392,7 +577,11 @@ fn identity_for(
     if !state.settings.impersonation || matches!(state.settings.auth, AuthMode::Disabled) {
         return Ok(None);
     }
-    Impersonation::new(user.email.clone(), user.groups.iter().cloned()).map(Some)
+    Impersonation::new(
+        user.email.clone(),
+        identity::forwarded_groups(user).cloned(),
+    )
+    .map(Some)
 }
 
 fn is_history(secret: &k8s_openapi::api::core::v1::Secret, prefix: &AnnotationPrefix) -> bool {

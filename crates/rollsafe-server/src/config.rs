@@ -107,6 +107,15 @@ pub struct ServeArgs {
           default_value_t = crate::limits::MAX_CONCURRENT_RUNS,
           value_parser = parse_max_concurrent)]
     pub max_concurrent_restarts: usize,
+    /// Accept Kubernetes bearer tokens (checked with a TokenReview) beside session JWTs.
+    #[arg(long, env = "KRYPTON_TOKEN_REVIEW", default_value = "", action = ArgAction::Set,
+          value_parser = boolean("KRYPTON_TOKEN_REVIEW"))]
+    pub token_review: bool,
+    /// Comma-separated audiences a reviewed token must be valid for (empty: the API server's
+    /// own).
+    #[arg(long, env = "KRYPTON_TOKEN_REVIEW_AUDIENCES", default_value = "",
+          value_parser = parse_list)]
+    pub token_review_audiences: List,
 }
 
 /// `KRYPTON_SCOPE` as given; [`Scope`] adds the allow-list.
@@ -260,6 +269,9 @@ pub struct Settings {
     pub allowed_groups: AllowedGroups,
     /// The most restart runs in progress at once.
     pub max_concurrent_restarts: usize,
+    /// TokenReview of Kubernetes bearer tokens, when on: the audiences asked for (empty: the
+    /// API server's own).
+    pub token_review: Option<Vec<String>>,
 }
 
 /// An invalid setting; the message names it.
@@ -475,6 +487,8 @@ impl ServeArgs {
             auth_disabled,
             allowed_groups,
             max_concurrent_restarts,
+            token_review,
+            token_review_audiences,
         } = self;
         let scope = match scope {
             ScopeKind::Namespace => Scope::Namespace,
@@ -538,6 +552,7 @@ impl ServeArgs {
             auth,
             allowed_groups,
             max_concurrent_restarts,
+            token_review: token_review.then_some(token_review_audiences.0),
         })
     }
 }

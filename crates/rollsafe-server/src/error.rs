@@ -22,6 +22,8 @@
 //! | `NotReady` | 503 | `not_ready` | — |
 //! | `ReservedIdentity` | 403 | `reserved_identity` | `deny` |
 //! | `Busy` | 429 + `Retry-After` | `busy` | — |
+//! | `CrossSite` | 403 | `cross_site` | — (refused before authentication counts) |
+//! | `AuthenticationUnavailable` | 503 + `Retry-After` | `authentication_unavailable` | — |
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -39,6 +41,11 @@ pub use rollsafe_core::envelope::{
 /// 403: the session's identity is reserved by Kubernetes or outside the allowed groups.
 pub const RESERVED_IDENTITY: &str =
     "This identity cannot be used here: reserved Kubernetes users and groups are refused";
+/// 403: a cookie-authenticated state-changing request that is not from the page itself.
+pub const CROSS_SITE: &str = "Cross-site request refused";
+/// 503: a Kubernetes token could not be reviewed now.
+pub const AUTHENTICATION_UNAVAILABLE: &str =
+    "Authentication is temporarily unavailable; retry shortly";
 /// 429: the server-wide limit on concurrent restarts is reached.
 pub const BUSY: &str = "Too many restarts in progress; retry shortly";
 
@@ -76,6 +83,11 @@ pub enum ApiError {
     ReservedIdentity,
     /// 429 with `Retry-After`: the concurrent-run limit is reached.
     Busy,
+    /// 403: a cookie-authenticated state-changing request failed the same-origin check.
+    CrossSite,
+    /// 503 with `Retry-After`: a Kubernetes token could not be reviewed (the API server did not
+    /// answer, or too many reviews are in flight).
+    AuthenticationUnavailable,
 }
 
 impl ApiError {
@@ -99,6 +111,8 @@ impl ApiError {
             ApiError::NotReady,
             ApiError::ReservedIdentity,
             ApiError::Busy,
+            ApiError::CrossSite,
+            ApiError::AuthenticationUnavailable,
         ]
     }
 
@@ -113,11 +127,14 @@ impl ApiError {
             | ApiError::NamespaceNotAccessible(_)
             | ApiError::KubernetesDenied
             | ApiError::NotAllowed
-            | ApiError::ReservedIdentity => StatusCode::FORBIDDEN,
+            | ApiError::ReservedIdentity
+            | ApiError::CrossSite => StatusCode::FORBIDDEN,
             ApiError::Busy => StatusCode::TOO_MANY_REQUESTS,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NotReady | ApiError::AuthenticationUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -138,6 +155,8 @@ impl ApiError {
             ApiError::NotReady => "not_ready",
             ApiError::ReservedIdentity => "reserved_identity",
             ApiError::Busy => "busy",
+            ApiError::CrossSite => "cross_site",
+            ApiError::AuthenticationUnavailable => "authentication_unavailable",
         }
     }
 
@@ -159,7 +178,9 @@ impl ApiError {
             | ApiError::MethodNotAllowed
             | ApiError::PayloadTooLarge
             | ApiError::NotReady
-            | ApiError::Busy => None,
+            | ApiError::Busy
+            | ApiError::CrossSite
+            | ApiError::AuthenticationUnavailable => None,
         }
     }
 
@@ -180,6 +201,8 @@ impl ApiError {
             ApiError::NotReady => envelope::NOT_READY.to_owned(),
             ApiError::ReservedIdentity => RESERVED_IDENTITY.to_owned(),
             ApiError::Busy => BUSY.to_owned(),
+            ApiError::CrossSite => CROSS_SITE.to_owned(),
+            ApiError::AuthenticationUnavailable => AUTHENTICATION_UNAVAILABLE.to_owned(),
         }
     }
 
@@ -202,7 +225,7 @@ impl IntoResponse for ApiError {
         // The code travels with the response so the one middleware that counts responses can
         // label it without parsing the body.
         response.extensions_mut().insert(ErrorCode(self.code()));
-        if self == ApiError::Busy {
+        if matches!(self, ApiError::Busy | ApiError::AuthenticationUnavailable) {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(crate::limits::RETRY_AFTER_SECONDS),

@@ -15,7 +15,7 @@
 
 use thiserror::Error;
 
-use crate::session::User;
+use crate::session::{Source, User};
 
 /// The prefix of identities Kubernetes reserves (`system:masters`, `system:serviceaccount:…`,
 /// `system:nodes`, `system:anonymous`, …).
@@ -128,15 +128,55 @@ pub fn is_reserved(name: &str) -> bool {
         && name.as_bytes()[..RESERVED_PREFIX.len()].eq_ignore_ascii_case(RESERVED_PREFIX.as_bytes())
 }
 
-/// Checks an authenticated session against the reserved rule and the allowed groups.
+/// The groups the API server gives every authenticated user itself, and so also adds to an
+/// impersonated one.
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+/// The user name prefix of ServiceAccounts.
+pub const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+
+/// The namespace and name of a ServiceAccount user name (`system:serviceaccount:<ns>:<name>`).
+pub fn service_account(user: &str) -> Option<(&str, &str)> {
+    let (namespace, name) = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?.split_once(':')?;
+    (!namespace.is_empty() && !name.is_empty() && !name.contains(':')).then_some((namespace, name))
+}
+
+/// Whether the API server adds `group` itself when `user` is impersonated: `system:authenticated`
+/// always, and for a ServiceAccount `system:serviceaccounts` and `system:serviceaccounts:<ns>`.
+fn implied_group(user: &str, group: &str) -> bool {
+    group == AUTHENTICATED_GROUP
+        || service_account(user).is_some_and(|(namespace, _)| {
+            group == "system:serviceaccounts"
+                || group
+                    .strip_prefix("system:serviceaccounts:")
+                    .is_some_and(|ns| ns == namespace)
+        })
+}
+
+/// The groups sent as `Impersonate-Group` for a caller: a session's groups as they are; for an
+/// identity Kubernetes reviewed, its groups without those the API server adds itself on
+/// impersonation (so a ServiceAccount is impersonated by user name alone and gets exactly its
+/// own groups back).
+pub fn forwarded_groups(user: &User) -> impl Iterator<Item = &String> {
+    user.groups
+        .iter()
+        .filter(move |g| user.source == Source::Session || !implied_group(&user.email, g))
+}
+
+/// Checks an authenticated caller against the reserved rule and the allowed groups.
+///
+/// A session (whose claims an identity provider wrote) may carry no `system:` user or group. An
+/// identity the API server vouched for through a TokenReview may be a ServiceAccount, and may
+/// carry the `system:` groups the API server adds itself; any other `system:` user or group is
+/// refused the same way. The allowed-group patterns apply to the groups that are forwarded.
 pub fn check(user: &User, allowed: &AllowedGroups) -> Result<(), IdentityError> {
-    if is_reserved(&user.email) {
+    let reviewed = user.source == Source::Kubernetes;
+    if is_reserved(&user.email) && !(reviewed && service_account(&user.email).is_some()) {
         return Err(IdentityError::ReservedUser);
     }
-    if user.groups.iter().any(|g| is_reserved(g)) {
+    if forwarded_groups(user).any(|g| is_reserved(g)) {
         return Err(IdentityError::ReservedGroup);
     }
-    if !user.groups.iter().all(|g| allowed.allows(g)) {
+    if !forwarded_groups(user).all(|g| allowed.allows(g)) {
         return Err(IdentityError::GroupNotAllowed);
     }
     Ok(())
@@ -152,6 +192,7 @@ mod tests {
             email: email.into(),
             name: "U".into(),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            source: crate::session::Source::Session,
         }
     }
 
@@ -272,5 +313,82 @@ mod tests {
         }
         assert!(AllowedGroups::parse(" , ").unwrap().is_empty());
         assert!(!AllowedGroups::parse("team-*").unwrap().is_empty());
+    }
+
+    fn reviewed(name: &str, groups: &[&str]) -> User {
+        User {
+            source: Source::Kubernetes,
+            ..user(name, groups)
+        }
+    }
+
+    #[test]
+    fn reviewed_identities_keep_only_what_the_api_server_adds() {
+        let none = AllowedGroups::default();
+        let sa = reviewed(
+            "system:serviceaccount:ci:deployer",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:ci",
+                "system:authenticated",
+            ],
+        );
+        assert_eq!(check(&sa, &none), Ok(()));
+        assert_eq!(
+            forwarded_groups(&sa).count(),
+            0,
+            "impersonated by name alone"
+        );
+        let cases = [
+            // Another namespace's ServiceAccount group is not implied by this one.
+            (
+                reviewed(
+                    "system:serviceaccount:ci:deployer",
+                    &["system:serviceaccounts:prod"],
+                ),
+                Err(IdentityError::ReservedGroup),
+            ),
+            (
+                reviewed("system:serviceaccount:ci:deployer", &["system:masters"]),
+                Err(IdentityError::ReservedGroup),
+            ),
+            (
+                reviewed("system:admin", &[]),
+                Err(IdentityError::ReservedUser),
+            ),
+            (
+                reviewed("system:serviceaccount:ci", &[]),
+                Err(IdentityError::ReservedUser),
+            ),
+            (
+                reviewed("system:serviceaccount:ci:a:b", &[]),
+                Err(IdentityError::ReservedUser),
+            ),
+            (reviewed("alice", &["system:authenticated", "dev"]), Ok(())),
+            (
+                reviewed("alice", &["system:masters", "system:authenticated"]),
+                Err(IdentityError::ReservedGroup),
+            ),
+            // A session never gets the ServiceAccount exception.
+            (
+                user("system:serviceaccount:ci:deployer", &[]),
+                Err(IdentityError::ReservedUser),
+            ),
+            (
+                user("alice@example.com", &["system:authenticated"]),
+                Err(IdentityError::ReservedGroup),
+            ),
+        ];
+        for (caller, expected) in cases {
+            assert_eq!(check(&caller, &none), expected, "{caller:?}");
+        }
+        let alice = reviewed("alice", &["system:authenticated", "dev"]);
+        assert_eq!(forwarded_groups(&alice).collect::<Vec<_>>(), ["dev"]);
+        let only_ops = AllowedGroups::parse("ops").unwrap();
+        assert_eq!(
+            check(&alice, &only_ops),
+            Err(IdentityError::GroupNotAllowed)
+        );
+        assert_eq!(check(&sa, &only_ops), Ok(()), "no forwarded group to match");
     }
 }

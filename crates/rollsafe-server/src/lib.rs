@@ -1,7 +1,8 @@
 //! The Restart Consumers HTTP API.
 //!
 //! - [`config`]: settings from flags and the `KRYPTON_*`/`SESSION_*` environment, validated.
-//! - [`session`]: session JWTs (cookie or bearer), and minting them.
+//! - [`session`]: session JWTs (cookie or bearer), and minting them; [`token_review`]:
+//!   Kubernetes bearer tokens checked with a TokenReview.
 //! - [`acl`]: the ACL on a live Secret; [`access`]: the cached access-rules ConfigMap.
 //! - [`scope`]: namespace scope.
 //! - [`audit`]: intent and result records, durable in a file, copied to stdout.
@@ -25,6 +26,7 @@ pub mod output;
 pub mod scope;
 pub mod serve;
 pub mod session;
+pub mod token_review;
 
 pub use app::{AppState, router};
 pub use serve::{BoundServer, ServeError};

@@ -34,6 +34,18 @@ pub struct User {
     pub name: String,
     /// Group names.
     pub groups: Vec<String>,
+    /// Who vouched for the identity.
+    pub source: Source,
+}
+
+/// Who vouched for a caller's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// A session JWT signed with the server's key (or the fixed dev user).
+    Session,
+    /// The Kubernetes API server, through a TokenReview.
+    Kubernetes,
 }
 
 impl User {
@@ -44,6 +56,7 @@ impl User {
             email: "dev@krypton.local".into(),
             name: "Local Developer".into(),
             groups: vec!["krypton-admin".into()],
+            source: Source::Session,
         }
     }
 }
@@ -110,6 +123,7 @@ pub fn verify(token: &str, secret: &SessionSecret) -> Result<User, SessionError>
         email,
         name,
         groups,
+        source: Source::Session,
     })
 }
 
@@ -159,16 +173,44 @@ pub fn mint(
         .map_err(|_| SessionError::Sign)
 }
 
-/// The session token of a request: the bearer token when there is one, else the
+/// The credentials a request carries.
+#[derive(PartialEq, Eq)]
+pub enum Credentials {
+    /// `Authorization: Bearer …`: a session JWT, or a Kubernetes token when those are reviewed.
+    Bearer(String),
+    /// The `krypton_session` cookie: always a session JWT, and sent by browsers on their own,
+    /// so state-changing requests need the same-origin check.
+    Cookie(String),
+}
+
+impl Credentials {
+    /// The token.
+    pub fn token(&self) -> &str {
+        match self {
+            Credentials::Bearer(token) | Credentials::Cookie(token) => token,
+        }
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Credentials::Bearer(_) => "Bearer(<redacted>)",
+            Credentials::Cookie(_) => "Cookie(<redacted>)",
+        })
+    }
+}
+
+/// The credentials of a request: the bearer token when there is one, else the
 /// `krypton_session` cookie.
-pub fn token_from_headers(headers: &http::HeaderMap) -> Option<String> {
+pub fn credentials_from_headers(headers: &http::HeaderMap) -> Option<Credentials> {
     if let Some(value) = headers.get(http::header::AUTHORIZATION)
         && let Ok(value) = value.to_str()
         && let Some((scheme, token)) = value.split_once(' ')
         && scheme.eq_ignore_ascii_case("bearer")
         && !token.trim().is_empty()
     {
-        return Some(token.trim().to_owned());
+        return Some(Credentials::Bearer(token.trim().to_owned()));
     }
     headers
         .get_all(http::header::COOKIE)
@@ -179,6 +221,13 @@ pub fn token_from_headers(headers: &http::HeaderMap) -> Option<String> {
         .find(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value.trim().trim_matches('"').to_owned())
         .filter(|value| !value.is_empty())
+        .map(Credentials::Cookie)
+}
+
+/// The session token of a request: the bearer token when there is one, else the
+/// `krypton_session` cookie.
+pub fn token_from_headers(headers: &http::HeaderMap) -> Option<String> {
+    credentials_from_headers(headers).map(|c| c.token().to_owned())
 }
 
 /// Seconds since the epoch.
@@ -222,7 +271,8 @@ mod tests {
                 sub: "u1".into(),
                 email: "alice@example.com".into(),
                 name: "Alice".into(),
-                groups: vec!["dev".into(), "ops".into()]
+                groups: vec!["dev".into(), "ops".into()],
+                source: Source::Session,
             }
         );
     }
@@ -243,7 +293,8 @@ mod tests {
                 sub: "bob@x.io".into(),
                 email: "bob@x.io".into(),
                 name: "bob@x.io".into(),
-                groups: vec!["g".into()]
+                groups: vec!["g".into()],
+                source: Source::Session,
             }
         );
     }

@@ -7,12 +7,12 @@ use std::collections::HashMap;
 
 use base64::Engine as _;
 use rollsafe_core::reference::{ConfigRef, TargetKind};
-use rollsafe_core::workload::WorkloadKind;
+use rollsafe_core::workload::{Deferral, WorkloadKind};
 use serde_json::Value;
 
 use crate::annotations::{self, CONFIG_RECORD, OptIn, RESTART_ON_CHANGE, WATCH};
 use crate::consumption::{self, Consumption, Keys};
-use crate::decision::{Deferral, Facts, HALTED, Plan};
+use crate::decision::{Facts, HALTED, Plan};
 use crate::digest::{Fingerprinter, SourceDigest, value_digest};
 
 /// A Secret or ConfigMap: kind, namespace, name.
@@ -197,7 +197,7 @@ impl WorkloadEntry {
                 watched: opt_in != OptIn::Off,
                 record: annotation(CONFIG_RECORD).map(str::to_owned),
                 halted: annotation(HALTED).is_some(),
-                deferral: Deferral::of(kind.as_str(), object),
+                deferral: Deferral::of(kind, object),
             },
             plan: Plan::inspect(object).ok(),
             opt_in_error,

@@ -710,13 +710,7 @@ impl Controller {
                             s.rolls += 1;
                             s.deferred += 1;
                         });
-                        let why = match deferral {
-                            decision::Deferral::Paused => "the Deployment is paused",
-                            decision::Deferral::OnDelete => "its update strategy is OnDelete",
-                            decision::Deferral::Partition => {
-                                "its rollingUpdate partition covers every replica"
-                            }
-                        };
+                        let why = deferral.reason();
                         let note = format!(
                             "Pod template updated{} but pods do not roll now: {why}",
                             if names.is_empty() {

@@ -9,6 +9,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use rollsafe_core::name::AnnotationKey;
 use rollsafe_core::patch::{InspectError, RestartPatch};
+use rollsafe_core::workload::Deferral;
 use serde_json::{Map, Value};
 
 use crate::annotations::{CONFIG_HASH, CONFIG_RECORD};
@@ -16,56 +17,6 @@ use crate::digest::parse_record;
 
 /// The annotation that halts a workload (written by the flap stop; removing it resumes).
 pub const HALTED: &str = "rollsafe.dev/halted";
-
-/// Why a patched workload does not roll its pods now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Deferral {
-    /// A Deployment with `spec.paused: true`.
-    Paused,
-    /// A StatefulSet or DaemonSet with `updateStrategy.type: OnDelete`.
-    OnDelete,
-    /// A StatefulSet whose `rollingUpdate.partition` is at least its replicas.
-    Partition,
-}
-
-impl Deferral {
-    /// A static label for Events, logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Deferral::Paused => "Paused",
-            Deferral::OnDelete => "OnDelete",
-            Deferral::Partition => "Partition",
-        }
-    }
-
-    /// Reads a workload object (`kind` is `Deployment`, `StatefulSet` or `DaemonSet`).
-    pub fn of(kind: &str, object: &Value) -> Option<Deferral> {
-        let spec = object.get("spec")?;
-        match kind {
-            "Deployment" => (spec.get("paused").and_then(Value::as_bool) == Some(true))
-                .then_some(Deferral::Paused),
-            "StatefulSet" | "DaemonSet" => {
-                let strategy = spec.get("updateStrategy");
-                let kind_of = strategy.and_then(|s| s.get("type")).and_then(Value::as_str);
-                if kind_of == Some("OnDelete") {
-                    return Some(Deferral::OnDelete);
-                }
-                if kind == "StatefulSet" {
-                    let partition = strategy
-                        .and_then(|s| s.pointer("/rollingUpdate/partition"))
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0);
-                    let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
-                    if partition > 0 && partition >= replicas {
-                        return Some(Deferral::Partition);
-                    }
-                }
-                None
-            }
-            _ => None,
-        }
-    }
-}
 
 /// What the decision needs to know of a workload besides its digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -325,48 +276,6 @@ mod tests {
                 expected,
                 "{recorded} → {now}"
             );
-        }
-    }
-
-    #[test]
-    fn deferral_table() {
-        let cases = [
-            (
-                "Deployment",
-                json!({"spec": {"paused": true}}),
-                Some(Deferral::Paused),
-            ),
-            ("Deployment", json!({"spec": {"paused": false}}), None),
-            ("Deployment", json!({"spec": {}}), None),
-            (
-                "DaemonSet",
-                json!({"spec": {"updateStrategy": {"type": "OnDelete"}}}),
-                Some(Deferral::OnDelete),
-            ),
-            (
-                "StatefulSet",
-                json!({"spec": {"updateStrategy": {"type": "OnDelete"}}}),
-                Some(Deferral::OnDelete),
-            ),
-            (
-                "StatefulSet",
-                json!({"spec": {"replicas": 3, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 3}}}}),
-                Some(Deferral::Partition),
-            ),
-            (
-                "StatefulSet",
-                json!({"spec": {"replicas": 3, "updateStrategy": {"rollingUpdate": {"partition": 2}}}}),
-                None,
-            ),
-            (
-                "StatefulSet",
-                json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 1}}}}),
-                Some(Deferral::Partition),
-            ),
-            ("StatefulSet", json!({"spec": {"replicas": 0}}), None),
-        ];
-        for (kind, object, expected) in cases {
-            assert_eq!(Deferral::of(kind, &object), expected, "{kind} {object}");
         }
     }
 

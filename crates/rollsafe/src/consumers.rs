@@ -1,29 +1,33 @@
 //! `rollsafe consumers`: a dry run of Restart Consumers. Lists the three workload kinds and
-//! prints which workloads reference the Secret, patching nothing.
+//! prints which workloads reference the Secret, patching nothing — directly against Kubernetes
+//! (kubectl-style connection flags), or through a rollsafe server's
+//! `GET …/consumers` with `--server` (its gates and identity apply).
 //!
-//! Output, one JSON object:
+//! Output, one JSON object — `rollsafe_core::preview::ConsumersPreview`, the API's shape:
 //!
 //! ```json
 //! { "namespace": "shop", "secret": "db-creds",
 //!   "inventories": { "Deployment": { "complete": true },
-//!                    "StatefulSet": { "complete": false, "code": "forbidden", "httpStatus": 403 },
+//!                    "StatefulSet": { "complete": false, "code": "forbidden", "message": "…",
+//!                                     "httpStatus": 403 },
 //!                    "DaemonSet": { "complete": true } },
-//!   "workloads": [ { "kind": "Deployment", "name": "api", "references": [ … ] } ] }
+//!   "workloads": [ { "kind": "Deployment", "name": "api", "references": [ … ],
+//!                    "rollsNow": false, "deferral": "paused",
+//!                    "deferralReason": "the Deployment is paused" } ] }
 //! ```
 //!
 //! `references` has the shape `rollsafe refs` prints. `-o json` (default) follows the output
-//! rule of the restart commands; `-o text` is one line per inventory and per workload. Exit 0 when the object is printed
-//! (whatever the inventories say); 1 for a preflight error.
+//! rule of the restart commands; `-o text` is one line per inventory and per workload. Exit 0
+//! when the object is printed (whatever the inventories say); 1 for a preflight error or an
+//! `{ error }` response from the server.
 
-use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use rollsafe_core::failure::FailureCode;
-use rollsafe_core::reference::Reference;
-use rollsafe_core::workload::WorkloadKind;
-use rollsafe_kube::{Discovery, InventoryStatus, RestartEngine};
-use serde::Serialize;
+use anyhow::Context as _;
+use rollsafe_client::{Client, ClientError, Token};
+use rollsafe_core::preview::ConsumersPreview;
+use rollsafe_kube::RestartEngine;
 
 use crate::kube_args::KubeArgs;
 use crate::process;
@@ -35,6 +39,19 @@ use crate::target::Target;
 pub struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
+    /// Ask this rollsafe server (base URL) instead of Kubernetes: its authentication, scope,
+    /// visibility and ACL apply, and it lists as the caller when it impersonates.
+    #[arg(long, env = "ROLLSAFE_SERVER", conflicts_with_all = ["kubeconfig", "context", "as_user"])]
+    pub server: Option<String>,
+    /// A token for `--server` (a session token, or a Kubernetes token when the server reviews
+    /// them).
+    #[arg(
+        long,
+        env = "ROLLSAFE_TOKEN",
+        hide_env_values = true,
+        requires = "server"
+    )]
+    pub token: Option<String>,
     /// How to print the result (`text`: one line per inventory and per workload).
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: OutputFormat,
@@ -42,76 +59,19 @@ pub struct Args {
     pub secret: String,
 }
 
-#[derive(Debug, Serialize)]
-struct InventoryOut {
-    complete: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code: Option<FailureCode>,
-    #[serde(rename = "httpStatus", skip_serializing_if = "Option::is_none")]
-    http_status: Option<u16>,
-}
-
-#[derive(Debug, Serialize)]
-struct WorkloadOut<'a> {
-    kind: WorkloadKind,
-    name: &'a str,
-    references: &'a [Reference],
-}
-
-#[derive(Debug, Serialize)]
-struct Output<'a> {
-    namespace: &'a str,
-    secret: &'a str,
-    /// Keyed by kind, in kind order.
-    inventories: BTreeMap<WorkloadKind, InventoryOut>,
-    workloads: Vec<WorkloadOut<'a>>,
-}
-
-fn render(discovery: &Discovery) -> Output<'_> {
-    let inventories = discovery
-        .inventories
-        .iter()
-        .map(|inventory| {
-            let out = match &inventory.status {
-                InventoryStatus::Complete { .. } => InventoryOut {
-                    complete: true,
-                    code: None,
-                    http_status: None,
-                },
-                InventoryStatus::Incomplete { failure, .. } => InventoryOut {
-                    complete: false,
-                    code: Some(failure.code),
-                    http_status: failure.http_status,
-                },
-            };
-            (inventory.kind, out)
-        })
-        .collect();
-    Output {
-        namespace: discovery.namespace.as_str(),
-        secret: discovery.secret.as_str(),
-        inventories,
-        workloads: discovery
-            .matches()
-            .map(|m| WorkloadOut {
-                kind: m.kind,
-                name: &m.name,
-                references: &m.references,
-            })
-            .collect(),
-    }
-}
-
-fn text(output: &Output<'_>) -> String {
-    let mut out = format!("Secret {}/{}", output.namespace, output.secret);
-    for (kind, inventory) in &output.inventories {
+fn text(preview: &ConsumersPreview) -> String {
+    let mut out = format!("Secret {}/{}", preview.namespace, preview.secret);
+    for (kind, inventory) in &preview.inventories {
         match inventory.code {
             None => out.push_str(&format!("\nlisted     {kind}")),
             Some(code) => out.push_str(&format!("\nunlisted   {kind}: {code}")),
         }
     }
-    for workload in &output.workloads {
+    for workload in &preview.workloads {
         out.push_str(&format!("\nconsumer   {}/{}", workload.kind, workload.name));
+        if let Some(reason) = &workload.deferral_reason {
+            out.push_str(&format!(" (does not roll now: {reason})"));
+        }
     }
     out
 }
@@ -121,22 +81,42 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         process::init_logging();
     }
     let Target { namespace, secret } = Target::parse(args.kube.namespace.as_deref(), &args.secret)?;
-    let identity = args.kube.identity()?;
-    let discovery = process::runtime()?.block_on(async {
-        let connection = args.kube.connect().await?;
-        let namespace = match namespace {
-            Some(namespace) => namespace,
-            None => args.kube.context_namespace(&connection)?,
-        };
-        let discovery = RestartEngine::new(&connection)
-            .discover(&namespace, &secret, identity.as_ref())
-            .await;
-        anyhow::Ok(discovery)
-    })?;
-    let output = render(&discovery);
+    let preview = match &args.server {
+        Some(server) => {
+            let Some(namespace) = namespace else {
+                anyhow::bail!(
+                    "the Secret's namespace is missing: give -n NAMESPACE or NAMESPACE/NAME"
+                );
+            };
+            let client = Client::new(server, args.token.clone().map(Token::new))
+                .context("invalid --server URL")?;
+            match process::runtime()?.block_on(client.consumers(&namespace, &secret)) {
+                Ok(preview) => preview,
+                Err(ClientError::Api(error)) => {
+                    eprintln!("rollsafe: {error}");
+                    return Ok(ExitCode::FAILURE);
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        None => {
+            let identity = args.kube.identity()?;
+            process::runtime()?.block_on(async {
+                let connection = args.kube.connect().await?;
+                let namespace = match namespace {
+                    Some(namespace) => namespace,
+                    None => args.kube.context_namespace(&connection)?,
+                };
+                let discovery = RestartEngine::new(&connection)
+                    .discover(&namespace, &secret, identity.as_ref())
+                    .await;
+                anyhow::Ok(discovery.preview())
+            })?
+        }
+    };
     let text = match args.output {
-        OutputFormat::Json => restart_exit::json(&output)?,
-        OutputFormat::Text => text(&output),
+        OutputFormat::Json => restart_exit::json(&preview)?,
+        OutputFormat::Text => text(&preview),
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")?;

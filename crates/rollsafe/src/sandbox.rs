@@ -96,6 +96,7 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
         },
         allowed_groups: Default::default(),
         max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
+        token_review: None,
     };
     let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
         .await

@@ -1,9 +1,10 @@
 //! The chart's RBAC proven against the API, and the binary run as its pod runs it.
 //!
 //! The chart is rendered with Helm's own SDK; its ServiceAccount, Roles, ClusterRoles,
-//! bindings and session Secret are applied to the emulator with real kubectl (the emulator
-//! does not serve Services, PodDisruptionBudgets, NetworkPolicies, Ingresses or
-//! ServiceMonitors; those are checked by the render tests). Then `rollsafe serve` runs with
+//! bindings and session Secret are applied to the emulator with real kubectl (the server runs
+//! as the test's child rather than through the chart's Deployment, and the emulator serves no
+//! PodDisruptionBudgets, NetworkPolicies or ServiceMonitors; the render tests check every
+//! object the chart creates). Then `rollsafe serve` runs with
 //! no kubeconfig, only `KUBERNETES_SERVICE_HOST`/`PORT` and a ServiceAccount directory
 //! (token, CA, namespace) — the emulator's TLS and CA on the same port — and with the
 //! ServiceAccount's identity:

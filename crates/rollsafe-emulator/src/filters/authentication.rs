@@ -20,8 +20,10 @@ pub fn authenticate(headers: &HeaderMap, shared: &Shared) -> Result<UserInfo, Ap
     if token.is_empty() {
         return Err(ApiError::unauthorized());
     }
+    // A bound token for another audience cannot call the API.
     shared
         .identity_for_token(token)
+        .filter(|i| !i.audiences_within(&[]).is_empty())
         .map(|i| UserInfo::authenticated(&i.name, &i.groups))
         .ok_or_else(ApiError::unauthorized)
 }

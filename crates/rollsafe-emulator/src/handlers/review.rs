@@ -42,12 +42,32 @@ pub fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
                 .pointer("/spec/token")
                 .and_then(Value::as_str)
                 .unwrap_or("");
+            let requested: Vec<String> = obj
+                .pointer("/spec/audiences")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
             match c.shared.identity_for_token(token) {
                 Some(i) => {
-                    let u = UserInfo::authenticated(&i.name, &i.groups);
-                    json!({"authenticated": true, "user": {"username": u.name, "groups": u.groups}})
+                    let audiences = i.audiences_within(&requested);
+                    if audiences.is_empty() {
+                        json!({"authenticated": false, "user": {},
+                               "error": "[invalid bearer token, token audiences is invalid for the target audiences]"})
+                    } else {
+                        let u = UserInfo::authenticated(&i.name, &i.groups);
+                        json!({"authenticated": true,
+                               "user": {"username": u.name, "groups": u.groups},
+                               "audiences": audiences})
+                    }
                 }
-                None => json!({"authenticated": false, "error": "invalid bearer token"}),
+                None => {
+                    json!({"authenticated": false, "user": {}, "error": "invalid bearer token"})
+                }
             }
         }
         ids::SELFSUBJECTREVIEWS => {

@@ -47,11 +47,17 @@ pub fn token_request(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
             ),
         ));
     }
-    let audiences = spec
+    let audiences: Vec<String> = spec
         .get("audiences")
-        .filter(|a| a.as_array().is_some_and(|a| !a.is_empty()))
-        .cloned()
-        .unwrap_or_else(|| json!(["https://kubernetes.default.svc.cluster.local"]));
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .filter(|a: &Vec<String>| !a.is_empty())
+        .unwrap_or_else(|| vec![crate::identity::API_AUDIENCE.to_owned()]);
     let token = format!("emulator-sa.{}", util::token());
     let user = format!("system:serviceaccount:{}:{}", c.ns(), c.name());
     let groups = [
@@ -65,7 +71,7 @@ pub fn token_request(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .unwrap_or_else(|e| e.into_inner())
         .insert(
             token.clone(),
-            Identity::new(user, token.clone(), &group_refs),
+            Identity::new(user, token.clone(), &group_refs).with_audiences(audiences.clone()),
         );
     let expires = jiff::Timestamp::now()
         .checked_add(jiff::SignedDuration::from_secs(seconds))
