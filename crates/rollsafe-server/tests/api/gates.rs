@@ -44,7 +44,12 @@ async fn gate_order_reaches_no_later_gate() {
         .request(
             Method::POST,
             &format!("/api/namespaces/{NS}/secrets/db/restart-consumers"),
-            &[("cookie", &format!("krypton_session={}", admin()))],
+            &[
+                ("cookie", &format!("krypton_session={}", admin())),
+                // What the page sends; a cross-site request is refused (see csrf.rs).
+                ("x-rollsafe-csrf", "1"),
+                ("sec-fetch-site", "same-origin"),
+            ],
         )
         .await;
     assert_eq!(status, 200, "the cookie authenticates too");

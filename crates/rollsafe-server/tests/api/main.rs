@@ -25,11 +25,14 @@ use serde_json::{Value, json};
 
 mod acl;
 mod audit;
+mod csrf;
 mod gates;
 mod impersonation;
+mod preview;
 mod results;
 mod scope;
 mod shutdown;
+mod token_review;
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef-test";
 const SECRET_VALUE: &str = "s3cr3t-value-that-must-never-leak";

@@ -1,0 +1,163 @@
+//! `GET …/consumers`: the restart's gates and discovery, no patch, and whether each workload
+//! would roll now.
+
+use super::*;
+use rollsafe_client::{Client, ClientError, Token};
+
+fn consumers_path(namespace: &str, name: &str) -> String {
+    format!("/api/namespaces/{namespace}/secrets/{name}/consumers")
+}
+
+async fn preview(f: &Fixture, name: &str, token: &str) -> (StatusCode, Value) {
+    let auth = format!("Bearer {token}");
+    let (status, headers, body) = f
+        .request(
+            Method::GET,
+            &consumers_path(NS, name),
+            &[("authorization", &auth)],
+        )
+        .await;
+    assert_eq!(headers["cache-control"], "no-store");
+    (status, body)
+}
+
+fn patches(f: &Fixture) -> usize {
+    f.emulator
+        .requests()
+        .iter()
+        .filter(|r| r.verb.as_deref() == Some("patch"))
+        .count()
+}
+
+#[tokio::test]
+async fn the_preview_lists_references_and_what_rolls_now_and_patches_nothing() {
+    let mut objects = seed();
+    let mut paused = workload("Deployment", "paused", "db");
+    paused["spec"]["paused"] = json!(true);
+    objects.push(paused);
+    let mut on_delete = workload("StatefulSet", "manual", "db");
+    on_delete["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+    objects.push(on_delete);
+    // A preview changes nothing: it answers even where restarting is off.
+    let f = Fixture::start_with(objects, |s| s.restart_enabled = false).await;
+    let (status, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["namespace"], NS);
+    assert_eq!(body["secret"], "db");
+    for kind in ["Deployment", "StatefulSet", "DaemonSet"] {
+        assert_eq!(body["inventories"][kind], json!({"complete": true}), "{kind}");
+    }
+    let workloads: Vec<(String, String, bool, Value)> = body["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["kind"].as_str().unwrap().to_owned(),
+                w["name"].as_str().unwrap().to_owned(),
+                w["rollsNow"].as_bool().unwrap(),
+                w["deferral"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        workloads,
+        [
+            ("Deployment".into(), "api".into(), true, Value::Null),
+            ("Deployment".into(), "paused".into(), false, json!("paused")),
+            ("StatefulSet".into(), "manual".into(), false, json!("on_delete")),
+            ("StatefulSet".into(), "worker".into(), true, Value::Null),
+        ]
+    );
+    assert_eq!(
+        body["workloads"][0]["references"],
+        json!([{"kind": "Secret", "name": "db", "via": "envFrom", "containerList": "container",
+                "container": "app", "optional": false}])
+    );
+    assert_eq!(
+        body["workloads"][1]["deferralReason"],
+        "the Deployment is paused"
+    );
+    assert_eq!(patches(&f), 0, "a preview never patches");
+    assert!(
+        !body.to_string().contains(SECRET_VALUE),
+        "no Secret value in a preview"
+    );
+    assert!(f.audit_lines().is_empty(), "a preview is not a restart");
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn the_preview_has_the_restarts_gates() {
+    let f = Fixture::start(|_| {}).await;
+    let (status, _, body) = f.request(Method::GET, &consumers_path(NS, "db"), &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body, json!({"error": "Authentication required"}));
+    // A history snapshot and a missing Secret answer the same.
+    let (missing_status, missing) = preview(&f, "nope", &admin()).await;
+    let (history_status, history) = preview(&f, "db-v1", &admin()).await;
+    assert_eq!(missing_status, 404);
+    assert_eq!(history_status, 404);
+    assert_eq!(history["error"], "Secret \"db-v1\" not found");
+    assert_eq!(missing["error"], "Secret \"nope\" not found");
+    // Scope, and the ACL on the live object.
+    let auth = format!("Bearer {}", admin());
+    let (status, _, _) = f
+        .request(
+            Method::GET,
+            &consumers_path("team-b", "db"),
+            &[("authorization", &auth)],
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (status, body) = preview(&f, "locked", &token("dave@x.io", &["developers"])).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"], "You are not allowed to modify this secret");
+    let (status, _, _) = f
+        .request(
+            Method::GET,
+            &consumers_path(NS, "Bad_Name"),
+            &[("authorization", &auth)],
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(f.workload_requests(), 0, "no gate let a list through");
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn an_incomplete_kind_is_reported_and_the_typed_client_reads_it() {
+    let f = Fixture::start(|_| {}).await;
+    f.emulator.add_fault(
+        Fault::on("list", "statefulsets")
+            .namespace(NS)
+            .always()
+            .then(FaultAction::status(403)),
+    );
+    let client = Client::new(&f.url, Some(Token::new(admin()))).unwrap();
+    let preview = client
+        .consumers(&NS.parse().unwrap(), &"db".parse().unwrap())
+        .await
+        .unwrap();
+    assert!(!preview.is_complete());
+    let statefulsets = &preview.inventories[&rollsafe_core::workload::WorkloadKind::StatefulSet];
+    assert!(!statefulsets.complete);
+    assert_eq!(statefulsets.http_status, Some(403));
+    assert_eq!(
+        statefulsets.code,
+        Some(rollsafe_core::failure::FailureCode::Forbidden)
+    );
+    let names: Vec<&str> = preview.workloads.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, ["api"], "an incomplete kind contributes nothing");
+    assert_eq!(preview.rolling_now(), 1);
+    let refused = Client::new(&f.url, Some(Token::new(token("dave@x.io", &[]))))
+        .unwrap()
+        .consumers(&NS.parse().unwrap(), &"locked".parse().unwrap())
+        .await;
+    match refused {
+        Err(ClientError::Api(error)) => assert_eq!(error.status, 403),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(patches(&f), 0);
+    f.stop().await;
+}
