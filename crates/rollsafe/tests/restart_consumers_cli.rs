@@ -109,11 +109,11 @@ fn consumers_prints_inventories_and_matches_and_patches_nothing() {
                 {"kind": "Deployment", "name": "api", "references": [
                     {"kind": "Secret", "name": "db-creds", "via": "envFrom",
                      "containerList": "container", "container": "app", "optional": false}
-                ]},
+                ], "rollsNow": true},
                 {"kind": "StatefulSet", "name": "worker", "references": [
                     {"kind": "Secret", "name": "db-creds", "via": "envFrom",
                      "containerList": "container", "container": "app", "optional": false}
-                ]}
+                ], "rollsNow": true}
             ]
         })
     );
@@ -123,9 +123,16 @@ fn consumers_prints_inventories_and_matches_and_patches_nothing() {
         .add_fault(Fault::on("list", "statefulsets").then(FaultAction::status(403)));
     let (code, out, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
     assert_eq!(code, 0);
+    let statefulsets = &out["inventories"]["StatefulSet"];
     assert_eq!(
-        out["inventories"]["StatefulSet"],
-        json!({"complete": false, "code": "forbidden", "httpStatus": 403})
+        (&statefulsets["complete"], &statefulsets["code"], &statefulsets["httpStatus"]),
+        (&json!(false), &json!("forbidden"), &json!(403))
+    );
+    assert!(
+        statefulsets["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Access denied.")),
+        "{statefulsets}"
     );
     assert_eq!(out["workloads"].as_array().unwrap().len(), 1);
 }
