@@ -125,7 +125,11 @@ fn consumers_prints_inventories_and_matches_and_patches_nothing() {
     assert_eq!(code, 0);
     let statefulsets = &out["inventories"]["StatefulSet"];
     assert_eq!(
-        (&statefulsets["complete"], &statefulsets["code"], &statefulsets["httpStatus"]),
+        (
+            &statefulsets["complete"],
+            &statefulsets["code"],
+            &statefulsets["httpStatus"]
+        ),
         (&json!(false), &json!("forbidden"), &json!(403))
     );
     assert!(

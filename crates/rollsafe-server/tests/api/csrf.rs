@@ -23,16 +23,39 @@ async fn cross_site_cookie_restarts_are_refused_before_any_kubernetes_call() {
     let own = f.url.clone();
     let refused: [(&str, Vec<(&str, &str)>); 6] = [
         ("no header, no origin", vec![]),
-        ("a cross-site form: origin, no header", vec![("origin", "https://evil.example")]),
-        ("header but another origin", vec![("x-rollsafe-csrf", "1"), ("origin", "https://evil.example")]),
-        ("header, same-site but not same-origin", vec![("x-rollsafe-csrf", "1"), ("sec-fetch-site", "same-site")]),
-        ("header, cross-site fetch", vec![("x-rollsafe-csrf", "1"), ("sec-fetch-site", "cross-site"), ("origin", own.as_str())]),
-        ("header alone: neither origin nor fetch metadata", vec![("x-rollsafe-csrf", "1")]),
+        (
+            "a cross-site form: origin, no header",
+            vec![("origin", "https://evil.example")],
+        ),
+        (
+            "header but another origin",
+            vec![("x-rollsafe-csrf", "1"), ("origin", "https://evil.example")],
+        ),
+        (
+            "header, same-site but not same-origin",
+            vec![("x-rollsafe-csrf", "1"), ("sec-fetch-site", "same-site")],
+        ),
+        (
+            "header, cross-site fetch",
+            vec![
+                ("x-rollsafe-csrf", "1"),
+                ("sec-fetch-site", "cross-site"),
+                ("origin", own.as_str()),
+            ],
+        ),
+        (
+            "header alone: neither origin nor fetch metadata",
+            vec![("x-rollsafe-csrf", "1")],
+        ),
     ];
     for (case, headers) in refused {
         let (status, body) = cookie_restart(&f, &headers).await;
         assert_eq!(status, 403, "{case}: {body}");
-        assert_eq!(body, json!({"error": "Cross-site request refused"}), "{case}");
+        assert_eq!(
+            body,
+            json!({"error": "Cross-site request refused"}),
+            "{case}"
+        );
     }
     assert_eq!(f.emulator.requests().len(), 0, "nothing reached Kubernetes");
     assert!(f.audit_lines().is_empty());

@@ -45,7 +45,11 @@ async fn the_preview_lists_references_and_what_rolls_now_and_patches_nothing() {
     assert_eq!(body["namespace"], NS);
     assert_eq!(body["secret"], "db");
     for kind in ["Deployment", "StatefulSet", "DaemonSet"] {
-        assert_eq!(body["inventories"][kind], json!({"complete": true}), "{kind}");
+        assert_eq!(
+            body["inventories"][kind],
+            json!({"complete": true}),
+            "{kind}"
+        );
     }
     let workloads: Vec<(String, String, bool, Value)> = body["workloads"]
         .as_array()
@@ -65,7 +69,12 @@ async fn the_preview_lists_references_and_what_rolls_now_and_patches_nothing() {
         [
             ("Deployment".into(), "api".into(), true, Value::Null),
             ("Deployment".into(), "paused".into(), false, json!("paused")),
-            ("StatefulSet".into(), "manual".into(), false, json!("on_delete")),
+            (
+                "StatefulSet".into(),
+                "manual".into(),
+                false,
+                json!("on_delete")
+            ),
             ("StatefulSet".into(), "worker".into(), true, Value::Null),
         ]
     );

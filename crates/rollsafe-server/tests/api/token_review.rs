@@ -11,10 +11,12 @@ fn seed_with_service_account() -> Vec<Value> {
     let mut objects = seed();
     objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount",
                         "metadata": {"name": "ci", "namespace": NS}}));
-    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "ci", "namespace": NS},
         "subjects": [{"kind": "ServiceAccount", "name": "ci", "namespace": NS}],
-        "roleRef": {"kind": "Role", "name": "restarter", "apiGroup": "rbac.authorization.k8s.io"}}));
+        "roleRef": {"kind": "Role", "name": "restarter", "apiGroup": "rbac.authorization.k8s.io"}}),
+    );
     objects
 }
 
@@ -63,14 +65,22 @@ async fn a_service_account_token_restarts_as_that_service_account() {
         .filter(|r| !r.is("create", "tokenreviews") && !r.is("get", "configmaps"))
     {
         caller_calls += 1;
-        assert_eq!(request.impersonated_user.as_deref(), Some(SA), "{request:?}");
+        assert_eq!(
+            request.impersonated_user.as_deref(),
+            Some(SA),
+            "{request:?}"
+        );
         assert!(
             request.impersonated_groups.is_empty(),
             "the API server adds a ServiceAccount's groups itself: {request:?}"
         );
         assert_eq!(request.status, 200, "{request:?}");
     }
-    assert_eq!(caller_calls, 1 + 3 + 2, "secret read, three lists, two patches");
+    assert_eq!(
+        caller_calls,
+        1 + 3 + 2,
+        "secret read, three lists, two patches"
+    );
     assert_eq!(f.audit_lines()[0]["user"], SA);
     // The answer is cached by digest: the preview reviews nothing again.
     let (status, _, body) = f
