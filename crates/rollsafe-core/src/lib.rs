@@ -4,6 +4,7 @@
 //!   and why a patched one may not roll now ([`workload::Deferral`]).
 //! - [`reference`]: which Secrets and ConfigMaps a pod template references, and the two policies
 //!   built on that (Restart Consumers and referenced-config).
+//! - [`duration`]: the one duration format of every flag and setting.
 //! - [`contract`]: the Restart Consumers result contract — its JSON, status and messages.
 //! - [`failure`]: classifying an HTTP status or a transport failure into a contract code.
 //! - [`patch`]: the optimistic-concurrency JSON Patch that requests a rollout.
@@ -19,6 +20,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod contract;
+pub mod duration;
 pub mod envelope;
 pub mod failure;
 pub mod name;

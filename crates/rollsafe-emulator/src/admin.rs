@@ -14,16 +14,16 @@ use crate::identity::Identity;
 use crate::query::Query;
 use crate::resources;
 use crate::server::{ADMIN_PREFIX, Body, Shared};
-use crate::status::ApiError;
+use crate::status::StatusError;
 
 /// Serves one admin request.
-pub async fn handle(
+pub(crate) async fn handle(
     req: Request<Incoming>,
     shared: &Arc<Shared>,
     peer: SocketAddr,
 ) -> Response<Body> {
     if !peer.ip().is_loopback() {
-        return error(&ApiError::plain(
+        return error(&StatusError::plain(
             403,
             "the admin API only answers loopback clients",
         ));
@@ -76,7 +76,7 @@ fn is_loopback_authority(authority: &str) -> Option<(bool, Option<u16>)> {
 /// name), no foreign `Origin` (a cross-site request carries the page's), and a JSON body on
 /// every state-changing request (a cross-site form or `text/plain` request cannot send one
 /// without a CORS preflight, which this API never grants).
-fn check_browser_safety(parts: &http::request::Parts, port: u16) -> Result<(), ApiError> {
+fn check_browser_safety(parts: &http::request::Parts, port: u16) -> Result<(), StatusError> {
     let host = parts
         .uri
         .authority()
@@ -93,7 +93,7 @@ fn check_browser_safety(parts: &http::request::Parts, port: u16) -> Result<(), A
         .and_then(is_loopback_authority)
         .is_some_and(|(loopback, _)| loopback);
     if !host_ok {
-        return Err(ApiError::new(
+        return Err(StatusError::new(
             403,
             "Forbidden",
             "the admin API answers requests addressed to a loopback host only",
@@ -111,7 +111,7 @@ fn check_browser_safety(parts: &http::request::Parts, port: u16) -> Result<(), A
             .and_then(is_loopback_authority)
             .is_some_and(|(loopback, p)| loopback && p == Some(port));
         if !same_site {
-            return Err(ApiError::new(
+            return Err(StatusError::new(
                 403,
                 "Forbidden",
                 "the admin API refuses cross-origin requests",
@@ -127,7 +127,7 @@ fn check_browser_safety(parts: &http::request::Parts, port: u16) -> Result<(), A
         .and_then(|v| v.split(';').next())
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
     if !reads_only && !json_body {
-        return Err(ApiError::new(
+        return Err(StatusError::new(
             415,
             "UnsupportedMediaType",
             "state-changing admin API requests must have Content-Type: application/json",
@@ -137,24 +137,24 @@ fn check_browser_safety(parts: &http::request::Parts, port: u16) -> Result<(), A
     Ok(())
 }
 
-fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, StatusError> {
     serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(&format!("invalid JSON body: {e}")))
+        .map_err(|e| StatusError::bad_request(&format!("invalid JSON body: {e}")))
 }
 
 fn ok() -> Response<Body> {
     json(200, &json!({"ok": true}))
 }
 
-fn object_address(q: &Query) -> Result<(resources::ResId, String, String), ApiError> {
+fn object_address(q: &Query) -> Result<(resources::ResId, String, String), StatusError> {
     let resource = q
         .non_empty("resource")
-        .ok_or_else(|| ApiError::bad_request("missing ?resource="))?;
+        .ok_or_else(|| StatusError::bad_request("missing ?resource="))?;
     let res = resources::find_plural(resource)
-        .ok_or_else(|| ApiError::bad_request(&format!("unknown resource {resource:?}")))?;
+        .ok_or_else(|| StatusError::bad_request(&format!("unknown resource {resource:?}")))?;
     let name = q
         .non_empty("name")
-        .ok_or_else(|| ApiError::bad_request("missing ?name="))?;
+        .ok_or_else(|| StatusError::bad_request("missing ?name="))?;
     let ns = if resources::def(res).namespaced {
         q.non_empty("namespace").unwrap_or("default").to_string()
     } else {
@@ -169,7 +169,7 @@ fn route(
     q: &Query,
     body: &[u8],
     shared: &Arc<Shared>,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Response<Body>, StatusError> {
     let handle = crate::Handle {
         shared: shared.clone(),
     };
@@ -200,11 +200,11 @@ fn route(
         ("DELETE", p) if p.starts_with("/faults/") => {
             let id: u64 = p["/faults/".len()..]
                 .parse()
-                .map_err(|_| ApiError::bad_request("fault ids are numbers"))?;
+                .map_err(|_| StatusError::bad_request("fault ids are numbers"))?;
             if handle.remove_fault(id) {
                 Ok(ok())
             } else {
-                Err(ApiError::plain(404, "no such fault"))
+                Err(StatusError::plain(404, "no such fault"))
             }
         }
         ("GET", "/requests") => {
@@ -245,7 +245,7 @@ fn route(
         ("POST", "/reset") => {
             handle
                 .reset()
-                .map_err(|e| ApiError::internal(&e.to_string()))?;
+                .map_err(|e| StatusError::internal(&e.to_string()))?;
             Ok(ok())
         }
         ("POST", "/expire-continue-tokens") => {
@@ -260,7 +260,7 @@ fn route(
             let identity: Identity = parse(body)?;
             handle
                 .add_identity(identity)
-                .map_err(|e| ApiError::bad_request(&e.to_string()))?;
+                .map_err(|e| StatusError::bad_request(&e.to_string()))?;
             Ok(ok())
         }
         ("GET", "/objects") => {
@@ -269,7 +269,7 @@ fn route(
             handle
                 .get_object(resources::def(res).plural, ns_opt, &name)
                 .map(|o| json(200, &o))
-                .ok_or_else(|| ApiError::not_found(resources::def(res), &name))
+                .ok_or_else(|| StatusError::not_found(resources::def(res), &name))
         }
         ("PUT" | "POST", "/objects") => {
             let value: Value = parse(body)?;
@@ -286,7 +286,7 @@ fn route(
             for obj in objects {
                 stored.push(handle.put_object(obj).map_err(|e| match e {
                     crate::EmulatorError::Api(api) => *api,
-                    other => ApiError::bad_request(&other.to_string()),
+                    other => StatusError::bad_request(&other.to_string()),
                 })?);
             }
             Ok(json(200, &Value::Array(stored)))
@@ -298,10 +298,10 @@ fn route(
                 .delete_object(resources::def(res).plural, ns_opt, &name)
                 .map_err(|e| match e {
                     crate::EmulatorError::Api(api) => *api,
-                    other => ApiError::bad_request(&other.to_string()),
+                    other => StatusError::bad_request(&other.to_string()),
                 })?;
             Ok(ok())
         }
-        _ => Err(ApiError::plain(404, "404 page not found")),
+        _ => Err(StatusError::plain(404, "404 page not found")),
     }
 }

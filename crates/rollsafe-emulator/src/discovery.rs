@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use crate::resources::{self, Storage, def};
 
 /// The Kubernetes version the emulator reports.
-pub const KUBERNETES_MINOR: &str = "33";
+pub(crate) const KUBERNETES_MINOR: &str = "33";
 
 /// `/version`.
-pub fn version() -> Value {
+pub(crate) fn version() -> Value {
     json!({
         "major": "1",
         "minor": KUBERNETES_MINOR,
@@ -27,7 +27,7 @@ pub fn version() -> Value {
 }
 
 /// `/api`.
-pub fn core_versions(addr: SocketAddr) -> Value {
+pub(crate) fn core_versions(addr: SocketAddr) -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -41,7 +41,7 @@ fn group_entry(group: &str, version: &str) -> Value {
 }
 
 /// `/apis`.
-pub fn groups() -> Value {
+pub(crate) fn groups() -> Value {
     let groups: Vec<Value> = resources::groups()
         .into_iter()
         .map(|(g, v)| group_entry(g, v))
@@ -50,7 +50,7 @@ pub fn groups() -> Value {
 }
 
 /// `/apis/<group>`.
-pub fn group(group: &str) -> Value {
+pub(crate) fn group(group: &str) -> Value {
     let version = resources::groups()
         .into_iter()
         .find(|(g, _)| *g == group)
@@ -65,7 +65,7 @@ pub fn group(group: &str) -> Value {
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`.
-pub fn resource_list(group: &str, version: &str) -> Value {
+pub(crate) fn resource_list(group: &str, version: &str) -> Value {
     let mut out = Vec::new();
     for id in resources::in_group_version(group, version) {
         let d = def(id);
@@ -124,13 +124,14 @@ fn gv_path(group: &str, version: &str) -> String {
 /// The content type of the protobuf OpenAPI v2 document (gnostic `openapi_v2.Document`). Clients
 /// ask for `…spec.v2@v1.0+protobuf`; the real server answers with this form, which Go's media
 /// type parser accepts (`@` is not a token character: client-go fails on it).
-pub const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+pub(crate) const OPENAPI_V2_PROTOBUF: &str =
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 /// `/openapi/v2` as JSON: a valid Swagger 2.0 document without definitions. kubectl 1.27 and
 /// 1.28 fetch it before `apply`, `create -f`, `replace -f`, `diff` and `edit`; without a schema
 /// for a kind they fall back to their compiled-in types for strategic merge (built-in kinds) or
 /// to JSON merge patch (custom resources), as with a real server's CRDs without schemas.
-pub fn openapi_v2() -> Value {
+pub(crate) fn openapi_v2() -> Value {
     json!({
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": format!("v1.{KUBERNETES_MINOR}.0")},
@@ -141,7 +142,7 @@ pub fn openapi_v2() -> Value {
 
 /// The same document in protobuf: `swagger` (1), `info` (2: `title` 1, `version` 2), and empty
 /// `paths` (8) and `definitions` (9).
-pub fn openapi_v2_protobuf() -> Vec<u8> {
+pub(crate) fn openapi_v2_protobuf() -> Vec<u8> {
     fn field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
         out.push((number << 3) | 2);
         // Every length here is below 128: one varint byte.
@@ -160,7 +161,7 @@ pub fn openapi_v2_protobuf() -> Vec<u8> {
 }
 
 /// `/openapi/v3`: one entry per group/version. Built once: it depends only on the resource table.
-pub fn openapi_index() -> &'static Value {
+pub(crate) fn openapi_index() -> &'static Value {
     static INDEX: LazyLock<Value> = LazyLock::new(build_openapi_index);
     &INDEX
 }
@@ -183,7 +184,7 @@ fn build_openapi_index() -> Value {
 /// field validation (the `fieldValidation` parameter on its PATCH operation), so it leaves
 /// validation to the server. The documents of the listed group/versions are built once (they
 /// depend only on the resource table); any other is built when asked for.
-pub fn openapi_group_version(group: &str, version: &str) -> Cow<'static, Value> {
+pub(crate) fn openapi_group_version(group: &str, version: &str) -> Cow<'static, Value> {
     static DOCS: LazyLock<Vec<((&str, &str), Value)>> = LazyLock::new(|| {
         std::iter::once(("", "v1"))
             .chain(resources::groups())

@@ -138,7 +138,7 @@ pub enum ListCorruption {
 }
 
 /// The wrong list kind used by [`ListCorruption::WrongKind`]: a real kind of another resource.
-pub fn wrong_list_kind(actual: &str) -> &'static str {
+pub(crate) fn wrong_list_kind(actual: &str) -> &'static str {
     if actual == "ConfigMapList" {
         "SecretList"
     } else {
@@ -295,14 +295,14 @@ pub struct FaultState {
 
 /// The table of registered faults.
 #[derive(Debug, Default)]
-pub struct FaultTable {
+pub(crate) struct FaultTable {
     next_id: u64,
     faults: Vec<FaultState>,
 }
 
 impl FaultTable {
     /// Registers a fault.
-    pub fn add(&mut self, fault: Fault) -> u64 {
+    pub(crate) fn add(&mut self, fault: Fault) -> u64 {
         self.next_id += 1;
         self.faults.push(FaultState {
             id: self.next_id,
@@ -314,25 +314,31 @@ impl FaultTable {
     }
 
     /// Removes one fault; whether it existed.
-    pub fn remove(&mut self, id: u64) -> bool {
+    pub(crate) fn remove(&mut self, id: u64) -> bool {
         let before = self.faults.len();
         self.faults.retain(|f| f.id != id);
         before != self.faults.len()
     }
 
     /// Removes all faults.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.faults.clear();
     }
 
     /// Registered faults.
-    pub fn list(&self) -> Vec<FaultState> {
+    pub(crate) fn list(&self) -> Vec<FaultState> {
         self.faults.clone()
     }
 
     /// Counts the request against every fault whose filters match, and returns those that
     /// fire, in registration order.
-    pub fn hit(&mut self, verb: &str, resource: &str, namespace: &str, name: &str) -> Vec<Fault> {
+    pub(crate) fn hit(
+        &mut self,
+        verb: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<Fault> {
         let mut out = Vec::new();
         for f in &mut self.faults {
             if !f.fault.matcher.filters(verb, resource, namespace, name) {

@@ -8,13 +8,13 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use crate::server::Body;
-use crate::status::ApiError;
+use crate::status::StatusError;
 
 /// `MaxRequestBodyBytes`: 3 MiB.
-pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
 
 /// A response with a complete body.
-pub fn full(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
+pub(crate) fn full(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
     let mut resp = Response::new(Full::new(body.into()).boxed());
     *resp.status_mut() =
         http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
@@ -25,13 +25,13 @@ pub fn full(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<B
 }
 
 /// A JSON response.
-pub fn json(code: u16, value: &Value) -> Response<Body> {
+pub(crate) fn json(code: u16, value: &Value) -> Response<Body> {
     let body = serde_json::to_vec(value).unwrap_or_default();
     full(code, "application/json", body)
 }
 
 /// An error response (Status JSON or plain text), with `Retry-After` when set.
-pub fn error(e: &ApiError) -> Response<Body> {
+pub(crate) fn error(e: &StatusError) -> Response<Body> {
     let mut resp = match &e.plain_text {
         Some(text) => {
             let mut r = full(e.code, "text/plain; charset=utf-8", format!("{text}\n"));
@@ -52,8 +52,11 @@ pub fn error(e: &ApiError) -> Response<Body> {
 }
 
 /// Reads a request body, refusing more than [`MAX_REQUEST_BODY`] bytes with the real 413.
-pub async fn read_body(body: Incoming, content_length: Option<u64>) -> Result<Bytes, ApiError> {
-    let too_large = || ApiError::too_large(&format!("limit is {MAX_REQUEST_BODY}"));
+pub(crate) async fn read_body(
+    body: Incoming,
+    content_length: Option<u64>,
+) -> Result<Bytes, StatusError> {
+    let too_large = || StatusError::too_large(&format!("limit is {MAX_REQUEST_BODY}"));
     if content_length.is_some_and(|n| n > MAX_REQUEST_BODY as u64) {
         return Err(too_large());
     }
@@ -65,7 +68,7 @@ pub async fn read_body(body: Incoming, content_length: Option<u64>) -> Result<By
             {
                 Err(too_large())
             } else {
-                Err(ApiError::bad_request(&format!(
+                Err(StatusError::bad_request(&format!(
                     "error reading request body: {e}"
                 )))
             }

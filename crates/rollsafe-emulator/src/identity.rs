@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 /// The group whose members may do everything, as in a real cluster.
 pub const MASTERS_GROUP: &str = "system:masters";
 /// Added to every authenticated user.
-pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+pub(crate) const AUTHENTICATED_GROUP: &str = "system:authenticated";
 /// The group of the anonymous user.
-pub const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
+pub(crate) const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
 /// The user name of requests without credentials.
-pub const ANONYMOUS_USER: &str = "system:anonymous";
+pub(crate) const ANONYMOUS_USER: &str = "system:anonymous";
 
 /// A user known to the emulator: a name, a bearer token and groups.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +33,7 @@ pub struct Identity {
 
 /// The API server's own audience: what a token needs to call the API, and what a TokenReview
 /// without `spec.audiences` checks for.
-pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+pub(crate) const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
 impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,7 +83,7 @@ impl Identity {
 
 /// Who a request acts as.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserInfo {
+pub(crate) struct UserInfo {
     /// User name.
     pub name: String,
     /// Groups, including the implicit ones.
@@ -94,7 +94,7 @@ pub struct UserInfo {
 
 impl UserInfo {
     /// The anonymous user.
-    pub fn anonymous() -> Self {
+    pub(crate) fn anonymous() -> Self {
         Self {
             name: ANONYMOUS_USER.into(),
             groups: vec![UNAUTHENTICATED_GROUP.into()],
@@ -103,7 +103,7 @@ impl UserInfo {
     }
 
     /// An authenticated identity with `system:authenticated` added.
-    pub fn authenticated(name: &str, groups: &[String]) -> Self {
+    pub(crate) fn authenticated(name: &str, groups: &[String]) -> Self {
         let mut groups = groups.to_vec();
         if !groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
             groups.push(AUTHENTICATED_GROUP.into());

@@ -69,6 +69,8 @@
 //!   (`observedGeneration == generation`, all replicas ready).
 //! - Server-side apply is a plain strategic merge without field ownership.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod admin;
 mod discovery;
 mod faults;
@@ -108,7 +110,7 @@ pub use observe::{InFlightStat, RequestLogEntry};
 pub use patch::{JsonPatchError, apply_json_patch};
 pub use registry::{EventType, Rollout};
 pub use server::ADMIN_PREFIX;
-pub use status::ApiError;
+pub use status::StatusError;
 pub use tls::TlsError;
 
 use observe::InFlight;
@@ -153,7 +155,7 @@ pub enum EmulatorError {
         /// Its name.
         name: String,
         /// Why.
-        source: Box<ApiError>,
+        source: Box<StatusError>,
     },
     /// An identity is invalid (reserved name, duplicate token, empty token).
     #[error("identity {name:?}: {reason}")]
@@ -168,7 +170,7 @@ pub enum EmulatorError {
     UnknownResource(String),
     /// A write was refused, as the API would refuse it.
     #[error("{0}")]
-    Api(Box<ApiError>),
+    Api(Box<StatusError>),
     /// TLS could not be set up.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -182,8 +184,8 @@ pub enum EmulatorError {
     },
 }
 
-impl From<ApiError> for EmulatorError {
-    fn from(e: ApiError) -> Self {
+impl From<StatusError> for EmulatorError {
+    fn from(e: StatusError) -> Self {
         Self::Api(Box::new(e))
     }
 }

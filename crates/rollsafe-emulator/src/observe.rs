@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::query::Query;
 
 /// Request bodies kept in the log are cut at this many bytes.
-pub const MAX_LOGGED_BODY: usize = 64 * 1024;
+pub(crate) const MAX_LOGGED_BODY: usize = 64 * 1024;
 
 /// One API request as the server saw it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,7 +85,7 @@ impl RequestLogEntry {
 
 /// Concurrency counters for one (verb, resource).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InFlightCounter {
+pub(crate) struct InFlightCounter {
     /// Requests being handled now.
     pub current: u32,
     /// The most ever handled at once since the last reset.
@@ -107,13 +107,13 @@ pub struct InFlightStat {
 
 /// In-flight counters keyed by (verb, resource).
 #[derive(Debug, Default)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     counters: Mutex<BTreeMap<(String, String), InFlightCounter>>,
 }
 
 /// Decrements its counter when dropped.
 #[derive(Debug)]
-pub struct InFlightGuard {
+pub(crate) struct InFlightGuard {
     owner: Arc<InFlight>,
     key: (String, String),
 }
@@ -130,7 +130,7 @@ impl Drop for InFlightGuard {
 
 impl InFlight {
     /// Counts a request in until the guard drops.
-    pub fn enter(self: &Arc<Self>, verb: &str, resource: &str) -> InFlightGuard {
+    pub(crate) fn enter(self: &Arc<Self>, verb: &str, resource: &str) -> InFlightGuard {
         let key = (verb.to_string(), resource.to_string());
         if let Ok(mut map) = self.counters.lock() {
             let c = map.entry(key.clone()).or_default();
@@ -144,7 +144,7 @@ impl InFlight {
     }
 
     /// Peak for one (verb, resource).
-    pub fn peak(&self, verb: &str, resource: &str) -> u32 {
+    pub(crate) fn peak(&self, verb: &str, resource: &str) -> u32 {
         self.counters
             .lock()
             .ok()
@@ -156,7 +156,7 @@ impl InFlight {
     }
 
     /// All counters.
-    pub fn stats(&self) -> Vec<InFlightStat> {
+    pub(crate) fn stats(&self) -> Vec<InFlightStat> {
         self.counters
             .lock()
             .map(|m| {
@@ -173,7 +173,7 @@ impl InFlight {
     }
 
     /// Resets peaks to the current values.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         if let Ok(mut m) = self.counters.lock() {
             for c in m.values_mut() {
                 c.peak = c.current;

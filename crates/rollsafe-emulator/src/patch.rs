@@ -3,14 +3,14 @@
 
 use serde_json::{Map, Value};
 
-use crate::status::ApiError;
+use crate::status::StatusError;
 
 /// The most operations one JSON patch may hold.
-pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+pub(crate) const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
 /// A PATCH content type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchKind {
+pub(crate) enum PatchKind {
     /// `application/json-patch+json`.
     Json,
     /// `application/merge-patch+json`.
@@ -23,7 +23,7 @@ pub enum PatchKind {
 
 impl PatchKind {
     /// Reads a `Content-Type` header value (a `;charset=…` suffix is ignored).
-    pub fn from_content_type(ct: &str) -> Option<Self> {
+    pub(crate) fn from_content_type(ct: &str) -> Option<Self> {
         let base = ct
             .split(';')
             .next()
@@ -42,7 +42,7 @@ impl PatchKind {
 
 /// A decoded patch document, ready to apply to any object.
 #[derive(Debug, Clone)]
-pub enum Decoded {
+pub(crate) enum Decoded {
     /// JSON patch operations, kept raw: an op that does not decode fails at apply time (422),
     /// as it does in the real server's engine.
     Json(Vec<Value>),
@@ -51,13 +51,13 @@ pub enum Decoded {
 }
 
 /// Decodes a patch body. Errors are the real server's 400/413s.
-pub fn decode(kind: PatchKind, body: &[u8]) -> Result<Decoded, ApiError> {
+pub(crate) fn decode(kind: PatchKind, body: &[u8]) -> Result<Decoded, StatusError> {
     match kind {
         PatchKind::Json => {
             let ops: Vec<Value> = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(&format!("error decoding patch: {e}")))?;
+                .map_err(|e| StatusError::bad_request(&format!("error decoding patch: {e}")))?;
             if ops.len() > MAX_JSON_PATCH_OPERATIONS {
-                return Err(ApiError::too_large(&format!(
+                return Err(StatusError::too_large(&format!(
                     "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
                     ops.len()
                 )));
@@ -66,16 +66,16 @@ pub fn decode(kind: PatchKind, body: &[u8]) -> Result<Decoded, ApiError> {
         }
         PatchKind::Merge | PatchKind::Strategic => {
             let doc: Map<String, Value> = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(&format!("error decoding patch: {e}")))?;
+                .map_err(|e| StatusError::bad_request(&format!("error decoding patch: {e}")))?;
             Ok(Decoded::Document(kind, Value::Object(doc)))
         }
         PatchKind::Apply => {
             let text = std::str::from_utf8(body)
-                .map_err(|e| ApiError::bad_request(&format!("error decoding YAML: {e}")))?;
+                .map_err(|e| StatusError::bad_request(&format!("error decoding YAML: {e}")))?;
             let doc: Value = serde_saphyr::from_str(text)
-                .map_err(|e| ApiError::bad_request(&format!("error decoding YAML: {e}")))?;
+                .map_err(|e| StatusError::bad_request(&format!("error decoding YAML: {e}")))?;
             if !doc.is_object() {
-                return Err(ApiError::bad_request(
+                return Err(StatusError::bad_request(
                     "error decoding YAML: the patch is not an object",
                 ));
             }
@@ -85,10 +85,10 @@ pub fn decode(kind: PatchKind, body: &[u8]) -> Result<Decoded, ApiError> {
 }
 
 /// Applies a decoded patch to a copy of `target`. JSON-patch failures are the generic 422.
-pub fn apply(decoded: &Decoded, target: &Value) -> Result<Value, ApiError> {
+pub(crate) fn apply(decoded: &Decoded, target: &Value) -> Result<Value, StatusError> {
     match decoded {
         Decoded::Json(ops) => {
-            apply_json_patch(target, ops).map_err(|_| ApiError::json_patch_failed())
+            apply_json_patch(target, ops).map_err(|_| StatusError::json_patch_failed())
         }
         Decoded::Document(PatchKind::Merge, doc) => {
             let mut out = target.clone();
@@ -221,7 +221,7 @@ fn key_of<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
 /// Applies a strategic merge patch (the subset kubectl produces: maps merge, `null` deletes,
 /// lists with a merge key merge element-wise, `$patch: delete|replace`, `$retainKeys`,
 /// `$setElementOrder/…`, `$deleteFromPrimitiveList/…`).
-pub fn strategic_merge(target: &mut Value, patch: &Value, _field: &str) {
+pub(crate) fn strategic_merge(target: &mut Value, patch: &Value, _field: &str) {
     let Value::Object(patch_map) = patch else {
         *target = patch.clone();
         return;

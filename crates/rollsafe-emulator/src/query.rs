@@ -4,13 +4,13 @@ use serde_json::Value;
 
 /// A parsed query string. Tolerates empty pairs and a leading `&` (kube sends `?&limit=…`).
 #[derive(Debug, Clone, Default)]
-pub struct Query {
+pub(crate) struct Query {
     pairs: Vec<(String, String)>,
 }
 
 impl Query {
     /// Parses `a=1&b=2` (without the `?`) as Go's `url.ParseQuery` does: `+` is a space.
-    pub fn parse(raw: &str) -> Self {
+    pub(crate) fn parse(raw: &str) -> Self {
         let pairs = form_urlencoded::parse(raw.as_bytes())
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
@@ -18,7 +18,7 @@ impl Query {
     }
 
     /// The first value of a key.
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.pairs
             .iter()
             .find(|(k, _)| k == key)
@@ -26,7 +26,7 @@ impl Query {
     }
 
     /// Every value of a key, in order.
-    pub fn all(&self, key: &str) -> Vec<&str> {
+    pub(crate) fn all(&self, key: &str) -> Vec<&str> {
         self.pairs
             .iter()
             .filter(|(k, _)| k == key)
@@ -35,12 +35,12 @@ impl Query {
     }
 
     /// The first non-empty value of a key.
-    pub fn non_empty(&self, key: &str) -> Option<&str> {
+    pub(crate) fn non_empty(&self, key: &str) -> Option<&str> {
         self.get(key).filter(|v| !v.is_empty())
     }
 
     /// Whether a boolean parameter is set to `true`/`1`.
-    pub fn flag(&self, key: &str) -> bool {
+    pub(crate) fn flag(&self, key: &str) -> bool {
         matches!(self.get(key), Some("true" | "1" | "True" | "TRUE"))
     }
 }
@@ -58,7 +58,7 @@ enum Requirement {
 
 /// A label selector in the string syntax of `?labelSelector=`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct LabelSelector {
+pub(crate) struct LabelSelector {
     reqs: Vec<Requirement>,
 }
 
@@ -95,7 +95,7 @@ fn set_values(rest: &str) -> Option<Vec<String>> {
 
 impl LabelSelector {
     /// Parses a selector; the error is the message of the real server's 400.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
             return Ok(Self { reqs });
@@ -134,12 +134,12 @@ impl LabelSelector {
     }
 
     /// Whether the selector selects nothing-in-particular (matches everything).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.reqs.is_empty()
     }
 
     /// Whether an object's labels match.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         let labels = object.pointer("/metadata/labels");
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.reqs.iter().all(|r| match r {
@@ -156,14 +156,14 @@ impl LabelSelector {
 /// A field selector on `metadata.name`, `metadata.namespace` and the resource's own field
 /// labels (`type` for Secrets, `involvedObject.name` … for Events).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct FieldSelector {
+pub(crate) struct FieldSelector {
     reqs: Vec<(String, bool, String)>,
 }
 
 impl FieldSelector {
     /// Parses a selector; `extra` are the resource's own field labels; other fields give the
     /// real server's 400 message.
-    pub fn parse_for(s: &str, extra: &[&str]) -> Result<Self, String> {
+    pub(crate) fn parse_for(s: &str, extra: &[&str]) -> Result<Self, String> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
             return Ok(Self { reqs });
@@ -192,12 +192,12 @@ impl FieldSelector {
     }
 
     /// Whether the selector is empty.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.reqs.is_empty()
     }
 
     /// Whether an object matches.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         self.reqs.iter().all(|(field, equal, value)| {
             let pointer = format!("/{}", field.replace('.', "/"));
             let actual = object

@@ -143,7 +143,7 @@ macro_rules! res {
 use Storage::{Review, Stored};
 
 /// Every resource served. The index into this table is the resource id used by the store.
-pub static RESOURCES: &[ResourceDef] = &[
+pub(crate) static RESOURCES: &[ResourceDef] = &[
     res!(
         "",
         "v1",
@@ -500,10 +500,10 @@ pub static RESOURCES: &[ResourceDef] = &[
 ];
 
 /// Index of a resource in [`RESOURCES`].
-pub type ResId = u16;
+pub(crate) type ResId = u16;
 
 /// The definition of a resource id.
-pub fn def(id: ResId) -> &'static ResourceDef {
+pub(crate) fn def(id: ResId) -> &'static ResourceDef {
     &RESOURCES[usize::from(id)]
 }
 
@@ -513,7 +513,7 @@ fn id_of(index: usize) -> ResId {
 }
 
 /// Finds a resource by group, version and plural.
-pub fn find(group: &str, version: &str, plural: &str) -> Option<ResId> {
+pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<ResId> {
     RESOURCES
         .iter()
         .position(|r| r.group == group && r.version == version && r.plural == plural)
@@ -522,7 +522,7 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<ResId> {
 
 /// Finds a resource by plural alone: the first in the table, so the core group wins
 /// (`events`), as kubectl's resource mapper prefers it; `events.events.k8s.io` names the other.
-pub fn find_plural(plural: &str) -> Option<ResId> {
+pub(crate) fn find_plural(plural: &str) -> Option<ResId> {
     let by_plural = RESOURCES.iter().position(|r| r.plural == plural);
     let qualified = || {
         let (p, group) = plural.split_once('.')?;
@@ -535,7 +535,7 @@ pub fn find_plural(plural: &str) -> Option<ResId> {
 
 /// The field labels a resource supports in field selectors besides `metadata.name` and
 /// `metadata.namespace` (the real `GetAttrs` of each registry).
-pub fn field_labels(res: ResId) -> &'static [&'static str] {
+pub(crate) fn field_labels(res: ResId) -> &'static [&'static str] {
     match res {
         ids::SECRETS => &["type"],
         ids::NAMESPACES => &["status.phase"],
@@ -566,12 +566,12 @@ pub fn field_labels(res: ResId) -> &'static [&'static str] {
 }
 
 /// The resource whose objects a request on `res` reads and writes (itself, unless a view).
-pub fn stored(res: ResId) -> ResId {
+pub(crate) fn stored(res: ResId) -> ResId {
     def(res).view.map_or(res, |v| v.stored)
 }
 
 /// Finds a resource by `apiVersion` and `kind`.
-pub fn find_kind(api_version: &str, kind: &str) -> Option<ResId> {
+pub(crate) fn find_kind(api_version: &str, kind: &str) -> Option<ResId> {
     RESOURCES
         .iter()
         .position(|r| r.kind == kind && r.api_version() == api_version)
@@ -579,7 +579,7 @@ pub fn find_kind(api_version: &str, kind: &str) -> Option<ResId> {
 }
 
 /// Groups in discovery order, each with its single version.
-pub fn groups() -> Vec<(&'static str, &'static str)> {
+pub(crate) fn groups() -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&'static str, &'static str)> = Vec::new();
     for r in RESOURCES {
         if !r.group.is_empty() && !out.iter().any(|(g, _)| *g == r.group) {
@@ -590,7 +590,7 @@ pub fn groups() -> Vec<(&'static str, &'static str)> {
 }
 
 /// Ids of the resources of one group/version.
-pub fn in_group_version(group: &str, version: &str) -> Vec<ResId> {
+pub(crate) fn in_group_version(group: &str, version: &str) -> Vec<ResId> {
     RESOURCES
         .iter()
         .enumerate()
@@ -600,33 +600,39 @@ pub fn in_group_version(group: &str, version: &str) -> Vec<ResId> {
 }
 
 /// Well-known resource ids.
-#[allow(dead_code)]
-pub mod ids {
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "the full table of ids; not every resource is named outside tests"
+    )
+)]
+pub(crate) mod ids {
     use super::ResId;
-    pub const NAMESPACES: ResId = 0;
-    pub const SECRETS: ResId = 1;
-    pub const CONFIGMAPS: ResId = 2;
-    pub const SERVICEACCOUNTS: ResId = 3;
-    pub const DEPLOYMENTS: ResId = 4;
-    pub const STATEFULSETS: ResId = 5;
-    pub const DAEMONSETS: ResId = 6;
-    pub const LEASES: ResId = 7;
-    pub const ROLES: ResId = 8;
-    pub const CLUSTERROLES: ResId = 9;
-    pub const ROLEBINDINGS: ResId = 10;
-    pub const CLUSTERROLEBINDINGS: ResId = 11;
-    pub const TOKENREVIEWS: ResId = 13;
-    pub const SELFSUBJECTREVIEWS: ResId = 14;
-    pub const SELFSUBJECTACCESSREVIEWS: ResId = 15;
-    pub const SUBJECTACCESSREVIEWS: ResId = 16;
-    pub const EVENTS: ResId = 17;
-    pub const SERVICES: ResId = 18;
-    pub const PODS: ResId = 19;
-    pub const JOBS: ResId = 20;
-    pub const CRONJOBS: ResId = 21;
-    pub const INGRESSES: ResId = 22;
-    pub const SELFSUBJECTRULESREVIEWS: ResId = 23;
-    pub const EVENTS_V1: ResId = 24;
+    pub(crate) const NAMESPACES: ResId = 0;
+    pub(crate) const SECRETS: ResId = 1;
+    pub(crate) const CONFIGMAPS: ResId = 2;
+    pub(crate) const SERVICEACCOUNTS: ResId = 3;
+    pub(crate) const DEPLOYMENTS: ResId = 4;
+    pub(crate) const STATEFULSETS: ResId = 5;
+    pub(crate) const DAEMONSETS: ResId = 6;
+    pub(crate) const LEASES: ResId = 7;
+    pub(crate) const ROLES: ResId = 8;
+    pub(crate) const CLUSTERROLES: ResId = 9;
+    pub(crate) const ROLEBINDINGS: ResId = 10;
+    pub(crate) const CLUSTERROLEBINDINGS: ResId = 11;
+    pub(crate) const TOKENREVIEWS: ResId = 13;
+    pub(crate) const SELFSUBJECTREVIEWS: ResId = 14;
+    pub(crate) const SELFSUBJECTACCESSREVIEWS: ResId = 15;
+    pub(crate) const SUBJECTACCESSREVIEWS: ResId = 16;
+    pub(crate) const EVENTS: ResId = 17;
+    pub(crate) const SERVICES: ResId = 18;
+    pub(crate) const PODS: ResId = 19;
+    pub(crate) const JOBS: ResId = 20;
+    pub(crate) const CRONJOBS: ResId = 21;
+    pub(crate) const INGRESSES: ResId = 22;
+    pub(crate) const SELFSUBJECTRULESREVIEWS: ResId = 23;
+    pub(crate) const EVENTS_V1: ResId = 24;
 }
 
 #[cfg(test)]

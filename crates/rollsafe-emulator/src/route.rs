@@ -8,7 +8,7 @@ use crate::resources::{self, ResId, Storage, def};
 
 /// A Kubernetes verb of a resource request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verb {
+pub(crate) enum Verb {
     /// GET of one object.
     Get,
     /// GET of a collection.
@@ -29,7 +29,7 @@ pub enum Verb {
 
 impl Verb {
     /// The verb as RBAC rules, faults and the request log name it.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Get => "get",
             Self::List => "list",
@@ -51,7 +51,7 @@ impl std::fmt::Display for Verb {
 
 /// A request on a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceRequest {
+pub(crate) struct ResourceRequest {
     /// Resource id.
     pub res: ResId,
     /// Namespace from the URL.
@@ -66,7 +66,7 @@ pub struct ResourceRequest {
 
 impl ResourceRequest {
     /// `deployments` or `deployments/scale`.
-    pub fn full_resource(&self) -> String {
+    pub(crate) fn full_resource(&self) -> String {
         match &self.subresource {
             Some(s) => format!("{}/{}", def(self.res).plural, s),
             None => def(self.res).plural.to_string(),
@@ -76,7 +76,7 @@ impl ResourceRequest {
 
 /// What a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// `/version`.
     Version,
     /// `/healthz`, `/livez`, `/readyz`.
@@ -123,7 +123,7 @@ fn verb_for(method: &Method, has_name: bool, query: &Query) -> Option<Verb> {
 }
 
 /// Parses a request path.
-pub fn parse(method: &Method, path: &str, query: &Query) -> Route {
+pub(crate) fn parse(method: &Method, path: &str, query: &Query) -> Route {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
         ["version"] => Route::Version,

@@ -30,17 +30,17 @@ use crate::registry::Store;
 use crate::{admin, filters, util};
 
 /// Response body type.
-pub type Body = BoxBody<Bytes, Infallible>;
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// How long shutdown waits for open connections before closing them.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// The path prefix reserved for the admin API.
 pub const ADMIN_PREFIX: &str = "/_emulator";
 
 /// State shared by all connections and the in-process handle.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// The objects.
     pub store: Mutex<Store>,
     /// Bearer token → identity.
@@ -74,27 +74,27 @@ pub struct Shared {
 impl Shared {
     /// Locks the store (a poisoned lock is recovered: the store has no invariants a panic can
     /// half-break that matter to a test server).
-    pub fn store(&self) -> MutexGuard<'_, Store> {
+    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Locks the fault table.
-    pub fn faults(&self) -> MutexGuard<'_, FaultTable> {
+    pub(crate) fn faults(&self) -> MutexGuard<'_, FaultTable> {
         self.faults.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Locks the request log.
-    pub fn log(&self) -> MutexGuard<'_, Vec<RequestLogEntry>> {
+    pub(crate) fn log(&self) -> MutexGuard<'_, Vec<RequestLogEntry>> {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Microseconds since start.
-    pub fn micros(&self) -> u64 {
+    pub(crate) fn micros(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// The identity a token belongs to.
-    pub fn identity_for_token(&self, token: &str) -> Option<Identity> {
+    pub(crate) fn identity_for_token(&self, token: &str) -> Option<Identity> {
         self.identities
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -103,7 +103,7 @@ impl Shared {
     }
 
     /// A new request-log entry, stamped with its start time.
-    pub fn new_entry(&self, method: &str, path: &str, query: &str) -> RequestLogEntry {
+    pub(crate) fn new_entry(&self, method: &str, path: &str, query: &str) -> RequestLogEntry {
         RequestLogEntry {
             seq: self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
             method: method.to_string(),
@@ -133,7 +133,12 @@ impl Shared {
     /// returned guard drops, whichever way the request ends: with the status set by
     /// [`PendingEntry::set_status`], or 0 when it was abandoned (the client hung up, or a
     /// fault dropped the connection) before an answer.
-    pub fn begin_entry(self: &Arc<Self>, method: &str, path: &str, query: &str) -> PendingEntry {
+    pub(crate) fn begin_entry(
+        self: &Arc<Self>,
+        method: &str,
+        path: &str,
+        query: &str,
+    ) -> PendingEntry {
         PendingEntry {
             entry: self.new_entry(method, path, query),
             status: 0,
@@ -142,7 +147,7 @@ impl Shared {
     }
 
     /// Stamps the end time and stores the entry.
-    pub fn finish_entry(&self, mut entry: RequestLogEntry, status: u16) {
+    pub(crate) fn finish_entry(&self, mut entry: RequestLogEntry, status: u16) {
         entry.status = status;
         entry.end = util::now_precise();
         entry.end_micros = self.micros();
@@ -152,7 +157,7 @@ impl Shared {
 
 /// A request-log entry in the making; stored when dropped (see [`Shared::begin_entry`]).
 #[derive(Debug)]
-pub struct PendingEntry {
+pub(crate) struct PendingEntry {
     /// The entry, filled in as the request is handled.
     pub entry: RequestLogEntry,
     status: u16,
@@ -161,7 +166,7 @@ pub struct PendingEntry {
 
 impl PendingEntry {
     /// The status the client is sent (a response head is ready).
-    pub fn set_status(&mut self, status: u16) {
+    pub(crate) fn set_status(&mut self, status: u16) {
         self.status = status;
     }
 }
@@ -175,14 +180,14 @@ impl Drop for PendingEntry {
 
 /// Closes a connection on demand.
 #[derive(Debug, Default)]
-pub struct Killer {
+pub(crate) struct Killer {
     notify: Notify,
     killed: AtomicBool,
 }
 
 impl Killer {
     /// Marks the connection for a reset and wakes its task, which drops it.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.notify.notify_one();
     }
@@ -243,7 +248,7 @@ impl AsyncWrite for KillableIo {
 }
 
 /// Resolves once shutdown is requested (or the emulator handle is gone).
-pub async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
+pub(crate) async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
     loop {
         if *rx.borrow_and_update() {
             return;
@@ -255,7 +260,7 @@ pub async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
 }
 
 /// Accepts connections until shutdown, then waits (up to [`SHUTDOWN_GRACE`]) for them.
-pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -283,7 +288,7 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 /// How long a client may take to finish a TLS handshake.
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);

@@ -6,15 +6,16 @@ use crate::resources::ResourceDef;
 
 /// The fixed sentence the real server puts in a 422 built by `NewGenericServerResponse`, which is
 /// what every JSON-patch apply failure produces.
-pub const GENERIC_422: &str = "the server rejected our request due to an error in our request";
+pub(crate) const GENERIC_422: &str =
+    "the server rejected our request due to an error in our request";
 
 /// The optimistic-lock message of the real registry.
-pub const OPTIMISTIC_LOCK: &str =
+pub(crate) const OPTIMISTIC_LOCK: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
 
 /// An API error: an HTTP status with a Status body (or, for a few cases, plain text).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
+pub struct StatusError {
     /// HTTP status code.
     pub code: u16,
     /// The Status body.
@@ -25,7 +26,7 @@ pub struct ApiError {
     pub plain_text: Option<String>,
 }
 
-impl std::fmt::Display for ApiError {
+impl std::fmt::Display for StatusError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.plain_text {
             Some(text) => write!(f, "{} {}", self.code, text),
@@ -42,10 +43,10 @@ impl std::fmt::Display for ApiError {
     }
 }
 
-impl std::error::Error for ApiError {}
+impl std::error::Error for StatusError {}
 
 /// The Status body for a failure.
-pub fn status_body(code: u16, reason: &str, message: &str, details: Option<Value>) -> Value {
+pub(crate) fn status_body(code: u16, reason: &str, message: &str, details: Option<Value>) -> Value {
     let mut body = Map::new();
     body.insert("kind".into(), json!("Status"));
     body.insert("apiVersion".into(), json!("v1"));
@@ -76,7 +77,7 @@ fn details(name: &str, group: &str, kind: &str) -> Value {
     Value::Object(d)
 }
 
-impl ApiError {
+impl StatusError {
     /// An error with a Status body.
     pub fn new(code: u16, reason: &str, message: &str, details: Option<Value>) -> Self {
         Self {
@@ -374,7 +375,7 @@ impl FieldCause {
 }
 
 /// The canonical reason for a status code, used for injected faults.
-pub fn reason_for(code: u16) -> &'static str {
+pub(crate) fn reason_for(code: u16) -> &'static str {
     match code {
         400 => "BadRequest",
         401 => "Unauthorized",
@@ -396,7 +397,7 @@ pub fn reason_for(code: u16) -> &'static str {
 }
 
 /// The real server's generic sentence for a status code (`NewGenericServerResponse`).
-pub fn generic_message(code: u16) -> &'static str {
+pub(crate) fn generic_message(code: u16) -> &'static str {
     match code {
         400 => "the server rejected our request for an unknown reason",
         401 => "the server has asked for the client to provide credentials",
@@ -425,7 +426,7 @@ mod tests {
 
     #[test]
     fn not_found_is_shaped_like_the_real_one() {
-        let e = ApiError::not_found(def(ids::DEPLOYMENTS), "web");
+        let e = StatusError::not_found(def(ids::DEPLOYMENTS), "web");
         assert_eq!(
             e.body.to_string(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" not found","reason":"NotFound","details":{"name":"web","group":"apps","kind":"deployments"},"code":404}"#
@@ -434,7 +435,7 @@ mod tests {
 
     #[test]
     fn json_patch_failure_has_empty_details() {
-        let e = ApiError::json_patch_failed();
+        let e = StatusError::json_patch_failed();
         assert_eq!(
             e.body.to_string(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server rejected our request due to an error in our request","reason":"Invalid","details":{},"code":422}"#
@@ -443,7 +444,7 @@ mod tests {
 
     #[test]
     fn forbidden_names_the_resource() {
-        let e = ApiError::forbidden(
+        let e = StatusError::forbidden(
             "apps",
             "deployments",
             "",
@@ -461,7 +462,7 @@ mod tests {
 
     #[test]
     fn retry_after_goes_into_details() {
-        let e = ApiError::new(429, "TooManyRequests", "slow down", None).with_retry_after(3);
+        let e = StatusError::new(429, "TooManyRequests", "slow down", None).with_retry_after(3);
         assert_eq!(e.retry_after, Some(3));
         assert_eq!(e.body["details"]["retryAfterSeconds"], 3);
         assert!(e.body.to_string().ends_with(r#""code":429}"#));

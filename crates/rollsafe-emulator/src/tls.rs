@@ -29,7 +29,7 @@ pub enum TlsError {
 
 /// The emulator's TLS material.
 #[derive(Clone)]
-pub struct Tls {
+pub(crate) struct Tls {
     /// Accepts TLS connections.
     pub acceptor: TlsAcceptor,
     /// The CA certificate, PEM.
@@ -44,7 +44,7 @@ impl std::fmt::Debug for Tls {
 
 impl Tls {
     /// Makes a CA and a server certificate signed by it.
-    pub fn generate() -> Result<Self, TlsError> {
+    pub(crate) fn generate() -> Result<Self, TlsError> {
         let ca_key = KeyPair::generate()?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);

@@ -1,12 +1,12 @@
 //! Small helpers: random ids, timestamps, label maps as text.
 
 /// A version-4 UUID string (from the operating system's random source).
-pub fn uuid() -> String {
+pub(crate) fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
 /// A random string for `generateName`, from the alphabet the real server uses.
-pub fn name_suffix() -> String {
+pub(crate) fn name_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut r = uuid::Uuid::new_v4().as_u64_pair().0;
     (0..5)
@@ -19,32 +19,45 @@ pub fn name_suffix() -> String {
 }
 
 /// A random token of 32 hex characters (122 random bits).
-pub fn token() -> String {
+pub(crate) fn token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// Now, as the real server writes `creationTimestamp` (RFC 3339, seconds, UTC).
-pub fn now_seconds() -> String {
+pub(crate) fn now_seconds() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
 
 /// Now, RFC 3339 with nanoseconds (request log).
-pub fn now_precise() -> String {
+pub(crate) fn now_precise() -> String {
     jiff::Timestamp::now().to_string()
 }
 
 /// A JSON object of strings (labels, `matchLabels`) as `<key><kv><value>` pairs joined by `sep`,
 /// in the map's order; a value that is not a string reads as empty, and anything but an object
 /// gives the empty string.
-pub fn join_string_map(map: Option<&serde_json::Value>, kv: &str, sep: &str) -> String {
+pub(crate) fn join_string_map(map: Option<&serde_json::Value>, kv: &str, sep: &str) -> String {
     map.and_then(serde_json::Value::as_object)
         .map(|m| {
             m.iter()
                 .map(|(k, v)| format!("{k}{kv}{}", v.as_str().unwrap_or("")))
                 .collect::<Vec<_>>()
                 .join(sep)
+        })
+        .unwrap_or_default()
+}
+
+/// The string entries of a JSON array (anything else is no entries).
+pub(crate) fn strings(value: Option<&serde_json::Value>) -> Vec<String> {
+    value
+        .and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .collect()
         })
         .unwrap_or_default()
 }

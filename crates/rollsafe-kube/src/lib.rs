@@ -29,7 +29,9 @@ pub use engine::{
     RunObserver, restart_value,
 };
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
-pub use read::{ReadError, read_config_map, read_secret, read_workload};
+pub use read::{
+    ReadError, SecretSummary, list_secrets, read_config_map, read_secret, read_workload,
+};
 pub use review::{TokenReview, review_token};
 pub use transport::Timeouts;
 

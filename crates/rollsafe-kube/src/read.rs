@@ -95,6 +95,16 @@ async fn read_object<K: DeserializeOwned>(
         .header(http::header::ACCEPT, "application/json")
         .body(Body::empty())
         .map_err(|_| ReadError::Transport(TransportFailure::NotSent))?;
+    send_for_object(client, request, timeout).await
+}
+
+/// Sends `request` once and reads the object it answers with, within `timeout` and
+/// [`MAX_OBJECT_BODY`]; `Ok(None)` for a 404.
+pub(crate) async fn send_for_object<K: DeserializeOwned>(
+    client: &kube::Client,
+    request: Request<Body>,
+    timeout: std::time::Duration,
+) -> Result<Option<K>, ReadError> {
     let call = async {
         let response = transport::send_once(client, request)
             .await
@@ -121,4 +131,50 @@ async fn read_object<K: DeserializeOwned>(
     tokio::time::timeout(timeout, call)
         .await
         .unwrap_or(Err(ReadError::Timeout))
+}
+
+/// One Secret of a namespace, by metadata only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretSummary {
+    /// Its name.
+    pub name: String,
+    /// Its labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Page size of a Secret list.
+const SECRET_PAGE_SIZE: u32 = 500;
+/// The most Secret pages read (10,000 Secrets).
+const MAX_SECRET_PAGES: usize = 20;
+
+/// The Secrets of `namespace`, read as metadata only (`PartialObjectMetadataList`), so no
+/// Secret value ever crosses the wire; each page within `timeout`. Past the page budget the
+/// list is cut (the caller sees the first 10,000).
+pub async fn list_secrets(
+    client: &kube::Client,
+    namespace: &Namespace,
+    timeout: std::time::Duration,
+) -> Result<Vec<SecretSummary>, ReadError> {
+    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace.as_str());
+    let mut params = kube::api::ListParams::default().limit(SECRET_PAGE_SIZE);
+    let mut out = Vec::new();
+    for _ in 0..MAX_SECRET_PAGES {
+        let page = match tokio::time::timeout(timeout, api.list_metadata(&params)).await {
+            Ok(Ok(page)) => page,
+            Ok(Err(kube::Error::Api(status))) => return Err(ReadError::Status(status.code)),
+            Ok(Err(error)) => return Err(ReadError::Transport(transport::classify_error(&error))),
+            Err(_) => return Err(ReadError::Timeout),
+        };
+        out.extend(page.items.into_iter().filter_map(|item| {
+            Some(SecretSummary {
+                name: item.metadata.name?,
+                labels: item.metadata.labels.unwrap_or_default(),
+            })
+        }));
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    Ok(out)
 }

@@ -10,8 +10,7 @@ use rollsafe_core::failure::TransportFailure;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::read::ReadError;
-use crate::transport::{self, BodyError, MAX_OBJECT_BODY};
+use crate::read::{ReadError, send_for_object};
 
 /// The API path of TokenReview.
 const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
@@ -85,27 +84,11 @@ pub async fn review_token(
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Body::from(body))
         .map_err(|_| ReadError::Transport(TransportFailure::NotSent))?;
-    let call = async {
-        let response = transport::send_once(client, request)
-            .await
-            .map_err(ReadError::Transport)?;
-        let status = response.status();
-        if !status.is_success() {
-            transport::drain(response.into_body()).await;
-            return Err(ReadError::Status(status.as_u16()));
-        }
-        let body = transport::read_limited(response.into_body(), MAX_OBJECT_BODY)
-            .await
-            .map_err(|error| match error {
-                BodyError::OverLimit { .. } => ReadError::Decode,
-                BodyError::Broken => ReadError::Transport(TransportFailure::AfterSend),
-            })?;
-        let review: Review = serde_json::from_slice(&body).map_err(|_| ReadError::Decode)?;
-        Ok(judge(review.status, audiences))
-    };
-    tokio::time::timeout(timeout, call)
-        .await
-        .unwrap_or(Err(ReadError::Timeout))
+    // A 404 means the API server does not serve TokenReview: a failure, not a rejection.
+    let review: Review = send_for_object(client, request, timeout)
+        .await?
+        .ok_or(ReadError::Status(404))?;
+    Ok(judge(review.status, audiences))
 }
 
 fn judge(status: Status, audiences: &[String]) -> TokenReview {

@@ -41,12 +41,12 @@ pub struct InputError {
     pub error: ManifestError,
 }
 
-/// A [`crate::ReadError`] in one input of a [`crate::ManifestSet`], named by its label.
+/// A [`crate::StreamError`] in one input of a [`crate::ManifestSet`], named by its label.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[error("{label}: {error}")]
 pub struct ReadInputError {
     /// How the input is named in messages (a path, or `<stdin>`).
     pub label: String,
     /// What went wrong (part of this error's message, so not a separate source).
-    pub error: crate::ReadError,
+    pub error: crate::StreamError,
 }

@@ -16,6 +16,8 @@
 //! snippet of the input:
 //! a manifest may hold Secret data.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod error;
 mod numbers;
 mod set;
@@ -161,7 +163,7 @@ impl Manifest {
     /// soon as its end is read and then dropped, so the stream's text is never held whole.
     /// Splits and numbers documents exactly as [`Manifest::parse`]. More than `limit` bytes is an
     /// error, never a stream cut short.
-    pub fn read(reader: impl std::io::BufRead, limit: u64) -> Result<Self, ReadError> {
+    pub fn read(reader: impl std::io::BufRead, limit: u64) -> Result<Self, StreamError> {
         let mut documents = Vec::new();
         Self::read_each(reader, limit, |document| documents.push(document))?;
         Ok(Self { documents })
@@ -173,7 +175,7 @@ impl Manifest {
         mut reader: impl std::io::BufRead,
         limit: u64,
         mut each: impl FnMut(Document),
-    ) -> Result<(), ReadError> {
+    ) -> Result<(), StreamError> {
         let count = std::cell::Cell::new(0);
         let mut current = String::new();
         let mut first_line = 0;
@@ -190,13 +192,13 @@ impl Manifest {
             line.clear();
             let read = reader
                 .read_line(&mut line)
-                .map_err(|_| ReadError::Unreadable)?;
+                .map_err(|_| StreamError::Unreadable)?;
             if read == 0 {
                 break;
             }
             total = total.saturating_add(read as u64);
             if total > limit {
-                return Err(ReadError::TooLarge { limit });
+                return Err(StreamError::TooLarge { limit });
             }
             if let Some(rest) = split::marker(&line, "---") {
                 if started || !split::is_blank(&current) {
@@ -310,7 +312,7 @@ impl Document {
 
 /// Why a stream could not be read with [`Manifest::read`].
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum ReadError {
+pub enum StreamError {
     /// The reader failed, or the text is not UTF-8.
     #[error("cannot read (is it UTF-8 text?)")]
     Unreadable,
@@ -325,14 +327,14 @@ pub enum ReadError {
     Manifest(#[from] ManifestError),
 }
 
-impl ReadError {
+impl StreamError {
     /// A static category, for logs.
     pub fn code(&self) -> &'static str {
         match self {
-            ReadError::Unreadable => "unreadable",
-            ReadError::TooLarge { .. } => "too_large",
-            ReadError::Manifest(ManifestError::Yaml { .. }) => "invalid_yaml",
-            ReadError::Manifest(ManifestError::Emit { .. }) => "emit",
+            StreamError::Unreadable => "unreadable",
+            StreamError::TooLarge { .. } => "too_large",
+            StreamError::Manifest(ManifestError::Yaml { .. }) => "invalid_yaml",
+            StreamError::Manifest(ManifestError::Emit { .. }) => "emit",
         }
     }
 }
@@ -556,11 +558,11 @@ mod tests {
         }
         assert_eq!(
             Manifest::read("a: 1\n".repeat(10).as_bytes(), 20),
-            Err(ReadError::TooLarge { limit: 20 })
+            Err(StreamError::TooLarge { limit: 20 })
         );
         assert_eq!(
             Manifest::read(&b"a: \xff\n"[..], 100),
-            Err(ReadError::Unreadable)
+            Err(StreamError::Unreadable)
         );
     }
 

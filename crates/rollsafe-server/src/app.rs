@@ -27,7 +27,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use rollsafe_core::name::{AnnotationPrefix, Namespace, SecretName};
 use rollsafe_kube::{
-    Connection, Impersonation, ReadError, RestartEngine, RestartRequest, read_secret,
+    Connection, Impersonation, ReadError, RestartEngine, RestartRequest, list_secrets, read_secret,
 };
 use serde_json::json;
 use tokio_util::task::TaskTracker;
@@ -128,6 +128,11 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(consumers),
         )
         .route("/api/config", get(config))
+        .route("/api/me", get(me))
+        .route("/api/namespaces", get(namespaces))
+        .route("/api/namespaces/{namespace}/secrets", get(secrets))
+        .merge(crate::login::routes())
+        .merge(crate::web::routes())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(not_found)
@@ -148,6 +153,12 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
         Some("/api/namespaces/{namespace}/secrets/{name}/restart-consumers") => "restart",
         Some("/api/namespaces/{namespace}/secrets/{name}/consumers") => "consumers",
         Some("/api/config") => "config",
+        Some("/api/me") => "me",
+        Some("/api/namespaces") => "namespaces",
+        Some("/api/namespaces/{namespace}/secrets") => "secrets",
+        Some("/auth/session") => "session",
+        Some("/auth/logout") => "logout",
+        Some("/" | "/app.js" | "/app.css") => "page",
         Some("/healthz") => "healthz",
         Some("/readyz") => "readyz",
         _ => "other",
@@ -166,6 +177,7 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    crate::web::secure(&mut response);
     let status = response.status().as_u16();
     state.metrics.request(route, status);
     if let Some(&ErrorCode(code)) = response.extensions().get::<ErrorCode>() {
@@ -202,8 +214,94 @@ async fn config(State(state): State<Arc<AppState>>) -> Response {
         "scope": settings.scope.as_str(),
         "authMode": settings.auth.as_str(),
         "impersonation": settings.impersonation,
+        "tokenReview": settings.token_review.is_some(),
+        "oidc": false,
     }))
     .into_response()
+}
+
+/// `GET /api/me`: who the caller is (for the page's header).
+async fn me(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    match signed_in(&state, &headers).await {
+        Ok(user) => Json(json!({
+            "email": user.email,
+            "name": user.name,
+            "groups": user.groups,
+            "source": user.source,
+        }))
+        .into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// `GET /api/namespaces`: the namespaces in scope for the caller, sorted.
+async fn namespaces(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    with_request_id("namespaces", |request_id| async move {
+        let user = signed_in(&state, &headers).await?;
+        let identity = identity_for(&state, &user, &request_id)?;
+        let client = state.connection.client(identity.as_ref());
+        let settings = &state.settings;
+        let namespaces =
+            scope::namespaces(&settings.scope, settings.server_namespace.as_str(), &client).await;
+        Ok(Json(json!({ "namespaces": namespaces })).into_response())
+    })
+    .await
+}
+
+/// `GET /api/namespaces/{namespace}/secrets`: the names of the Secrets of a namespace in scope
+/// that the caller may list, read as metadata only; history snapshots are left out.
+async fn secrets(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<Namespace>, PathRejection>,
+) -> Response {
+    with_request_id("secrets", |request_id| async move {
+        let user = signed_in(&state, &headers).await?;
+        let Ok(Path(namespace)) = path else {
+            return Err(ApiError::InvalidPath);
+        };
+        let identity = identity_for(&state, &user, &request_id)?;
+        let client = state.connection.client(identity.as_ref());
+        let settings = &state.settings;
+        if !scope::allows(
+            &settings.scope,
+            settings.server_namespace.as_str(),
+            namespace.as_str(),
+            &client,
+        )
+        .await
+        {
+            return Err(ApiError::NamespaceNotAccessible(namespace));
+        }
+        let listed = list_secrets(&client, &namespace, state.engine.timeouts().get)
+            .await
+            .map_err(|error| match error {
+                error if error.is_forbidden() => ApiError::KubernetesDenied,
+                error => internal(&request_id, read_problem(&error)),
+            })?;
+        let kind_label = settings.annotation_prefix.key("kind");
+        let names: Vec<_> = listed
+            .into_iter()
+            .filter(|secret| {
+                kind_label.as_ref().is_none_or(|label| {
+                    secret.labels.get(label.as_str()).map(String::as_str) != Some("history")
+                })
+            })
+            .map(|secret| json!({ "name": secret.name }))
+            .collect();
+        Ok(Json(json!({ "namespace": namespace, "secrets": names })).into_response())
+    })
+    .await
+}
+
+/// Authentication for a read: the caller, reserved identities refused (unaudited: nothing here
+/// can restart anything).
+async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<User, ApiError> {
+    match authenticate_caller(state, headers, false).await {
+        Ok(user) => Ok(user),
+        Err(Refusal::Reserved(..)) => Err(ApiError::ReservedIdentity),
+        Err(Refusal::Error(error)) => Err(error),
+    }
 }
 
 async fn restart_consumers(
@@ -211,16 +309,24 @@ async fn restart_consumers(
     headers: HeaderMap,
     path: Result<Path<(Namespace, SecretName)>, PathRejection>,
 ) -> Response {
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let span = info_span!("restart_request", request_id = %request_id);
-    async move {
-        match handle_restart(&state, &headers, path, &request_id).await {
-            Ok(response) => response,
-            Err(error) => error.into_response(),
-        }
-    }
-    .instrument(span)
+    with_request_id("restart", |request_id| async move {
+        handle_restart(&state, &headers, path, &request_id).await
+    })
     .await
+}
+
+/// Runs a handler with a new request id, in a span carrying it; an error becomes its response.
+async fn with_request_id<F, Fut>(route: &'static str, handle: F) -> Response
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Response, ApiError>>,
+{
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let span = info_span!("request", route, request_id = %request_id);
+    handle(request_id)
+        .instrument(span)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn handle_restart(
@@ -264,12 +370,7 @@ async fn handle_restart(
         name: name.to_string(),
         request_id: request_id.to_owned(),
     };
-    let identity = identity_for(state, &user).map_err(|_| {
-        internal(
-            request_id,
-            "the caller's identity cannot be sent as impersonation headers",
-        )
-    })?;
+    let identity = identity_for(state, &user, request_id)?;
     // The server-wide run limit, before any Kubernetes call; the permit lives until the run's
     // result record is written.
     let Some(permit) = state.limiter.try_admit() else {
@@ -416,7 +517,7 @@ async fn secret_gates(
 enum Refusal {
     /// A reserved identity (or one outside the allowed groups): refused, and the restart route
     /// audits it.
-    Reserved(User, identity::IdentityError),
+    Reserved(User, identity::IdentityRefusal),
     /// No valid credentials, or the review failed.
     Error(ApiError),
 }
@@ -445,15 +546,9 @@ async fn consumers(
     headers: HeaderMap,
     path: Result<Path<(Namespace, SecretName)>, PathRejection>,
 ) -> Response {
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let span = info_span!("consumers_request", request_id = %request_id);
-    async move {
-        match handle_consumers(&state, &headers, path, &request_id).await {
-            Ok(response) => response,
-            Err(error) => error.into_response(),
-        }
-    }
-    .instrument(span)
+    with_request_id("consumers", |request_id| async move {
+        handle_consumers(&state, &headers, path, &request_id).await
+    })
     .await
 }
 
@@ -466,20 +561,11 @@ async fn handle_consumers(
     path: Result<Path<(Namespace, SecretName)>, PathRejection>,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    let user = match authenticate_caller(state, headers, false).await {
-        Ok(user) => user,
-        Err(Refusal::Reserved(..)) => return Err(ApiError::ReservedIdentity),
-        Err(Refusal::Error(error)) => return Err(error),
-    };
+    let user = signed_in(state, headers).await?;
     let Ok(Path((namespace, name))) = path else {
         return Err(ApiError::InvalidPath);
     };
-    let identity = identity_for(state, &user).map_err(|_| {
-        internal(
-            request_id,
-            "the caller's identity cannot be sent as impersonation headers",
-        )
-    })?;
+    let identity = identity_for(state, &user, request_id)?;
     // Previews list as much as a restart does: they have their own server-wide limit.
     let Some(_permit) = state.previews.try_admit() else {
         return Err(ApiError::Busy);
@@ -548,7 +634,7 @@ pub const CSRF_HEADER: &str = "x-rollsafe-csrf";
 /// and `Origin` (when sent) names the host the request was sent to. A request with neither
 /// `Sec-Fetch-Site` nor `Origin` is refused: every browser that sends cookies sends one of them
 /// on a POST.
-fn same_origin(headers: &HeaderMap) -> bool {
+pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
     let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
     if !headers.contains_key(CSRF_HEADER) {
         return false;
@@ -573,7 +659,8 @@ fn same_origin(headers: &HeaderMap) -> bool {
 fn identity_for(
     state: &AppState,
     user: &User,
-) -> Result<Option<Impersonation>, rollsafe_kube::IdentityError> {
+    request_id: &str,
+) -> Result<Option<Impersonation>, ApiError> {
     if !state.settings.impersonation || matches!(state.settings.auth, AuthMode::Disabled) {
         return Ok(None);
     }
@@ -582,6 +669,12 @@ fn identity_for(
         identity::forwarded_groups(user).cloned(),
     )
     .map(Some)
+    .map_err(|_| {
+        internal(
+            request_id,
+            "the caller's identity cannot be sent as impersonation headers",
+        )
+    })
 }
 
 fn is_history(secret: &k8s_openapi::api::core::v1::Secret, prefix: &AnnotationPrefix) -> bool {

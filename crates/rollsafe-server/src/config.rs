@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ArgAction;
+pub use rollsafe_core::duration::DurationError;
 use rollsafe_core::name::{AnnotationPrefix, ConfigMapName, Namespace};
 use thiserror::Error;
 
@@ -342,45 +343,18 @@ pub fn parse_csv(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// Parses a duration: bare seconds (`90`), or units summed (`90s`, `15m`, `8h`, `1d`, `1h30m`).
-/// Zero is refused. The one duration format of every flag.
+/// Parses a positive duration in the one format of every flag (`rollsafe_core::duration`):
+/// bare seconds (`90`), or units summed (`500ms`, `90s`, `15m`, `8h`, `1d`, `1h30m`). Zero is
+/// refused.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
-    let mut total = 0u64;
-    let mut digits = String::new();
-    for c in text.trim().chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
+    rollsafe_core::duration::parse(text).and_then(|duration| {
+        if duration.is_zero() {
+            Err(DurationError)
+        } else {
+            Ok(duration)
         }
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3_600,
-            'd' => 86_400,
-            _ => return Err(DurationError),
-        };
-        let value: u64 = digits.parse().map_err(|_| DurationError)?;
-        total = value
-            .checked_mul(unit)
-            .and_then(|v| total.checked_add(v))
-            .ok_or(DurationError)?;
-        digits.clear();
-    }
-    if !digits.is_empty() {
-        total = total
-            .checked_add(digits.parse().map_err(|_| DurationError)?)
-            .ok_or(DurationError)?;
-    }
-    if total == 0 {
-        return Err(DurationError);
-    }
-    Ok(Duration::from_secs(total))
+    })
 }
-
-/// A text that is not a positive duration.
-#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
-#[error("not a positive duration (seconds, or e.g. 30m, 8h, 1h30m)")]
-pub struct DurationError;
 
 /// The value parser of a boolean setting named `name`.
 fn boolean(

@@ -24,7 +24,7 @@ pub const RESERVED_PREFIX: &str = "system:";
 /// Why an authenticated session is refused. The caller sees one fixed message; the variant is
 /// logged and audited as a static reason.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
-pub enum IdentityError {
+pub enum IdentityRefusal {
     /// The user name is a reserved Kubernetes identity.
     #[error("the user name is a reserved Kubernetes identity")]
     ReservedUser,
@@ -36,13 +36,13 @@ pub enum IdentityError {
     GroupNotAllowed,
 }
 
-impl IdentityError {
+impl IdentityRefusal {
     /// A stable code for logs and the audit line's `reason`.
     pub fn code(self) -> &'static str {
         match self {
-            IdentityError::ReservedUser => "reserved_user",
-            IdentityError::ReservedGroup => "reserved_group",
-            IdentityError::GroupNotAllowed => "group_not_allowed",
+            IdentityRefusal::ReservedUser => "reserved_user",
+            IdentityRefusal::ReservedGroup => "reserved_group",
+            IdentityRefusal::GroupNotAllowed => "group_not_allowed",
         }
     }
 }
@@ -168,16 +168,16 @@ pub fn forwarded_groups(user: &User) -> impl Iterator<Item = &String> {
 /// identity the API server vouched for through a TokenReview may be a ServiceAccount, and may
 /// carry the `system:` groups the API server adds itself; any other `system:` user or group is
 /// refused the same way. The allowed-group patterns apply to the groups that are forwarded.
-pub fn check(user: &User, allowed: &AllowedGroups) -> Result<(), IdentityError> {
+pub fn check(user: &User, allowed: &AllowedGroups) -> Result<(), IdentityRefusal> {
     let reviewed = user.source == Source::Kubernetes;
     if is_reserved(&user.email) && !(reviewed && service_account(&user.email).is_some()) {
-        return Err(IdentityError::ReservedUser);
+        return Err(IdentityRefusal::ReservedUser);
     }
     if forwarded_groups(user).any(|g| is_reserved(g)) {
-        return Err(IdentityError::ReservedGroup);
+        return Err(IdentityRefusal::ReservedGroup);
     }
     if !forwarded_groups(user).all(|g| allowed.allows(g)) {
-        return Err(IdentityError::GroupNotAllowed);
+        return Err(IdentityRefusal::GroupNotAllowed);
     }
     Ok(())
 }
@@ -199,34 +199,37 @@ mod tests {
     #[test]
     fn reserved_identities_are_refused() {
         let none = AllowedGroups::default();
-        let cases: [(User, Result<(), IdentityError>); 10] = [
+        let cases: [(User, Result<(), IdentityRefusal>); 10] = [
             (user("alice@x.io", &["dev", "ops"]), Ok(())),
             (user("alice@x.io", &[]), Ok(())),
             (user("alice@x.io", &["systems", "system"]), Ok(())),
             (
                 user("alice@x.io", &["dev", "system:masters"]),
-                Err(IdentityError::ReservedGroup),
+                Err(IdentityRefusal::ReservedGroup),
             ),
             (
                 user("alice@x.io", &[" system:masters"]),
-                Err(IdentityError::ReservedGroup),
+                Err(IdentityRefusal::ReservedGroup),
             ),
             (
                 user("alice@x.io", &["SYSTEM:Masters"]),
-                Err(IdentityError::ReservedGroup),
+                Err(IdentityRefusal::ReservedGroup),
             ),
             (
                 user("alice@x.io", &["system:authenticated"]),
-                Err(IdentityError::ReservedGroup),
+                Err(IdentityRefusal::ReservedGroup),
             ),
-            (user("system:admin", &[]), Err(IdentityError::ReservedUser)),
+            (
+                user("system:admin", &[]),
+                Err(IdentityRefusal::ReservedUser),
+            ),
             (
                 user("system:serviceaccount:kube-system:default", &[]),
-                Err(IdentityError::ReservedUser),
+                Err(IdentityRefusal::ReservedUser),
             ),
             (
                 user("\tsystem:kube-controller-manager", &["dev"]),
-                Err(IdentityError::ReservedUser),
+                Err(IdentityRefusal::ReservedUser),
             ),
         ];
         for (user, expected) in cases {
@@ -241,16 +244,16 @@ mod tests {
         assert_eq!(check(&user("a@x.io", &[]), &allowed), Ok(()));
         assert_eq!(
             check(&user("a@x.io", &["team-a", "dev"]), &allowed),
-            Err(IdentityError::GroupNotAllowed)
+            Err(IdentityRefusal::GroupNotAllowed)
         );
         assert_eq!(
             check(&user("a@x.io", &["opsx"]), &allowed),
-            Err(IdentityError::GroupNotAllowed)
+            Err(IdentityRefusal::GroupNotAllowed)
         );
         // The reserved rule comes first and cannot be widened.
         assert_eq!(
             check(&user("a@x.io", &["system:masters"]), &allowed),
-            Err(IdentityError::ReservedGroup)
+            Err(IdentityRefusal::ReservedGroup)
         );
     }
 
@@ -278,11 +281,11 @@ mod tests {
             let reserved = format!("{pad}{prefix}{rest}");
             proptest::prop_assert_eq!(
                 check(&user(&reserved, &[]), &AllowedGroups::default()),
-                Err(IdentityError::ReservedUser)
+                Err(IdentityRefusal::ReservedUser)
             );
             proptest::prop_assert_eq!(
                 check(&user("a@x.io", &["dev", &reserved]), &AllowedGroups::default()),
-                Err(IdentityError::ReservedGroup)
+                Err(IdentityRefusal::ReservedGroup)
             );
             let trimmed = other.trim_matches(|c: char| c == ' ' || c == '\t');
             if !trimmed.to_ascii_lowercase().starts_with(RESERVED_PREFIX) {
@@ -346,37 +349,37 @@ mod tests {
                     "system:serviceaccount:ci:deployer",
                     &["system:serviceaccounts:prod"],
                 ),
-                Err(IdentityError::ReservedGroup),
+                Err(IdentityRefusal::ReservedGroup),
             ),
             (
                 reviewed("system:serviceaccount:ci:deployer", &["system:masters"]),
-                Err(IdentityError::ReservedGroup),
+                Err(IdentityRefusal::ReservedGroup),
             ),
             (
                 reviewed("system:admin", &[]),
-                Err(IdentityError::ReservedUser),
+                Err(IdentityRefusal::ReservedUser),
             ),
             (
                 reviewed("system:serviceaccount:ci", &[]),
-                Err(IdentityError::ReservedUser),
+                Err(IdentityRefusal::ReservedUser),
             ),
             (
                 reviewed("system:serviceaccount:ci:a:b", &[]),
-                Err(IdentityError::ReservedUser),
+                Err(IdentityRefusal::ReservedUser),
             ),
             (reviewed("alice", &["system:authenticated", "dev"]), Ok(())),
             (
                 reviewed("alice", &["system:masters", "system:authenticated"]),
-                Err(IdentityError::ReservedGroup),
+                Err(IdentityRefusal::ReservedGroup),
             ),
             // A session never gets the ServiceAccount exception.
             (
                 user("system:serviceaccount:ci:deployer", &[]),
-                Err(IdentityError::ReservedUser),
+                Err(IdentityRefusal::ReservedUser),
             ),
             (
                 user("alice@example.com", &["system:authenticated"]),
-                Err(IdentityError::ReservedGroup),
+                Err(IdentityRefusal::ReservedGroup),
             ),
         ];
         for (caller, expected) in cases {
@@ -387,7 +390,7 @@ mod tests {
         let only_ops = AllowedGroups::parse("ops").unwrap();
         assert_eq!(
             check(&alice, &only_ops),
-            Err(IdentityError::GroupNotAllowed)
+            Err(IdentityRefusal::GroupNotAllowed)
         );
         assert_eq!(check(&sa, &only_ops), Ok(()), "no forwarded group to match");
     }

@@ -9,6 +9,7 @@
 //! - [`identity`]: reserved Kubernetes identities are refused; [`limits`]: concurrent runs.
 //! - [`output`]: bounded, lossy writers for standard streams.
 //! - [`app`]: the routes and the gate sequence; [`error`]: the `{ error }` envelope.
+//! - [`web`]: the embedded web page; [`login`]: signing a browser in and out.
 //! - [`metrics`]: Prometheus metrics; [`serve`]: listeners and graceful shutdown.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -21,12 +22,14 @@ pub mod config;
 pub mod error;
 pub mod identity;
 pub mod limits;
+pub mod login;
 pub mod metrics;
 pub mod output;
 pub mod scope;
 pub mod serve;
 pub mod session;
 pub mod token_review;
+pub mod web;
 
 pub use app::{AppState, router};
 pub use serve::{BoundServer, ServeError};

@@ -26,7 +26,9 @@ pub struct RunLimiter {
 
 /// A run's admission; dropping it frees the slot.
 #[derive(Debug)]
-pub struct RunPermit(#[allow(dead_code)] OwnedSemaphorePermit);
+pub struct RunPermit(
+    #[expect(dead_code, reason = "held for its drop, which frees the slot")] OwnedSemaphorePermit,
+);
 
 impl RunLimiter {
     /// At most `limit` runs at once (at least one).

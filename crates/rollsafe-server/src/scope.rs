@@ -42,8 +42,44 @@ pub async fn allows(
     }
 }
 
+/// The namespaces within the scope for this caller, sorted: what [`allows`] would allow, as a
+/// list (for the web page's namespace picker).
+pub async fn namespaces(
+    scope: &Scope,
+    server_namespace: &str,
+    client: &kube::Client,
+) -> Vec<String> {
+    let mut namespaces = match scope {
+        Scope::Namespace => vec![server_namespace.to_owned()],
+        Scope::Cluster { allow_list } => {
+            let mut listed = Vec::new();
+            let found = each_namespace(client, |name| {
+                if allow_list.is_empty() || allow_list.iter().any(|ns| ns == name) {
+                    listed.push(name.to_owned());
+                }
+                false
+            })
+            .await;
+            match found {
+                Some(_) => listed,
+                None if allow_list.is_empty() => vec![server_namespace.to_owned()],
+                None => allow_list.iter().map(ToString::to_string).collect(),
+            }
+        }
+    };
+    namespaces.sort();
+    namespaces.dedup();
+    namespaces
+}
+
 /// Whether the caller's namespace list contains `namespace`; `None` when listing failed.
 async fn listable(client: &kube::Client, namespace: &str) -> Option<bool> {
+    each_namespace(client, |name| name == namespace).await
+}
+
+/// Walks the caller's namespace list, page by page, until `stop` says so: `Some(true)` when it
+/// did, `Some(false)` at the end of the list, `None` when listing failed or ran over its budget.
+async fn each_namespace(client: &kube::Client, mut stop: impl FnMut(&str) -> bool) -> Option<bool> {
     let api: Api<Namespace> = Api::all(client.clone());
     let mut params = ListParams::default().limit(NAMESPACE_PAGE_SIZE);
     for _ in 0..MAX_NAMESPACE_PAGES {
@@ -58,7 +94,8 @@ async fn listable(client: &kube::Client, namespace: &str) -> Option<bool> {
         if page
             .items
             .iter()
-            .any(|item| item.metadata.name.as_deref() == Some(namespace))
+            .filter_map(|item| item.metadata.name.as_deref())
+            .any(&mut stop)
         {
             return Some(true);
         }

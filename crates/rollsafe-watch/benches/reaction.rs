@@ -20,7 +20,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use rollsafe_testing::TestCluster;
-use rollsafe_watch::{Controller, Settings};
+use rollsafe_watch::{Controller, ControllerSettings};
 use serde_json::{Value, json};
 
 const NS: &str = "bench";
@@ -103,11 +103,11 @@ async fn main() {
     let started = Instant::now();
     let controller = Controller::new(
         client.clone(),
-        Settings {
+        ControllerSettings {
             debounce: Duration::ZERO,
             max_rolls_per_minute: 0,
             flap_limit: rollsafe_watch::limits::FlapLimit::parse("0").unwrap(),
-            ..Settings::default()
+            ..ControllerSettings::default()
         },
     );
     let mut status = controller.status();

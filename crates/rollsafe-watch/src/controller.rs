@@ -32,11 +32,11 @@ use tracing::{debug, info, warn};
 use crate::annotations::FIELD_MANAGER;
 use crate::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
 use crate::debounce::Debouncer;
-use crate::decision::{self, Decision};
+use crate::decision::{self, RollDecision};
 use crate::digest::Fingerprinter;
 use crate::leader::Leadership;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
-use crate::metrics::{Metrics, ObjectLabels};
+use crate::metrics::{ControllerMetrics, ObjectLabels};
 
 /// The default debounce window.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
@@ -59,7 +59,7 @@ pub const FAILURE_RECHECK: Duration = Duration::from_secs(10);
 
 /// What the controller watches and how it acts.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct ControllerSettings {
     /// Namespaces to watch; empty: all.
     pub namespaces: Vec<String>,
     /// A label selector restricting the workloads considered.
@@ -88,7 +88,7 @@ pub struct Settings {
     pub watch_timeout: Option<u32>,
 }
 
-impl Default for Settings {
+impl Default for ControllerSettings {
     fn default() -> Self {
         Self {
             namespaces: Vec::new(),
@@ -205,7 +205,7 @@ impl StreamState {
 /// The controller.
 pub struct Controller {
     client: kube::Client,
-    settings: Settings,
+    settings: ControllerSettings,
     cache: Cache,
     debouncer: Debouncer,
     streams: Vec<StreamState>,
@@ -217,7 +217,7 @@ pub struct Controller {
     changed: HashMap<WorkloadKey, BTreeSet<SourceKey>>,
     /// Per workload, when the first change it has not rolled for yet was observed.
     first_change: HashMap<WorkloadKey, Instant>,
-    metrics: Metrics,
+    metrics: ControllerMetrics,
     /// Whether, and until when, this replica may patch; `None`: no leader election (always
     /// acts).
     leader: Option<Leadership>,
@@ -227,7 +227,7 @@ pub struct Controller {
 
 impl Controller {
     /// A controller acting through `client`.
-    pub fn new(client: kube::Client, settings: Settings) -> Self {
+    pub fn new(client: kube::Client, settings: ControllerSettings) -> Self {
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.to_owned(),
             instance: settings.instance.clone(),
@@ -242,7 +242,7 @@ impl Controller {
             flap: FlapGuard::new(settings.flap_limit),
             changed: HashMap::new(),
             first_change: HashMap::new(),
-            metrics: Metrics::default(),
+            metrics: ControllerMetrics::default(),
             leader: None,
             leading: false,
             client,
@@ -255,7 +255,7 @@ impl Controller {
     }
 
     /// Records into `metrics` (register them on the admin listener's registry).
-    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+    pub fn with_metrics(mut self, metrics: ControllerMetrics) -> Self {
         self.metrics = metrics;
         self
     }
@@ -607,10 +607,10 @@ impl Controller {
         self.count(|s| s.evaluations += 1);
         let decision = decision::decide(&entry.facts, &digest);
         let reason = match decision {
-            Decision::NotWatched => Some("not_watched"),
-            Decision::Halted => Some("halted"),
-            Decision::Unchanged => Some("unchanged"),
-            Decision::Adopt { .. } | Decision::Roll { .. } => None,
+            RollDecision::NotWatched => Some("not_watched"),
+            RollDecision::Halted => Some("halted"),
+            RollDecision::Unchanged => Some("unchanged"),
+            RollDecision::Adopt { .. } | RollDecision::Roll { .. } => None,
         };
         if let Some(reason) = reason {
             self.metrics.skip(reason);
@@ -621,14 +621,17 @@ impl Controller {
         if let Some(code) = entry.opt_in_error {
             debug!(workload = %key, code, "rollsafe.dev/watch not understood; not watched");
         }
-        if matches!(decision, Decision::Roll { .. }) && !self.cache.sources_present(key) {
+        if matches!(decision, RollDecision::Roll { .. }) && !self.cache.sources_present(key) {
             info!(workload = %key, "roll withheld: a consumed object does not exist");
             self.count(|s| s.withheld += 1);
             self.metrics.skip("source_missing");
             return;
         }
         let Some(plan) = entry.plan.as_ref() else {
-            if matches!(decision, Decision::Adopt { .. } | Decision::Roll { .. }) {
+            if matches!(
+                decision,
+                RollDecision::Adopt { .. } | RollDecision::Roll { .. }
+            ) {
                 warn!(workload = %key, "workload cannot be patched (uid, resourceVersion or template missing)");
                 self.metrics.skip("unpatchable");
             }
@@ -655,7 +658,7 @@ impl Controller {
             return;
         }
         let now = Instant::now();
-        if let Decision::Roll { .. } = decision {
+        if let RollDecision::Roll { .. } = decision {
             if self.flap.would_flap(key, now) {
                 self.halt(key, halt).await;
                 return;
@@ -673,14 +676,14 @@ impl Controller {
         };
         info!(workload = %key, decision = decision.as_str(), "patched");
         match &decision {
-            Decision::Adopt { .. } => {
+            RollDecision::Adopt { .. } => {
                 // The record now covers what was seen so far (the first list included).
                 self.first_change.remove(key);
                 self.changed.remove(key);
                 self.count(|s| s.adoptions += 1);
                 self.metrics.roll(key.kind.as_str(), "adopted");
             }
-            Decision::Roll { deferred, .. } => {
+            RollDecision::Roll { deferred, .. } => {
                 self.flap.rolled(key, now);
                 if let Some(first) = self.first_change.remove(key) {
                     self.metrics.reaction.observe(first.elapsed().as_secs_f64());

@@ -1,7 +1,7 @@
 //! The decision for one workload, and the JSON Patch that carries it out.
 //!
 //! Pure: the inputs are the few facts kept per workload ([`Facts`]) and the digest of what it
-//! consumes now; the output is a [`Decision`]. [`Plan::document`] builds the patch from the
+//! consumes now; the output is a [`RollDecision`]. [`Plan::document`] builds the patch from the
 //! core's restart patch builder (the `test` of uid and resourceVersion, then the pod-template
 //! annotation) and appends the metadata record.
 
@@ -33,7 +33,7 @@ pub struct Facts {
 
 /// What to do with one workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub enum RollDecision {
     /// Not opted in: nothing.
     NotWatched,
     /// Halted by the flap stop: nothing until the annotation is removed.
@@ -56,16 +56,16 @@ pub enum Decision {
     },
 }
 
-impl Decision {
+impl RollDecision {
     /// A static label for logs and metrics.
     pub fn as_str(&self) -> &'static str {
         match self {
-            Decision::NotWatched => "not_watched",
-            Decision::Halted => "halted",
-            Decision::Unchanged => "unchanged",
-            Decision::Adopt { .. } => "adopt",
-            Decision::Roll { deferred: None, .. } => "roll",
-            Decision::Roll {
+            RollDecision::NotWatched => "not_watched",
+            RollDecision::Halted => "halted",
+            RollDecision::Unchanged => "unchanged",
+            RollDecision::Adopt { .. } => "adopt",
+            RollDecision::Roll { deferred: None, .. } => "roll",
+            RollDecision::Roll {
                 deferred: Some(_), ..
             } => "deferred",
         }
@@ -80,18 +80,18 @@ impl Decision {
 /// leaving it (opted out, no longer referenced) changes the record, not the pods: the new
 /// record is written without a roll. A record without per-object entries (written before they
 /// existed) is compared by its digest alone.
-pub fn decide(facts: &Facts, digest: &str) -> Decision {
+pub fn decide(facts: &Facts, digest: &str) -> RollDecision {
     if !facts.watched {
-        return Decision::NotWatched;
+        return RollDecision::NotWatched;
     }
     if facts.halted {
-        return Decision::Halted;
+        return RollDecision::Halted;
     }
     match facts.record.as_deref() {
-        None => Decision::Adopt {
+        None => RollDecision::Adopt {
             digest: digest.to_owned(),
         },
-        Some(record) if record == digest => Decision::Unchanged,
+        Some(record) if record == digest => RollDecision::Unchanged,
         Some(record) => {
             let (was, recorded) = parse_record(record);
             let (now, current) = parse_record(digest);
@@ -101,16 +101,16 @@ pub fn decide(facts: &Facts, digest: &str) -> Decision {
                     .any(|(id, state)| recorded.get(id).is_some_and(|was| was != state)),
                 // A record from before per-object entries: its digest decides; an equal one
                 // is kept as it is (an upgrade writes nothing).
-                _ if was == now => return Decision::Unchanged,
+                _ if was == now => return RollDecision::Unchanged,
                 _ => true,
             };
             if changed {
-                Decision::Roll {
+                RollDecision::Roll {
                     digest: digest.to_owned(),
                     deferred: facts.deferral,
                 }
             } else {
-                Decision::Adopt {
+                RollDecision::Adopt {
                     digest: digest.to_owned(),
                 }
             }
@@ -147,10 +147,10 @@ impl Plan {
     /// The patch: `test` uid, `test` resourceVersion, then (when `roll`) the pod-template
     /// `rollsafe.dev/config-hash`, then the metadata `rollsafe.dev/config-record`, both set to
     /// `digest`. `None` when `decision` writes nothing.
-    pub fn document(&self, decision: &Decision) -> Option<Patch> {
+    pub fn document(&self, decision: &RollDecision) -> Option<Patch> {
         let (digest, roll) = match decision {
-            Decision::Adopt { digest } => (digest, false),
-            Decision::Roll { digest, .. } => (digest, true),
+            RollDecision::Adopt { digest } => (digest, false),
+            RollDecision::Roll { digest, .. } => (digest, true),
             _ => return None,
         };
         let template_key: AnnotationKey = CONFIG_HASH.parse().ok()?;
@@ -205,23 +205,26 @@ mod tests {
             halted,
             deferral,
         };
-        let roll = |deferred| Decision::Roll {
+        let roll = |deferred| RollDecision::Roll {
             digest: "v1:b".into(),
             deferred,
         };
         let cases = [
             (
                 facts(false, Some("v1:a"), false, None),
-                Decision::NotWatched,
+                RollDecision::NotWatched,
             ),
-            (facts(true, Some("v1:a"), true, None), Decision::Halted),
+            (facts(true, Some("v1:a"), true, None), RollDecision::Halted),
             (
                 facts(true, None, false, None),
-                Decision::Adopt {
+                RollDecision::Adopt {
                     digest: "v1:b".into(),
                 },
             ),
-            (facts(true, Some("v1:b"), false, None), Decision::Unchanged),
+            (
+                facts(true, Some("v1:b"), false, None),
+                RollDecision::Unchanged,
+            ),
             (facts(true, Some("v1:a"), false, None), roll(None)),
             (
                 facts(true, Some("v1:a"), false, Some(Deferral::Paused)),
@@ -229,7 +232,7 @@ mod tests {
             ),
             (
                 facts(true, Some("v1:b"), false, Some(Deferral::OnDelete)),
-                Decision::Unchanged,
+                RollDecision::Unchanged,
             ),
         ];
         for (facts, expected) in cases {
@@ -245,14 +248,18 @@ mod tests {
             halted: false,
             deferral: None,
         };
-        let adopt = |now: &str| Decision::Adopt { digest: now.into() };
-        let roll = |now: &str| Decision::Roll {
+        let adopt = |now: &str| RollDecision::Adopt { digest: now.into() };
+        let roll = |now: &str| RollDecision::Roll {
             digest: now.into(),
             deferred: None,
         };
         // (recorded, now, expected)
         let cases = [
-            ("v1:a;11=aa,22=bb", "v1:a;11=aa,22=bb", Decision::Unchanged),
+            (
+                "v1:a;11=aa,22=bb",
+                "v1:a;11=aa,22=bb",
+                RollDecision::Unchanged,
+            ),
             // 22 opted out (left the record): no roll, the new record is written.
             ("v1:a;11=aa,22=bb", "v1:b;11=aa", adopt("v1:b;11=aa")),
             // 22's opt-out removed (joined the record), whatever it holds now: no roll.
@@ -267,7 +274,7 @@ mod tests {
             // Every object opted out.
             ("v1:a;11=aa", "v1:f;", adopt("v1:f;")),
             // A record from before per-object entries: its digest decides.
-            ("v1:a", "v1:a;11=aa", Decision::Unchanged),
+            ("v1:a", "v1:a;11=aa", RollDecision::Unchanged),
             ("v1:z", "v1:a;11=aa", roll("v1:a;11=aa")),
         ];
         for (recorded, now, expected) in cases {
@@ -289,11 +296,11 @@ mod tests {
 
     #[test]
     fn roll_and_adopt_documents() {
-        let roll = Decision::Roll {
+        let roll = RollDecision::Roll {
             digest: "v1:d;11=aa".into(),
             deferred: None,
         };
-        let adopt = Decision::Adopt {
+        let adopt = RollDecision::Adopt {
             digest: "v1:d;11=aa".into(),
         };
         let with = Plan::inspect(&workload(Some(json!({"a": "b"})))).unwrap();
@@ -315,7 +322,7 @@ mod tests {
                 {"op": "add", "path": "/metadata/annotations", "value": {"rollsafe.dev/config-record": "v1:d;11=aa"}}
             ])
         );
-        assert!(with.document(&Decision::Unchanged).is_none());
+        assert!(with.document(&RollDecision::Unchanged).is_none());
         assert_eq!(
             serde_json::to_value(with.halt_document("flapping").unwrap()).unwrap(),
             json!([

@@ -9,6 +9,8 @@
 //! watchers, decisions, patches, Events), [`leader`] (the Lease), [`metrics`] and [`admin`]
 //! (the admin listener). See docs/watch.md.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod admin;
 pub mod annotations;
 pub mod cache;
@@ -21,5 +23,5 @@ pub mod leader;
 pub mod limits;
 pub mod metrics;
 
-pub use controller::{Controller, ControllerError, Settings, Status};
+pub use controller::{Controller, ControllerError, ControllerSettings, Status};
 pub use digest::Fingerprinter;

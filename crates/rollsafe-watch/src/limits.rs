@@ -71,7 +71,8 @@ impl Default for FlapLimit {
 }
 
 impl FlapLimit {
-    /// `5/10m`: rolls, a slash, a window (`s`, `m` or `h`). `0` disables the stop.
+    /// `5/10m`: rolls, a slash, a window in the one duration format (`rollsafe_core::duration`).
+    /// `0` disables the stop.
     pub fn parse(text: &str) -> Result<Self, &'static str> {
         const EXPECTED: &str = "expected <rolls>/<window>, e.g. 5/10m, or 0";
         let text = text.trim();
@@ -83,23 +84,11 @@ impl FlapLimit {
         }
         let (rolls, window) = text.split_once('/').ok_or(EXPECTED)?;
         let rolls: u32 = rolls.trim().parse().map_err(|_| EXPECTED)?;
-        let window = window.trim();
-        let at = window.find(|c: char| !c.is_ascii_digit()).ok_or(EXPECTED)?;
-        let (number, unit) = window.split_at(at);
-        let number: u64 = number.parse().map_err(|_| EXPECTED)?;
-        let seconds = match unit {
-            "s" => number,
-            "m" => number.saturating_mul(60),
-            "h" => number.saturating_mul(3600),
-            _ => return Err(EXPECTED),
-        };
-        if rolls == 0 || seconds == 0 {
+        let window = rollsafe_core::duration::parse(window).map_err(|_| EXPECTED)?;
+        if rolls == 0 || window.is_zero() {
             return Err(EXPECTED);
         }
-        Ok(Self {
-            rolls,
-            window: Duration::from_secs(seconds),
-        })
+        Ok(Self { rolls, window })
     }
 }
 
@@ -216,7 +205,9 @@ mod tests {
             Ok(Duration::from_secs(90))
         );
         assert_eq!(FlapLimit::parse("0").map(|l| l.rolls), Ok(0));
-        for bad in ["", "5", "5/", "/10m", "0/10m", "5/0m", "5/10d", "x/1m"] {
+        for bad in [
+            "", "5", "5/", "/10m", "0/10m", "5/0m", "5/10x", "x/1m", "5/1.5m",
+        ] {
             assert!(FlapLimit::parse(bad).is_err(), "{bad}");
         }
     }

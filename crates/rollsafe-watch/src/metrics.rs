@@ -33,7 +33,7 @@ pub struct ObjectLabels {
 
 /// The controller's metrics.
 #[derive(Debug, Clone)]
-pub struct Metrics {
+pub struct ControllerMetrics {
     /// Patches by workload kind and outcome.
     pub rolls: Family<RollLabels, Counter>,
     /// Evaluations that wrote nothing, by reason.
@@ -50,7 +50,7 @@ pub struct Metrics {
     pub synced: Gauge,
 }
 
-impl Default for Metrics {
+impl Default for ControllerMetrics {
     fn default() -> Self {
         Self {
             rolls: Family::default(),
@@ -64,7 +64,7 @@ impl Default for Metrics {
     }
 }
 
-impl Metrics {
+impl ControllerMetrics {
     /// Registers every metric under `rollsafe_watch_`.
     pub fn register(&self, registry: &mut Registry) {
         let registry = registry.sub_registry_with_prefix("rollsafe_watch");
@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn exposition_names() {
-        let metrics = Metrics::default();
+        let metrics = ControllerMetrics::default();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
         metrics.roll("Deployment", "rolled");

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
 use rollsafe_kube::Connection;
 use rollsafe_testing::TestCluster;
-use rollsafe_watch::{Controller, Fingerprinter, Settings, Status};
+use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter, Status};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -84,7 +84,7 @@ impl Env {
         }
     }
 
-    fn controller(&self, settings: Settings) -> Running {
+    fn controller(&self, settings: ControllerSettings) -> Running {
         Running::spawn(Controller::new(self.connection.client(None), settings))
     }
 
@@ -113,10 +113,10 @@ impl Env {
     }
 }
 
-fn settings() -> Settings {
-    Settings {
+fn settings() -> ControllerSettings {
+    ControllerSettings {
         debounce: Duration::from_millis(50),
-        ..Settings::default()
+        ..ControllerSettings::default()
     }
 }
 
@@ -277,9 +277,9 @@ async fn a_config_map_and_a_secret_changed_together_roll_once() {
         ),
     ];
     let env = Env::start(seeds).await;
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         debounce: Duration::from_secs(3),
-        ..Settings::default()
+        ..ControllerSettings::default()
     });
     running
         .until("adoption", |s| s.adoptions == 1 && s.pending == 0)
@@ -349,9 +349,9 @@ async fn metadata_only_unreferenced_keys_and_opted_out_sources_roll_nothing() {
     let env = Env::start(seeds).await;
     // A window long enough that the change joins the evaluation of the adoptions' own echoes:
     // what the first list saw must not be reported as changed.
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         debounce: Duration::from_secs(1),
-        ..Settings::default()
+        ..ControllerSettings::default()
     });
     running.until("adoptions", |s| s.adoptions == 3).await;
     // Labels and annotations only.
@@ -457,7 +457,7 @@ async fn a_concurrent_edit_is_not_retried_blindly_and_converges() {
 #[tokio::test]
 async fn dry_run_sends_nothing() {
     let env = Env::start(two_workloads()).await;
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         dry_run: true,
         ..settings()
     });
@@ -482,7 +482,7 @@ async fn a_compacted_watch_relists_without_spurious_rolls() {
     let env = Env::start(two_workloads()).await;
     // Watches end after a second; kube resumes each from its last resourceVersion, which the
     // compaction made too old: 410, then a relist.
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         watch_timeout: Some(1),
         ..settings()
     });
@@ -505,7 +505,7 @@ async fn a_compacted_watch_relists_without_spurious_rolls() {
 #[tokio::test]
 async fn a_keyed_digest_is_published_as_v1k() {
     let env = Env::start(two_workloads()).await;
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         fingerprinter: Fingerprinter::keyed(b"0123456789abcdef0123").unwrap(),
         ..settings()
     });
@@ -542,9 +542,9 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
     let env = Env::start(seeds).await;
     // A window long enough that the change joins the evaluation of the adoptions' own echoes:
     // what the first list saw must not be reported as changed.
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         debounce: Duration::from_secs(1),
-        ..Settings::default()
+        ..ControllerSettings::default()
     });
     running.until("adoptions", |s| s.adoptions == 3).await;
     env.put(secret(
@@ -627,7 +627,7 @@ async fn paused_and_on_delete_workloads_are_patched_and_said_so() {
 #[tokio::test]
 async fn a_flapping_source_halts_the_workload_until_the_annotation_is_removed() {
     let env = Env::start(two_workloads()).await;
-    let flapping = || Settings {
+    let flapping = || ControllerSettings {
         flap_limit: rollsafe_watch::limits::FlapLimit::parse("2/10m").unwrap(),
         ..settings()
     };
@@ -697,7 +697,7 @@ async fn the_global_rate_limit_postpones_rolls_without_losing_them() {
         json!([]),
     ));
     let env = Env::start(seeds).await;
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         max_rolls_per_minute: 120,
         burst: 1,
         ..settings()
@@ -737,7 +737,7 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 #[tokio::test]
 async fn the_admin_listener_serves_metrics_and_readiness() {
     let env = Env::start(two_workloads()).await;
-    let metrics = rollsafe_watch::metrics::Metrics::default();
+    let metrics = rollsafe_watch::metrics::ControllerMetrics::default();
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
     // Not started yet: not ready.
@@ -875,7 +875,7 @@ async fn namespaces_and_the_selector_limit_what_is_considered() {
     seeds.push(elsewhere);
     seeds.push(far_secret);
     let env = Env::start(seeds).await;
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         namespaces: vec![NS.to_owned()],
         selector: Some("team=a".to_owned()),
         ..settings()
@@ -938,7 +938,7 @@ async fn a_leader_whose_renewals_fail_stops_patching_before_another_takes_over()
     let env = Env::start(two_workloads()).await;
     // a decides faster than b: without the rule it would patch before b does.
     let replica = |election: &rollsafe_watch::leader::Election, debounce: u64| {
-        let settings = Settings {
+        let settings = ControllerSettings {
             debounce: Duration::from_millis(debounce),
             ..settings()
         };
@@ -1025,7 +1025,7 @@ async fn a_leader_whose_renewals_fail_stops_patching_before_another_takes_over()
 async fn toggling_a_sources_opt_out_rolls_nothing() {
     let env = Env::start(two_workloads()).await;
     // The barrier rolls api many times: no flap stop here.
-    let mut running = env.controller(Settings {
+    let mut running = env.controller(ControllerSettings {
         flap_limit: rollsafe_watch::limits::FlapLimit {
             rolls: 0,
             window: Duration::from_secs(60),

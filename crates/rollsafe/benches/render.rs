@@ -22,7 +22,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use rollsafe_core::render::{self, Settings, dump, hash};
+use rollsafe_core::render::{self, RenderSettings, dump, hash};
 use rollsafe_manifest::{Manifest, ManifestSet};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -102,7 +102,7 @@ fn measure(mut f: impl FnMut()) -> Duration {
 }
 
 /// The command's pipeline: parse the inputs into a set, render it in place, write it back.
-fn render_stream(text: &str, previous: Option<&str>, settings: &Settings) -> String {
+fn render_stream(text: &str, previous: Option<&str>, settings: &RenderSettings) -> String {
     let mut set = ManifestSet::new();
     set.read_input("<bench>", text.as_bytes(), u64::MAX)
         .expect("generated stream parses");
@@ -218,10 +218,10 @@ fn main() {
         text.len() as f64 / 1e6
     );
 
-    let default = Settings::default();
-    let referenced = Settings {
+    let default = RenderSettings::default();
+    let referenced = RenderSettings {
         referenced_config_rollout: true,
-        ..Settings::default()
+        ..RenderSettings::default()
     };
     let previous = render_stream(&text, Some(""), &referenced);
 
@@ -252,7 +252,7 @@ fn main() {
 
     // The engine alone (plan + apply on already parsed streams), against the same baseline.
     let parsed_previous = Manifest::parse(&previous).expect("previous parses");
-    let engine = |settings: &Settings, previous: Option<&Manifest>| {
+    let engine = |settings: &RenderSettings, previous: Option<&Manifest>| {
         let mut manifest = manifest.clone();
         let previous: Option<Vec<&Value>> = previous.map(|m| m.objects().map(|(_, o)| o).collect());
         let mut objects: Vec<&mut Value> = manifest.objects_mut().map(|(_, o)| o).collect();

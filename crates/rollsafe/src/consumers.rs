@@ -36,7 +36,7 @@ use crate::target::Target;
 
 /// Show which Deployments, StatefulSets and DaemonSets reference a Secret (dry run).
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
     /// Ask this rollsafe server (base URL) instead of Kubernetes: its authentication, scope,
@@ -76,7 +76,7 @@ fn text(preview: &ConsumersPreview) -> String {
     out
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if std::env::var_os("RUST_LOG").is_some() {
         process::init_logging();
     }

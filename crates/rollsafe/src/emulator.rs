@@ -15,7 +15,7 @@ use crate::process;
 
 /// Run a Kubernetes API emulator (for tests and the sandbox).
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Address to listen on; loopback only (`127.0.0.1:0` picks a free port).
     #[arg(long, env = "ROLLSAFE_EMULATOR_LISTEN")]
     listen: SocketAddr,
@@ -36,7 +36,7 @@ pub struct Args {
 }
 
 /// Runs the emulator until SIGTERM or SIGINT.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     process::init_logging();
     if !args.listen.ip().is_loopback() {
         bail!("--listen must be a loopback address, not {}", args.listen);

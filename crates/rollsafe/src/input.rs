@@ -7,11 +7,11 @@ use anyhow::Context;
 use rollsafe_manifest::ManifestSet;
 
 /// The largest manifest stream read from one input; a larger one is an error, never cut short.
-pub const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Reads and parses the inputs in order into one set; none (or `-`) means stdin. An error
 /// names the input and, for invalid YAML, the document.
-pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<ManifestSet> {
+pub(crate) fn read_all(paths: &[PathBuf]) -> anyhow::Result<ManifestSet> {
     let mut set = ManifestSet::new();
     for path in &self::paths(paths) {
         read_into(&mut set, path)?;
@@ -20,7 +20,7 @@ pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<ManifestSet> {
 }
 
 /// Reads and parses one input (a file, or stdin for `-`) as a set of its own.
-pub fn read_one(path: &Path) -> anyhow::Result<ManifestSet> {
+pub(crate) fn read_one(path: &Path) -> anyhow::Result<ManifestSet> {
     let mut set = ManifestSet::new();
     read_into(&mut set, path)?;
     Ok(set)
@@ -34,7 +34,7 @@ fn read_into(set: &mut ManifestSet, path: &Path) -> anyhow::Result<()> {
 }
 
 /// Opens one input (a file, or stdin for `-`) with its label.
-pub fn open(path: &Path) -> anyhow::Result<(String, Box<dyn Read>)> {
+pub(crate) fn open(path: &Path) -> anyhow::Result<(String, Box<dyn Read>)> {
     if path.as_os_str() == "-" {
         Ok(("<stdin>".to_owned(), Box::new(std::io::stdin())))
     } else {
@@ -45,7 +45,7 @@ pub fn open(path: &Path) -> anyhow::Result<(String, Box<dyn Read>)> {
 }
 
 /// The inputs' paths: none means stdin.
-pub fn paths(paths: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn paths(paths: &[PathBuf]) -> Vec<PathBuf> {
     if paths.is_empty() {
         vec![PathBuf::from("-")]
     } else {
@@ -54,7 +54,7 @@ pub fn paths(paths: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Reads one input's text and its label (the path, or `<stdin>` for `-`).
-pub fn read_text(path: &Path) -> anyhow::Result<(String, String)> {
+pub(crate) fn read_text(path: &Path) -> anyhow::Result<(String, String)> {
     let (label, reader) = open(path)?;
     let mut text = String::new();
     reader

@@ -10,7 +10,7 @@ use rollsafe_kube::{Connection, Impersonation};
 /// (`ROLLSAFE_KUBECONFIG`, `ROLLSAFE_CONTEXT`, `ROLLSAFE_AS`, `ROLLSAFE_AS_GROUP`,
 /// `ROLLSAFE_NAMESPACE`); `KUBECONFIG` is still read by the client when no path is given.
 #[derive(Debug, Clone, clap::Args)]
-pub struct KubeArgs {
+pub(crate) struct KubeArgs {
     /// The kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
     /// ServiceAccount).
     #[arg(long, value_name = "PATH", env = "ROLLSAFE_KUBECONFIG")]
@@ -43,14 +43,14 @@ pub struct KubeArgs {
 
 impl KubeArgs {
     /// A connection from the options.
-    pub async fn connect(&self) -> anyhow::Result<Connection> {
+    pub(crate) async fn connect(&self) -> anyhow::Result<Connection> {
         Connection::from_options(self.kubeconfig.as_deref(), self.context.as_deref())
             .await
             .context("cannot connect to Kubernetes")
     }
 
     /// The identity to impersonate, if `--as` was given.
-    pub fn identity(&self) -> anyhow::Result<Option<Impersonation>> {
+    pub(crate) fn identity(&self) -> anyhow::Result<Option<Impersonation>> {
         match &self.as_user {
             Some(user) => Impersonation::new(user.clone(), self.as_group.clone())
                 .map(Some)
@@ -60,7 +60,7 @@ impl KubeArgs {
     }
 
     /// The kubeconfig context's namespace (when neither `-n` nor `NAMESPACE/` names one).
-    pub fn context_namespace(&self, connection: &Connection) -> anyhow::Result<Namespace> {
+    pub(crate) fn context_namespace(&self, connection: &Connection) -> anyhow::Result<Namespace> {
         let namespace = connection.default_namespace();
         namespace.parse().map_err(|_| {
             anyhow::anyhow!("invalid namespace {namespace:?} in the kubeconfig context")

@@ -4,6 +4,8 @@
 //! connection option is also an environment variable) and a `run` function returning the
 //! process exit code.
 
+#![warn(unreachable_pub)]
+
 mod consumers;
 mod emulator;
 mod input;
@@ -36,8 +38,6 @@ struct Cli {
     command: Command,
 }
 
-// Parsed once per process; the size difference between variants does not matter.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show which workloads reference a Secret, patching nothing (dry run of restart-consumers).

@@ -32,7 +32,7 @@ impl Write for QueuedLine {
 
 /// `--log-format`: how log lines are written to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// One line of text per event; colours only when stderr is a terminal.
     Text,
     /// One JSON object per event, for log collectors (the default of `serve`, `watch` and
@@ -43,14 +43,14 @@ pub enum LogFormat {
 static LOG_FORMAT: OnceLock<LogFormat> = OnceLock::new();
 
 /// Chooses the format of [`init_logging`] (once, before it; later calls are ignored).
-pub fn set_log_format(format: LogFormat) {
+pub(crate) fn set_log_format(format: LogFormat) {
     let _ = LOG_FORMAT.set(format);
 }
 
 /// Logs to stderr through a bounded, lossy queue, filtered by `RUST_LOG` (default `info`), in
 /// the format of [`set_log_format`] (text when unset). Colours only when stderr is a terminal:
 /// a file or a log collector gets plain text.
-pub fn init_logging() {
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::stderr().is_terminal();
@@ -76,12 +76,12 @@ pub fn init_logging() {
 
 /// Waits a short while for queued log lines and audit copies to reach stderr and stdout (call
 /// before exiting).
-pub fn flush_logs() {
+pub(crate) fn flush_logs() {
     output::flush_standard_streams(FLUSH_WAIT);
 }
 
 /// A multi-threaded tokio runtime.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -92,7 +92,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// command installs it before it announces that it is ready, so a signal sent right after the
 /// announcement is a clean shutdown, never the default action that kills the process.
 #[cfg(unix)]
-pub struct ShutdownSignal {
+pub(crate) struct ShutdownSignal {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
 }
@@ -100,7 +100,7 @@ pub struct ShutdownSignal {
 #[cfg(unix)]
 impl ShutdownSignal {
     /// Starts listening (needs a tokio runtime).
-    pub fn install() -> anyhow::Result<Self> {
+    pub(crate) fn install() -> anyhow::Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(Self {
             term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
@@ -109,7 +109,7 @@ impl ShutdownSignal {
     }
 
     /// Resolves on the first SIGTERM or SIGINT.
-    pub async fn recv(mut self) {
+    pub(crate) async fn recv(mut self) {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
@@ -135,7 +135,7 @@ impl ShutdownSignal {
 }
 
 /// Resolves on SIGTERM or SIGINT (Ctrl-C elsewhere).
-pub async fn wait_for_signal() -> anyhow::Result<()> {
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
     ShutdownSignal::install()?.recv().await;
     Ok(())
 }

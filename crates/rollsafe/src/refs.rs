@@ -18,7 +18,7 @@ use crate::input;
 /// Print, as one JSON array, every Deployment, StatefulSet and DaemonSet in the manifests with
 /// the Secrets and ConfigMaps its pod template references.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Manifest files (multi-document YAML, a YAML list or a `kind: List`); `-` or none reads stdin.
     pub files: Vec<PathBuf>,
 }
@@ -26,7 +26,7 @@ pub struct Args {
 /// One workload's references, as printed.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkloadReferences {
+pub(crate) struct WorkloadReferences {
     kind: WorkloadKind,
     namespace: Option<String>,
     name: Option<String>,
@@ -40,7 +40,7 @@ pub struct WorkloadReferences {
 
 impl WorkloadReferences {
     /// The references of a workload object, or `None` when it is not a workload.
-    pub fn of(object: &Value) -> Option<Self> {
+    pub(crate) fn of(object: &Value) -> Option<Self> {
         let kind = WorkloadKind::of_object(object)?;
         let metadata = object.get("metadata");
         let text = |field: &str| {
@@ -69,7 +69,7 @@ impl WorkloadReferences {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // One input's text and one parsed document at a time: only the references are kept.
     let mut workloads: Vec<WorkloadReferences> = Vec::new();
     for path in input::paths(&args.files) {

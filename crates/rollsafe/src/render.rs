@@ -21,7 +21,7 @@ use anyhow::Context;
 use crate::input;
 use crate::kube_args::KubeArgs;
 use rollsafe_core::render::{
-    self, FingerprintKey, PreviousCopy, ResourceName, Settings, Update, WorkloadType, patch,
+    self, FingerprintKey, PreviousCopy, RenderSettings, ResourceName, Update, WorkloadType, patch,
     setting,
 };
 use rollsafe_core::validation::is_dns1123_label;
@@ -33,7 +33,7 @@ const MAX_KEY_BYTES: u64 = 64 * 1024;
 /// Add `openchoreo.dev/dp-resource-hash` to the pod templates of rendered manifests (usable as a
 /// Helm post-renderer).
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Upstream's behaviour for one workload type: only the first object of that kind is
     /// annotated. Without it, every Deployment and StatefulSet is.
     #[arg(long, value_enum, value_name = "TYPE")]
@@ -92,30 +92,20 @@ pub struct Args {
 
 /// `--workload-type` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WorkloadTypeArg {
+pub(crate) enum WorkloadTypeArg {
     /// The first Deployment is the workload.
     Deployment,
     /// The first StatefulSet is the workload.
     Statefulset,
 }
 
+/// A positive time limit, in the one duration format (`rollsafe_core::duration`).
 fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
-    let error = || format!("{text:?} is not a duration (e.g. 500ms, 15s, 1m)");
-    let (digits, unit_millis) = if let Some(digits) = text.strip_suffix("ms") {
-        (digits, 1)
-    } else if let Some(digits) = text.strip_suffix('s') {
-        (digits, 1_000)
-    } else if let Some(digits) = text.strip_suffix('m') {
-        (digits, 60_000)
-    } else if let Some(digits) = text.strip_suffix('h') {
-        (digits, 3_600_000)
-    } else {
-        (text, 1_000)
-    };
-    let value: u64 = digits.parse().map_err(|_| error())?;
-    match value.checked_mul(unit_millis) {
-        Some(millis) if millis > 0 => Ok(std::time::Duration::from_millis(millis)),
-        _ => Err(error()),
+    match rollsafe_core::duration::parse(text) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        _ => Err(format!(
+            "{text:?} is not a positive duration (e.g. 500ms, 15s, 1m)"
+        )),
     }
 }
 
@@ -135,10 +125,10 @@ impl<E: Into<anyhow::Error>> From<E> for UsageError {
 }
 
 /// The environment variable Helm sets to the release namespace.
-pub const HELM_NAMESPACE: &str = "HELM_NAMESPACE";
+pub(crate) const HELM_NAMESPACE: &str = "HELM_NAMESPACE";
 
 /// Runs `rollsafe render`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let env = std::env::var_os(setting::ENV_VAR);
     let helm_namespace = std::env::var_os(HELM_NAMESPACE);
     let options = match Options::read(&args, env.as_deref(), helm_namespace.as_deref()) {
@@ -175,7 +165,7 @@ enum Previous {
 
 /// Everything besides the inputs, read and checked before any input is.
 struct Options {
-    settings: Settings,
+    settings: RenderSettings,
     patches: Vec<patch::TraitPatch>,
     previous: Previous,
     /// `--namespace`, else `HELM_NAMESPACE`.
@@ -224,7 +214,7 @@ impl Options {
             );
         }
         Ok(Self {
-            settings: Settings {
+            settings: RenderSettings {
                 workload_type: args.workload_type.map(|t| match t {
                     WorkloadTypeArg::Deployment => WorkloadType::Deployment,
                     WorkloadTypeArg::Statefulset => WorkloadType::StatefulSet,
@@ -387,7 +377,7 @@ fn read_from_cluster(
     kube: &KubeArgs,
     timeout: std::time::Duration,
     release_namespace: Option<String>,
-    settings: &Settings,
+    settings: &RenderSettings,
 ) -> anyhow::Result<(String, Vec<Value>)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -425,7 +415,7 @@ fn context_namespace(kube: &KubeArgs) -> Option<String> {
     })
 }
 
-fn has_workload_without_namespace(set: &ManifestSet, settings: &Settings) -> bool {
+fn has_workload_without_namespace(set: &ManifestSet, settings: &RenderSettings) -> bool {
     let objects = set.objects();
     render::workloads(&objects, settings)
         .into_iter()
@@ -446,7 +436,7 @@ struct MissingPrevious<'a> {
 fn report_missing_previous(
     set: &ManifestSet,
     updates: &[Update],
-    settings: &Settings,
+    settings: &RenderSettings,
     strict: bool,
 ) -> anyhow::Result<()> {
     let objects = set.objects();

@@ -14,7 +14,7 @@ use crate::target::Target;
 
 /// Request a rollout of every workload consuming a Secret, through a rollsafe server.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The server's base URL, e.g. `http://127.0.0.1:8080`.
     #[arg(long, env = "ROLLSAFE_SERVER")]
     server: String,
@@ -36,7 +36,7 @@ pub struct Args {
     secret: String,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Parsed here rather than by clap: a usage error exits 2, which this command reserves for
     // `partial`.
     let Target { namespace, secret } = Target::parse(args.namespace.as_deref(), &args.secret)?;

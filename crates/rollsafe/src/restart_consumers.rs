@@ -20,7 +20,7 @@ use crate::target::Target;
 
 /// Request a rollout of every Deployment, StatefulSet and DaemonSet that references a Secret.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
     /// The pod-template annotation that requests the rollout.
@@ -33,7 +33,7 @@ pub struct Args {
     pub secret: String,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if std::env::var_os("RUST_LOG").is_some() {
         process::init_logging();
     }

@@ -11,7 +11,7 @@ use rollsafe_core::contract::{RestartResult, RestartStatus};
 use serde::Serialize;
 
 /// 0 for `requested` and `no_targets`, 2 for `partial`, 3 for `failed`.
-pub fn exit_code(status: RestartStatus) -> ExitCode {
+pub(crate) fn exit_code(status: RestartStatus) -> ExitCode {
     match status {
         RestartStatus::Requested | RestartStatus::NoTargets => ExitCode::SUCCESS,
         RestartStatus::Partial => ExitCode::from(2),
@@ -21,7 +21,7 @@ pub fn exit_code(status: RestartStatus) -> ExitCode {
 
 /// `-o`: how a command prints its result.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     /// JSON: indented on a terminal, one line otherwise.
     #[default]
     Json,
@@ -30,7 +30,7 @@ pub enum OutputFormat {
 }
 
 /// Writes `value` as JSON by the output rule.
-pub fn json(value: &impl Serialize) -> anyhow::Result<String> {
+pub(crate) fn json(value: &impl Serialize) -> anyhow::Result<String> {
     Ok(if std::io::stdout().is_terminal() {
         serde_json::to_string_pretty(value)?
     } else {
@@ -39,7 +39,10 @@ pub fn json(value: &impl Serialize) -> anyhow::Result<String> {
 }
 
 /// A restart result in `format`.
-pub fn render_result(result: &RestartResult, format: OutputFormat) -> anyhow::Result<String> {
+pub(crate) fn render_result(
+    result: &RestartResult,
+    format: OutputFormat,
+) -> anyhow::Result<String> {
     match format {
         OutputFormat::Json => json(result),
         OutputFormat::Text => Ok(text(result)),

@@ -20,9 +20,10 @@ use rollsafe_server::session::{self, NewSession};
 use serde_json::json;
 
 use crate::process;
+use crate::restart_exit::OutputFormat;
 
 /// The demo namespace.
-pub const NAMESPACE: &str = "demo";
+pub(crate) const NAMESPACE: &str = "demo";
 /// The demo objects.
 const DEMO: &str = include_str!("sandbox/demo.yaml");
 /// Lifetime of the printed tokens.
@@ -30,7 +31,7 @@ const TOKEN_TTL: Duration = Duration::from_secs(8 * 3_600);
 
 /// Start an embedded Kubernetes emulator with demo workloads and serve the API against it.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Address of the API listener (loopback).
     #[arg(
         long,
@@ -38,13 +39,22 @@ pub struct Args {
         default_value = "127.0.0.1:8080"
     )]
     listen: SocketAddr,
-    /// Print exactly one JSON line (`url`, `token`, `kubeconfig`, `namespace`) on stdout once
-    /// ready; everything else goes to stderr.
-    #[arg(long)]
+    /// How to announce readiness: `text` (a banner for people) or `json` (exactly one JSON
+    /// line — `url`, `token`, `kubeconfig`, `namespace`, `page` — on stdout; everything else on stderr).
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    output: OutputFormat,
+    /// The same as `-o json` (kept for scripts written before `-o`).
+    #[arg(long, hide = true)]
     json: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+impl Args {
+    fn json(&self) -> bool {
+        self.json || self.output == OutputFormat::Json
+    }
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     process::init_logging();
     anyhow::ensure!(
         args.listen.ip().is_loopback(),
@@ -101,8 +111,8 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
     let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
         .await
         .context("cannot connect to the emulator")?;
-    // With --json, stdout carries exactly one line: audit lines go to stderr.
-    let stream = if args.json {
+    // With -o json, stdout carries exactly one line: audit lines go to stderr.
+    let stream = if args.json() {
         Stream::Stderr
     } else {
         Stream::Stdout
@@ -134,12 +144,13 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
     let bob = mint("bob@example.com", &["developers"]).context("cannot mint a token")?;
 
     let shutdown = process::ShutdownSignal::install()?;
-    if args.json {
+    if args.json() {
         let line = json!({
             "url": url,
             "token": alice,
             "kubeconfig": kubeconfig,
             "namespace": NAMESPACE,
+            "page": format!("{url}/"),
         });
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{line}")?;
@@ -169,6 +180,7 @@ fn banner(url: &str, alice: &str, bob: &str, kubeconfig: &str, emulator: &str) -
         r#"
 rollsafe sandbox is ready.
 
+  Web page    {url}/   (sign in with alice's token below)
   API         {url}
   Kubernetes  {emulator}   (kubectl --kubeconfig {kubeconfig} get deploy,sts,ds -n {NAMESPACE})
 

@@ -15,12 +15,12 @@ use crate::process;
 
 /// Serve the Restart Consumers API. Every setting is also an environment variable.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     serve: ServeArgs,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     process::init_logging();
     // The same directory the in-cluster connection reads (`ROLLSAFE_SERVICEACCOUNT_DIR`).
     let service_account_namespace =
@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Builds the state and binds both listeners; logs where they listen. Audit lines are printed
 /// to `stream`.
-pub async fn bind(
+pub(crate) async fn bind(
     settings: Settings,
     connection: Connection,
     stream: Stream,

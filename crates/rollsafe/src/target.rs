@@ -9,7 +9,7 @@ use rollsafe_core::name::{Namespace, SecretName};
 
 /// A Secret named on the command line; the namespace may still be the context's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// From `-n` or the `NAMESPACE/` part, when given.
     pub namespace: Option<Namespace>,
     /// The Secret.
@@ -18,7 +18,7 @@ pub struct Target {
 
 impl Target {
     /// Parses `-n` (if given) and the positional `NAME` or `NAMESPACE/NAME`.
-    pub fn parse(flag: Option<&str>, text: &str) -> anyhow::Result<Self> {
+    pub(crate) fn parse(flag: Option<&str>, text: &str) -> anyhow::Result<Self> {
         let (prefix, name) = match text.split_once('/') {
             Some((namespace, name)) => (Some(namespace), name),
             None => (None, text),

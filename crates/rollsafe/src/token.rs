@@ -9,7 +9,7 @@ use rollsafe_server::session::{self, NewSession};
 
 /// Print a session token signed with SESSION_SECRET.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The user's email (lower-cased in the token).
     #[arg(long)]
     email: String,
@@ -30,7 +30,7 @@ pub struct Args {
     session_secret: String,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.session_secret.len() < MIN_SESSION_SECRET_LEN {
         bail!("SESSION_SECRET: must be at least {MIN_SESSION_SECRET_LEN} bytes");
     }

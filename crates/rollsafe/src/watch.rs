@@ -13,8 +13,8 @@ use prometheus_client::registry::Registry;
 use rollsafe_watch::admin;
 use rollsafe_watch::leader::{self, LeaseSettings};
 use rollsafe_watch::limits::FlapLimit;
-use rollsafe_watch::metrics::Metrics;
-use rollsafe_watch::{Controller, Fingerprinter, Settings};
+use rollsafe_watch::metrics::ControllerMetrics;
+use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter};
 use tracing::{info, warn};
 
 use crate::kube_args::KubeArgs;
@@ -23,7 +23,7 @@ use crate::process;
 /// Watch Secrets and ConfigMaps and roll the workloads that opted in when what they consume
 /// changes.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
     /// ServiceAccount).
     #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_KUBECONFIG")]
@@ -99,7 +99,7 @@ const LEASE_DURATION_SECONDS: u64 = 15;
 /// How long before expiry the holder renews.
 const LEASE_GRACE_SECONDS: u64 = 5;
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     process::init_logging();
     let Args {
         kubeconfig,
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot use the fingerprint key file {}", path.display()))?,
         None => Fingerprinter::unkeyed(),
     };
-    let settings = Settings {
+    let settings = ControllerSettings {
         namespaces,
         selector,
         all,
@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         burst,
         flap_limit,
         instance,
-        ..Settings::default()
+        ..ControllerSettings::default()
     };
     let kube = KubeArgs {
         kubeconfig,
@@ -152,7 +152,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     process::runtime()?.block_on(async {
         let connection = kube.connect().await?;
-        let metrics = Metrics::default();
+        let metrics = ControllerMetrics::default();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
         let mut controller =
@@ -208,21 +208,9 @@ async fn shutdown_on_signal() {
 }
 
 /// `500ms`, `2s`, `1m`, or a bare number of seconds.
+/// The debounce window, in the one duration format (`rollsafe_core::duration`); at most 1 h.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let value: u64 = number
-        .parse()
-        .map_err(|_| "expected a duration such as 500ms, 2s or 1m".to_owned())?;
-    let duration = match unit {
-        "ms" => Duration::from_millis(value),
-        "s" => Duration::from_secs(value),
-        "m" => Duration::from_secs(value.saturating_mul(60)),
-        _ => return Err("expected a duration such as 500ms, 2s or 1m".to_owned()),
-    };
+    let duration = rollsafe_core::duration::parse(text).map_err(|error| error.to_string())?;
     if duration > Duration::from_secs(3600) {
         return Err("the debounce window is at most 1h".to_owned());
     }
@@ -235,7 +223,7 @@ const SANDBOX_READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Starts the controller for `rollsafe sandbox`: every workload of `namespace` opted in
 /// (`--all`), a one-second debounce. Returns once it has listed everything and adopted what it
 /// watches, so the sandbox's own restart demo never races an adoption patch.
-pub async fn start_for_sandbox(
+pub(crate) async fn start_for_sandbox(
     kubeconfig: &std::path::Path,
     namespace: &str,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
@@ -244,11 +232,11 @@ pub async fn start_for_sandbox(
         .context("cannot connect the controller to the emulator")?;
     let controller = Controller::new(
         connection.client(None),
-        Settings {
+        ControllerSettings {
             namespaces: vec![namespace.to_owned()],
             all: true,
             debounce: Duration::from_secs(1),
-            ..Settings::default()
+            ..ControllerSettings::default()
         },
     );
     let mut status = controller.status();
@@ -283,7 +271,7 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(parse_duration(text), expected, "{text}");
         }
-        for bad in ["", "s", "2h", "-1s", "1.5s", "2 s", "61m"] {
+        for bad in ["", "s", "2h", "-1s", "1.5s", "2 s", "61m", "1h1s"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

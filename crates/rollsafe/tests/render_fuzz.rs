@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use rollsafe_core::reference;
-use rollsafe_core::render::{self, RESTART_ON_CHANGE_ANNOTATION, Settings, WorkloadType};
+use rollsafe_core::render::{self, RESTART_ON_CHANGE_ANNOTATION, RenderSettings, WorkloadType};
 use rollsafe_core::workload::WorkloadKind;
 use rollsafe_manifest::{Manifest, ManifestSet};
 use serde_json::{Value, json};
@@ -370,7 +370,7 @@ fn check_refs(text: &str) {
     }
 }
 
-fn settings(which: u8) -> (Settings, bool) {
+fn settings(which: u8) -> (RenderSettings, bool) {
     let workload_type = match which % 3 {
         0 => None,
         1 => Some(WorkloadType::Deployment),
@@ -379,7 +379,7 @@ fn settings(which: u8) -> (Settings, bool) {
     let referenced = which / 3 % 2 == 1;
     let stateful = which / 6 % 2 == 1;
     (
-        Settings {
+        RenderSettings {
             workload_type,
             referenced_config_rollout: referenced,
             fingerprint_key: None,

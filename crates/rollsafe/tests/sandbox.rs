@@ -1,4 +1,4 @@
-//! `rollsafe sandbox --json` as a user runs it: one JSON line on stdout, a restart end to end
+//! `rollsafe sandbox -o json` as a user runs it: one JSON line on stdout, a restart end to end
 //! through the HTTP API and `rollsafe restart`, the rollouts recorded by the embedded emulator
 //! (read with real kubectl), a clean exit on SIGTERM — and nothing secret in any output.
 
@@ -51,7 +51,7 @@ struct Sandbox {
 
 fn start() -> Sandbox {
     let mut child = Command::new(rollsafe())
-        .args(["sandbox", "--listen", "127.0.0.1:0", "--json"])
+        .args(["sandbox", "--listen", "127.0.0.1:0", "-o", "json"])
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -263,7 +263,7 @@ fn sandbox_end_to_end() {
     let stderr = sandbox.stderr.join().unwrap();
     assert!(
         stderr.contains("\"action\":\"secret.restart\""),
-        "audit lines go to stderr with --json"
+        "audit lines go to stderr with -o json"
     );
     assert!(stderr.contains("\"result\":\"allow\""));
 

@@ -2,7 +2,7 @@
 //! its pods roll when the configuration rendered beside it changes.
 //!
 //! Pure: the input is the list of rendered objects (plus, for referenced-config rollout, the
-//! previous copies of the workloads, and [`Settings`]); the output is a list of [`Update`]s —
+//! previous copies of the workloads, and [`RenderSettings`]); the output is a list of [`Update`]s —
 //! annotations to set or remove — or a [`RenderError`] naming the resource. [`render`] plans and
 //! applies in one step.
 //!
@@ -112,7 +112,7 @@ impl fmt::Debug for FingerprintKey {
 
 /// How to render.
 #[derive(Debug, Clone, Default)]
-pub struct Settings {
+pub struct RenderSettings {
     /// Upstream's behaviour for one workload type; `None`: every Deployment and StatefulSet.
     pub workload_type: Option<WorkloadType>,
     /// Referenced-config rollout on or off.
@@ -358,7 +358,7 @@ struct Group {
 pub fn plan(
     objects: &[&Value],
     previous: Option<&[&Value]>,
-    settings: &Settings,
+    settings: &RenderSettings,
 ) -> Result<Vec<Update>, RenderError> {
     let parsed: Vec<Option<Object<'_>>> = objects.iter().map(|v| Object::new(v)).collect();
     let groups = groups(&parsed, settings.workload_type);
@@ -371,7 +371,7 @@ pub fn plan(
 
 /// The indices of the objects [`plan`] gives an annotation to, in input order: the
 /// workloads whose previous copies referenced-config mode reads.
-pub fn workloads(objects: &[&Value], settings: &Settings) -> Vec<usize> {
+pub fn workloads(objects: &[&Value], settings: &RenderSettings) -> Vec<usize> {
     let parsed: Vec<Option<Object<'_>>> = objects.iter().map(|v| Object::new(v)).collect();
     let mut indices: Vec<usize> = groups(&parsed, settings.workload_type)
         .into_iter()
@@ -389,7 +389,7 @@ pub fn workloads(objects: &[&Value], settings: &Settings) -> Vec<usize> {
 pub fn render(
     objects: &mut [&mut Value],
     previous: Option<&[&Value]>,
-    settings: &Settings,
+    settings: &RenderSettings,
 ) -> Result<Vec<Update>, RenderError> {
     let updates = {
         let view: Vec<&Value> = objects.iter().map(|object| &**object).collect();
@@ -706,7 +706,7 @@ impl<'a, 'p> Referenced<'a, 'p> {
     fn new(
         parsed: &'p [Option<Object<'a>>],
         previous: Option<&[&'a Value]>,
-        settings: &Settings,
+        settings: &RenderSettings,
         groups: &'p [Group],
     ) -> Result<Self, RenderError> {
         let workload_kinds: HashSet<&str> = match settings.workload_type {

@@ -60,15 +60,15 @@ fn mark(mut object: Value, value: Value) -> Value {
 fn render(
     objects: &mut [Value],
     previous: Option<&[Value]>,
-    settings: &Settings,
+    settings: &RenderSettings,
 ) -> Result<Vec<Update>, RenderError> {
     let mut targets: Vec<&mut Value> = objects.iter_mut().collect();
     let previous: Option<Vec<&Value>> = previous.map(|p| p.iter().collect());
     super::render(&mut targets, previous.as_deref(), settings)
 }
 
-fn settings(referenced: bool) -> Settings {
-    Settings {
+fn settings(referenced: bool) -> RenderSettings {
+    RenderSettings {
         workload_type: Some(WorkloadType::Deployment),
         referenced_config_rollout: referenced,
         fingerprint_key: None,
@@ -76,7 +76,7 @@ fn settings(referenced: bool) -> Settings {
     }
 }
 
-fn run(input: &[Value], previous: Option<&[Value]>, settings: &Settings) -> Vec<Value> {
+fn run(input: &[Value], previous: Option<&[Value]>, settings: &RenderSettings) -> Vec<Value> {
     let mut objects = input.to_vec();
     render(&mut objects, previous, settings).unwrap();
     objects
@@ -113,7 +113,7 @@ impl Sequence {
         self.render_with(input, &settings(referenced))
     }
 
-    fn render_with(&mut self, input: &[Value], settings: &Settings) -> Option<String> {
+    fn render_with(&mut self, input: &[Value], settings: &RenderSettings) -> Option<String> {
         let previous = self.last.clone().unwrap_or_default();
         let out = run(input, Some(&previous), settings);
         let hash = app_hash(&out);
@@ -166,9 +166,9 @@ fn upstream_table_cases() {
     assert!(hash_of(&out, "d").is_some_and(|h| !h.is_empty()));
 
     let statefulset = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"template": {"metadata": {}, "spec": {}}}});
-    let s = Settings {
+    let s = RenderSettings {
         workload_type: Some(WorkloadType::StatefulSet),
-        ..Settings::default()
+        ..RenderSettings::default()
     };
     let out = run(&[statefulset, secret("x", "secret123")], None, &s);
     assert!(hash_of(&out, "s").is_some());
@@ -272,7 +272,7 @@ fn every_deployment_and_statefulset_without_a_workload_type() {
         deployment("worker", &[], &[]),
         statefulset,
     ];
-    let per_kind = Settings::default();
+    let per_kind = RenderSettings::default();
     let out = run(&input, None, &per_kind);
     let (app, worker, db) = (app_hash(&out), hash_of(&out, "worker"), hash_of(&out, "db"));
     assert!(app.is_some() && db.is_some());
@@ -777,7 +777,7 @@ fn state_is_on_workload_metadata_and_small() {
 #[test]
 fn keyed_state_does_not_hold_unkeyed_digests() {
     let key = FingerprintKey::new(b"0123456789abcdef".to_vec());
-    let keyed = Settings {
+    let keyed = RenderSettings {
         fingerprint_key: key.clone(),
         ..settings(true)
     };
@@ -807,7 +807,7 @@ fn keyed_state_does_not_hold_unkeyed_digests() {
     let h1 = seq.render_with(&changed, &keyed);
     assert_ne!(h1, h0);
     // A new key cannot compare digests: it re-baselines without restarting.
-    let rekeyed = Settings {
+    let rekeyed = RenderSettings {
         fingerprint_key: FingerprintKey::new(b"another key".to_vec()),
         ..settings(true)
     };
@@ -870,9 +870,9 @@ fn per_kind_referenced_mode_tracks_each_workload() {
             sts.clone(),
         ]
     };
-    let per_kind = Settings {
+    let per_kind = RenderSettings {
         referenced_config_rollout: true,
-        ..Settings::default()
+        ..RenderSettings::default()
     };
     let mut seq = Sequence::new();
     let app0 = seq.render_with(&input("a", "p"), &per_kind);
@@ -1028,7 +1028,7 @@ fn without_namespaces(objects: Vec<Value>) -> Vec<Value> {
 }
 
 /// Plans `input` against `previous` and returns the workload's update.
-fn update_of(input: &[Value], previous: &[Value], settings: &Settings) -> Update {
+fn update_of(input: &[Value], previous: &[Value], settings: &RenderSettings) -> Update {
     let objects: Vec<&Value> = input.iter().collect();
     let previous: Vec<&Value> = previous.iter().collect();
     plan(&objects, Some(&previous), settings)
@@ -1040,11 +1040,11 @@ fn update_of(input: &[Value], previous: &[Value], settings: &Settings) -> Update
 
 #[test]
 fn objects_without_a_namespace_match_previous_copies_in_the_release_namespace() {
-    let in_shop = Settings {
+    let in_shop = RenderSettings {
         release_namespace: Some("ns".to_owned()),
         ..settings(true)
     };
-    let elsewhere = Settings {
+    let elsewhere = RenderSettings {
         release_namespace: Some("other".to_owned()),
         ..settings(true)
     };
@@ -1099,7 +1099,7 @@ fn objects_without_a_namespace_match_previous_copies_in_the_release_namespace() 
 fn a_service_change_restarts_nothing_against_the_live_copy() {
     // The reproduction: a ConfigMap, a Service and a Deployment, none with a
     // namespace; the previous copy is the live object, which has one.
-    let in_shop = Settings {
+    let in_shop = RenderSettings {
         release_namespace: Some("ns".to_owned()),
         ..settings(true)
     };
@@ -1132,7 +1132,7 @@ fn workloads_are_the_objects_plan_annotates() {
     ];
     let objects: Vec<&Value> = input.iter().collect();
     assert_eq!(workloads(&objects, &settings(false)), vec![1]);
-    assert_eq!(workloads(&objects, &Settings::default()), vec![1, 2]);
+    assert_eq!(workloads(&objects, &RenderSettings::default()), vec![1, 2]);
 }
 
 // ---- rendering an output again changes nothing, whatever the workloads' shape --------------
@@ -1199,7 +1199,7 @@ fn arb_rendered_input() -> impl Strategy<Value = Vec<Value>> {
         })
 }
 
-fn arb_render_settings() -> impl Strategy<Value = Settings> {
+fn arb_render_settings() -> impl Strategy<Value = RenderSettings> {
     (
         prop::sample::select(vec![
             None,
@@ -1208,7 +1208,7 @@ fn arb_render_settings() -> impl Strategy<Value = Settings> {
         ]),
         any::<bool>(),
     )
-        .prop_map(|(workload_type, referenced)| Settings {
+        .prop_map(|(workload_type, referenced)| RenderSettings {
             workload_type,
             referenced_config_rollout: referenced,
             fingerprint_key: None,
@@ -1220,7 +1220,7 @@ fn arb_render_settings() -> impl Strategy<Value = Settings> {
 /// returns both outputs, or `None` when the input is refused.
 fn render_twice(
     input: &[Value],
-    settings: &Settings,
+    settings: &RenderSettings,
     stateful: bool,
 ) -> Option<(Vec<Value>, Vec<Value>)> {
     let mut once = input.to_vec();
@@ -1278,11 +1278,11 @@ fn rendering_an_output_again_changes_nothing_regressions() {
     ];
     for (name, input) in cases {
         for settings in [
-            Settings::default(),
-            Settings {
+            RenderSettings::default(),
+            RenderSettings {
                 referenced_config_rollout: true,
                 release_namespace: Some("ns".to_owned()),
-                ..Settings::default()
+                ..RenderSettings::default()
             },
         ] {
             for stateful in [false, true] {
@@ -1305,10 +1305,10 @@ fn referenced_mode_refuses_a_workload_rendered_twice() {
         json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "a", "namespace": "ns"}, "spec": {}}),
         bare,
     ];
-    let referenced = Settings {
+    let referenced = RenderSettings {
         referenced_config_rollout: true,
         release_namespace: Some("ns".to_owned()),
-        ..Settings::default()
+        ..RenderSettings::default()
     };
     for previous in [None, Some(&[][..])] {
         let mut objects = input.clone();
@@ -1324,7 +1324,8 @@ fn referenced_mode_refuses_a_workload_rendered_twice() {
         assert_eq!(objects, input, "nothing is written on a refusal");
     }
     let mut objects = input.clone();
-    render(&mut objects, None, &Settings::default()).expect("default mode renders duplicates");
+    render(&mut objects, None, &RenderSettings::default())
+        .expect("default mode renders duplicates");
     // Another namespace, or another kind of the same name, is another workload.
     let mut distinct = input.clone();
     distinct[2]["metadata"]["namespace"] = json!("other");

@@ -6,24 +6,24 @@ use http::header::AUTHORIZATION;
 
 use crate::identity::UserInfo;
 use crate::server::Shared;
-use crate::status::ApiError;
+use crate::status::StatusError;
 
-pub fn authenticate(headers: &HeaderMap, shared: &Shared) -> Result<UserInfo, ApiError> {
+pub(crate) fn authenticate(headers: &HeaderMap, shared: &Shared) -> Result<UserInfo, StatusError> {
     let Some(value) = headers.get(AUTHORIZATION) else {
         return Ok(UserInfo::anonymous());
     };
-    let text = value.to_str().map_err(|_| ApiError::unauthorized())?;
+    let text = value.to_str().map_err(|_| StatusError::unauthorized())?;
     let token = match text.split_once(' ') {
         Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-        _ => return Err(ApiError::unauthorized()),
+        _ => return Err(StatusError::unauthorized()),
     };
     if token.is_empty() {
-        return Err(ApiError::unauthorized());
+        return Err(StatusError::unauthorized());
     }
     // A bound token for another audience cannot call the API.
     shared
         .identity_for_token(token)
         .filter(|i| !i.audiences_within(&[]).is_empty())
         .map(|i| UserInfo::authenticated(&i.name, &i.groups))
-        .ok_or_else(ApiError::unauthorized)
+        .ok_or_else(StatusError::unauthorized)
 }

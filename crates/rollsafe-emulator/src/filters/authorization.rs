@@ -8,11 +8,11 @@ use crate::identity::{AUTHENTICATED_GROUP, MASTERS_GROUP, UNAUTHENTICATED_GROUP,
 use crate::registry::Store;
 use crate::resources::{def, ids};
 use crate::route::ResourceRequest;
-use crate::status::ApiError;
+use crate::status::StatusError;
 
 /// What a request wants to do, in RBAC terms.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Attributes {
+pub(crate) struct Attributes {
     /// Verb (`get`, `list`, `impersonate`, …).
     pub verb: String,
     /// API group.
@@ -31,7 +31,7 @@ pub struct Attributes {
 
 impl Attributes {
     /// `deployments` or `deployments/scale`.
-    pub fn full_resource(&self) -> String {
+    pub(crate) fn full_resource(&self) -> String {
         if self.subresource.is_empty() {
             self.resource.clone()
         } else {
@@ -40,7 +40,7 @@ impl Attributes {
     }
 
     /// The real server's forbidden sentence for this request and user.
-    pub fn forbidden_message(&self, user: &str) -> String {
+    pub(crate) fn forbidden_message(&self, user: &str) -> String {
         if let Some(path) = &self.path {
             return format!("User {user:?} cannot {} path {path:?}", self.verb);
         }
@@ -64,7 +64,7 @@ impl Attributes {
 }
 
 /// The attributes of a resource request (for a namespace, its own name is the namespace).
-pub fn resource_attributes(info: &ResourceRequest) -> Attributes {
+pub(crate) fn resource_attributes(info: &ResourceRequest) -> Attributes {
     let d = def(info.res);
     let name = info.name.clone().unwrap_or_default();
     Attributes {
@@ -83,11 +83,11 @@ pub fn resource_attributes(info: &ResourceRequest) -> Attributes {
 }
 
 /// The filter: `Ok` when RBAC allows `user` to do `attrs`, else the real server's 403.
-pub fn check(store: &Store, user: &UserInfo, attrs: &Attributes) -> Result<(), ApiError> {
+pub(crate) fn check(store: &Store, user: &UserInfo, attrs: &Attributes) -> Result<(), StatusError> {
     if authorize(store, user, attrs).is_some() {
         Ok(())
     } else {
-        Err(ApiError::forbidden(
+        Err(StatusError::forbidden(
             &attrs.group,
             &attrs.resource,
             &attrs.name,
@@ -167,7 +167,11 @@ fn role_rules<'a>(store: &'a Store, role_ref: &Value, binding_ns: &str) -> Optio
 /// The rules that apply to `user` in `namespace` (SelfSubjectRulesReview): those of every
 /// ClusterRoleBinding naming the user, then of every RoleBinding in the namespace, as
 /// (resource rules, non-resource rules) in the review's shape.
-pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<Value>) {
+pub(crate) fn rules_for(
+    store: &Store,
+    user: &UserInfo,
+    namespace: &str,
+) -> (Vec<Value>, Vec<Value>) {
     let mut resource_rules = Vec::new();
     let mut non_resource_rules = Vec::new();
     let mut collect = |binding: &Value, ns: &str| {
@@ -212,7 +216,7 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>
 }
 
 /// RBAC: whether `user` may do `a`. `Some(reason)` when allowed.
-pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Option<String> {
+pub(crate) fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Option<String> {
     if user.groups.iter().any(|g| g == MASTERS_GROUP) {
         return Some(String::new());
     }
@@ -258,7 +262,7 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Option<Strin
 
 /// The cluster-level RBAC objects every real cluster has and that clients rely on: discovery
 /// for authenticated users, self-reviews, and `cluster-admin` for `system:masters`.
-pub fn bootstrap_objects() -> Vec<Value> {
+pub(crate) fn bootstrap_objects() -> Vec<Value> {
     vec![
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                "metadata": {"name": "cluster-admin"},

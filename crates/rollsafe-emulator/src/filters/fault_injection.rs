@@ -7,9 +7,9 @@ use crate::faults::{Fault, FaultAction};
 use crate::registry::{Preconditions, UpdateMode};
 use crate::resources::ResId;
 use crate::server::Shared;
-use crate::status::{self, ApiError};
+use crate::status::{self, StatusError};
 
-pub fn fault_target(fault: &Fault, ns: &str, name: &str) -> (String, String) {
+pub(crate) fn fault_target(fault: &Fault, ns: &str, name: &str) -> (String, String) {
     let tns = if ns.is_empty() {
         fault.matcher.namespace.clone().unwrap_or_default()
     } else {
@@ -23,7 +23,7 @@ pub fn fault_target(fault: &Fault, ns: &str, name: &str) -> (String, String) {
     (tns, tname)
 }
 
-pub fn status_fault(action: &FaultAction) -> ApiError {
+pub(crate) fn status_fault(action: &FaultAction) -> StatusError {
     let FaultAction::Status {
         code,
         reason,
@@ -32,7 +32,7 @@ pub fn status_fault(action: &FaultAction) -> ApiError {
         plain_text,
     } = action
     else {
-        return ApiError::internal("not a status fault");
+        return StatusError::internal("not a status fault");
     };
     let e = if *plain_text {
         let default = if *code == 429 {
@@ -40,9 +40,9 @@ pub fn status_fault(action: &FaultAction) -> ApiError {
         } else {
             status::generic_message(*code)
         };
-        ApiError::plain(*code, message.as_deref().unwrap_or(default))
+        StatusError::plain(*code, message.as_deref().unwrap_or(default))
     } else {
-        ApiError::new(
+        StatusError::new(
             *code,
             reason.as_deref().unwrap_or(status::reason_for(*code)),
             message.as_deref().unwrap_or(status::generic_message(*code)),
@@ -52,7 +52,13 @@ pub fn status_fault(action: &FaultAction) -> ApiError {
     e.with_retry_after(retry_after_seconds.unwrap_or(0))
 }
 
-pub fn concurrent_edit(shared: &Shared, res: ResId, ns: &str, name: &str, patch: Option<&Value>) {
+pub(crate) fn concurrent_edit(
+    shared: &Shared,
+    res: ResId,
+    ns: &str,
+    name: &str,
+    patch: Option<&Value>,
+) {
     let mut store = shared.store();
     let Some(current) = store.get(res, ns, name).cloned() else {
         tracing::warn!(ns, name, "concurrent-edit fault: no such object");
@@ -72,7 +78,7 @@ pub fn concurrent_edit(shared: &Shared, res: ResId, ns: &str, name: &str, patch:
     }
 }
 
-pub fn delete_and_recreate(shared: &Shared, res: ResId, ns: &str, name: &str) {
+pub(crate) fn delete_and_recreate(shared: &Shared, res: ResId, ns: &str, name: &str) {
     let mut store = shared.store();
     let Some(current) = store.get(res, ns, name).cloned() else {
         tracing::warn!(ns, name, "delete-and-recreate fault: no such object");

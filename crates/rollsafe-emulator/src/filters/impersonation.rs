@@ -7,7 +7,7 @@ use crate::filters::authorization::{self, Attributes};
 use crate::identity::{self, UserInfo};
 use crate::observe::RequestLogEntry;
 use crate::server::Shared;
-use crate::status::ApiError;
+use crate::status::StatusError;
 
 /// The impersonation headers of a request, read strictly: a value that is not UTF-8, or a
 /// header the real server would read only once given twice, is refused instead of skipped (a
@@ -20,18 +20,18 @@ struct ImpersonationHeaders {
     extras: Vec<(String, String)>,
 }
 
-fn invalid_impersonation(header: &str, why: &str) -> ApiError {
-    ApiError::bad_request(&format!("invalid impersonation header {header}: {why}"))
+fn invalid_impersonation(header: &str, why: &str) -> StatusError {
+    StatusError::bad_request(&format!("invalid impersonation header {header}: {why}"))
 }
 
-fn header_utf8<'h>(name: &str, value: &'h http::HeaderValue) -> Result<&'h str, ApiError> {
+fn header_utf8<'h>(name: &str, value: &'h http::HeaderValue) -> Result<&'h str, StatusError> {
     std::str::from_utf8(value.as_bytes())
         .map_err(|_| invalid_impersonation(name, "the value is not valid UTF-8"))
 }
 
 /// One value of a single-valued header; `None` when absent or empty (the real filter treats an
 /// empty value as not impersonating).
-fn single_header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+fn single_header(headers: &HeaderMap, name: &str) -> Result<Option<String>, StatusError> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);
@@ -44,7 +44,7 @@ fn single_header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiE
 }
 
 impl ImpersonationHeaders {
-    fn read(headers: &HeaderMap) -> Result<Self, ApiError> {
+    fn read(headers: &HeaderMap) -> Result<Self, StatusError> {
         let user = single_header(headers, "impersonate-user")?;
         let uid = single_header(headers, "impersonate-uid")?;
         let groups = headers
@@ -72,12 +72,12 @@ impl ImpersonationHeaders {
     }
 }
 
-pub fn impersonate(
+pub(crate) fn impersonate(
     headers: &HeaderMap,
     shared: &Shared,
     requester: UserInfo,
     entry: &mut RequestLogEntry,
-) -> Result<UserInfo, ApiError> {
+) -> Result<UserInfo, StatusError> {
     let ImpersonationHeaders {
         user,
         groups,
@@ -89,12 +89,12 @@ pub fn impersonate(
     entry.impersonated_uid = uid.clone();
     let Some(user) = user else {
         if let Some(g) = groups.first() {
-            return Err(ApiError::bad_request(&format!(
+            return Err(StatusError::bad_request(&format!(
                 "requested [{{Group  {g}  impersonate  groups}}] without impersonating a user"
             )));
         }
         if uid.is_some() || !extras.is_empty() {
-            return Err(ApiError::bad_request(
+            return Err(StatusError::bad_request(
                 "requested [{UID / Extra  impersonate}] without impersonating a user",
             ));
         }

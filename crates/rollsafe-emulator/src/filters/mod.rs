@@ -2,10 +2,10 @@
 //! info (what the URL addresses), authorization, then the emulator's fault injection, then the
 //! handler of the verb. Each filter has its own module.
 
-pub mod authentication;
-pub mod authorization;
-pub mod fault_injection;
-pub mod impersonation;
+pub(crate) mod authentication;
+pub(crate) mod authorization;
+pub(crate) mod fault_injection;
+pub(crate) mod impersonation;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +23,10 @@ use crate::query::Query;
 use crate::resources::def;
 use crate::route::{self, Route, Verb};
 use crate::server::{Body, Shared};
-use crate::status::ApiError;
+use crate::status::StatusError;
 
 /// What to do with a request.
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Send this response.
     Respond(Response<Body>),
     /// Close the connection without a response.
@@ -42,7 +42,7 @@ fn header(headers: &HeaderMap, name: impl http::header::AsHeaderName) -> Option<
 
 /// Serves one API request and records it in the request log (also when the client hangs up
 /// before the answer: the log entry is stored when this future completes or is dropped).
-pub async fn serve(req: Request<Incoming>, shared: &Arc<Shared>) -> Outcome {
+pub(crate) async fn serve(req: Request<Incoming>, shared: &Arc<Shared>) -> Outcome {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let raw_query = parts.uri.query().unwrap_or("").to_string();
@@ -61,7 +61,7 @@ pub async fn serve(req: Request<Incoming>, shared: &Arc<Shared>) -> Outcome {
     outcome
 }
 
-fn respond(e: ApiError) -> Outcome {
+fn respond(e: StatusError) -> Outcome {
     Outcome::Respond(error(&e))
 }
 
@@ -84,9 +84,9 @@ async fn serve_inner(
     };
     let info = match route::parse(&parts.method, &entry.path, &query) {
         Route::Resource(info) => info,
-        Route::NotFound => return respond(ApiError::page_not_found()),
+        Route::NotFound => return respond(StatusError::page_not_found()),
         Route::MethodNotAllowed(res) => {
-            return respond(ApiError::method_not_allowed(
+            return respond(StatusError::method_not_allowed(
                 def(res),
                 parts.method.as_str(),
             ));

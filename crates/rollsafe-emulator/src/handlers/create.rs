@@ -5,9 +5,9 @@ use hyper::Response;
 use crate::handlers::{Call, check_type, decode_body, set_namespace};
 use crate::http_util::json;
 use crate::server::Body;
-use crate::status::ApiError;
+use crate::status::StatusError;
 
-pub fn create(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn create(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     if c.sub() == Some("token") {
         return super::token::token_request(c);
     }

@@ -8,15 +8,15 @@ use crate::http_util::json;
 use crate::registry::{Key, Preconditions, Write};
 use crate::resources::{def, ids};
 use crate::server::Body;
-use crate::status::ApiError;
+use crate::status::StatusError;
 
-pub fn delete(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn delete(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let opts: Value = if c.body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
         serde_json::from_slice(c.body)
-            .map_err(|e| ApiError::bad_request(&format!("error decoding DeleteOptions: {e}")))?
+            .map_err(|e| StatusError::bad_request(&format!("error decoding DeleteOptions: {e}")))?
     };
     let pre = Preconditions {
         uid: opts
@@ -61,7 +61,7 @@ pub fn delete(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     ))
 }
 
-pub fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let (labels, fields) = selectors(c)?;
     let mut store = c.shared.store();

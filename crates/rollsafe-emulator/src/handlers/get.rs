@@ -7,17 +7,17 @@ use crate::handlers::scale::scale_of;
 use crate::http_util::json;
 use crate::resources::def;
 use crate::server::Body;
-use crate::status::ApiError;
+use crate::status::StatusError;
 use serde_json::json;
 
-pub fn get(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn get(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let obj = c
         .shared
         .store()
         .get(c.stored_res(), c.ns(), c.name())
         .cloned()
-        .ok_or_else(|| ApiError::not_found(d, c.name()))?;
+        .ok_or_else(|| StatusError::not_found(d, c.name()))?;
     if c.sub() == Some("scale") {
         return Ok(json(200, &scale_of(&obj)));
     }

@@ -14,7 +14,7 @@ use crate::handlers::{Call, list_options_invalid, selectors};
 use crate::registry::{Key, Snapshot};
 use crate::resources::{ResId, def};
 use crate::server::Body;
-use crate::status::{ApiError, FieldCause};
+use crate::status::{FieldCause, StatusError};
 
 /// The continue token, in the real server's format: base64url (no padding) of
 /// `{"v":"meta.k8s.io/v1","rv":N,"start":"<next key>"}`.
@@ -45,8 +45,8 @@ impl ContinueToken {
     }
 
     /// Decodes a token, with the real server's 400 messages.
-    pub fn decode(token: &str) -> Result<Self, ApiError> {
-        let bad = |why: String| ApiError::bad_request(&format!("invalid continue token: {why}"));
+    pub fn decode(token: &str) -> Result<Self, StatusError> {
+        let bad = |why: String| StatusError::bad_request(&format!("invalid continue token: {why}"));
         let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(token.trim_end_matches('='))
             .map_err(|e| bad(format!("continue key is not valid: {e}")))?;
@@ -84,8 +84,8 @@ impl ContinueToken {
 
 const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
-fn expired_continue(start: Option<&str>) -> ApiError {
-    let mut e = ApiError::expired(EXPIRED_CONTINUE);
+fn expired_continue(start: Option<&str>) -> StatusError {
+    let mut e = StatusError::expired(EXPIRED_CONTINUE);
     let token = ContinueToken {
         v: "meta.k8s.io/v1".into(),
         rv: -1,
@@ -128,14 +128,14 @@ fn write_item(buf: &mut Vec<u8>, obj: &Value, strip_type: bool, drop_meta: Optio
     buf.push(b'}');
 }
 
-pub fn list(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn list(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let q = c.query;
     let limit = match q.non_empty("limit") {
         Some(s) => {
             let n: i64 = s
                 .parse()
-                .map_err(|_| ApiError::bad_request(&format!("invalid limit {s:?}")))?;
+                .map_err(|_| StatusError::bad_request(&format!("invalid limit {s:?}")))?;
             usize::try_from(n).ok().filter(|n| *n > 0)
         }
         None => None,
@@ -178,7 +178,7 @@ pub fn list(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         }
     }
     if token.is_some() && rv_param.is_some_and(|r| r != "0") {
-        return Err(ApiError::bad_request(
+        return Err(StatusError::bad_request(
             "specifying resource version is not allowed when using continue",
         ));
     }

@@ -1,18 +1,18 @@
 //! One handler per verb over the registry store (the real server's `endpoints/handlers`), plus
 //! what they share: the request scope, body decoding and the checks of an object against its URL.
 
-pub mod create;
-pub mod delete;
-pub mod get;
-pub mod list;
-pub mod nonresource;
-pub mod patch;
-pub mod review;
-pub mod scale;
-pub mod table;
-pub mod token;
-pub mod update;
-pub mod watch;
+pub(crate) mod create;
+pub(crate) mod delete;
+pub(crate) mod get;
+pub(crate) mod list;
+pub(crate) mod nonresource;
+pub(crate) mod patch;
+pub(crate) mod review;
+pub(crate) mod scale;
+pub(crate) mod table;
+pub(crate) mod token;
+pub(crate) mod update;
+pub(crate) mod watch;
 
 use hyper::Response;
 use serde_json::{Value, json};
@@ -24,11 +24,11 @@ use crate::registry::Write;
 use crate::resources::{ResId, Storage, def};
 use crate::route::{ResourceRequest, Verb};
 use crate::server::{Body, Shared};
-use crate::status::{ApiError, FieldCause};
+use crate::status::{FieldCause, StatusError};
 
 /// Everything a handler needs about one request (the real server's `RequestScope` plus the
 /// request itself).
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     /// Server state.
     pub shared: &'a Shared,
     /// What the URL addresses.
@@ -49,7 +49,7 @@ pub struct Call<'a> {
 
 /// `?dryRun=`: `All` (possibly repeated) or absent; anything else is the real server's 422 on
 /// the verb's options kind.
-pub fn write_mode(q: &Query, verb: Verb) -> Result<Write, ApiError> {
+pub(crate) fn write_mode(q: &Query, verb: Verb) -> Result<Write, StatusError> {
     let values = q.all("dryRun");
     if values.is_empty() {
         return Ok(Write::Commit);
@@ -68,7 +68,7 @@ pub fn write_mode(q: &Query, verb: Verb) -> Result<Write, ApiError> {
         "Unsupported value: []string{{{}}}: supported values: \"All\"",
         shown.join(", ")
     );
-    Err(ApiError::new(
+    Err(StatusError::new(
         422,
         "Invalid",
         &format!("{kind}.meta.k8s.io \"\" is invalid: dryRun: {detail}"),
@@ -79,23 +79,23 @@ pub fn write_mode(q: &Query, verb: Verb) -> Result<Write, ApiError> {
 
 impl Call<'_> {
     /// The namespace of the URL, or `""`.
-    pub fn ns(&self) -> &str {
+    pub(crate) fn ns(&self) -> &str {
         self.info.namespace.as_deref().unwrap_or("")
     }
 
     /// The object name of the URL, or `""`.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.info.name.as_deref().unwrap_or("")
     }
 
     /// The resource whose objects this request reads and writes: the request's own, or the
     /// stored one when it is a view (`events.k8s.io/v1` Events are core Events).
-    pub fn stored_res(&self) -> ResId {
+    pub(crate) fn stored_res(&self) -> ResId {
         crate::resources::stored(self.info.res)
     }
 
     /// A stored object as this request's resource shows it.
-    pub fn shown<'v>(&self, obj: &'v Value) -> std::borrow::Cow<'v, Value> {
+    pub(crate) fn shown<'v>(&self, obj: &'v Value) -> std::borrow::Cow<'v, Value> {
         match def(self.info.res).view {
             Some(view) => std::borrow::Cow::Owned((view.to_view)(obj)),
             None => std::borrow::Cow::Borrowed(obj),
@@ -103,7 +103,7 @@ impl Call<'_> {
     }
 
     /// An object in this request's form, in the stored form.
-    pub fn to_stored(&self, obj: Value) -> Value {
+    pub(crate) fn to_stored(&self, obj: Value) -> Value {
         match def(self.info.res).view {
             Some(view) => (view.from_view)(&obj),
             None => obj,
@@ -111,17 +111,17 @@ impl Call<'_> {
     }
 
     /// Whether the write is kept (`dryRun=All` keeps nothing); checked in [`dispatch`].
-    pub fn write(&self) -> Write {
+    pub(crate) fn write(&self) -> Write {
         write_mode(self.query, self.info.verb).unwrap_or(Write::Commit)
     }
 
     /// The subresource.
-    pub fn sub(&self) -> Option<&str> {
+    pub(crate) fn sub(&self) -> Option<&str> {
         self.info.subresource.as_deref()
     }
 }
 
-pub fn dispatch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn dispatch(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     if matches!(
         c.info.verb,
         Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
@@ -143,26 +143,26 @@ pub fn dispatch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
     }
 }
 
-pub fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn parse_object(body: &[u8]) -> Result<Value, StatusError> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(&format!("couldn't get version/kind; json parse error: {e}"))
+        StatusError::bad_request(&format!("couldn't get version/kind; json parse error: {e}"))
     })?;
     if !v.is_object() {
-        return Err(ApiError::bad_request(
+        return Err(StatusError::bad_request(
             "couldn't get version/kind; json parse error: the body is not a JSON object",
         ));
     }
     Ok(v)
 }
 
-pub fn check_type(obj: &Value, res: ResId) -> Result<(), ApiError> {
+pub(crate) fn check_type(obj: &Value, res: ResId) -> Result<(), StatusError> {
     let d = def(res);
     let expected = d.api_version();
     if let Some(v) = obj.get("apiVersion").and_then(Value::as_str)
         && !v.is_empty()
         && v != expected
     {
-        return Err(ApiError::bad_request(&format!(
+        return Err(StatusError::bad_request(&format!(
             "the API version in the data ({v}) does not match the expected API version ({expected})"
         )));
     }
@@ -170,7 +170,7 @@ pub fn check_type(obj: &Value, res: ResId) -> Result<(), ApiError> {
         && !k.is_empty()
         && k != d.kind
     {
-        return Err(ApiError::bad_request(&format!(
+        return Err(StatusError::bad_request(&format!(
             "the kind in the data ({k}) does not match the expected kind ({})",
             d.kind
         )));
@@ -178,7 +178,7 @@ pub fn check_type(obj: &Value, res: ResId) -> Result<(), ApiError> {
     Ok(())
 }
 
-pub fn set_namespace(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
+pub(crate) fn set_namespace(obj: &mut Value, c: &Call<'_>) -> Result<(), StatusError> {
     if !def(c.info.res).namespaced {
         return Ok(());
     }
@@ -187,10 +187,10 @@ pub fn set_namespace(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
         .as_object_mut()
         .map(|o| o.entry("metadata").or_insert_with(|| json!({})));
     let Some(Value::Object(meta)) = meta else {
-        return Err(ApiError::bad_request("metadata must be an object"));
+        return Err(StatusError::bad_request("metadata must be an object"));
     };
     match meta.get("namespace").and_then(Value::as_str) {
-        Some(ns) if !ns.is_empty() && ns != url_ns => Err(ApiError::bad_request(
+        Some(ns) if !ns.is_empty() && ns != url_ns => Err(StatusError::bad_request(
             "the namespace of the provided object does not match the namespace sent on the request",
         )),
         _ => {
@@ -200,16 +200,16 @@ pub fn set_namespace(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
     }
 }
 
-pub fn check_name(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
+pub(crate) fn check_name(obj: &mut Value, c: &Call<'_>) -> Result<(), StatusError> {
     let url_name = c.name().to_string();
     let meta = obj
         .as_object_mut()
         .map(|o| o.entry("metadata").or_insert_with(|| json!({})));
     let Some(Value::Object(meta)) = meta else {
-        return Err(ApiError::bad_request("metadata must be an object"));
+        return Err(StatusError::bad_request("metadata must be an object"));
     };
     match meta.get("name").and_then(Value::as_str) {
-        Some(n) if !n.is_empty() && n != url_name => Err(ApiError::bad_request(&format!(
+        Some(n) if !n.is_empty() && n != url_name => Err(StatusError::bad_request(&format!(
             "the name of the object ({n}) does not match the name on the URL ({url_name})"
         ))),
         _ => {
@@ -221,7 +221,7 @@ pub fn check_name(obj: &mut Value, c: &Call<'_>) -> Result<(), ApiError> {
 
 /// The object of a create or update body: JSON (or YAML, which is JSON here), or Kubernetes
 /// protobuf for the kinds [`crate::proto::schema::KINDS`] lists.
-pub fn decode_body(c: &Call<'_>) -> Result<Value, ApiError> {
+pub(crate) fn decode_body(c: &Call<'_>) -> Result<Value, StatusError> {
     if crate::proto::is_protobuf(&c.content_type) {
         return crate::proto::decode_object(c.body).map_err(|e| {
             tracing::debug!(error = %e, code = e.code(), "protobuf body not decoded");
@@ -232,8 +232,8 @@ pub fn decode_body(c: &Call<'_>) -> Result<Value, ApiError> {
 }
 
 /// 415 for a body in a format the emulator does not read.
-pub fn unsupported_body() -> ApiError {
-    ApiError::new(
+pub(crate) fn unsupported_body() -> StatusError {
+    StatusError::new(
         415,
         "UnsupportedMediaType",
         "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
@@ -241,22 +241,22 @@ pub fn unsupported_body() -> ApiError {
     )
 }
 
-pub fn selectors(c: &Call<'_>) -> Result<(LabelSelector, FieldSelector), ApiError> {
+pub(crate) fn selectors(c: &Call<'_>) -> Result<(LabelSelector, FieldSelector), StatusError> {
     let q = c.query;
     let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
-        .map_err(|e| ApiError::bad_request(&e))?;
+        .map_err(|e| StatusError::bad_request(&e))?;
     let extra = crate::resources::field_labels(c.stored_res());
     let fields = FieldSelector::parse_for(q.get("fieldSelector").unwrap_or(""), extra)
-        .map_err(|e| ApiError::bad_request(&e))?;
+        .map_err(|e| StatusError::bad_request(&e))?;
     Ok((labels, fields))
 }
 
-pub fn list_options_invalid(causes: &[FieldCause]) -> ApiError {
+pub(crate) fn list_options_invalid(causes: &[FieldCause]) -> StatusError {
     let texts: Vec<String> = causes
         .iter()
         .map(|c| format!("{}: Invalid value: {}", c.field, c.detail))
         .collect();
-    ApiError::new(
+    StatusError::new(
         422,
         "Invalid",
         &format!(

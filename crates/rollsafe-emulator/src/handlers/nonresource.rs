@@ -8,9 +8,9 @@ use crate::http_util::{error, json};
 use crate::identity::UserInfo;
 use crate::route::Route;
 use crate::server::{Body, Shared};
-use crate::status::ApiError;
+use crate::status::StatusError;
 
-pub fn non_resource(
+pub(crate) fn non_resource(
     route: Route,
     method: &Method,
     path: &str,
@@ -28,7 +28,7 @@ pub fn non_resource(
         return error(&e);
     }
     if verb != "get" && verb != "head" {
-        return error(&ApiError::new(
+        return error(&StatusError::new(
             405,
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
@@ -50,6 +50,6 @@ pub fn non_resource(
         Route::OpenApiV2 => json(200, &discovery::openapi_v2()),
         Route::OpenApiIndex => json(200, discovery::openapi_index()),
         Route::OpenApiGroupVersion(g, v) => json(200, &discovery::openapi_group_version(&g, &v)),
-        _ => error(&ApiError::page_not_found()),
+        _ => error(&StatusError::page_not_found()),
     }
 }

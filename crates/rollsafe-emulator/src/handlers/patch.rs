@@ -11,15 +11,15 @@ use crate::patch::{self, PatchKind};
 use crate::registry::UpdateMode;
 use crate::resources::def;
 use crate::server::Body;
-use crate::status::ApiError;
+use crate::status::StatusError;
 
-pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let kind = PatchKind::from_content_type(&c.content_type)
         .filter(|k| !(d.custom && *k == PatchKind::Strategic))
-        .ok_or_else(|| ApiError::unsupported_patch(d))?;
+        .ok_or_else(|| StatusError::unsupported_patch(d))?;
     if kind == PatchKind::Apply && c.query.non_empty("fieldManager").is_none() {
-        return Err(ApiError::new(
+        return Err(StatusError::new(
             422,
             "Invalid",
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
@@ -29,7 +29,7 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         ));
     }
     if kind != PatchKind::Apply && c.query.get("force").is_some() {
-        return Err(ApiError::new(
+        return Err(StatusError::new(
             422,
             "Invalid",
             "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
@@ -50,7 +50,7 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
             let created = store.create_with(c.stored_res(), obj, c.write())?;
             return Ok(json(201, &c.shown(&created)));
         }
-        return Err(ApiError::not_found(d, c.name()));
+        return Err(StatusError::not_found(d, c.name()));
     };
     let decoded = patch::decode(kind, c.body)?;
     if c.sub() == Some("scale") {
@@ -81,7 +81,7 @@ pub fn patch_object(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .and_then(Value::as_str)
         .unwrap_or("");
     if name_now != c.name() {
-        return Err(ApiError::bad_request(&format!(
+        return Err(StatusError::bad_request(&format!(
             "the name of the object ({name_now}) does not match the name on the URL ({})",
             c.name()
         )));

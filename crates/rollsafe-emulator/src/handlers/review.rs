@@ -10,9 +10,9 @@ use crate::http_util::json;
 use crate::identity::UserInfo;
 use crate::resources::{def, ids};
 use crate::server::Body;
-use crate::status::{ApiError, FieldCause};
+use crate::status::{FieldCause, StatusError};
 
-pub fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn review(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let mut obj = if crate::proto::is_protobuf(&c.content_type) {
         if c.info.res == ids::SELFSUBJECTRULESREVIEWS {
@@ -42,16 +42,7 @@ pub fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
                 .pointer("/spec/token")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let requested: Vec<String> = obj
-                .pointer("/spec/audiences")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let requested = crate::util::strings(obj.pointer("/spec/audiences"));
             match c.shared.identity_for_token(token) {
                 Some(i) => {
                     let audiences = i.audiences_within(&requested);
@@ -87,16 +78,7 @@ pub fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_string(),
-                    groups: obj
-                        .pointer("/spec/groups")
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .map(str::to_string)
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    groups: crate::util::strings(obj.pointer("/spec/groups")),
                     uid: None,
                 }
             };
@@ -119,7 +101,7 @@ pub fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
                     ..Attributes::default()
                 }
             } else {
-                return Err(ApiError::invalid(
+                return Err(StatusError::invalid(
                     d,
                     "",
                     &[FieldCause::invalid(
@@ -135,7 +117,7 @@ pub fn review(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
                 None => json!({"allowed": false}),
             }
         }
-        _ => return Err(ApiError::method_not_allowed(d, "POST")),
+        _ => return Err(StatusError::method_not_allowed(d, "POST")),
     };
     if let Some(o) = obj.as_object_mut() {
         o.insert("apiVersion".into(), json!(d.api_version()));

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-pub fn scale_of(obj: &Value) -> Value {
+pub(crate) fn scale_of(obj: &Value) -> Value {
     let selector =
         crate::util::join_string_map(obj.pointer("/spec/selector/matchLabels"), "=", ",");
     let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));

@@ -9,7 +9,7 @@ use crate::handlers::Call;
 use crate::resources::{ResId, def, ids};
 
 /// Whether an `Accept` header asks for a Table (any entry with `as=Table` in `meta.k8s.io`).
-pub fn wanted(accept: &str) -> bool {
+pub(crate) fn wanted(accept: &str) -> bool {
     accept.split(',').any(|entry| {
         let params: Vec<&str> = entry.split(';').map(str::trim).collect();
         params.contains(&"as=Table") && params.contains(&"g=meta.k8s.io")
@@ -382,7 +382,7 @@ fn since(timestamp: &str, now: jiff::Timestamp) -> String {
 }
 
 /// `k8s.io/apimachinery/pkg/util/duration.HumanDuration`, over whole seconds.
-pub fn human_duration(seconds: i64) -> String {
+pub(crate) fn human_duration(seconds: i64) -> String {
     if seconds < -1 {
         return "<invalid>".into();
     }
@@ -462,7 +462,7 @@ fn row_object(c: &Call<'_>, obj: &Value, include: &str) -> Option<Value> {
 /// The Table of stored `objects`, with the list's metadata (`resourceVersion`, `continue`,
 /// `remainingItemCount`; empty for a single object). `?includeObject=` decides the rows'
 /// objects: `Metadata` (default), `Object` or `None`.
-pub fn table<'v>(
+pub(crate) fn table<'v>(
     c: &Call<'_>,
     objects: impl IntoIterator<Item = &'v Value>,
     list_meta: Value,

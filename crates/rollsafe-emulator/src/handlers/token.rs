@@ -9,15 +9,15 @@ use crate::http_util::json;
 use crate::identity::Identity;
 use crate::resources::def;
 use crate::server::Body;
-use crate::status::ApiError;
+use crate::status::StatusError;
 use crate::util;
 
 /// The real default lifetime of a requested token.
-pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
+pub(crate) const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 /// The real server's shortest allowed lifetime.
-pub const MIN_EXPIRATION_SECONDS: i64 = 600;
+pub(crate) const MIN_EXPIRATION_SECONDS: i64 = 600;
 
-pub fn token_request(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn token_request(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let body = decode_body(c)?;
     let service_account = c
@@ -25,14 +25,14 @@ pub fn token_request(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .store()
         .get(c.stored_res(), c.ns(), c.name())
         .cloned()
-        .ok_or_else(|| ApiError::not_found(d, c.name()))?;
+        .ok_or_else(|| StatusError::not_found(d, c.name()))?;
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
     let seconds = spec
         .get("expirationSeconds")
         .and_then(Value::as_i64)
         .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
     if seconds < MIN_EXPIRATION_SECONDS {
-        return Err(ApiError::new(
+        return Err(StatusError::new(
             422,
             "Invalid",
             &format!(
@@ -47,16 +47,8 @@ pub fn token_request(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
             ),
         ));
     }
-    let audiences: Vec<String> = spec
-        .get("audiences")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .filter(|a: &Vec<String>| !a.is_empty())
+    let audiences = Some(crate::util::strings(spec.get("audiences")))
+        .filter(|a| !a.is_empty())
         .unwrap_or_else(|| vec![crate::identity::API_AUDIENCE.to_owned()]);
     let token = format!("emulator-sa.{}", util::token());
     let user = format!("system:serviceaccount:{}:{}", c.ns(), c.name());

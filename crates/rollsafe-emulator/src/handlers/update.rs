@@ -9,9 +9,9 @@ use crate::http_util::json;
 use crate::registry::UpdateMode;
 use crate::resources::def;
 use crate::server::Body;
-use crate::status::ApiError;
+use crate::status::StatusError;
 
-pub fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let mut obj = decode_body(c)?;
     if c.sub() == Some("scale") {
@@ -20,7 +20,7 @@ pub fn update(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         let current = store
             .get(c.info.res, c.ns(), c.name())
             .cloned()
-            .ok_or_else(|| ApiError::not_found(d, c.name()))?;
+            .ok_or_else(|| StatusError::not_found(d, c.name()))?;
         let mut next = (*current).clone();
         next["spec"]["replicas"] = replicas;
         if let Some(rv) = obj

@@ -19,15 +19,15 @@ use crate::query::{FieldSelector, LabelSelector};
 use crate::registry::{Event, EventType};
 use crate::resources::{ResId, View, def};
 use crate::server::Body;
-use crate::status::{self, ApiError, FieldCause};
+use crate::status::{self, FieldCause, StatusError};
 
 /// Server-side watch timeout when the client gives none (the real minimum request timeout).
-pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+pub(crate) const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// The longest a watch stays open; a larger `timeoutSeconds` is cut to it (a deadline must
 /// stay representable: `timeoutSeconds=18446744073709551615` once crashed the watch task).
-pub const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(366 * 24 * 3600);
+pub(crate) const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(366 * 24 * 3600);
 /// Lines buffered per watch before the writer waits for the client.
-pub const WATCH_BUFFER: usize = 256;
+pub(crate) const WATCH_BUFFER: usize = 256;
 
 struct WatchSpec {
     res: ResId,
@@ -115,7 +115,7 @@ fn too_old_line(requested: u64, oldest: u64) -> Bytes {
     line("ERROR", &status)
 }
 
-pub fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
+pub(crate) fn watch(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let q = c.query;
     let (labels, fields) = selectors(c)?;
@@ -135,13 +135,13 @@ pub fn watch(c: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .map(|s| Duration::from_secs(s).min(MAX_WATCH_TIMEOUT))
         .unwrap_or(DEFAULT_WATCH_TIMEOUT);
     let rv_param = q.non_empty("resourceVersion");
-    let since = match rv_param {
-        Some(r) if r != "0" => Some(
-            r.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(&format!("invalid resource version: {r:?}")))?,
-        ),
-        _ => None,
-    };
+    let since =
+        match rv_param {
+            Some(r) if r != "0" => Some(r.parse::<u64>().map_err(|_| {
+                StatusError::bad_request(&format!("invalid resource version: {r:?}"))
+            })?),
+            _ => None,
+        };
     let initial = send_initial.unwrap_or(since.is_none());
     let spec = WatchSpec {
         res: c.stored_res(),
@@ -212,7 +212,10 @@ trait MapOkFrames: futures::Stream<Item = Bytes> + Sized {
 
 impl<S: futures::Stream<Item = Bytes>> MapOkFrames for S {}
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a watch stream takes its request's parts one by one"
+)]
 async fn run_watch(
     tx: mpsc::Sender<Bytes>,
     mut rx: broadcast::Receiver<Arc<Event>>,

@@ -4,7 +4,7 @@
 //! by the field tables in [`schema`], and for the access reviews `kubectl auth can-i` posts.
 //! Responses are always JSON, which client-go decodes by the response's content type.
 
-pub mod schema;
+pub(crate) mod schema;
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -13,7 +13,7 @@ use schema::{Message, Ty};
 
 /// Why a protobuf body was not decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProtoError {
+pub(crate) enum ProtoError {
     /// Not the `k8s\0` envelope, or a malformed wire encoding.
     #[error("the body is not a well-formed Kubernetes protobuf message")]
     Malformed,
@@ -40,7 +40,7 @@ pub enum ProtoError {
 
 impl ProtoError {
     /// A static category, for logs.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Self::Malformed => "malformed",
             Self::Encoded => "encoded",
@@ -51,12 +51,12 @@ impl ProtoError {
 }
 
 /// The content type of Kubernetes protobuf.
-pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// The envelope's magic prefix.
 const MAGIC: &[u8] = b"k8s\0";
 
 /// Whether a content type is Kubernetes protobuf.
-pub fn is_protobuf(content_type: &str) -> bool {
+pub(crate) fn is_protobuf(content_type: &str) -> bool {
     content_type
         .trim()
         .to_ascii_lowercase()
@@ -134,7 +134,7 @@ fn string_map(buf: &[u8], names: &[(u64, &str)]) -> Option<Value> {
 }
 
 /// Decodes a protobuf SelfSubjectAccessReview or SubjectAccessReview into its JSON form.
-pub fn decode_access_review(body: &[u8]) -> Option<Value> {
+pub(crate) fn decode_access_review(body: &[u8]) -> Option<Value> {
     let envelope = fields(body.strip_prefix(MAGIC)?)?;
     let type_meta = fields(bytes_of(&envelope, 1)?)?;
     let api_version = strings_of(&type_meta, 1)
@@ -387,7 +387,7 @@ fn message(buf: &[u8], m: &'static Message) -> Result<Map<String, Value>, ProtoE
 
 /// Decodes a protobuf object body (the `k8s\0` envelope) of a kind in [`schema::KINDS`] into
 /// its JSON form.
-pub fn decode_object(body: &[u8]) -> Result<Value, ProtoError> {
+pub(crate) fn decode_object(body: &[u8]) -> Result<Value, ProtoError> {
     let envelope = wire(body.strip_prefix(MAGIC).ok_or(ProtoError::Malformed)?)?;
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
     for (tag, w) in envelope {

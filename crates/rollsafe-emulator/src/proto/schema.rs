@@ -6,7 +6,7 @@
 
 /// How a field's value is read and written to JSON.
 #[derive(Debug, Clone, Copy)]
-pub enum Ty {
+pub(crate) enum Ty {
     /// `string`.
     Str,
     /// `int32`/`int64`.
@@ -31,7 +31,7 @@ pub enum Ty {
 
 /// One field of a message.
 #[derive(Debug)]
-pub struct Field {
+pub(crate) struct Field {
     /// Protobuf field number.
     pub tag: u64,
     /// JSON field name.
@@ -48,7 +48,7 @@ pub struct Field {
 
 /// A message: its name (for diagnostics) and fields.
 #[derive(Debug)]
-pub struct Message {
+pub(crate) struct Message {
     /// Go type name.
     pub name: &'static str,
     /// Fields.
@@ -88,7 +88,7 @@ const fn rep(tag: u64, json: &'static str, ty: Ty) -> Field {
 use Ty::{Bool, Inline, Int, IntOrString, MapBytes, MapQuantity, MapStr, Msg, Str, Time};
 
 /// `meta.v1.OwnerReference`.
-pub static OWNER_REFERENCE: Message = Message {
+pub(crate) static OWNER_REFERENCE: Message = Message {
     name: "OwnerReference",
     fields: &[
         f(5, "apiVersion", Str),
@@ -101,7 +101,7 @@ pub static OWNER_REFERENCE: Message = Message {
 };
 
 /// `meta.v1.ObjectMeta` (without `managedFields`, which clients do not send on create).
-pub static OBJECT_META: Message = Message {
+pub(crate) static OBJECT_META: Message = Message {
     name: "ObjectMeta",
     fields: &[
         f(1, "name", Str),
@@ -122,7 +122,7 @@ pub static OBJECT_META: Message = Message {
 };
 
 /// `meta.v1.LabelSelectorRequirement`.
-pub static LABEL_SELECTOR_REQUIREMENT: Message = Message {
+pub(crate) static LABEL_SELECTOR_REQUIREMENT: Message = Message {
     name: "LabelSelectorRequirement",
     fields: &[
         f(1, "key", Str),
@@ -132,7 +132,7 @@ pub static LABEL_SELECTOR_REQUIREMENT: Message = Message {
 };
 
 /// `meta.v1.LabelSelector`.
-pub static LABEL_SELECTOR: Message = Message {
+pub(crate) static LABEL_SELECTOR: Message = Message {
     name: "LabelSelector",
     fields: &[
         f(1, "matchLabels", MapStr),
@@ -141,19 +141,19 @@ pub static LABEL_SELECTOR: Message = Message {
 };
 
 /// `core.v1.NamespaceSpec`.
-pub static NAMESPACE_SPEC: Message = Message {
+pub(crate) static NAMESPACE_SPEC: Message = Message {
     name: "NamespaceSpec",
     fields: &[rep(1, "finalizers", Str)],
 };
 
 /// `core.v1.NamespaceStatus` (without conditions).
-pub static NAMESPACE_STATUS: Message = Message {
+pub(crate) static NAMESPACE_STATUS: Message = Message {
     name: "NamespaceStatus",
     fields: &[f(1, "phase", Str)],
 };
 
 /// `core.v1.Namespace`.
-pub static NAMESPACE: Message = Message {
+pub(crate) static NAMESPACE: Message = Message {
     name: "Namespace",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -163,7 +163,7 @@ pub static NAMESPACE: Message = Message {
 };
 
 /// `core.v1.Secret`.
-pub static SECRET: Message = Message {
+pub(crate) static SECRET: Message = Message {
     name: "Secret",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -175,7 +175,7 @@ pub static SECRET: Message = Message {
 };
 
 /// `core.v1.ConfigMap`.
-pub static CONFIG_MAP: Message = Message {
+pub(crate) static CONFIG_MAP: Message = Message {
     name: "ConfigMap",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -186,7 +186,7 @@ pub static CONFIG_MAP: Message = Message {
 };
 
 /// `core.v1.ObjectReference`.
-pub static OBJECT_REFERENCE: Message = Message {
+pub(crate) static OBJECT_REFERENCE: Message = Message {
     name: "ObjectReference",
     fields: &[
         f(1, "kind", Str),
@@ -200,13 +200,13 @@ pub static OBJECT_REFERENCE: Message = Message {
 };
 
 /// `core.v1.LocalObjectReference`.
-pub static LOCAL_OBJECT_REFERENCE: Message = Message {
+pub(crate) static LOCAL_OBJECT_REFERENCE: Message = Message {
     name: "LocalObjectReference",
     fields: &[f(1, "name", Str)],
 };
 
 /// `core.v1.ServiceAccount`.
-pub static SERVICE_ACCOUNT: Message = Message {
+pub(crate) static SERVICE_ACCOUNT: Message = Message {
     name: "ServiceAccount",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -217,7 +217,7 @@ pub static SERVICE_ACCOUNT: Message = Message {
 };
 
 /// `rbac.v1.PolicyRule`.
-pub static POLICY_RULE: Message = Message {
+pub(crate) static POLICY_RULE: Message = Message {
     name: "PolicyRule",
     fields: &[
         rep(1, "verbs", Str),
@@ -229,13 +229,13 @@ pub static POLICY_RULE: Message = Message {
 };
 
 /// `rbac.v1.AggregationRule`.
-pub static AGGREGATION_RULE: Message = Message {
+pub(crate) static AGGREGATION_RULE: Message = Message {
     name: "AggregationRule",
     fields: &[rep(1, "clusterRoleSelectors", Msg(&LABEL_SELECTOR))],
 };
 
 /// `rbac.v1.Role`.
-pub static ROLE: Message = Message {
+pub(crate) static ROLE: Message = Message {
     name: "Role",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -244,7 +244,7 @@ pub static ROLE: Message = Message {
 };
 
 /// `rbac.v1.ClusterRole`.
-pub static CLUSTER_ROLE: Message = Message {
+pub(crate) static CLUSTER_ROLE: Message = Message {
     name: "ClusterRole",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -254,7 +254,7 @@ pub static CLUSTER_ROLE: Message = Message {
 };
 
 /// `rbac.v1.Subject`.
-pub static SUBJECT: Message = Message {
+pub(crate) static SUBJECT: Message = Message {
     name: "Subject",
     fields: &[
         f(1, "kind", Str),
@@ -265,13 +265,13 @@ pub static SUBJECT: Message = Message {
 };
 
 /// `rbac.v1.RoleRef`.
-pub static ROLE_REF: Message = Message {
+pub(crate) static ROLE_REF: Message = Message {
     name: "RoleRef",
     fields: &[f(1, "apiGroup", Str), f(2, "kind", Str), f(3, "name", Str)],
 };
 
 /// `rbac.v1.RoleBinding` and `ClusterRoleBinding` (same shape).
-pub static ROLE_BINDING: Message = Message {
+pub(crate) static ROLE_BINDING: Message = Message {
     name: "RoleBinding",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -281,7 +281,7 @@ pub static ROLE_BINDING: Message = Message {
 };
 
 /// `core.v1.ContainerPort`.
-pub static CONTAINER_PORT: Message = Message {
+pub(crate) static CONTAINER_PORT: Message = Message {
     name: "ContainerPort",
     fields: &[
         f(1, "name", Str),
@@ -293,7 +293,7 @@ pub static CONTAINER_PORT: Message = Message {
 };
 
 /// `core.v1.ConfigMapKeySelector` / `SecretKeySelector` (same shape).
-pub static KEY_SELECTOR: Message = Message {
+pub(crate) static KEY_SELECTOR: Message = Message {
     name: "KeySelector",
     fields: &[
         f(1, "", Inline(&LOCAL_OBJECT_REFERENCE)),
@@ -303,7 +303,7 @@ pub static KEY_SELECTOR: Message = Message {
 };
 
 /// `core.v1.EnvVarSource` (ConfigMap and Secret keys).
-pub static ENV_VAR_SOURCE: Message = Message {
+pub(crate) static ENV_VAR_SOURCE: Message = Message {
     name: "EnvVarSource",
     fields: &[
         opt(3, "configMapKeyRef", Msg(&KEY_SELECTOR)),
@@ -312,7 +312,7 @@ pub static ENV_VAR_SOURCE: Message = Message {
 };
 
 /// `core.v1.EnvVar`.
-pub static ENV_VAR: Message = Message {
+pub(crate) static ENV_VAR: Message = Message {
     name: "EnvVar",
     fields: &[
         f(1, "name", Str),
@@ -322,7 +322,7 @@ pub static ENV_VAR: Message = Message {
 };
 
 /// `core.v1.ConfigMapEnvSource` / `SecretEnvSource` (same shape).
-pub static ENV_SOURCE: Message = Message {
+pub(crate) static ENV_SOURCE: Message = Message {
     name: "EnvSource",
     fields: &[
         f(1, "", Inline(&LOCAL_OBJECT_REFERENCE)),
@@ -331,7 +331,7 @@ pub static ENV_SOURCE: Message = Message {
 };
 
 /// `core.v1.EnvFromSource`.
-pub static ENV_FROM_SOURCE: Message = Message {
+pub(crate) static ENV_FROM_SOURCE: Message = Message {
     name: "EnvFromSource",
     fields: &[
         f(1, "prefix", Str),
@@ -341,13 +341,13 @@ pub static ENV_FROM_SOURCE: Message = Message {
 };
 
 /// `core.v1.ResourceRequirements` (without claims).
-pub static RESOURCE_REQUIREMENTS: Message = Message {
+pub(crate) static RESOURCE_REQUIREMENTS: Message = Message {
     name: "ResourceRequirements",
     fields: &[f(1, "limits", MapQuantity), f(2, "requests", MapQuantity)],
 };
 
 /// `core.v1.VolumeMount`.
-pub static VOLUME_MOUNT: Message = Message {
+pub(crate) static VOLUME_MOUNT: Message = Message {
     name: "VolumeMount",
     fields: &[
         f(1, "name", Str),
@@ -361,7 +361,7 @@ pub static VOLUME_MOUNT: Message = Message {
 };
 
 /// `core.v1.Container` (without probes, lifecycle, security context and resize policies).
-pub static CONTAINER: Message = Message {
+pub(crate) static CONTAINER: Message = Message {
     name: "Container",
     fields: &[
         f(1, "name", Str),
@@ -385,7 +385,7 @@ pub static CONTAINER: Message = Message {
 };
 
 /// `core.v1.Toleration`.
-pub static TOLERATION: Message = Message {
+pub(crate) static TOLERATION: Message = Message {
     name: "Toleration",
     fields: &[
         f(1, "key", Str),
@@ -397,7 +397,7 @@ pub static TOLERATION: Message = Message {
 };
 
 /// `core.v1.PodSpec` (without volumes, affinity, security context and the rarer fields).
-pub static POD_SPEC: Message = Message {
+pub(crate) static POD_SPEC: Message = Message {
     name: "PodSpec",
     fields: &[
         rep(20, "initContainers", Msg(&CONTAINER)),
@@ -429,7 +429,7 @@ pub static POD_SPEC: Message = Message {
 };
 
 /// `core.v1.PodTemplateSpec`.
-pub static POD_TEMPLATE_SPEC: Message = Message {
+pub(crate) static POD_TEMPLATE_SPEC: Message = Message {
     name: "PodTemplateSpec",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -438,7 +438,7 @@ pub static POD_TEMPLATE_SPEC: Message = Message {
 };
 
 /// `apps.v1.RollingUpdateDeployment`.
-pub static ROLLING_UPDATE_DEPLOYMENT: Message = Message {
+pub(crate) static ROLLING_UPDATE_DEPLOYMENT: Message = Message {
     name: "RollingUpdateDeployment",
     fields: &[
         opt(1, "maxUnavailable", IntOrString),
@@ -447,7 +447,7 @@ pub static ROLLING_UPDATE_DEPLOYMENT: Message = Message {
 };
 
 /// `apps.v1.DeploymentStrategy`.
-pub static DEPLOYMENT_STRATEGY: Message = Message {
+pub(crate) static DEPLOYMENT_STRATEGY: Message = Message {
     name: "DeploymentStrategy",
     fields: &[
         f(1, "type", Str),
@@ -456,7 +456,7 @@ pub static DEPLOYMENT_STRATEGY: Message = Message {
 };
 
 /// `apps.v1.DeploymentSpec`.
-pub static DEPLOYMENT_SPEC: Message = Message {
+pub(crate) static DEPLOYMENT_SPEC: Message = Message {
     name: "DeploymentSpec",
     fields: &[
         opt(1, "replicas", Int),
@@ -471,7 +471,7 @@ pub static DEPLOYMENT_SPEC: Message = Message {
 };
 
 /// `apps.v1.DeploymentStatus` (without conditions): clients send it empty; the server owns it.
-pub static DEPLOYMENT_STATUS: Message = Message {
+pub(crate) static DEPLOYMENT_STATUS: Message = Message {
     name: "DeploymentStatus",
     fields: &[
         f(1, "observedGeneration", Int),
@@ -486,7 +486,7 @@ pub static DEPLOYMENT_STATUS: Message = Message {
 };
 
 /// `apps.v1.Deployment`.
-pub static DEPLOYMENT: Message = Message {
+pub(crate) static DEPLOYMENT: Message = Message {
     name: "Deployment",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -496,19 +496,19 @@ pub static DEPLOYMENT: Message = Message {
 };
 
 /// `authorization.v1.SelfSubjectRulesReviewSpec`.
-pub static RULES_REVIEW_SPEC: Message = Message {
+pub(crate) static RULES_REVIEW_SPEC: Message = Message {
     name: "SelfSubjectRulesReviewSpec",
     fields: &[f(1, "namespace", Str)],
 };
 
 /// `authorization.v1.SubjectRulesReviewStatus` as clients send it: empty.
-pub static RULES_REVIEW_STATUS: Message = Message {
+pub(crate) static RULES_REVIEW_STATUS: Message = Message {
     name: "SubjectRulesReviewStatus",
     fields: &[f(3, "incomplete", Bool), f(4, "evaluationError", Str)],
 };
 
 /// `authorization.v1.SelfSubjectRulesReview` (what `kubectl auth can-i --list` sends).
-pub static SELF_SUBJECT_RULES_REVIEW: Message = Message {
+pub(crate) static SELF_SUBJECT_RULES_REVIEW: Message = Message {
     name: "SelfSubjectRulesReview",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -518,7 +518,7 @@ pub static SELF_SUBJECT_RULES_REVIEW: Message = Message {
 };
 
 /// `authentication.v1.BoundObjectReference`.
-pub static BOUND_OBJECT_REFERENCE: Message = Message {
+pub(crate) static BOUND_OBJECT_REFERENCE: Message = Message {
     name: "BoundObjectReference",
     fields: &[
         f(1, "kind", Str),
@@ -529,7 +529,7 @@ pub static BOUND_OBJECT_REFERENCE: Message = Message {
 };
 
 /// `authentication.v1.TokenRequestSpec`.
-pub static TOKEN_REQUEST_SPEC: Message = Message {
+pub(crate) static TOKEN_REQUEST_SPEC: Message = Message {
     name: "TokenRequestSpec",
     fields: &[
         rep(1, "audiences", Str),
@@ -539,13 +539,13 @@ pub static TOKEN_REQUEST_SPEC: Message = Message {
 };
 
 /// `authentication.v1.TokenRequestStatus` as clients send it: empty.
-pub static TOKEN_REQUEST_STATUS: Message = Message {
+pub(crate) static TOKEN_REQUEST_STATUS: Message = Message {
     name: "TokenRequestStatus",
     fields: &[f(1, "token", Str), f(2, "expirationTimestamp", Time)],
 };
 
 /// `authentication.v1.TokenRequest` (what `kubectl create token` sends).
-pub static TOKEN_REQUEST: Message = Message {
+pub(crate) static TOKEN_REQUEST: Message = Message {
     name: "TokenRequest",
     fields: &[
         f(1, "metadata", Msg(&OBJECT_META)),
@@ -555,7 +555,7 @@ pub static TOKEN_REQUEST: Message = Message {
 };
 
 /// The kinds accepted as protobuf, by `apiVersion` and `kind`.
-pub static KINDS: &[(&str, &str, &Message)] = &[
+pub(crate) static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "Namespace", &NAMESPACE),
     ("v1", "Secret", &SECRET),
     ("v1", "ConfigMap", &CONFIG_MAP),

@@ -4,8 +4,8 @@
 //! resource — defaulting, validation, the controller simulation — is in [`strategy`], one entry
 //! per resource in the resource table.
 
-pub mod rollouts;
-pub mod strategy;
+pub(crate) mod rollouts;
+pub(crate) mod strategy;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -16,21 +16,21 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use crate::resources::{self, ResId, ResourceDef, def, ids};
-use crate::status::{ApiError, FieldCause, OPTIMISTIC_LOCK};
+use crate::status::{FieldCause, OPTIMISTIC_LOCK, StatusError};
 use crate::util;
 
 pub use rollouts::Rollout;
 
 /// Watch events kept for watches that resume from an older resourceVersion.
-pub const HISTORY_CAPACITY: usize = 10_000;
+pub(crate) const HISTORY_CAPACITY: usize = 10_000;
 /// Capacity of the live event channel; a watcher that falls further behind is closed with a
 /// 410 ERROR event, as the real watch cache does.
-pub const EVENT_CHANNEL_CAPACITY: usize = 16_384;
+pub(crate) const EVENT_CHANNEL_CAPACITY: usize = 16_384;
 /// The etcd request limit (stored object size).
-pub const MAX_STORED_OBJECT_SIZE: usize = 3 * 512 * 1024;
+pub(crate) const MAX_STORED_OBJECT_SIZE: usize = 3 * 512 * 1024;
 
 /// A store key: resource id, namespace (`""` for cluster-scoped), name.
-pub type Key = (ResId, String, String);
+pub(crate) type Key = (ResId, String, String);
 
 /// Kind of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,7 +46,7 @@ pub enum EventType {
 
 /// One change, as watches see it.
 #[derive(Debug)]
-pub struct Event {
+pub(crate) struct Event {
     /// resourceVersion of the change.
     pub rv: u64,
     /// Resource id.
@@ -65,7 +65,7 @@ pub struct Event {
 
 /// A key range at an older resourceVersion (see [`Store::range_at`]).
 #[derive(Debug)]
-pub enum Snapshot {
+pub(crate) enum Snapshot {
     /// Nothing in the range changed since: read the current objects.
     Current,
     /// The range as it was, in key order.
@@ -76,7 +76,7 @@ pub enum Snapshot {
 
 /// Preconditions carried by a write.
 #[derive(Debug, Clone, Default)]
-pub struct Preconditions {
+pub(crate) struct Preconditions {
     /// Required uid.
     pub uid: Option<String>,
     /// Required resourceVersion.
@@ -86,7 +86,7 @@ pub struct Preconditions {
 /// Whether a write is kept (`dryRun=All` runs every check and returns the result, but keeps
 /// nothing: no resourceVersion, no event, no rollout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Write {
+pub(crate) enum Write {
     /// Store it.
     #[default]
     Commit,
@@ -96,7 +96,7 @@ pub enum Write {
 
 /// How an update arrived; it decides which checks apply and how they fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpdateMode {
+pub(crate) enum UpdateMode {
     /// PUT of the main resource.
     Put,
     /// PATCH of the main resource.
@@ -109,7 +109,7 @@ pub enum UpdateMode {
 
 /// The object store.
 #[derive(Debug)]
-pub struct Store {
+pub(crate) struct Store {
     objects: BTreeMap<Key, Arc<Value>>,
     rv: u64,
     history: VecDeque<Arc<Event>>,
@@ -128,7 +128,7 @@ impl Default for Store {
     }
 }
 
-pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj.get("metadata")
         .and_then(|m| m.get(field))
         .and_then(Value::as_str)
@@ -144,7 +144,7 @@ fn ensure_object(v: &mut Value) -> &mut Map<String, Value> {
     }
 }
 
-pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     let map = ensure_object(obj);
     ensure_object(
         map.entry("metadata")
@@ -154,7 +154,7 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 
 impl Store {
     /// An empty store.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         Self {
             objects: BTreeMap::new(),
@@ -169,7 +169,7 @@ impl Store {
     }
 
     /// Empties the store (keeping the counter moving forward, as a real cluster would).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.objects.clear();
         self.history.clear();
         self.history_floor = self.rv;
@@ -177,45 +177,45 @@ impl Store {
     }
 
     /// The latest resourceVersion.
-    pub fn current_rv(&self) -> u64 {
+    pub(crate) fn current_rv(&self) -> u64 {
         self.rv
     }
 
     /// Continue tokens with an RV below this are expired.
-    pub fn token_floor(&self) -> u64 {
+    pub(crate) fn token_floor(&self) -> u64 {
         self.token_floor
     }
 
     /// Expires every continue token issued so far.
-    pub fn expire_continue_tokens(&mut self) {
+    pub(crate) fn expire_continue_tokens(&mut self) {
         self.token_floor = self.rv + 1;
     }
 
     /// Forgets the watch history: watches from any RV issued so far get 410.
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         self.expire_continue_tokens();
         self.history.clear();
         self.history_floor = self.rv + 1;
     }
 
     /// Number of stored objects.
-    pub fn object_count(&self) -> usize {
+    pub(crate) fn object_count(&self) -> usize {
         self.objects.len()
     }
 
     /// One object.
-    pub fn get(&self, res: ResId, ns: &str, name: &str) -> Option<&Arc<Value>> {
+    pub(crate) fn get(&self, res: ResId, ns: &str, name: &str) -> Option<&Arc<Value>> {
         self.objects.get(&(res, ns.to_string(), name.to_string()))
     }
 
     /// Whether a namespace exists.
-    pub fn namespace_exists(&self, ns: &str) -> bool {
+    pub(crate) fn namespace_exists(&self, ns: &str) -> bool {
         self.get(ids::NAMESPACES, "", ns).is_some()
     }
 
     /// The key range of a resource, optionally within one namespace, starting after `after`
     /// (a key of the same range) when given.
-    pub fn range(
+    pub(crate) fn range(
         &self,
         res: ResId,
         ns: Option<&str>,
@@ -246,7 +246,13 @@ impl Store {
     /// The objects of a key range as they were at resourceVersion `rv`, for a continued list
     /// (every page shows the state of the first, as the real server reads etcd at the token's
     /// revision): the current objects with every change after `rv` undone from the history.
-    pub fn range_at(&self, res: ResId, ns: Option<&str>, after: Option<&Key>, rv: u64) -> Snapshot {
+    pub(crate) fn range_at(
+        &self,
+        res: ResId,
+        ns: Option<&str>,
+        after: Option<&Key>,
+        rv: u64,
+    ) -> Snapshot {
         if rv + 1 < self.history_floor {
             return Snapshot::Expired;
         }
@@ -289,7 +295,7 @@ impl Store {
 
     /// Subscribes to live events and returns the retained history after `since`, atomically
     /// (the caller holds the lock). `None`: `since` is older than the retained history.
-    pub fn watch_from(
+    pub(crate) fn watch_from(
         &self,
         since: u64,
     ) -> (broadcast::Receiver<Arc<Event>>, Option<Vec<Arc<Event>>>) {
@@ -307,22 +313,22 @@ impl Store {
     }
 
     /// A subscription to live events only.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.events.subscribe()
     }
 
     /// The oldest RV a watch can resume from.
-    pub fn history_floor(&self) -> u64 {
+    pub(crate) fn history_floor(&self) -> u64 {
         self.history_floor
     }
 
     /// Recorded rollouts.
-    pub fn rollouts(&self) -> &[Rollout] {
+    pub(crate) fn rollouts(&self) -> &[Rollout] {
         &self.rollouts
     }
 
     /// Forgets recorded rollouts.
-    pub fn clear_rollouts(&mut self) {
+    pub(crate) fn clear_rollouts(&mut self) {
         self.rollouts.clear();
     }
 
@@ -358,18 +364,18 @@ impl Store {
     }
 
     /// Creates an object. The object's namespace must already be set for namespaced resources.
-    pub fn create(&mut self, res: ResId, obj: Value) -> Result<Arc<Value>, ApiError> {
+    pub(crate) fn create(&mut self, res: ResId, obj: Value) -> Result<Arc<Value>, StatusError> {
         self.create_with(res, obj, Write::Commit)
     }
 
     /// [`Store::create`], or with [`Write::DryRun`] everything but the write: the object as it
     /// would be stored (uid and creationTimestamp set, no resourceVersion), nothing kept.
-    pub fn create_with(
+    pub(crate) fn create_with(
         &mut self,
         res: ResId,
         mut obj: Value,
         write: Write,
-    ) -> Result<Arc<Value>, ApiError> {
+    ) -> Result<Arc<Value>, StatusError> {
         let d = def(res);
         let ns = if d.namespaced {
             meta_str(&obj, "namespace").unwrap_or("").to_string()
@@ -377,7 +383,7 @@ impl Store {
             String::new()
         };
         if d.namespaced && res != ids::NAMESPACES && !self.namespace_exists(&ns) {
-            return Err(ApiError::namespace_not_found(&ns));
+            return Err(StatusError::namespace_not_found(&ns));
         }
         {
             let meta = meta_mut(&mut obj);
@@ -401,7 +407,7 @@ impl Store {
         }
         let name = meta_str(&obj, "name").unwrap_or("").to_string();
         if name.is_empty() {
-            return Err(ApiError::invalid(
+            return Err(StatusError::invalid(
                 d,
                 "",
                 &[FieldCause::required(
@@ -414,7 +420,7 @@ impl Store {
         strategy::validate(d, &name, &obj, None)?;
         let key = (res, ns.clone(), name.clone());
         if self.objects.contains_key(&key) {
-            return Err(ApiError::already_exists(d, &name));
+            return Err(StatusError::already_exists(d, &name));
         }
         {
             let meta = meta_mut(&mut obj);
@@ -440,20 +446,20 @@ impl Store {
 
     /// Replaces an existing object with `new` (after the checks `mode` calls for). Returns the
     /// stored object and whether anything changed (a no-op writes nothing).
-    pub fn update(
+    pub(crate) fn update(
         &mut self,
         res: ResId,
         ns: &str,
         name: &str,
         new: Value,
         mode: UpdateMode,
-    ) -> Result<(Arc<Value>, bool), ApiError> {
+    ) -> Result<(Arc<Value>, bool), StatusError> {
         self.update_with(res, ns, name, new, mode, Write::Commit)
     }
 
     /// [`Store::update`], or with [`Write::DryRun`] everything but the write: the object as it
     /// would be stored (with its current resourceVersion), nothing kept, no event, no rollout.
-    pub fn update_with(
+    pub(crate) fn update_with(
         &mut self,
         res: ResId,
         ns: &str,
@@ -461,23 +467,23 @@ impl Store {
         mut new: Value,
         mode: UpdateMode,
         write: Write,
-    ) -> Result<(Arc<Value>, bool), ApiError> {
+    ) -> Result<(Arc<Value>, bool), StatusError> {
         let d = def(res);
         let key = (res, ns.to_string(), name.to_string());
         let Some(old) = self.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found(d, name));
+            return Err(StatusError::not_found(d, name));
         };
         let old_rv = meta_str(&old, "resourceVersion").unwrap_or("").to_string();
         let old_uid = meta_str(&old, "uid").unwrap_or("").to_string();
         if mode != UpdateMode::Force {
             let new_rv = meta_str(&new, "resourceVersion").unwrap_or("");
             if !new_rv.is_empty() && new_rv != old_rv {
-                return Err(ApiError::conflict(d, name, OPTIMISTIC_LOCK));
+                return Err(StatusError::conflict(d, name, OPTIMISTIC_LOCK));
             }
             let new_uid = meta_str(&new, "uid").unwrap_or("");
             if !new_uid.is_empty() && new_uid != old_uid {
                 return Err(match mode {
-                    UpdateMode::Patch => ApiError::invalid(
+                    UpdateMode::Patch => StatusError::invalid(
                         d,
                         name,
                         &[FieldCause::invalid(
@@ -486,7 +492,7 @@ impl Store {
                             "field is immutable",
                         )],
                     ),
-                    _ => ApiError::conflict(
+                    _ => StatusError::conflict(
                         d,
                         name,
                         &format!(
@@ -604,35 +610,35 @@ impl Store {
     }
 
     /// Deletes an object (and, for a namespace, everything in it).
-    pub fn delete(
+    pub(crate) fn delete(
         &mut self,
         res: ResId,
         ns: &str,
         name: &str,
         pre: &Preconditions,
-    ) -> Result<Arc<Value>, ApiError> {
+    ) -> Result<Arc<Value>, StatusError> {
         self.delete_with(res, ns, name, pre, Write::Commit)
     }
 
     /// [`Store::delete`], or with [`Write::DryRun`] the checks only: the object as it is,
     /// nothing removed.
-    pub fn delete_with(
+    pub(crate) fn delete_with(
         &mut self,
         res: ResId,
         ns: &str,
         name: &str,
         pre: &Preconditions,
         write: Write,
-    ) -> Result<Arc<Value>, ApiError> {
+    ) -> Result<Arc<Value>, StatusError> {
         let d = def(res);
         let key = (res, ns.to_string(), name.to_string());
         let Some(old) = self.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found(d, name));
+            return Err(StatusError::not_found(d, name));
         };
         if let Some(uid) = pre.uid.as_deref() {
             let actual = meta_str(&old, "uid").unwrap_or("");
             if uid != actual {
-                return Err(ApiError::conflict(
+                return Err(StatusError::conflict(
                     d,
                     name,
                     &format!(
@@ -644,7 +650,7 @@ impl Store {
         if let Some(rv) = pre.resource_version.as_deref() {
             let actual = meta_str(&old, "resourceVersion").unwrap_or("");
             if rv != actual {
-                return Err(ApiError::conflict(
+                return Err(StatusError::conflict(
                     d,
                     name,
                     &format!(
@@ -668,7 +674,7 @@ impl Store {
             }
         }
         self.remove_key(&key)
-            .ok_or_else(|| ApiError::not_found(d, name))
+            .ok_or_else(|| StatusError::not_found(d, name))
     }
 
     fn remove_key(&mut self, key: &Key) -> Option<Arc<Value>> {
@@ -690,11 +696,11 @@ impl Store {
 
     /// Creates the object, or replaces it without a resourceVersion check: test setup and
     /// seeding. Namespaces the object needs are created.
-    pub fn upsert(&mut self, obj: Value) -> Result<Arc<Value>, ApiError> {
+    pub(crate) fn upsert(&mut self, obj: Value) -> Result<Arc<Value>, StatusError> {
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
         let Some(res) = resources::find_kind(api_version, kind) else {
-            return Err(ApiError::bad_request(&format!(
+            return Err(StatusError::bad_request(&format!(
                 "no kind \"{kind}\" is registered for version \"{api_version}\""
             )));
         };
@@ -721,7 +727,7 @@ impl Store {
     }
 
     /// Creates a namespace when it does not exist.
-    pub fn ensure_namespace(&mut self, ns: &str) -> Result<(), ApiError> {
+    pub(crate) fn ensure_namespace(&mut self, ns: &str) -> Result<(), StatusError> {
         if !self.namespace_exists(ns) {
             self.create(
                 ids::NAMESPACES,
@@ -732,10 +738,10 @@ impl Store {
     }
 }
 
-fn check_stored_size(obj: &Value) -> Result<(), ApiError> {
+fn check_stored_size(obj: &Value) -> Result<(), StatusError> {
     let size = serde_json::to_vec(obj).map(|v| v.len()).unwrap_or(0);
     if size > MAX_STORED_OBJECT_SIZE {
-        return Err(ApiError::new(
+        return Err(StatusError::new(
             500,
             "",
             "etcdserver: request is too large",

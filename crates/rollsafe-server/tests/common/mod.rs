@@ -95,12 +95,21 @@ impl Fixture {
         audit_file: Option<PathBuf>,
         configure: impl FnOnce(&mut Settings),
     ) -> Self {
+        Self::start_seeded(seed(), audit_file, configure).await
+    }
+
+    /// Over a cluster holding `objects`.
+    pub async fn start_seeded(
+        objects: Vec<Value>,
+        audit_file: Option<PathBuf>,
+        configure: impl FnOnce(&mut Settings),
+    ) -> Self {
         let TestCluster {
             emu: emulator,
             connection,
             kubeconfig,
             dir,
-        } = TestCluster::start(seed()).await;
+        } = TestCluster::start(objects).await;
         let audit_file = audit_file.unwrap_or_else(|| dir.path().join("audit.log"));
         let mut settings = settings();
         settings.kubeconfig = Some(kubeconfig.clone());

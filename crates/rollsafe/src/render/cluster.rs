@@ -18,7 +18,7 @@ use thiserror::Error;
 
 /// One workload whose live copy is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(super) struct Target {
     /// The workload's kind.
     pub kind: WorkloadKind,
     /// The namespace it is applied into (its own, else the release's).
@@ -29,7 +29,10 @@ pub struct Target {
 
 impl Target {
     /// The target for a workload object, or why there is none.
-    pub fn of(object: &Value, release_namespace: Option<&str>) -> Result<Self, ClusterError> {
+    pub(super) fn of(
+        object: &Value,
+        release_namespace: Option<&str>,
+    ) -> Result<Self, ClusterError> {
         let resource = ResourceName::of(object);
         let kind = object
             .get("kind")
@@ -66,7 +69,7 @@ impl Target {
 
 /// Why a live copy could not be read.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum ClusterError {
+pub(super) enum ClusterError {
     /// Only Deployments and StatefulSets are read.
     #[error("{0}: not a workload kind whose live copy can be read")]
     NotAWorkload(ResourceName),
@@ -106,7 +109,7 @@ impl ClusterError {
 
 /// Reads the live copy of each target, one `get` after the other, through
 /// [`rollsafe_kube::read_workload`]; a 404 leaves it out.
-pub async fn read_live(
+pub(super) async fn read_live(
     client: &kube::Client,
     targets: &[Target],
     timeout: Duration,

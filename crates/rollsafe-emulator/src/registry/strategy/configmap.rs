@@ -4,10 +4,10 @@ use serde_json::Value;
 
 use super::{DEFAULT, Strategy};
 use crate::registry::strategy::secret::MAX_SECRET_SIZE;
-use crate::status::{ApiError, FieldCause};
+use crate::status::{FieldCause, StatusError};
 
 /// ConfigMaps.
-pub static STRATEGY: Strategy = Strategy {
+pub(crate) static STRATEGY: Strategy = Strategy {
     validate,
     ..DEFAULT
 };
@@ -16,7 +16,7 @@ fn validate(
     obj: &Value,
     old: Option<&Value>,
     causes: &mut Vec<FieldCause>,
-) -> Result<(), ApiError> {
+) -> Result<(), StatusError> {
     // The real order: the update checks, then those of any ConfigMap.
     super::validate_immutable(obj, old, &["data", "binaryData"], causes);
     super::validate_data_keys(obj, &["data", "binaryData"], causes);

@@ -7,7 +7,7 @@ use crate::resources::{View, ids};
 use crate::util;
 
 /// `events.k8s.io/v1` Events, shown from the stored core Events.
-pub static EVENTS_V1: View = View {
+pub(crate) static EVENTS_V1: View = View {
     stored: ids::EVENTS,
     to_view: core_to_events_v1,
     from_view: events_v1_to_core,
@@ -48,18 +48,18 @@ fn convert(obj: &Value, api_version: &str, from_core: bool) -> Value {
 }
 
 /// Core `v1` Event → `events.k8s.io/v1` Event.
-pub fn core_to_events_v1(obj: &Value) -> Value {
+pub(crate) fn core_to_events_v1(obj: &Value) -> Value {
     convert(obj, "events.k8s.io/v1", true)
 }
 
 /// `events.k8s.io/v1` Event → core `v1` Event.
-pub fn events_v1_to_core(obj: &Value) -> Value {
+pub(crate) fn events_v1_to_core(obj: &Value) -> Value {
     convert(obj, "v1", false)
 }
 
 /// A `Normal` Event about `object` from `component`, named as client-go's recorder names them
 /// (`<object name>.<hex nanoseconds>`).
-pub fn about(
+pub(crate) fn about(
     object: &Value,
     kind: &str,
     api_version: &str,

@@ -3,21 +3,21 @@
 //! resource's entry sits in the resource table (`ResourceDef::strategy`); the store calls
 //! [`prepare`], [`validate`] and [`sync`] and never asks which kind it holds.
 
-pub mod configmap;
-pub mod event;
-pub mod namespace;
-pub mod rbac;
-pub mod secret;
-pub mod service;
-pub mod workloads;
+pub(crate) mod configmap;
+pub(crate) mod event;
+pub(crate) mod namespace;
+pub(crate) mod rbac;
+pub(crate) mod secret;
+pub(crate) mod service;
+pub(crate) mod workloads;
 
 use serde_json::{Map, Value, json};
 
 use crate::resources::ResourceDef;
-use crate::status::{ApiError, FieldCause};
+use crate::status::{FieldCause, StatusError};
 
 /// `TotalAnnotationSizeLimitB`.
-pub const MAX_ANNOTATIONS_SIZE: usize = 256 * 1024;
+pub(crate) const MAX_ANNOTATIONS_SIZE: usize = 256 * 1024;
 
 /// How object names are validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +47,8 @@ impl NameRule {
 
 /// A resource's own validation: `(object, stored object on updates, causes)`; `Err` for a
 /// failure that is not a field cause.
-pub type Validate = fn(&Value, Option<&Value>, &mut Vec<FieldCause>) -> Result<(), ApiError>;
+pub(crate) type Validate =
+    fn(&Value, Option<&Value>, &mut Vec<FieldCause>) -> Result<(), StatusError>;
 
 /// What the registry does differently for one resource.
 #[derive(Debug)]
@@ -67,12 +68,12 @@ pub struct Strategy {
 
 fn no_defaults(_: &mut Map<String, Value>, _: Option<&Value>) {}
 
-fn no_validation(_: &Value, _: Option<&Value>, _: &mut Vec<FieldCause>) -> Result<(), ApiError> {
+fn no_validation(_: &Value, _: Option<&Value>, _: &mut Vec<FieldCause>) -> Result<(), StatusError> {
     Ok(())
 }
 
 /// Resources with no strategy of their own.
-pub static DEFAULT: Strategy = Strategy {
+pub(crate) static DEFAULT: Strategy = Strategy {
     names: NameRule::Subdomain,
     prepare: no_defaults,
     validate: no_validation,
@@ -80,9 +81,13 @@ pub static DEFAULT: Strategy = Strategy {
 };
 
 /// Defaulting and normalisation, as the registry strategies do before validation.
-pub fn prepare(d: &ResourceDef, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+pub(crate) fn prepare(
+    d: &ResourceDef,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), StatusError> {
     let Some(map) = obj.as_object_mut() else {
-        return Err(ApiError::bad_request("the object is not a JSON object"));
+        return Err(StatusError::bad_request("the object is not a JSON object"));
     };
     map.insert("apiVersion".into(), json!(d.api_version()));
     map.insert("kind".into(), json!(d.kind));
@@ -91,12 +96,12 @@ pub fn prepare(d: &ResourceDef, obj: &mut Value, old: Option<&Value>) -> Result<
 }
 
 /// Validation: the name, the annotations' total size, then the resource's own rules.
-pub fn validate(
+pub(crate) fn validate(
     d: &ResourceDef,
     name: &str,
     obj: &Value,
     old: Option<&Value>,
-) -> Result<(), ApiError> {
+) -> Result<(), StatusError> {
     let mut causes = Vec::new();
     if let Some(message) = d.strategy.names.check(name) {
         causes.push(FieldCause::invalid(
@@ -121,12 +126,12 @@ pub fn validate(
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(d, name, &causes))
+        Err(StatusError::invalid(d, name, &causes))
     }
 }
 
 /// The controller simulation: for a workload, status follows spec at once.
-pub fn sync(d: &ResourceDef, obj: &mut Value, old: Option<&Value>, template_changed: bool) {
+pub(crate) fn sync(d: &ResourceDef, obj: &mut Value, old: Option<&Value>, template_changed: bool) {
     if let Some(workload) = d.strategy.workload {
         (workload.sync)(obj, old, template_changed);
     }
@@ -145,7 +150,7 @@ fn object_at<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut M
 const CONFIG_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
 
 /// `IsConfigMapKey`, for the keys of ConfigMap and Secret data: `data[<key>]` causes.
-pub fn validate_data_keys(obj: &Value, fields: &[&str], causes: &mut Vec<FieldCause>) {
+pub(crate) fn validate_data_keys(obj: &Value, fields: &[&str], causes: &mut Vec<FieldCause>) {
     for field in fields {
         let Some(Value::Object(data)) = obj.get(*field) else {
             continue;
@@ -182,7 +187,7 @@ pub fn validate_data_keys(obj: &Value, fields: &[&str], causes: &mut Vec<FieldCa
 
 /// With `immutable: true` stored, `immutable` and the data fields may not change
 /// (`ValidateConfigMapUpdate`, `ValidateSecretUpdate`).
-pub fn validate_immutable(
+pub(crate) fn validate_immutable(
     obj: &Value,
     old: Option<&Value>,
     fields: &[&str],
@@ -209,7 +214,7 @@ const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 /// Whether `s` is a DNS-1123 label.
-pub fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -219,6 +224,6 @@ pub fn is_dns_label(s: &str) -> bool {
 }
 
 /// Whether `s` is a DNS-1123 subdomain.
-pub fn is_dns_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }

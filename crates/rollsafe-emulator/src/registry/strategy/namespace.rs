@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use super::{DEFAULT, NameRule, Strategy, default, object_at};
 
 /// Namespaces.
-pub static STRATEGY: Strategy = Strategy {
+pub(crate) static STRATEGY: Strategy = Strategy {
     names: NameRule::Label,
     prepare,
     ..DEFAULT

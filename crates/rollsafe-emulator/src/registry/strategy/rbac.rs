@@ -3,7 +3,7 @@
 use super::{DEFAULT, NameRule, Strategy};
 
 /// Roles, ClusterRoles, RoleBindings and ClusterRoleBindings.
-pub static STRATEGY: Strategy = Strategy {
+pub(crate) static STRATEGY: Strategy = Strategy {
     names: NameRule::PathSegment,
     ..DEFAULT
 };

@@ -5,13 +5,13 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::{DEFAULT, Strategy};
-use crate::status::{ApiError, FieldCause};
+use crate::status::{FieldCause, StatusError};
 
 /// `MaxSecretSize`: Secret and ConfigMap payload limit.
-pub const MAX_SECRET_SIZE: usize = 1024 * 1024;
+pub(crate) const MAX_SECRET_SIZE: usize = 1024 * 1024;
 
 /// Secrets.
-pub static STRATEGY: Strategy = Strategy {
+pub(crate) static STRATEGY: Strategy = Strategy {
     prepare,
     validate,
     ..DEFAULT
@@ -49,7 +49,7 @@ fn validate(
     obj: &Value,
     old: Option<&Value>,
     causes: &mut Vec<FieldCause>,
-) -> Result<(), ApiError> {
+) -> Result<(), StatusError> {
     // The real order: the update checks (type, immutability), then those of any Secret.
     let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
     if let Some(old_kind) = old.and_then(|o| o.get("type")).and_then(Value::as_str)
@@ -81,7 +81,7 @@ fn validate(
             match base64::engine::general_purpose::STANDARD.decode(text) {
                 Ok(bytes) => total += bytes.len(),
                 Err(e) => {
-                    return Err(ApiError::bad_request(&format!(
+                    return Err(StatusError::bad_request(&format!(
                         "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at key {k:?}: {e}"
                     )));
                 }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::{DEFAULT, Strategy, default, object_at};
 
 /// Services.
-pub static STRATEGY: Strategy = Strategy { prepare, ..DEFAULT };
+pub(crate) static STRATEGY: Strategy = Strategy { prepare, ..DEFAULT };
 
 /// The next address handed out in `10.96.0.0/12` (from `10.96.0.10`, as `10.96.0.1` is the
 /// `kubernetes` Service and `.10` traditionally DNS: the first allocation is `.11`).

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::{DEFAULT, Strategy, default, event, object_at};
 use crate::registry::{meta_mut, meta_str};
 use crate::resources::ResourceDef;
-use crate::status::{ApiError, FieldCause};
+use crate::status::{FieldCause, StatusError};
 use crate::util;
 
 /// What the registry does for a workload besides defaulting and validation.
@@ -26,7 +26,7 @@ pub struct Workload {
 }
 
 /// Deployments.
-pub static DEPLOYMENT: Strategy = Strategy {
+pub(crate) static DEPLOYMENT: Strategy = Strategy {
     prepare: prepare_deployment,
     validate: validate_deployment,
     workload: Some(&Workload {
@@ -39,7 +39,7 @@ pub static DEPLOYMENT: Strategy = Strategy {
 };
 
 /// StatefulSets.
-pub static STATEFULSET: Strategy = Strategy {
+pub(crate) static STATEFULSET: Strategy = Strategy {
     prepare: prepare_statefulset,
     validate: validate_statefulset,
     workload: Some(&Workload {
@@ -52,7 +52,7 @@ pub static STATEFULSET: Strategy = Strategy {
 };
 
 /// DaemonSets.
-pub static DAEMONSET: Strategy = Strategy {
+pub(crate) static DAEMONSET: Strategy = Strategy {
     prepare: prepare_daemonset,
     validate: validate_daemonset,
     workload: Some(&Workload {
@@ -155,7 +155,7 @@ fn validate_workload(
     kind: &str,
     obj: &Value,
     causes: &mut Vec<FieldCause>,
-) -> Result<(), ApiError> {
+) -> Result<(), StatusError> {
     match obj.pointer("/spec/replicas") {
         None | Some(Value::Null) => {}
         Some(Value::Number(n)) if n.as_i64().is_some_and(|r| i32::try_from(r).is_ok()) => {
@@ -175,7 +175,7 @@ fn validate_workload(
                 Value::Object(_) => "object",
                 _ => "number",
             };
-            return Err(ApiError::bad_request(&format!(
+            return Err(StatusError::bad_request(&format!(
                 "{kind} in version \"v1\" cannot be handled as a {kind}: json: cannot unmarshal {found} into Go struct field {kind}Spec.spec.replicas of type int32"
             )));
         }
@@ -211,7 +211,7 @@ fn validate_deployment(
     obj: &Value,
     _old: Option<&Value>,
     causes: &mut Vec<FieldCause>,
-) -> Result<(), ApiError> {
+) -> Result<(), StatusError> {
     validate_workload("Deployment", obj, causes)
 }
 
@@ -219,7 +219,7 @@ fn validate_statefulset(
     obj: &Value,
     _old: Option<&Value>,
     causes: &mut Vec<FieldCause>,
-) -> Result<(), ApiError> {
+) -> Result<(), StatusError> {
     validate_workload("StatefulSet", obj, causes)
 }
 
@@ -227,11 +227,11 @@ fn validate_daemonset(
     obj: &Value,
     _old: Option<&Value>,
     causes: &mut Vec<FieldCause>,
-) -> Result<(), ApiError> {
+) -> Result<(), StatusError> {
     validate_workload("DaemonSet", obj, causes)
 }
 
-fn validate_selector(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), ApiError> {
+fn validate_selector(obj: &Value, causes: &mut Vec<FieldCause>) -> Result<(), StatusError> {
     match obj.pointer("/spec/selector") {
         None | Some(Value::Null) => {
             causes.push(FieldCause::required("spec.selector", ""));
@@ -475,7 +475,7 @@ fn no_events(_: &Value, _: Option<&Value>, _: bool) -> Vec<Value> {
 /// The name of the ReplicaSet of a Deployment's current template: `<name>-<hash>`, the hash
 /// in the alphabet of the real `pod-template-hash` (its value differs: the real one is an FNV
 /// hash of the Go template struct).
-pub fn replica_set_name(obj: &Value) -> String {
+pub(crate) fn replica_set_name(obj: &Value) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
@@ -536,7 +536,7 @@ fn deployment_events(obj: &Value, old: Option<&Value>, template_changed: bool) -
 
 /// Why a template change of `obj` rolls no pods: `Paused`, `OnDelete` or `Partition`; `None`
 /// when it rolls.
-pub fn held_back(d: &ResourceDef, obj: &Value) -> Option<&'static str> {
+pub(crate) fn held_back(d: &ResourceDef, obj: &Value) -> Option<&'static str> {
     if obj.pointer("/spec/paused") == Some(&Value::Bool(true)) {
         return Some("Paused");
     }

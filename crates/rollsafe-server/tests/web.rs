@@ -1,0 +1,337 @@
+//! The web page in a real browser: headless Chromium from Debian's packages, driven through
+//! ChromeDriver (WebDriver) with `fantoccini`, against the server and the emulator.
+//!
+//! A person signs in, sees the Secrets in scope (history snapshots hidden), opens one, sees its
+//! consumers and which will not roll now, restarts and reads a `requested` report; with faults
+//! injected, a `partial` report with each failure's guidance and a `failed` one; a user the ACL
+//! refuses sees the refusal; a history snapshot's URL shows the same "not found" as a missing
+//! Secret. A screenshot of each state is saved under `target/web-screenshots/`.
+//!
+//! Without ChromeDriver (`/usr/bin/chromedriver`, or `ROLLSAFE_CHROMEDRIVER`) the test says why it
+//! skipped, unless `CI` is set: then it fails (`.ci/run` installs `chromium` and
+//! `chromium-driver`).
+
+#![expect(clippy::unwrap_used, reason = "test code")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{Fixture, NS, seed, token, workload};
+use fantoccini::{Client, ClientBuilder, Locator};
+use rollsafe_emulator::{Fault, FaultAction};
+use serde_json::{Value, json};
+
+const SECRET_VALUE: &str = "never-shown";
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn chromedriver() -> Option<PathBuf> {
+    let path = std::env::var_os("ROLLSAFE_CHROMEDRIVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromedriver"));
+    path.exists().then_some(path)
+}
+
+fn chromium() -> String {
+    std::env::var("ROLLSAFE_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned())
+}
+
+/// ChromeDriver on a free port, stopped on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_driver(path: &Path) -> Driver {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(path)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let driver = Driver {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "chromedriver did not listen"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    driver
+}
+
+async fn browser(driver: &Driver, profile: &Path) -> Client {
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": chromium(),
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&driver.url)
+        .await
+        .unwrap()
+}
+
+/// Polls until the element matching `css` is displayed and its text contains `text`.
+async fn wait_for_text(client: &Client, css: &str, text: &str) -> String {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Ok(element) = client.find(Locator::Css(css)).await
+            && element.is_displayed().await.unwrap_or(false)
+            && let Ok(found) = element.text().await
+            && found.contains(text)
+        {
+            return found;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let source = client.source().await.unwrap_or_default();
+            panic!("{css} never showed {text:?}; page: {source}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/web-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+async fn sign_in(client: &Client, url: &str, token: &str) {
+    client.goto(&format!("{url}/#/")).await.unwrap();
+    wait_for_text(client, "#sign-in-title", "Sign in").await;
+    client
+        .find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("#token-form button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+async fn restart(client: &Client) {
+    client
+        .find(Locator::Css("#restart"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_text(client, "#confirm-text", "This patches").await;
+    client
+        .find(Locator::Css("#confirm-ok"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+fn cluster() -> Vec<Value> {
+    let mut objects = seed();
+    objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "db-v1", "namespace": NS,
+                     "labels": {"krypton.io/kind": "history", "krypton.io/history-of": "db"}},
+        "stringData": {"password": SECRET_VALUE}}));
+    objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "locked", "namespace": NS,
+                     "annotations": {"krypton.io/allowed-groups": "platform"}},
+        "stringData": {"k": SECRET_VALUE}}));
+    // The page lists Secrets as the caller: developers may list them (by metadata).
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "secret-lister"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}),
+    );
+    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "secret-listers"},
+        "subjects": [{"kind": "Group", "name": "developers", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "ClusterRole", "name": "secret-lister", "apiGroup": "rbac.authorization.k8s.io"}}));
+    let mut paused = workload("Deployment", "paused", "db");
+    paused["spec"]["paused"] = json!(true);
+    objects.push(paused);
+    objects
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_restarts_consumers_from_the_page() {
+    let Some(driver_path) = chromedriver() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromedriver is missing; .ci/run installs chromium and chromium-driver"
+        );
+        eprintln!(
+            "skipped: no chromedriver at /usr/bin/chromedriver (apt-get install chromium chromium-driver)"
+        );
+        return;
+    };
+    let f = Fixture::start_seeded(cluster(), None, |s| {
+        s.admins.groups = vec!["platform".into()];
+    })
+    .await;
+    let url = format!("http://{}", f.api);
+    let driver = start_driver(&driver_path).await;
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(&driver, profile.path()).await;
+
+    // Signed out: the sign-in form.
+    client.goto(&format!("{url}/")).await.unwrap();
+    wait_for_text(&client, "#sign-in-title", "Sign in").await;
+    screenshot(&client, "1-sign-in").await;
+
+    // Signed in: the Secrets in scope, the history snapshot hidden.
+    sign_in(
+        &client,
+        &url,
+        &token("alice@x.io", &["platform", "developers"]),
+    )
+    .await;
+    wait_for_text(&client, "#who-name", "alice@x.io").await;
+    let list = wait_for_text(&client, "#secret-list", "db").await;
+    let names: Vec<&str> = list.lines().collect();
+    assert_eq!(names, ["db", "locked"], "history snapshots are not listed");
+    screenshot(&client, "2-secrets").await;
+
+    // A Secret's consumers, the paused one marked before anything is pressed.
+    client
+        .find(Locator::LinkText("db"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let rows = wait_for_text(&client, "#consumer-rows", "Deployment paused").await;
+    assert!(rows.contains("Deployment api"), "{rows}");
+    assert!(rows.contains("envFrom"), "reference paths: {rows}");
+    assert!(rows.contains("No: the Deployment is paused"), "{rows}");
+    wait_for_text(&client, "#detail-status", "1 will not roll now").await;
+    screenshot(&client, "3-consumers").await;
+
+    // Restart: confirmation naming how many are patched, then the report.
+    restart(&client).await;
+    wait_for_text(&client, "#report-title", "Result: requested").await;
+    let report = wait_for_text(&client, "#report-body", "Requested").await;
+    assert!(report.contains("Deployment api"), "{report}");
+    let focused = client
+        .active_element()
+        .await
+        .unwrap()
+        .attr("id")
+        .await
+        .unwrap();
+    assert_eq!(
+        focused.as_deref(),
+        Some("report"),
+        "focus moves to the report"
+    );
+    screenshot(&client, "4-requested").await;
+
+    // A partial result: each failure with its code and guidance.
+    f.emulator.add_fault(
+        Fault::on("patch", "deployments")
+            .namespace(NS)
+            .name("web")
+            .always()
+            .then(FaultAction::status(409)),
+    );
+    restart(&client).await;
+    wait_for_text(&client, "#report-title", "Result: partial").await;
+    let report = wait_for_text(&client, "#report-body", "Failed").await;
+    assert!(
+        report.contains("Deployment web: conflict (HTTP 409)"),
+        "{report}"
+    );
+    screenshot(&client, "5-partial").await;
+
+    // A failed one.
+    f.emulator.add_fault(
+        Fault::on("patch", "deployments")
+            .namespace(NS)
+            .always()
+            .then(FaultAction::status(503)),
+    );
+    restart(&client).await;
+    wait_for_text(&client, "#report-title", "Result: failed").await;
+    wait_for_text(&client, "#report-message", "No rollout was requested").await;
+    screenshot(&client, "6-failed").await;
+
+    // A history snapshot's URL reads exactly like a missing Secret's.
+    client.goto(&format!("{url}/#/{NS}/db-v1")).await.unwrap();
+    let history = wait_for_text(&client, "#detail-error", "not found").await;
+    client.goto(&format!("{url}/#/{NS}/nope")).await.unwrap();
+    let missing = wait_for_text(&client, "#detail-error", "not found").await;
+    assert_eq!(
+        history.replace("db-v1", "NAME"),
+        missing.replace("nope", "NAME")
+    );
+    screenshot(&client, "7-not-found").await;
+
+    // Sign out, then a user the ACL refuses on `locked`.
+    client.goto(&format!("{url}/#/")).await.unwrap();
+    wait_for_text(&client, "#who-name", "alice").await;
+    client
+        .find(Locator::Css("#sign-out"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_text(&client, "#sign-in-title", "Sign in").await;
+    sign_in(&client, &url, &token("bob@x.io", &["developers"])).await;
+    wait_for_text(&client, "#who-name", "bob@x.io").await;
+    client.goto(&format!("{url}/#/{NS}/locked")).await.unwrap();
+    wait_for_text(
+        &client,
+        "#detail-error",
+        "You are not allowed to modify this secret",
+    )
+    .await;
+    screenshot(&client, "8-refused").await;
+
+    let source = client.source().await.unwrap();
+    assert!(
+        !source.contains(SECRET_VALUE),
+        "no Secret value in the page"
+    );
+    client.close().await.unwrap();
+    drop(driver);
+    f.stop().await;
+}

@@ -1,0 +1,271 @@
+// rollsafe's page. No framework and no inline code (the server's Content-Security-Policy
+// forbids it). Text from the server is set with textContent only, never parsed as HTML.
+"use strict";
+
+// Every state-changing call carries it; the server refuses a cookie-authenticated one without it.
+const CSRF = { "X-Rollsafe-CSRF": "1" };
+
+const $ = (id) => document.getElementById(id);
+let config = { restartEnabled: false };
+
+function el(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (className) node.className = className;
+  return node;
+}
+
+function show(section) {
+  for (const id of ["sign-in", "secrets", "detail"]) $(id).hidden = id !== section;
+}
+
+async function api(method, path, headers) {
+  const response = await fetch(path, {
+    method,
+    headers: Object.assign({ Accept: "application/json" }, headers || {}),
+    credentials: "same-origin",
+  });
+  let body = null;
+  try { body = await response.json(); } catch (_) { body = null; }
+  return { status: response.status, body };
+}
+
+function errorText(result) {
+  if (result.body && typeof result.body.error === "string") {
+    return result.body.requestId ? `${result.body.error} (request ${result.body.requestId})` : result.body.error;
+  }
+  return `The server answered HTTP ${result.status}.`;
+}
+
+// ---- sign-in ---------------------------------------------------------------------------------
+
+async function whoAmI() {
+  const me = await api("GET", "/api/me");
+  if (me.status !== 200) {
+    $("who").hidden = true;
+    show("sign-in");
+    $("oidc-sign-in").hidden = !config.oidc;
+    $("token").focus();
+    return false;
+  }
+  $("who-name").textContent = me.body.email;
+  $("who").hidden = false;
+  return true;
+}
+
+$("token-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  $("sign-in-error").textContent = "";
+  const token = $("token").value.trim();
+  const result = await api("POST", "/auth/session", Object.assign({ Authorization: `Bearer ${token}` }, CSRF));
+  $("token").value = "";
+  if (result.status !== 204) {
+    $("sign-in-error").textContent = errorText(result);
+    return;
+  }
+  await route();
+});
+
+$("sign-out").addEventListener("click", async () => {
+  await api("POST", "/auth/logout", CSRF);
+  location.hash = "#/";
+  await route();
+});
+
+// ---- the list of Secrets -----------------------------------------------------------------------
+
+async function showSecrets(namespace) {
+  show("secrets");
+  const namespaces = await api("GET", "/api/namespaces");
+  const select = $("namespace");
+  select.replaceChildren();
+  if (namespaces.status !== 200) {
+    $("secrets-status").textContent = errorText(namespaces);
+    return;
+  }
+  for (const ns of namespaces.body.namespaces) {
+    const option = el("option", ns);
+    option.value = ns;
+    select.append(option);
+  }
+  const chosen = namespace && namespaces.body.namespaces.includes(namespace) ? namespace : namespaces.body.namespaces[0];
+  if (!chosen) {
+    $("secrets-status").textContent = "No namespace is in scope for you.";
+    return;
+  }
+  select.value = chosen;
+  const list = $("secret-list");
+  list.replaceChildren();
+  $("secrets-status").textContent = "Loading…";
+  const secrets = await api("GET", `/api/namespaces/${encodeURIComponent(chosen)}/secrets`);
+  if (secrets.status !== 200) {
+    $("secrets-status").textContent = errorText(secrets);
+    return;
+  }
+  $("secrets-status").textContent = `${secrets.body.secrets.length} Secret${secrets.body.secrets.length === 1 ? "" : "s"} in ${chosen}.`;
+  for (const secret of secrets.body.secrets) {
+    const link = el("a", secret.name);
+    link.href = `#/${encodeURIComponent(chosen)}/${encodeURIComponent(secret.name)}`;
+    const item = el("li");
+    item.append(link);
+    list.append(item);
+  }
+}
+
+$("namespace").addEventListener("change", () => {
+  location.hash = `#/${encodeURIComponent($("namespace").value)}`;
+});
+
+// ---- a Secret's consumers ----------------------------------------------------------------------
+
+function describeReference(reference) {
+  const where = [];
+  if (reference.containerList && reference.container !== undefined) {
+    where.push(`${reference.containerList} ${reference.container === null ? "(unnamed)" : reference.container}`);
+  }
+  switch (reference.via) {
+    case "env": where.push(`env ${reference.env} ← key ${reference.key}`); break;
+    case "envFrom": where.push("envFrom"); break;
+    case "volume": where.push(`volume ${reference.volume}`); break;
+    case "projectedVolume": where.push(`projected volume ${reference.volume}`); break;
+    case "imagePullSecret": where.push("imagePullSecrets"); break;
+    default: where.push(reference.via);
+  }
+  return where.join(": ") + (reference.optional ? " (optional)" : "");
+}
+
+let current = null;
+
+async function showDetail(namespace, name) {
+  show("detail");
+  current = { namespace, name, workloads: [] };
+  $("detail-title").textContent = `${namespace}/${name}`;
+  $("detail-error").textContent = "";
+  $("detail-status").textContent = "Looking for consumers…";
+  $("report").hidden = true;
+  $("consumers").hidden = true;
+  $("restart").hidden = true;
+  $("restart-disabled").hidden = true;
+  $("inventory-warnings").replaceChildren();
+  const result = await api("GET", `/api/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}/consumers`);
+  if (result.status !== 200) {
+    $("detail-status").textContent = "";
+    $("detail-error").textContent = errorText(result);
+    return;
+  }
+  const preview = result.body;
+  current.workloads = preview.workloads;
+  for (const [kind, inventory] of Object.entries(preview.inventories)) {
+    if (!inventory.complete) {
+      $("inventory-warnings").append(el("p", `${kind}: ${inventory.message} (${inventory.code})`, "warning"));
+    }
+  }
+  const rows = $("consumer-rows");
+  rows.replaceChildren();
+  for (const workload of preview.workloads) {
+    const row = el("tr");
+    row.append(el("td", `${workload.kind} ${workload.name}`));
+    const refs = el("td");
+    const list = el("ul");
+    for (const reference of workload.references) list.append(el("li", describeReference(reference)));
+    refs.append(list);
+    row.append(refs);
+    row.append(workload.rollsNow ? el("td", "Yes") : el("td", `No: ${workload.deferralReason}`, "no-roll"));
+    row.dataset.workload = `${workload.kind}/${workload.name}`;
+    rows.append(row);
+  }
+  const count = preview.workloads.length;
+  const notNow = preview.workloads.filter((w) => !w.rollsNow).length;
+  $("detail-status").textContent = count === 0
+    ? "No workloads reference this Secret."
+    : `${count} workload${count === 1 ? "" : "s"} reference${count === 1 ? "s" : ""} this Secret` +
+      (notNow ? `; ${notNow} will not roll now.` : ".");
+  $("consumers").hidden = count === 0;
+  $("restart").hidden = !config.restartEnabled;
+  $("restart").disabled = count === 0;
+  $("restart-disabled").hidden = config.restartEnabled;
+}
+
+$("restart").addEventListener("click", () => {
+  const count = current.workloads.length;
+  const notNow = current.workloads.filter((w) => !w.rollsNow).length;
+  $("confirm-text").textContent =
+    `This patches ${count} workload${count === 1 ? "" : "s"} in ${current.namespace}.` +
+    (notNow ? ` ${notNow} of them will not roll until their own trigger.` : "");
+  $("confirm").showModal();
+  $("confirm-cancel").focus();
+});
+
+$("confirm").addEventListener("close", async () => {
+  if ($("confirm").returnValue !== "confirm") {
+    $("restart").focus();
+    return;
+  }
+  $("restart").disabled = true;
+  const { namespace, name } = current;
+  const result = await api("POST", `/api/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}/restart-consumers`, CSRF);
+  $("restart").disabled = false;
+  showReport(result);
+});
+
+function showReport(result) {
+  const report = $("report");
+  const body = $("report-body");
+  body.replaceChildren();
+  report.hidden = false;
+  if (!result.body || typeof result.body.status !== "string") {
+    $("report-title").textContent = "Refused";
+    $("report-title").className = "status-failed";
+    $("report-message").textContent = errorText(result);
+    $("report-note").textContent = "";
+    report.focus();
+    return;
+  }
+  const r = result.body;
+  $("report-title").textContent = `Result: ${r.status}`;
+  $("report-title").className = `status-${r.status}`;
+  report.dataset.status = r.status;
+  $("report-message").textContent = r.message;
+  if (r.requested.length) {
+    body.append(el("h3", "Requested"));
+    const list = el("ul");
+    for (const w of r.requested) list.append(el("li", `${w.kind} ${w.name}`));
+    body.append(list);
+  }
+  if (r.failures.length) {
+    body.append(el("h3", "Failed"));
+    const list = el("ul");
+    for (const f of r.failures) {
+      list.append(el("li", `${f.kind} ${f.name}: ${f.code}${f.httpStatus ? ` (HTTP ${f.httpStatus})` : ""}. ${f.message}`));
+    }
+    body.append(list);
+  }
+  if (r.discoveryFailures.length) {
+    body.append(el("h3", "Not listed"));
+    const list = el("ul");
+    for (const f of r.discoveryFailures) {
+      list.append(el("li", `${f.kind}: ${f.code}${f.httpStatus ? ` (HTTP ${f.httpStatus})` : ""}. ${f.message}`));
+    }
+    body.append(list);
+  }
+  $("report-note").textContent = r.note;
+  report.focus();
+}
+
+// ---- routing -----------------------------------------------------------------------------------
+
+async function route() {
+  if (!(await whoAmI())) return;
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts.length >= 2) await showDetail(parts[0], parts[1]);
+  else await showSecrets(parts[0]);
+  $("main").focus();
+}
+
+window.addEventListener("hashchange", route);
+
+(async () => {
+  const answer = await api("GET", "/api/config");
+  if (answer.status === 200) config = answer.body;
+  await route();
+})();
