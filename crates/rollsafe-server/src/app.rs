@@ -215,7 +215,6 @@ async fn config(State(state): State<Arc<AppState>>) -> Response {
         "authMode": settings.auth.as_str(),
         "impersonation": settings.impersonation,
         "tokenReview": settings.token_review.is_some(),
-        "oidc": false,
     }))
     .into_response()
 }

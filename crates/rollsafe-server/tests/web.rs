@@ -121,6 +121,42 @@ async fn wait_for_text(client: &Client, css: &str, text: &str) -> String {
     }
 }
 
+/// axe-core, the accessibility engine (`.ci/run` installs it from npm into `.ci/node`; or
+/// `ROLLSAFE_AXE` names `axe.min.js`).
+fn axe_source() -> Option<String> {
+    let path = std::env::var_os("ROLLSAFE_AXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../.ci/node/node_modules/axe-core/axe.min.js")
+        });
+    std::fs::read_to_string(path).ok()
+}
+
+/// Runs axe-core on the page as it is now (WCAG 2.1 A and AA rules) and returns the violations
+/// as `rule: element` lines.
+async fn accessibility_violations(client: &Client, axe: &str) -> Vec<String> {
+    client.execute(axe, vec![]).await.unwrap();
+    let result = client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
+                .then(r => done(r.violations.map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', '))))
+                .catch(e => done(['axe failed: ' + e]));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    result
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 async fn screenshot(client: &Client, name: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/web-screenshots");
     std::fs::create_dir_all(&dir).unwrap();
@@ -216,6 +252,18 @@ async fn a_person_restarts_consumers_from_the_page() {
     client.goto(&format!("{url}/")).await.unwrap();
     wait_for_text(&client, "#sign-in-title", "Sign in").await;
     screenshot(&client, "1-sign-in").await;
+    let axe = axe_source();
+    if axe.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "axe-core is missing; .ci/run installs it"
+        );
+        eprintln!("accessibility check skipped: no axe-core (npm install axe-core in .ci/node)");
+    }
+    let mut violations = Vec::new();
+    if let Some(axe) = &axe {
+        violations.extend(accessibility_violations(&client, axe).await);
+    }
 
     // Signed in: the Secrets in scope, the history snapshot hidden.
     sign_in(
@@ -244,6 +292,9 @@ async fn a_person_restarts_consumers_from_the_page() {
     assert!(rows.contains("No: the Deployment is paused"), "{rows}");
     wait_for_text(&client, "#detail-status", "1 will not roll now").await;
     screenshot(&client, "3-consumers").await;
+    if let Some(axe) = &axe {
+        violations.extend(accessibility_violations(&client, axe).await);
+    }
 
     // Restart: confirmation naming how many are patched, then the report.
     restart(&client).await;
@@ -280,6 +331,25 @@ async fn a_person_restarts_consumers_from_the_page() {
         "{report}"
     );
     screenshot(&client, "5-partial").await;
+    if let Some(axe) = &axe {
+        violations.extend(accessibility_violations(&client, axe).await);
+    }
+    assert!(violations.is_empty(), "accessibility: {violations:#?}");
+    if let Some(axe) = &axe {
+        // The check can fail: an unlabelled input is caught.
+        client
+            .execute(
+                "const i = document.createElement('input'); i.id = 'unlabelled'; document.getElementById('main').append(i);",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let caught = accessibility_violations(&client, axe).await;
+        assert!(
+            caught.iter().any(|v| v.contains("#unlabelled")),
+            "{caught:?}"
+        );
+    }
 
     // A failed one.
     f.emulator.add_fault(

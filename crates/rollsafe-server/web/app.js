@@ -44,7 +44,6 @@ async function whoAmI() {
   if (me.status !== 200) {
     $("who").hidden = true;
     show("sign-in");
-    $("oidc-sign-in").hidden = !config.oidc;
     $("token").focus();
     return false;
   }

@@ -28,6 +28,7 @@ mod audit;
 mod csrf;
 mod gates;
 mod impersonation;
+mod page;
 mod preview;
 mod results;
 mod scope;

@@ -89,7 +89,8 @@ async fn other_routes_and_metrics() {
     assert_eq!(headers["cache-control"], "no-store");
     assert_eq!(
         body,
-        json!({"restartEnabled": true, "scope": "namespace", "authMode": "session", "impersonation": false})
+        json!({"restartEnabled": true, "scope": "namespace", "authMode": "session", "impersonation": false,
+               "tokenReview": false})
     );
     assert!(!body.to_string().contains(SECRET));
     let (status, headers, _) = f.request(Method::GET, "/readyz", &[]).await;
