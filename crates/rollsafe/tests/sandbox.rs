@@ -102,8 +102,9 @@ fn sandbox_end_to_end() {
     let mut sandbox = start();
     let ready = sandbox.ready.clone();
     let keys: Vec<_> = ready.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys, ["url", "token", "kubeconfig", "namespace"]);
+    assert_eq!(keys, ["url", "token", "kubeconfig", "namespace", "page"]);
     let url = ready["url"].as_str().unwrap();
+    assert_eq!(ready["page"], format!("{url}/"), "the web page's URL");
     let token = ready["token"].as_str().unwrap();
     let kubeconfig = ready["kubeconfig"].as_str().unwrap();
     assert_eq!(ready["namespace"], "demo");
