@@ -220,6 +220,7 @@ async fn start_server(
         allowed_groups: Default::default(),
         max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
         token_review: None,
+        oidc: None,
     };
     // The stream copy goes nowhere: the benchmark measures the server, not a terminal.
     let copy = LossyLines::spawn("bench-audit-copy", 8192, std::io::sink()).ok();

@@ -78,6 +78,8 @@ pub struct AppState {
     pub previews: RunLimiter,
     /// The TokenReview of Kubernetes bearer tokens, when enabled.
     pub reviewer: Option<TokenReviewer>,
+    /// OpenID Connect login, when configured.
+    pub oidc: Option<crate::oidc::Oidc>,
 }
 
 impl AppState {
@@ -97,6 +99,7 @@ impl AppState {
         );
         let limiter = RunLimiter::new(settings.max_concurrent_restarts);
         let previews = RunLimiter::new(MAX_CONCURRENT_PREVIEWS);
+        let oidc = settings.oidc.clone().map(crate::oidc::Oidc::new);
         let reviewer = settings
             .token_review
             .clone()
@@ -112,6 +115,7 @@ impl AppState {
             limiter,
             previews,
             reviewer,
+            oidc,
         }
     }
 }
@@ -158,6 +162,8 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
         Some("/api/namespaces/{namespace}/secrets") => "secrets",
         Some("/auth/session") => "session",
         Some("/auth/logout") => "logout",
+        Some("/auth/login") => "login",
+        Some("/auth/callback") => "callback",
         Some("/" | "/app.js" | "/app.css") => "page",
         Some("/healthz") => "healthz",
         Some("/readyz") => "readyz",
@@ -215,6 +221,7 @@ async fn config(State(state): State<Arc<AppState>>) -> Response {
         "authMode": settings.auth.as_str(),
         "impersonation": settings.impersonation,
         "tokenReview": settings.token_review.is_some(),
+        "oidc": settings.oidc.is_some(),
     }))
     .into_response()
 }

@@ -117,6 +117,125 @@ pub struct ServeArgs {
     #[arg(long, env = "KRYPTON_TOKEN_REVIEW_AUDIENCES", default_value = "",
           value_parser = parse_list)]
     pub token_review_audiences: List,
+    /// OpenID Connect login.
+    #[command(flatten)]
+    pub oidc: OidcArgs,
+}
+
+/// OpenID Connect settings as given (`KRYPTON_OIDC_*`); login is on when the issuer is set.
+#[derive(Clone, clap::Args)]
+pub struct OidcArgs {
+    /// OpenID Connect: the provider's issuer URL; login is on when it is set.
+    #[arg(long, env = "KRYPTON_OIDC_ISSUER_URL")]
+    pub oidc_issuer_url: Option<String>,
+    /// OpenID Connect: this server's client id.
+    #[arg(long, env = "KRYPTON_OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+    /// OpenID Connect: the client secret (prefer the file).
+    #[arg(long, env = "KRYPTON_OIDC_CLIENT_SECRET", hide_env_values = true)]
+    pub oidc_client_secret: Option<String>,
+    /// OpenID Connect: a file holding the client secret (trailing newline ignored).
+    #[arg(long, env = "KRYPTON_OIDC_CLIENT_SECRET_FILE", value_parser = read_secret_file)]
+    pub oidc_client_secret_file: Option<SecretText>,
+    /// OpenID Connect: `https://<this server>/auth/callback`, as registered at the provider.
+    #[arg(long, env = "KRYPTON_OIDC_REDIRECT_URL")]
+    pub oidc_redirect_url: Option<String>,
+    /// OpenID Connect: comma-separated scopes besides `openid`.
+    #[arg(long, env = "KRYPTON_OIDC_SCOPES", default_value = "email,profile", value_parser = parse_list)]
+    pub oidc_scopes: List,
+    /// OpenID Connect: the ID token claim holding the email.
+    #[arg(long, env = "KRYPTON_OIDC_EMAIL_CLAIM", default_value = "email")]
+    pub oidc_email_claim: String,
+    /// OpenID Connect: the ID token claim holding the groups.
+    #[arg(long, env = "KRYPTON_OIDC_GROUPS_CLAIM", default_value = "groups")]
+    pub oidc_groups_claim: String,
+}
+
+impl fmt::Debug for OidcArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OidcArgs")
+            .field("issuer_url", &self.oidc_issuer_url)
+            .field("client_id", &self.oidc_client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OidcArgs {
+    /// The validated settings, or `None` when no issuer is set. `default_redirect` is used
+    /// when no redirect URL is given (the sandbox knows its own address); login needs sessions,
+    /// so `auth_disabled` refuses it.
+    pub fn validate(
+        self,
+        auth_disabled: bool,
+        default_redirect: Option<String>,
+    ) -> Result<Option<crate::oidc::OidcSettings>, ConfigError> {
+        let OidcArgs {
+            oidc_issuer_url,
+            oidc_client_id,
+            oidc_client_secret,
+            oidc_client_secret_file,
+            oidc_redirect_url,
+            oidc_scopes,
+            oidc_email_claim,
+            oidc_groups_claim,
+        } = self;
+        let Some(issuer) = oidc_issuer_url.filter(|url| !url.trim().is_empty()) else {
+            return Ok(None);
+        };
+        if auth_disabled {
+            return Err(ConfigError::Oidc(
+                "login needs sessions: it cannot be combined with AUTH_DISABLED",
+            ));
+        }
+        let issuer = openidconnect::IssuerUrl::new(issuer)
+            .map_err(|_| ConfigError::Oidc("KRYPTON_OIDC_ISSUER_URL is not a URL"))?;
+        let client_id = oidc_client_id
+            .filter(|id| !id.trim().is_empty())
+            .ok_or(ConfigError::Oidc("KRYPTON_OIDC_CLIENT_ID is required"))?;
+        let redirect = oidc_redirect_url
+            .or(default_redirect)
+            .ok_or(ConfigError::Oidc("KRYPTON_OIDC_REDIRECT_URL is required"))
+            .and_then(|url| {
+                openidconnect::RedirectUrl::new(url)
+                    .map_err(|_| ConfigError::Oidc("KRYPTON_OIDC_REDIRECT_URL is not a URL"))
+            })?;
+        let client_secret = match (oidc_client_secret, oidc_client_secret_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Oidc(
+                    "give KRYPTON_OIDC_CLIENT_SECRET or KRYPTON_OIDC_CLIENT_SECRET_FILE, not both",
+                ));
+            }
+            (Some(secret), None) | (None, Some(SecretText(secret))) => {
+                Some(openidconnect::ClientSecret::new(secret))
+            }
+            (None, None) => None,
+        };
+        Ok(Some(crate::oidc::OidcSettings {
+            issuer,
+            client_id: openidconnect::ClientId::new(client_id),
+            client_secret,
+            redirect,
+            scopes: oidc_scopes.0,
+            email_claim: oidc_email_claim,
+            groups_claim: oidc_groups_claim,
+        }))
+    }
+}
+
+/// A secret read from a file. `Debug` never prints it.
+#[derive(Clone)]
+pub struct SecretText(String);
+
+impl fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretText(<redacted>)")
+    }
+}
+
+fn read_secret_file(path: &str) -> Result<SecretText, ConfigError> {
+    std::fs::read_to_string(path)
+        .map(|text| SecretText(text.trim_end_matches(['\n', '\r']).to_owned()))
+        .map_err(|_| ConfigError::Oidc("KRYPTON_OIDC_CLIENT_SECRET_FILE cannot be read"))
 }
 
 /// `KRYPTON_SCOPE` as given; [`Scope`] adds the allow-list.
@@ -273,6 +392,8 @@ pub struct Settings {
     /// TokenReview of Kubernetes bearer tokens, when on: the audiences asked for (empty: the
     /// API server's own).
     pub token_review: Option<Vec<String>>,
+    /// OpenID Connect login, when configured.
+    pub oidc: Option<crate::oidc::OidcSettings>,
 }
 
 /// An invalid setting; the message names it.
@@ -316,6 +437,9 @@ pub enum ConfigError {
     /// `KRYPTON_ALLOWED_GROUPS` has a pattern that is malformed or would admit reserved groups.
     #[error("KRYPTON_ALLOWED_GROUPS: {0}")]
     AllowedGroups(#[source] PatternError),
+    /// The OpenID Connect settings are incomplete or invalid.
+    #[error("OpenID Connect: {0}")]
+    Oidc(&'static str),
     /// `KRYPTON_MAX_CONCURRENT_RESTARTS` is not a positive number.
     #[error("KRYPTON_MAX_CONCURRENT_RESTARTS: {0:?} is not a positive number")]
     MaxConcurrentRestarts(String),
@@ -463,6 +587,7 @@ impl ServeArgs {
             max_concurrent_restarts,
             token_review,
             token_review_audiences,
+            oidc,
         } = self;
         let scope = match scope {
             ScopeKind::Namespace => Scope::Namespace,
@@ -507,6 +632,7 @@ impl ServeArgs {
                 _ => return Err(ConfigError::SessionSecret),
             }
         };
+        let oidc = oidc.validate(matches!(auth, AuthMode::Disabled), None)?;
         Ok(Settings {
             listen,
             admin_listen,
@@ -527,6 +653,7 @@ impl ServeArgs {
             allowed_groups,
             max_concurrent_restarts,
             token_review: token_review.then_some(token_review_audiences.0),
+            oidc,
         })
     }
 }

@@ -9,7 +9,8 @@
 //! - [`identity`]: reserved Kubernetes identities are refused; [`limits`]: concurrent runs.
 //! - [`output`]: bounded, lossy writers for standard streams.
 //! - [`app`]: the routes and the gate sequence; [`error`]: the `{ error }` envelope.
-//! - [`web`]: the embedded web page; [`login`]: signing a browser in and out.
+//! - [`web`]: the embedded web page; [`login`]: signing a browser in and out with a session
+//!   token; [`oidc`]: OpenID Connect login.
 //! - [`metrics`]: Prometheus metrics; [`serve`]: listeners and graceful shutdown.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -24,6 +25,7 @@ pub mod identity;
 pub mod limits;
 pub mod login;
 pub mod metrics;
+pub mod oidc;
 pub mod output;
 pub mod scope;
 pub mod serve;

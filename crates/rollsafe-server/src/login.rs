@@ -16,7 +16,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 
 use crate::app::{AppState, same_origin};
 use crate::config::AuthMode;
@@ -29,6 +29,8 @@ pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/auth/session", post(sign_in))
         .route("/auth/logout", post(sign_out))
+        .route("/auth/login", get(crate::oidc::login))
+        .route("/auth/callback", get(crate::oidc::callback))
 }
 
 async fn sign_in(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
@@ -67,7 +69,7 @@ async fn sign_out(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Res
 }
 
 /// `; Secure` unless the server listens on loopback (where browsers accept plain HTTP).
-fn secure_flag(state: &AppState) -> &'static str {
+pub(crate) fn secure_flag(state: &AppState) -> &'static str {
     if state.settings.listen.ip().is_loopback() {
         ""
     } else {

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::provider::{free_port, provider_module, settings, start_provider};
 use common::{Fixture, NS, seed, token, workload};
 use fantoccini::{Client, ClientBuilder, Locator};
 use rollsafe_emulator::{Fault, FaultAction};
@@ -183,6 +184,56 @@ async fn sign_in(client: &Client, url: &str, token: &str) {
         .unwrap();
 }
 
+/// Signs in with the page's provider link and the provider's own login and consent forms.
+async fn sign_in_through_provider(client: &Client, account: &str) {
+    let link = client
+        .wait()
+        .for_element(Locator::Css("#oidc-link"))
+        .await
+        .unwrap();
+    wait_for_text(client, "#oidc-sign-in", "identity provider").await;
+    link.click().await.unwrap();
+    let login = client
+        .wait()
+        .for_element(Locator::Css("input[name=login]"))
+        .await
+        .unwrap();
+    login.send_keys(account).await.unwrap();
+    client
+        .find(Locator::Css("input[name=password]"))
+        .await
+        .unwrap()
+        .send_keys("any password")
+        .await
+        .unwrap();
+    screenshot(client, "0-provider-login").await;
+    client
+        .find(Locator::Css("button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The consent form.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let url = client.current_url().await.unwrap();
+        if url.path() == "/" {
+            break;
+        }
+        if let Ok(button) = client.find(Locator::Css("form button[type=submit]")).await
+            && button.text().await.unwrap_or_default().contains("Continue")
+        {
+            button.click().await.unwrap();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never back at rollsafe: {url}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn restart(client: &Client) {
     client
         .find(Locator::Css("#restart"))
@@ -239,8 +290,23 @@ async fn a_person_restarts_consumers_from_the_page() {
         );
         return;
     };
+    // With the OpenID provider installed, alice signs in through its own forms; otherwise with
+    // a session token (the provider's login has its own suite in oidc.rs).
+    let listen = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let redirect = format!("http://{listen}/auth/callback");
+    let provider =
+        provider_module().map(|module| start_provider(&module, free_port(), &redirect, "key-1", 0));
+    if provider.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "oidc-provider is missing; .ci/run installs it"
+        );
+    }
+    let issuer = provider.as_ref().map(|p| p.issuer.clone());
     let f = Fixture::start_seeded(cluster(), None, |s| {
         s.admins.groups = vec!["platform".into()];
+        s.listen = listen;
+        s.oidc = issuer.as_deref().map(|issuer| settings(issuer, &redirect));
     })
     .await;
     let url = format!("http://{}", f.api);
@@ -266,13 +332,19 @@ async fn a_person_restarts_consumers_from_the_page() {
     }
 
     // Signed in: the Secrets in scope, the history snapshot hidden.
-    sign_in(
-        &client,
-        &url,
-        &token("alice@x.io", &["platform", "developers"]),
-    )
-    .await;
-    wait_for_text(&client, "#who-name", "alice@x.io").await;
+    let alice = if provider.is_some() {
+        sign_in_through_provider(&client, "alice").await;
+        "alice@example.com"
+    } else {
+        sign_in(
+            &client,
+            &url,
+            &token("alice@x.io", &["platform", "developers"]),
+        )
+        .await;
+        "alice@x.io"
+    };
+    wait_for_text(&client, "#who-name", alice).await;
     let list = wait_for_text(&client, "#secret-list", "db").await;
     let names: Vec<&str> = list.lines().collect();
     assert_eq!(names, ["db", "locked"], "history snapshots are not listed");
@@ -376,7 +448,7 @@ async fn a_person_restarts_consumers_from_the_page() {
 
     // Sign out, then a user the ACL refuses on `locked`.
     client.goto(&format!("{url}/#/")).await.unwrap();
-    wait_for_text(&client, "#who-name", "alice").await;
+    wait_for_text(&client, "#who-name", alice).await;
     client
         .find(Locator::Css("#sign-out"))
         .await
@@ -403,5 +475,6 @@ async fn a_person_restarts_consumers_from_the_page() {
     );
     client.close().await.unwrap();
     drop(driver);
+    drop(provider);
     f.stop().await;
 }

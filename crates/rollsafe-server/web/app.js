@@ -44,6 +44,7 @@ async function whoAmI() {
   if (me.status !== 200) {
     $("who").hidden = true;
     show("sign-in");
+    $("oidc-sign-in").hidden = !config.oidc;
     $("token").focus();
     return false;
   }

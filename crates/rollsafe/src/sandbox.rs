@@ -46,6 +46,10 @@ pub(crate) struct Args {
     /// The same as `-o json` (kept for scripts written before `-o`).
     #[arg(long, hide = true)]
     json: bool,
+    /// Sign people in with an OpenID Connect provider (`KRYPTON_OIDC_*`, as `rollsafe serve`);
+    /// the redirect URL defaults to this listener's `/auth/callback`.
+    #[command(flatten)]
+    oidc: rollsafe_server::config::OidcArgs,
 }
 
 impl Args {
@@ -107,6 +111,10 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
         allowed_groups: Default::default(),
         max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
         token_review: None,
+        oidc: args
+            .oidc
+            .clone()
+            .validate(false, Some(format!("http://{}/auth/callback", args.listen)))?,
     };
     let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
         .await

@@ -116,6 +116,7 @@ fn settings() -> Settings {
         allowed_groups: Default::default(),
         max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
         token_review: None,
+        oidc: None,
     }
 }
 

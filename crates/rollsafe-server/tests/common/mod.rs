@@ -16,6 +16,7 @@ use rollsafe_testing::{TestCluster, Workload};
 use serde_json::{Value, json};
 
 pub mod http;
+pub mod provider;
 
 #[allow(unused_imports)]
 pub use http::{Response, exchange, get, in_flight, wait_until};
@@ -72,6 +73,7 @@ pub fn settings() -> Settings {
         allowed_groups: Default::default(),
         max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
         token_review: None,
+        oidc: None,
     }
 }
 
