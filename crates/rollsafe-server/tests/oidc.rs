@@ -3,7 +3,8 @@
 //!
 //! The full login goes through the provider's own login and consent forms, then rollsafe's
 //! callback, the `krypton_session` cookie and sign-out. Each refusal — a tampered `state`, a
-//! replayed code, a wrong `nonce`, no login in progress, an expired ID token — answers with a
+//! replayed code, a wrong `nonce`, no login in progress, a code issued to another client
+//! (another audience), an expired ID token — answers with a
 //! clear error and sets no session. A key rotation at the provider (a new process signing with
 //! a new key) is followed without a restart of rollsafe.
 //!
@@ -287,6 +288,17 @@ async fn login_through_a_real_provider_and_every_refusal() {
     refused(
         &callback(&mut browser, &rollsafe, &redirect, &forged).await,
         "the ID token is not valid",
+    );
+
+    // A code issued to another client (another audience) is refused: the provider binds it to
+    // that client, so rollsafe's exchange fails and no ID token for another audience is used.
+    let (authorize, login_cookie) = start_login(&mut browser, &rollsafe).await;
+    let elsewhere = authorize.replace("client_id=rollsafe", "client_id=another-app");
+    assert_ne!(elsewhere, authorize);
+    let redirect = browser.through_provider(&issuer, &elsewhere, "alice").await;
+    refused(
+        &callback(&mut browser, &rollsafe, &redirect, &login_cookie).await,
+        "the sign-in code was not accepted",
     );
 
     // Key rotation: the provider restarts with a new signing key on the same address; rollsafe

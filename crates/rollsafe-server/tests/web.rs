@@ -403,6 +403,20 @@ async fn a_person_restarts_consumers_from_the_page() {
         "{report}"
     );
     screenshot(&client, "5-partial").await;
+    // Readable on a phone: the same report at 390 px.
+    client.set_window_size(390, 844).await.unwrap();
+    screenshot(&client, "5-partial-phone").await;
+    let width: i64 = client
+        .execute("return document.documentElement.scrollWidth", vec![])
+        .await
+        .unwrap()
+        .as_i64()
+        .unwrap();
+    assert!(
+        width <= 390,
+        "no horizontal scrolling on a phone: {width}px"
+    );
+    client.set_window_size(1280, 1000).await.unwrap();
     if let Some(axe) = &axe {
         violations.extend(accessibility_violations(&client, axe).await);
     }

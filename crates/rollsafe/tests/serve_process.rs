@@ -312,3 +312,78 @@ async fn kill_9_under_load_leaves_an_intent_for_every_rollout_and_no_torn_line()
         "some runs were killed after their intent and before their result"
     );
 }
+
+/// `rollsafe consumers --server`: the preview through the server's API, printed by the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_previews_consumers_through_the_server() {
+    let emu = emulator(1, 2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    emu.write_kubeconfig(&kubeconfig).unwrap();
+    let served = serve(&kubeconfig, None, Pipes::Drained);
+    let server = format!("http://{}", served.api);
+    let cli = move |secret: &str, output: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+        for (name, _) in std::env::vars() {
+            if name.starts_with("ROLLSAFE_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .args([
+                "consumers",
+                "--server",
+                &server,
+                "-o",
+                output,
+                "-n",
+                NS,
+                secret,
+            ])
+            .output()
+            .unwrap()
+    };
+    let json = tokio::task::spawn_blocking({
+        let cli = cli.clone();
+        move || cli("s0", "json")
+    })
+    .await
+    .unwrap();
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let preview: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let names: Vec<&str> = preview["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["d0-0", "d0-1"]);
+    assert!(preview["workloads"][0]["rollsNow"].as_bool().unwrap());
+    let text = tokio::task::spawn_blocking({
+        let cli = cli.clone();
+        move || cli("s0", "text")
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("consumer   Deployment/d0-0"), "{text}");
+    let missing = tokio::task::spawn_blocking(move || cli("nope", "json"))
+        .await
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr).trim(),
+        "rollsafe: HTTP 404: Secret \"nope\" not found"
+    );
+    assert!(
+        emu.requests()
+            .iter()
+            .all(|r| r.verb.as_deref() != Some("patch")),
+        "a preview patches nothing"
+    );
+    drop(served);
+}

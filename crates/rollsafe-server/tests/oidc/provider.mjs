@@ -26,14 +26,16 @@ const jwk = { ...privateKey.export({ format: 'jwk' }), kid: process.env.KEY_ID |
 const groups = JSON.parse(process.env.GROUPS || '["platform","developers"]');
 
 const provider = new Provider(issuer, {
-  clients: [{
-    client_id: 'rollsafe',
+  // `rollsafe`, and `another-app`: a second client with the same redirect URIs, whose codes and
+  // ID tokens are for another audience.
+  clients: ['rollsafe', 'another-app'].map((client_id) => ({
+    client_id,
     client_secret: 'rollsafe-client-secret',
     redirect_uris: JSON.parse(process.env.REDIRECT_URIS),
     grant_types: ['authorization_code'],
     response_types: ['code'],
     token_endpoint_auth_method: 'client_secret_basic',
-  }],
+  })),
   jwks: { keys: [jwk] },
   claims: { openid: ['sub'], email: ['email', 'email_verified'], groups: ['groups'] },
   scopes: ['openid', 'email', 'groups'],
