@@ -269,16 +269,7 @@ async fn secrets(
         let identity = identity_for(&state, &user, &request_id)?;
         let client = state.connection.client(identity.as_ref());
         let settings = &state.settings;
-        if !scope::allows(
-            &settings.scope,
-            settings.server_namespace.as_str(),
-            namespace.as_str(),
-            &client,
-        )
-        .await
-        {
-            return Err(ApiError::NamespaceNotAccessible(namespace));
-        }
+        in_scope(&state, &namespace, &client).await?;
         let listed = list_secrets(&client, &namespace, state.engine.timeouts().get)
             .await
             .map_err(|error| match error {
@@ -467,16 +458,7 @@ async fn secret_gates(
     let client = state.connection.client(identity);
     let gates = async {
         // 4. Namespace scope.
-        if !scope::allows(
-            &settings.scope,
-            settings.server_namespace.as_str(),
-            namespace.as_str(),
-            &client,
-        )
-        .await
-        {
-            return Err(ApiError::NamespaceNotAccessible(namespace.clone()));
-        }
+        in_scope(state, namespace, &client).await?;
         // 5. Live visibility, as the caller.
         let read_timeout = state.engine.timeouts().get;
         let secret = match read_secret(&client, namespace, name, read_timeout).await {
@@ -517,6 +499,27 @@ async fn secret_gates(
     tokio::time::timeout(GATE_DEADLINE, gates)
         .await
         .unwrap_or_else(|_| Err(internal(request_id, "the gates exceeded their deadline")))
+}
+
+/// The namespace-scope gate, for a caller's client.
+async fn in_scope(
+    state: &AppState,
+    namespace: &Namespace,
+    client: &kube::Client,
+) -> Result<(), ApiError> {
+    let settings = &state.settings;
+    if scope::allows(
+        &settings.scope,
+        settings.server_namespace.as_str(),
+        namespace.as_str(),
+        client,
+    )
+    .await
+    {
+        Ok(())
+    } else {
+        Err(ApiError::NamespaceNotAccessible(namespace.clone()))
+    }
 }
 
 /// Why authentication did not yield a caller.
