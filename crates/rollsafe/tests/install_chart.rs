@@ -45,6 +45,19 @@ fn modes() -> Vec<(&'static str, Value)> {
                 "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prometheus"}}}
             }),
         ),
+        (
+            "people-and-machines",
+            json!({
+                "impersonation": {"enabled": true, "groups": ["developers"]},
+                "tokenReview": {"enabled": true, "audiences": ["rollsafe"],
+                                "serviceAccounts": ["ci/deployer"]},
+                "oidc": {"issuerUrl": "https://idp.example.com", "clientId": "rollsafe",
+                         "redirectUrl": "https://rollsafe.example.com/auth/callback",
+                         "clientSecret": {"existingSecret": "rollsafe-oidc"},
+                         "scopes": ["email", "profile", "groups"]}
+            }),
+        ),
+        ("token-review", json!({"tokenReview": {"enabled": true}})),
         ("controller", json!({"controller": {"enabled": true}})),
         (
             "controller-namespaces",
@@ -114,6 +127,11 @@ fn every_mode_lints_strictly_and_matches_its_golden_render() {
 /// What must hold in every mode, whatever the snapshots say.
 fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
     let impersonation = values["impersonation"]["enabled"] == true;
+    let token_review = values["tokenReview"]["enabled"] == true;
+    let reviewed_accounts: Vec<&str> = values["tokenReview"]["serviceAccounts"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap()).collect())
+        .unwrap_or_default();
     let (controller, server): (Vec<Value>, Vec<Value>) = objects
         .iter()
         .cloned()
@@ -135,18 +153,44 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
             .collect();
         for verb in &verbs {
             assert!(
-                ["get", "list", "patch", "impersonate"].contains(verb),
+                ["get", "list", "patch", "impersonate"].contains(verb)
+                    || (*verb == "create" && resources == ["tokenreviews"]),
                 "{mode}: {kind} grants {verb}"
             );
+        }
+        if resources.contains(&"tokenreviews") {
+            assert!(token_review, "{mode}: tokenreviews without TokenReview");
+            assert_eq!(
+                (kind.as_str(), verbs.as_slice()),
+                ("ClusterRole", &["create"][..])
+            );
+            continue;
+        }
+        if resources.contains(&"serviceaccounts") {
+            // Only reviewed ServiceAccount tokens are impersonated, by name where listed.
+            assert!(
+                impersonation && token_review,
+                "{mode}: ServiceAccounts touched"
+            );
+            assert_eq!(verbs, ["impersonate"], "{mode}");
+            match reviewed_accounts.as_slice() {
+                [] => assert_eq!(kind, "ClusterRole", "{mode}"),
+                listed => {
+                    assert_eq!(kind, "Role", "{mode}");
+                    let name = rule["resourceNames"][0].as_str().unwrap();
+                    assert!(
+                        listed.contains(&format!("{namespace}/{name}").as_str()),
+                        "{mode}"
+                    );
+                    assert_eq!(rule["resourceNames"].as_array().unwrap().len(), 1);
+                }
+            }
+            continue;
         }
         assert!(!resources.contains(&"*") && !verbs.contains(&"*"), "{mode}");
         assert!(
             !resources.contains(&"leases"),
             "{mode}: leases only for the controller"
-        );
-        assert!(
-            !resources.contains(&"serviceaccounts"),
-            "{mode}: never impersonate or touch ServiceAccounts"
         );
         if verbs.contains(&"impersonate") {
             assert!(impersonation, "{mode}: impersonate without impersonation");
@@ -458,6 +502,24 @@ fn the_schema_refuses_bad_values_at_install_time() {
         (
             "authentication switched off",
             json!({"server": {"extraEnv": [{"name": "AUTH_DISABLED", "value": "true"}]}}),
+        ),
+        (
+            "OpenID Connect without a client id",
+            json!({"oidc": {"issuerUrl": "https://idp.example.com",
+                            "redirectUrl": "https://rollsafe.example.com/auth/callback"}}),
+        ),
+        (
+            "OpenID Connect with a redirect elsewhere than /auth/callback",
+            json!({"oidc": {"issuerUrl": "https://idp.example.com", "clientId": "rollsafe",
+                            "redirectUrl": "https://rollsafe.example.com/"}}),
+        ),
+        (
+            "an OpenID client secret in clear",
+            json!({"oidc": {"clientSecret": {"value": "s3cr3t"}}}),
+        ),
+        (
+            "a ServiceAccount without its namespace",
+            json!({"tokenReview": {"enabled": true, "serviceAccounts": ["deployer"]}}),
         ),
         (
             "impersonating a reserved group",

@@ -722,6 +722,122 @@ async fn impersonation_rbac_is_restricted_to_the_listed_groups() {
     cluster.emulator.shutdown().await;
 }
 
+/// `kubectl create token` as the emulator's admin: a real TokenRequest.
+fn create_token(cluster: &Cluster, service_account: &str, audience: Option<&str>) -> String {
+    let kubeconfig = cluster.dir.path().join("kubeconfig");
+    let mut command = Command::new(&cluster.kubectl);
+    command.arg("--kubeconfig").arg(&kubeconfig).args([
+        "-n",
+        "rollsafe",
+        "create",
+        "token",
+        service_account,
+    ]);
+    if let Some(audience) = audience {
+        command.args(["--audience", audience]);
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn token_review_rbac_lets_the_listed_service_accounts_act_as_themselves_only() {
+    let Some(cluster) = cluster().await else {
+        return;
+    };
+    let values = json!({"server": {"restartEnabled": true, "adminGroups": ["platform"]},
+                        "impersonation": {"enabled": true, "groups": ["developers"]},
+                        "tokenReview": {"enabled": true, "audiences": ["rollsafe"],
+                                        "serviceAccounts": ["rollsafe/deployer"]}});
+    let objects = chart_objects(&cluster.python, &values);
+    let kubeconfig = cluster.dir.path().join("kubeconfig");
+    kubectl_apply(&cluster.kubectl, &kubeconfig, &objects, cluster.dir.path());
+    // Two CI ServiceAccounts with the same Kubernetes rights; only one is listed in the chart.
+    let mut callers = Vec::new();
+    for name in ["deployer", "intruder"] {
+        callers.push(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                            "metadata": {"name": name, "namespace": "rollsafe"}}));
+    }
+    callers.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "ci", "namespace": "rollsafe"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+                  {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets"],
+                   "verbs": ["list", "patch"]}]}));
+    callers.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "ci", "namespace": "rollsafe"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ci"},
+        "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": "rollsafe"},
+                     {"kind": "ServiceAccount", "name": "intruder", "namespace": "rollsafe"}]}),
+    );
+    kubectl_apply(&cluster.kubectl, &kubeconfig, &callers, cluster.dir.path());
+    let Served {
+        home: _home,
+        sa_dir: _sa_dir,
+        session_secret: _,
+        server,
+    } = serve_chart(&cluster, &values);
+
+    // Sufficient: the listed ServiceAccount's token, for rollsafe's audience, restarts as that
+    // ServiceAccount; the review runs as the server.
+    let deployer = create_token(&cluster, "deployer", Some("rollsafe"));
+    let intruder = create_token(&cluster, "intruder", Some("rollsafe"));
+    let for_the_api = create_token(&cluster, "deployer", None);
+    cluster.emulator.clear_requests();
+    let (code, result) = restart(server.port, &deployer, "rollsafe/db-credentials");
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["status"], "requested", "{result}");
+    let log = cluster.emulator.requests();
+    let review = log.iter().find(|e| e.is("create", "tokenreviews")).unwrap();
+    assert_eq!(review.user.as_deref(), Some(SA_USER));
+    assert!(review.status < 400, "{review:?}");
+    for entry in log.iter().filter(|e| {
+        e.resource
+            .as_deref()
+            .is_some_and(|r| r != "configmaps" && r != "tokenreviews")
+            && e.verb.is_some()
+    }) {
+        assert_eq!(
+            entry.impersonated_user.as_deref(),
+            Some("system:serviceaccount:rollsafe:deployer"),
+            "{entry:?}"
+        );
+        assert!(entry.impersonated_groups.is_empty(), "{entry:?}");
+        assert!(entry.status < 400, "{entry:?}");
+    }
+
+    // Minimal: a ServiceAccount the chart does not list cannot be impersonated, whatever its
+    // own rights; nothing is patched.
+    cluster.emulator.clear_requests();
+    let (code, refusal) = restart(server.port, &intruder, "rollsafe/db-credentials");
+    assert_ne!(code, 0, "{refusal}");
+    let log = cluster.emulator.requests();
+    assert!(
+        log.iter().any(|e| e.status == 403
+            && e.impersonated_user.as_deref() == Some("system:serviceaccount:rollsafe:intruder")),
+        "{log:#?}"
+    );
+    assert!(log.iter().all(|e| e.verb.as_deref() != Some("patch")));
+
+    // A token for the API server's audience is not one for rollsafe.
+    cluster.emulator.clear_requests();
+    let (code, _) = restart(server.port, &for_the_api, "rollsafe/db-credentials");
+    assert_ne!(code, 0);
+    let log = cluster.emulator.requests();
+    assert!(log.iter().any(|e| e.is("create", "tokenreviews")));
+    assert!(
+        log.iter().all(|e| e.verb.as_deref() != Some("get")),
+        "refused at authentication: {log:#?}"
+    );
+    drop(server);
+    cluster.emulator.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_scope_with_a_namespace_list_grants_those_namespaces_only() {
     let Some(cluster) = cluster().await else {

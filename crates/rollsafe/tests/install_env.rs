@@ -31,7 +31,11 @@ fn the_chart_sets_only_settings_the_server_reads() {
         "server": {"scope": "cluster", "namespaces": ["a"], "restartEnabled": true,
                    "adminUsers": ["ada@example.com"], "adminGroups": ["platform"]},
         "impersonation": {"enabled": true, "groups": ["platform"]},
-        "audit": {"file": {"enabled": true}}
+        "audit": {"file": {"enabled": true}},
+        "tokenReview": {"enabled": true, "audiences": ["rollsafe"]},
+        "oidc": {"issuerUrl": "https://idp.example.com", "clientId": "rollsafe",
+                 "redirectUrl": "https://rollsafe.example.com/auth/callback",
+                 "clientSecret": {"existingSecret": "rollsafe-oidc"}}
     });
     for values in [json!({}), everything] {
         let objects = objects(&render(&python, &values));
