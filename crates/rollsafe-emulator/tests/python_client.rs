@@ -7,8 +7,6 @@
 //! The interpreter is `ROLLSAFE_PYTHON` (or `ROLLSAFE_HELM_PYTHON`, the same environment);
 //! without one that imports `kubernetes` the test says why it skipped, unless `CI` is set.
 
-#![expect(clippy::unwrap_used, reason = "test code")]
-
 mod common;
 
 use std::path::{Path, PathBuf};
