@@ -709,6 +709,40 @@ async fn every_kubectl_release_creates_the_built_in_kinds_imperatively() {
             &format!("{ns}:robot"),
             "--user=alice",
         ]);
+        n(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+        n(&["create", "service", "nodeport", "web-np", "--tcp=80:8080"]);
+        n(&[
+            "create",
+            "service",
+            "externalname",
+            "db-ext",
+            "--external-name=db.example.com",
+        ]);
+        n(&[
+            "create",
+            "job",
+            "once",
+            "--image=busybox",
+            "--",
+            "echo",
+            "hi",
+        ]);
+        n(&[
+            "create",
+            "cronjob",
+            "hourly",
+            "--image=busybox",
+            "--schedule=0 * * * *",
+            "--",
+            "date",
+        ]);
+        n(&[
+            "create",
+            "ingress",
+            "web",
+            "--class=nginx",
+            "--rule=web.example/api*=web:80,tls=web-tls",
+        ]);
         let cluster_role = format!("viewer-{release}");
         ok(&[
             "create",
@@ -758,6 +792,55 @@ async fn every_kubectl_release_creates_the_built_in_kinds_imperatively() {
         );
         let web = get("deployments", "web");
         assert_eq!(web["spec"]["replicas"], 3, "{label}");
+        let service = get("services", "web");
+        assert_eq!(service["spec"]["type"], "ClusterIP", "{label}");
+        assert_eq!(service["spec"]["ports"][0]["port"], 80, "{label}");
+        assert_eq!(service["spec"]["ports"][0]["targetPort"], 8080, "{label}");
+        assert_eq!(
+            service["spec"]["selector"],
+            json!({"app": "web"}),
+            "{label}"
+        );
+        assert_eq!(
+            get("services", "web-np")["spec"]["type"],
+            "NodePort",
+            "{label}"
+        );
+        assert_eq!(
+            get("services", "db-ext")["spec"]["externalName"],
+            "db.example.com",
+            "{label}"
+        );
+        let job = get("jobs", "once");
+        assert_eq!(
+            job["spec"]["template"]["spec"]["containers"][0]["command"],
+            json!(["echo", "hi"]),
+            "{label}"
+        );
+        assert_eq!(
+            job["spec"]["template"]["spec"]["restartPolicy"], "Never",
+            "{label}"
+        );
+        let cron = get("cronjobs", "hourly");
+        assert_eq!(cron["spec"]["schedule"], "0 * * * *", "{label}");
+        assert_eq!(
+            cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"],
+            json!(["date"]),
+            "{label}"
+        );
+        let ingress = get("ingresses", "web");
+        assert_eq!(ingress["spec"]["ingressClassName"], "nginx", "{label}");
+        assert_eq!(
+            ingress["spec"]["rules"][0],
+            json!({"host": "web.example", "http": {"paths": [{"path": "/api", "pathType": "Prefix",
+                   "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}),
+            "{label}"
+        );
+        assert_eq!(
+            ingress["spec"]["tls"],
+            json!([{"hosts": ["web.example"], "secretName": "web-tls"}]),
+            "{label}"
+        );
         assert_eq!(
             web["spec"]["selector"]["matchLabels"],
             json!({"app": "web"}),

@@ -423,7 +423,7 @@ async fn protobuf_outside_the_decoded_subset_is_refused_not_stored_incompletely(
         ),
         (
             "a kind not accepted as protobuf",
-            envelope("batch/v1", "Job", vec![]),
+            envelope("policy/v1", "PodDisruptionBudget", vec![]),
         ),
         ("no envelope", deployment().encode_to_vec()),
         (
@@ -448,4 +448,169 @@ async fn protobuf_outside_the_decoded_subset_is_refused_not_stored_incompletely(
     }
     assert!(emu.get_object("deployments", Some("shop"), "web").is_none());
     emu.shutdown().await;
+}
+
+/// Services, Jobs, CronJobs and Ingresses encoded by the `k8s-pb` bindings (what kubectl 1.32+
+/// sends for `create service|job|cronjob|ingress`) are stored as the JSON a real server holds.
+#[tokio::test]
+async fn protobuf_services_jobs_cronjobs_and_ingresses() {
+    use k8s_pb::api::batch::v1 as batch;
+    use k8s_pb::api::networking::v1 as net;
+    let emu = start().await;
+    let service = core::Service {
+        metadata: Some(meta("web")),
+        spec: Some(core::ServiceSpec {
+            ports: vec![core::ServicePort {
+                name: Some("http".into()),
+                protocol: Some("TCP".into()),
+                port: Some(80),
+                target_port: Some(IntOrString {
+                    r#type: Some(0),
+                    int_val: Some(8080),
+                    str_val: None,
+                }),
+                ..Default::default()
+            }],
+            selector: BTreeMap::from([("app".to_string(), "web".to_string())]),
+            r#type: Some("ClusterIP".into()),
+            ..Default::default()
+        }),
+        status: Some(core::ServiceStatus {
+            load_balancer: Some(core::LoadBalancerStatus::default()),
+            ..Default::default()
+        }),
+    };
+    let (status, body) = post(
+        &emu,
+        "/api/v1/namespaces/shop/services",
+        PROTOBUF,
+        &envelope("v1", "Service", service.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let stored = emu.get_object("services", Some("shop"), "web").unwrap();
+    assert_eq!(
+        stored["spec"]["ports"],
+        json!([{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080}])
+    );
+    assert_eq!(stored["spec"]["selector"], json!({"app": "web"}));
+    assert_eq!(stored["spec"]["type"], "ClusterIP");
+
+    let pod_template = core::PodTemplateSpec {
+        metadata: Some(meta::ObjectMeta::default()),
+        spec: Some(core::PodSpec {
+            containers: vec![core::Container {
+                name: Some("c".into()),
+                image: Some("busybox".into()),
+                command: vec!["date".into()],
+                ..Default::default()
+            }],
+            restart_policy: Some("OnFailure".into()),
+            ..Default::default()
+        }),
+    };
+    let cron = batch::CronJob {
+        metadata: Some(meta("hourly")),
+        spec: Some(batch::CronJobSpec {
+            schedule: Some("0 * * * *".into()),
+            concurrency_policy: Some("Forbid".into()),
+            job_template: Some(batch::JobTemplateSpec {
+                metadata: Some(meta::ObjectMeta::default()),
+                spec: Some(batch::JobSpec {
+                    backoff_limit: Some(2),
+                    template: Some(pod_template.clone()),
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }),
+        status: Some(batch::CronJobStatus::default()),
+    };
+    let (status, body) = post(
+        &emu,
+        "/apis/batch/v1/namespaces/shop/cronjobs",
+        PROTOBUF,
+        &envelope("batch/v1", "CronJob", cron.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let stored = emu.get_object("cronjobs", Some("shop"), "hourly").unwrap();
+    assert_eq!(stored["spec"]["schedule"], "0 * * * *");
+    assert_eq!(stored["spec"]["concurrencyPolicy"], "Forbid");
+    let job_spec = &stored["spec"]["jobTemplate"]["spec"];
+    assert_eq!(job_spec["backoffLimit"], 2);
+    assert_eq!(
+        job_spec["template"]["spec"]["containers"][0]["command"],
+        json!(["date"])
+    );
+
+    let job = batch::Job {
+        metadata: Some(meta("once")),
+        spec: Some(batch::JobSpec {
+            template: Some(pod_template),
+            ..Default::default()
+        }),
+        status: Some(batch::JobStatus {
+            active: Some(0),
+            completed_indexes: Some(String::new()),
+            ..Default::default()
+        }),
+    };
+    let (status, body) = post(
+        &emu,
+        "/apis/batch/v1/namespaces/shop/jobs",
+        PROTOBUF,
+        &envelope("batch/v1", "Job", job.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+
+    let ingress = net::Ingress {
+        metadata: Some(meta("web")),
+        spec: Some(net::IngressSpec {
+            ingress_class_name: Some("nginx".into()),
+            tls: vec![net::IngressTls {
+                hosts: vec!["web.example".into()],
+                secret_name: Some("web-tls".into()),
+            }],
+            rules: vec![net::IngressRule {
+                host: Some("web.example".into()),
+                ingress_rule_value: Some(net::IngressRuleValue {
+                    http: Some(net::HttpIngressRuleValue {
+                        paths: vec![net::HttpIngressPath {
+                            path: Some("/api".into()),
+                            path_type: Some("Prefix".into()),
+                            backend: Some(net::IngressBackend {
+                                service: Some(net::IngressServiceBackend {
+                                    name: Some("web".into()),
+                                    port: Some(net::ServiceBackendPort {
+                                        name: None,
+                                        number: Some(80),
+                                    }),
+                                }),
+                                resource: None,
+                            }),
+                        }],
+                    }),
+                }),
+            }],
+            default_backend: None,
+        }),
+        status: Some(net::IngressStatus::default()),
+    };
+    let (status, body) = post(
+        &emu,
+        "/apis/networking.k8s.io/v1/namespaces/shop/ingresses",
+        PROTOBUF,
+        &envelope("networking.k8s.io/v1", "Ingress", ingress.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let stored = emu.get_object("ingresses", Some("shop"), "web").unwrap();
+    assert_eq!(
+        stored["spec"]["rules"],
+        json!([{"host": "web.example", "http": {"paths": [{"path": "/api", "pathType": "Prefix",
+               "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}])
+    );
+    assert_eq!(stored["spec"]["ingressClassName"], "nginx");
 }

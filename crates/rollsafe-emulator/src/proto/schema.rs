@@ -495,6 +495,252 @@ pub(crate) static DEPLOYMENT: Message = Message {
     ],
 };
 
+/// `core.v1.ServicePort`.
+pub(crate) static SERVICE_PORT: Message = Message {
+    name: "ServicePort",
+    fields: &[
+        f(1, "name", Str),
+        f(2, "protocol", Str),
+        opt(6, "appProtocol", Str),
+        f(3, "port", Int),
+        f(4, "targetPort", IntOrString),
+        f(5, "nodePort", Int),
+    ],
+};
+
+/// `core.v1.ServiceSpec` (the fields a client sets on create).
+pub(crate) static SERVICE_SPEC: Message = Message {
+    name: "ServiceSpec",
+    fields: &[
+        rep(1, "ports", Msg(&SERVICE_PORT)),
+        f(2, "selector", MapStr),
+        f(3, "clusterIP", Str),
+        rep(18, "clusterIPs", Str),
+        f(4, "type", Str),
+        rep(5, "externalIPs", Str),
+        f(7, "sessionAffinity", Str),
+        f(8, "loadBalancerIP", Str),
+        rep(9, "loadBalancerSourceRanges", Str),
+        f(10, "externalName", Str),
+        f(11, "externalTrafficPolicy", Str),
+        f(12, "healthCheckNodePort", Int),
+        f(13, "publishNotReadyAddresses", Bool),
+        rep(19, "ipFamilies", Str),
+        opt(17, "ipFamilyPolicy", Str),
+        opt(20, "allocateLoadBalancerNodePorts", Bool),
+        opt(21, "loadBalancerClass", Str),
+        opt(22, "internalTrafficPolicy", Str),
+        opt(23, "trafficDistribution", Str),
+    ],
+};
+
+/// `core.v1.LoadBalancerIngress` (address fields only).
+pub(crate) static LOAD_BALANCER_INGRESS: Message = Message {
+    name: "LoadBalancerIngress",
+    fields: &[f(1, "ip", Str), f(2, "hostname", Str)],
+};
+
+/// `core.v1.LoadBalancerStatus`.
+pub(crate) static LOAD_BALANCER_STATUS: Message = Message {
+    name: "LoadBalancerStatus",
+    fields: &[rep(1, "ingress", Msg(&LOAD_BALANCER_INGRESS))],
+};
+
+/// `core.v1.ServiceStatus` (without conditions).
+pub(crate) static SERVICE_STATUS: Message = Message {
+    name: "ServiceStatus",
+    fields: &[f(1, "loadBalancer", Msg(&LOAD_BALANCER_STATUS))],
+};
+
+/// `core.v1.Service` (what `kubectl create service` sends).
+pub(crate) static SERVICE: Message = Message {
+    name: "Service",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&SERVICE_SPEC)),
+        f(3, "status", Msg(&SERVICE_STATUS)),
+    ],
+};
+
+/// `batch.v1.JobSpec` (without the failure and success policies).
+pub(crate) static JOB_SPEC: Message = Message {
+    name: "JobSpec",
+    fields: &[
+        opt(1, "parallelism", Int),
+        opt(2, "completions", Int),
+        opt(3, "activeDeadlineSeconds", Int),
+        opt(4, "selector", Msg(&LABEL_SELECTOR)),
+        opt(5, "manualSelector", Bool),
+        f(6, "template", Msg(&POD_TEMPLATE_SPEC)),
+        opt(7, "backoffLimit", Int),
+        opt(8, "ttlSecondsAfterFinished", Int),
+        opt(9, "completionMode", Str),
+        opt(10, "suspend", Bool),
+        opt(12, "backoffLimitPerIndex", Int),
+        opt(13, "maxFailedIndexes", Int),
+        opt(14, "podReplacementPolicy", Str),
+        opt(15, "managedBy", Str),
+    ],
+};
+
+/// `batch.v1.JobStatus` as clients send it on create: counters only.
+pub(crate) static JOB_STATUS: Message = Message {
+    name: "JobStatus",
+    fields: &[
+        f(4, "active", Int),
+        f(5, "succeeded", Int),
+        f(6, "failed", Int),
+        f(7, "completedIndexes", Str),
+        opt(10, "failedIndexes", Str),
+        opt(9, "ready", Int),
+        opt(11, "terminating", Int),
+    ],
+};
+
+/// `batch.v1.Job` (what `kubectl create job` sends).
+pub(crate) static JOB: Message = Message {
+    name: "Job",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&JOB_SPEC)),
+        f(3, "status", Msg(&JOB_STATUS)),
+    ],
+};
+
+/// `batch.v1.JobTemplateSpec`.
+pub(crate) static JOB_TEMPLATE_SPEC: Message = Message {
+    name: "JobTemplateSpec",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&JOB_SPEC)),
+    ],
+};
+
+/// `batch.v1.CronJobSpec`.
+pub(crate) static CRON_JOB_SPEC: Message = Message {
+    name: "CronJobSpec",
+    fields: &[
+        f(1, "schedule", Str),
+        opt(8, "timeZone", Str),
+        opt(2, "startingDeadlineSeconds", Int),
+        f(3, "concurrencyPolicy", Str),
+        opt(4, "suspend", Bool),
+        f(5, "jobTemplate", Msg(&JOB_TEMPLATE_SPEC)),
+        opt(6, "successfulJobsHistoryLimit", Int),
+        opt(7, "failedJobsHistoryLimit", Int),
+    ],
+};
+
+/// `batch.v1.CronJobStatus` as clients send it on create: nothing.
+pub(crate) static CRON_JOB_STATUS: Message = Message {
+    name: "CronJobStatus",
+    fields: &[],
+};
+
+/// `batch.v1.CronJob` (what `kubectl create cronjob` sends).
+pub(crate) static CRON_JOB: Message = Message {
+    name: "CronJob",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&CRON_JOB_SPEC)),
+        f(3, "status", Msg(&CRON_JOB_STATUS)),
+    ],
+};
+
+/// `networking.v1.ServiceBackendPort`.
+pub(crate) static SERVICE_BACKEND_PORT: Message = Message {
+    name: "ServiceBackendPort",
+    fields: &[f(1, "name", Str), f(2, "number", Int)],
+};
+
+/// `networking.v1.IngressServiceBackend`.
+pub(crate) static INGRESS_SERVICE_BACKEND: Message = Message {
+    name: "IngressServiceBackend",
+    fields: &[f(1, "name", Str), f(2, "port", Msg(&SERVICE_BACKEND_PORT))],
+};
+
+/// `networking.v1.IngressBackend` (service backends).
+pub(crate) static INGRESS_BACKEND: Message = Message {
+    name: "IngressBackend",
+    fields: &[opt(4, "service", Msg(&INGRESS_SERVICE_BACKEND))],
+};
+
+/// `networking.v1.HTTPIngressPath`.
+pub(crate) static HTTP_INGRESS_PATH: Message = Message {
+    name: "HTTPIngressPath",
+    fields: &[
+        f(1, "path", Str),
+        opt(3, "pathType", Str),
+        f(2, "backend", Msg(&INGRESS_BACKEND)),
+    ],
+};
+
+/// `networking.v1.HTTPIngressRuleValue`.
+pub(crate) static HTTP_INGRESS_RULE_VALUE: Message = Message {
+    name: "HTTPIngressRuleValue",
+    fields: &[rep(1, "paths", Msg(&HTTP_INGRESS_PATH))],
+};
+
+/// `networking.v1.IngressRuleValue`, inlined in its rule.
+pub(crate) static INGRESS_RULE_VALUE: Message = Message {
+    name: "IngressRuleValue",
+    fields: &[opt(1, "http", Msg(&HTTP_INGRESS_RULE_VALUE))],
+};
+
+/// `networking.v1.IngressRule`.
+pub(crate) static INGRESS_RULE: Message = Message {
+    name: "IngressRule",
+    fields: &[
+        f(1, "host", Str),
+        f(2, "ingressRuleValue", Inline(&INGRESS_RULE_VALUE)),
+    ],
+};
+
+/// `networking.v1.IngressTLS`.
+pub(crate) static INGRESS_TLS: Message = Message {
+    name: "IngressTLS",
+    fields: &[rep(1, "hosts", Str), f(2, "secretName", Str)],
+};
+
+/// `networking.v1.IngressSpec`.
+pub(crate) static INGRESS_SPEC: Message = Message {
+    name: "IngressSpec",
+    fields: &[
+        opt(4, "ingressClassName", Str),
+        opt(1, "defaultBackend", Msg(&INGRESS_BACKEND)),
+        rep(2, "tls", Msg(&INGRESS_TLS)),
+        rep(3, "rules", Msg(&INGRESS_RULE)),
+    ],
+};
+
+/// `networking.v1.IngressLoadBalancerIngress` (address fields only).
+pub(crate) static INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
+    name: "IngressLoadBalancerIngress",
+    fields: &[f(1, "ip", Str), f(2, "hostname", Str)],
+};
+
+/// `networking.v1.IngressLoadBalancerStatus`.
+pub(crate) static INGRESS_LOAD_BALANCER_STATUS: Message = Message {
+    name: "IngressLoadBalancerStatus",
+    fields: &[rep(1, "ingress", Msg(&INGRESS_LOAD_BALANCER_INGRESS))],
+};
+
+/// `networking.v1.IngressStatus`.
+pub(crate) static INGRESS_STATUS: Message = Message {
+    name: "IngressStatus",
+    fields: &[f(1, "loadBalancer", Msg(&INGRESS_LOAD_BALANCER_STATUS))],
+};
+
+/// `networking.v1.Ingress` (what `kubectl create ingress` sends).
+pub(crate) static INGRESS: Message = Message {
+    name: "Ingress",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&INGRESS_SPEC)),
+        f(3, "status", Msg(&INGRESS_STATUS)),
+    ],
+};
+
 /// `authorization.v1.SelfSubjectRulesReviewSpec`.
 pub(crate) static RULES_REVIEW_SPEC: Message = Message {
     name: "SelfSubjectRulesReviewSpec",
@@ -560,6 +806,10 @@ pub(crate) static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "Secret", &SECRET),
     ("v1", "ConfigMap", &CONFIG_MAP),
     ("v1", "ServiceAccount", &SERVICE_ACCOUNT),
+    ("v1", "Service", &SERVICE),
+    ("batch/v1", "Job", &JOB),
+    ("batch/v1", "CronJob", &CRON_JOB),
+    ("networking.k8s.io/v1", "Ingress", &INGRESS),
     ("apps/v1", "Deployment", &DEPLOYMENT),
     ("authentication.k8s.io/v1", "TokenRequest", &TOKEN_REQUEST),
     (
