@@ -497,6 +497,20 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
             &strategy::DEFAULT
         )
     },
+    res!(
+        "apps",
+        "v1",
+        "replicasets",
+        "replicaset",
+        "ReplicaSet",
+        true,
+        &["rs"],
+        Stored,
+        false,
+        &["status"],
+        true,
+        &strategy::DEFAULT
+    ),
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -633,6 +647,7 @@ pub(crate) mod ids {
     pub(crate) const INGRESSES: ResId = 22;
     pub(crate) const SELFSUBJECTRULESREVIEWS: ResId = 23;
     pub(crate) const EVENTS_V1: ResId = 24;
+    pub(crate) const REPLICASETS: ResId = 25;
 }
 
 #[cfg(test)]
@@ -686,6 +701,7 @@ mod tests {
             (ids::CRONJOBS, "cronjobs"),
             (ids::INGRESSES, "ingresses"),
             (ids::SELFSUBJECTRULESREVIEWS, "selfsubjectrulesreviews"),
+            (ids::REPLICASETS, "replicasets"),
         ] {
             assert_eq!(def(id).plural, plural);
         }

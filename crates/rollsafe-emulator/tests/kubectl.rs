@@ -1452,6 +1452,82 @@ spec: {size: 3}
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_reads_rollout_history_and_undoes() {
+    if skip_without_kubectl() {
+        return;
+    }
+    let (emu, k) = setup().await;
+    for (round, binary) in kubectl_releases().into_iter().enumerate() {
+        let label = binary.display().to_string();
+        let name = format!("hist-{round}");
+        let deployment_ref = format!("deployment/{name}");
+        let run = |args: &[&str]| {
+            let mut all = vec!["-n", "shop"];
+            all.extend_from_slice(args);
+            let out = run_release(&k, &binary, &all);
+            assert!(
+                out.status.success(),
+                "{label} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        run(&[
+            "create",
+            "deployment",
+            &name,
+            "--image=nginx:1.26",
+            "--replicas=2",
+        ]);
+        run(&["set", "image", &deployment_ref, "nginx=nginx:1.27"]);
+        run(&[
+            "annotate",
+            &deployment_ref,
+            "kubernetes.io/change-cause=to 1.28",
+        ]);
+        run(&["set", "image", &deployment_ref, "nginx=nginx:1.28"]);
+        let revisions = |history: &str| -> Vec<String> {
+            history
+                .lines()
+                .skip_while(|l| !l.starts_with("REVISION"))
+                .skip(1)
+                .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+                .collect()
+        };
+        let history = run(&["rollout", "history", &deployment_ref]);
+        assert_eq!(revisions(&history), ["1", "2", "3"], "{label}: {history}");
+        assert!(history.contains("to 1.28"), "{label}: {history}");
+        let sets = run(&["get", "rs", "-l", &format!("app={name}")]);
+        assert!(sets.contains("DESIRED"), "{label}: {sets}");
+        let image = |emu: &rollsafe_emulator::RunningEmulator| {
+            emu.get_object("deployments", Some("shop"), &name).unwrap()["spec"]["template"]["spec"]
+                ["containers"][0]["image"]
+                .clone()
+        };
+        // Undo: the previous revision's template comes back as the newest revision.
+        run(&["rollout", "undo", &deployment_ref]);
+        assert_eq!(image(&emu), "nginx:1.27", "{label}");
+        let history = run(&["rollout", "history", &deployment_ref]);
+        assert_eq!(revisions(&history), ["1", "3", "4"], "{label}: {history}");
+        run(&["rollout", "undo", &deployment_ref, "--to-revision=1"]);
+        assert_eq!(image(&emu), "nginx:1.26", "{label}");
+        let detail = run(&["rollout", "history", &deployment_ref, "--revision=5"]);
+        assert!(detail.contains("nginx:1.26"), "{label}: {detail}");
+        let d = emu.get_object("deployments", Some("shop"), &name).unwrap();
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "5",
+            "{label}: the Deployment and its ReplicaSets agree"
+        );
+        let done = run(&["rollout", "status", &deployment_ref, "--timeout=20s"]);
+        assert!(done.contains("successfully rolled out"), "{label}: {done}");
+        // Deleting the Deployment deletes its ReplicaSets.
+        run(&["delete", &deployment_ref]);
+        let left = run(&["get", "rs", "-l", &format!("app={name}"), "-o", "name"]);
+        assert!(left.trim().is_empty(), "{label}: {left}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kubectl_release_applies_what_a_mixed_manifest_holds() {
     if skip_without_kubectl() {
         return;

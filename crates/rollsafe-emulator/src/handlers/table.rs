@@ -108,6 +108,30 @@ fn printer(res: ResId) -> Printer {
                 vec![name(o), json!(ready), age(o, now), containers(o), images(o)]
             },
         ),
+        ids::REPLICASETS => p(
+            &[
+                NAME,
+                ("Desired", "integer", "", 0),
+                ("Current", "integer", "", 0),
+                ("Ready", "integer", "", 0),
+                AGE,
+                CONTAINERS,
+                IMAGES,
+                SELECTOR,
+            ],
+            |o, now| {
+                vec![
+                    name(o),
+                    json!(int(o, "/spec/replicas")),
+                    json!(int(o, "/status/replicas")),
+                    json!(int(o, "/status/readyReplicas")),
+                    age(o, now),
+                    containers(o),
+                    images(o),
+                    selector(o),
+                ]
+            },
+        ),
         ids::DAEMONSETS => p(
             &[
                 NAME,

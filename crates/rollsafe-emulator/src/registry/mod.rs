@@ -4,6 +4,7 @@
 //! resource — defaulting, validation, the controller simulation — is in [`strategy`], one entry
 //! per resource in the resource table.
 
+pub(crate) mod replica_sets;
 pub(crate) mod rollouts;
 pub(crate) mod strategy;
 
@@ -441,6 +442,9 @@ impl Store {
         self.objects.insert(key, stored.clone());
         self.emit(res, &ns, EventType::Added, stored.clone(), None, rv);
         self.record_events(d, &stored, None, false);
+        if res == ids::DEPLOYMENTS {
+            self.sync_replica_sets(&stored);
+        }
         Ok(stored)
     }
 
@@ -581,6 +585,9 @@ impl Store {
         );
         if mode != UpdateMode::Status {
             self.record_events(d, &stored, Some(&old), template_changed);
+            if res == ids::DEPLOYMENTS {
+                self.sync_replica_sets(&stored);
+            }
         }
         Ok((stored, true))
     }
@@ -673,8 +680,66 @@ impl Store {
                 self.remove_key(&k);
             }
         }
-        self.remove_key(&key)
-            .ok_or_else(|| StatusError::not_found(d, name))
+        let removed = self
+            .remove_key(&key)
+            .ok_or_else(|| StatusError::not_found(d, name))?;
+        if res == ids::DEPLOYMENTS
+            && let Some(uid) = meta_str(&old, "uid")
+        {
+            self.collect_replica_sets(ns, uid);
+        }
+        Ok(removed)
+    }
+
+    /// A controller's own write: `obj` stored at (`res`, `ns`, `name`) as created (`old` absent:
+    /// uid and creationTimestamp set) or replaced, with a new resourceVersion and its watch
+    /// event. No admission, no precondition: the controller owns the object.
+    pub(crate) fn put_controlled(
+        &mut self,
+        res: ResId,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        old: Option<&Value>,
+    ) {
+        {
+            let meta = meta_mut(&mut obj);
+            match old {
+                Some(old) => {
+                    for field in ["uid", "creationTimestamp"] {
+                        if let Some(v) = old.pointer(&format!("/metadata/{field}")) {
+                            meta.insert(field.into(), v.clone());
+                        }
+                    }
+                }
+                None => {
+                    meta.insert("uid".into(), json!(util::uuid()));
+                    meta.insert("creationTimestamp".into(), json!(util::now_seconds()));
+                }
+            }
+            meta.insert("generation".into(), json!(1));
+        }
+        if let Some(old) = old {
+            let mut same = obj.clone();
+            if let Some(rv) = old.pointer("/metadata/resourceVersion") {
+                meta_mut(&mut same).insert("resourceVersion".into(), rv.clone());
+            }
+            if same == *old {
+                return;
+            }
+        }
+        let rv = self.next_rv();
+        meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
+        let stored = Arc::new(obj);
+        let previous = self
+            .objects
+            .insert((res, ns.to_owned(), name.to_owned()), stored.clone());
+        let kind = if previous.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.emit(res, ns, kind, stored, previous, rv);
     }
 
     fn remove_key(&mut self, key: &Key) -> Option<Arc<Value>> {

@@ -1,0 +1,221 @@
+//! The deployment controller's ReplicaSets, so `kubectl rollout history` and `rollout undo`
+//! have something to read: one ReplicaSet per distinct pod template of a Deployment, named
+//! `<name>-<pod-template-hash>`, owned by it (controller reference), labelled and selected with
+//! the hash, and numbered by `deployment.kubernetes.io/revision`.
+//!
+//! On every write of a Deployment that is not paused, the ReplicaSet of its current template
+//! becomes the newest revision — created, or renumbered when an older revision's template came
+//! back (a rollback) — with all the replicas; every other one is scaled to 0. While paused, no
+//! ReplicaSet is created and revisions stay (the real controller's `sync` without creating).
+//! Deleting a Deployment deletes its ReplicaSets (the garbage collector's background cascade).
+//! The current ReplicaSet's revision is the Deployment's own `deployment.kubernetes.io/revision`.
+
+use serde_json::{Map, Value, json};
+
+use crate::registry::strategy::workloads::replica_set_name;
+use crate::registry::{Store, meta_str};
+use crate::resources::ids;
+
+/// The revision annotation.
+pub(crate) const REVISION: &str = "deployment.kubernetes.io/revision";
+/// The label that ties a ReplicaSet and its pods to one template.
+pub(crate) const HASH_LABEL: &str = "pod-template-hash";
+/// The Deployment annotation copied to the ReplicaSet (what `rollout history` shows).
+const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
+
+fn revision(rs: &Value) -> u64 {
+    rs.pointer("/metadata/annotations")
+        .and_then(|a| a.get(REVISION))
+        .and_then(Value::as_str)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+fn owned_by(rs: &Value, uid: &str) -> bool {
+    rs.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter().any(|r| {
+                r.get("uid").and_then(Value::as_str) == Some(uid)
+                    && r.get("controller") == Some(&Value::Bool(true))
+            })
+        })
+}
+
+/// Whether a ReplicaSet's template is `template`, the hash label aside.
+fn same_template(rs: &Value, template: Option<&Value>) -> bool {
+    let Some(mut own) = rs.pointer("/spec/template").cloned() else {
+        return false;
+    };
+    if let Some(labels) = own
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        labels.remove(HASH_LABEL);
+    }
+    Some(&own) == template
+}
+
+fn replicas(obj: &Value) -> i64 {
+    obj.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+/// The ReplicaSet of `deployment`'s current template, at `revision` with `replicas`.
+fn replica_set(deployment: &Value, name: &str, revision: u64, replicas: i64) -> Value {
+    let hash = name
+        .rsplit_once('-')
+        .map(|(_, hash)| hash)
+        .unwrap_or_default();
+    let mut template = deployment
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    template["metadata"]["labels"][HASH_LABEL] = json!(hash);
+    let labels = template["metadata"]["labels"].clone();
+    let mut selector = deployment
+        .pointer("/spec/selector")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    selector["matchLabels"][HASH_LABEL] = json!(hash);
+    let mut annotations = Map::new();
+    annotations.insert(REVISION.into(), json!(revision.to_string()));
+    annotations.insert(
+        "deployment.kubernetes.io/desired-replicas".into(),
+        json!(replicas.to_string()),
+    );
+    if let Some(cause) = deployment
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(CHANGE_CAUSE))
+    {
+        annotations.insert(CHANGE_CAUSE.into(), cause.clone());
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": name,
+            "namespace": meta_str(deployment, "namespace").unwrap_or(""),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": meta_str(deployment, "name").unwrap_or(""),
+                "uid": meta_str(deployment, "uid").unwrap_or(""),
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": {"replicas": replicas, "selector": selector, "template": template},
+        "status": {"replicas": replicas, "fullyLabeledReplicas": replicas,
+                   "readyReplicas": replicas, "availableReplicas": replicas,
+                   "observedGeneration": 1},
+    })
+}
+
+impl Store {
+    /// Brings `deployment`'s ReplicaSets in line with it, as its controller would.
+    pub(crate) fn sync_replica_sets(&mut self, deployment: &Value) {
+        let (Some(ns), Some(uid)) = (
+            meta_str(deployment, "namespace"),
+            meta_str(deployment, "uid"),
+        ) else {
+            return;
+        };
+        let ns = ns.to_owned();
+        let owned: Vec<Value> = self
+            .range(ids::REPLICASETS, Some(&ns), None)
+            .filter(|(_, rs)| owned_by(rs, uid))
+            .map(|(_, rs)| (**rs).clone())
+            .collect();
+        let paused = deployment.pointer("/spec/paused") == Some(&Value::Bool(true));
+        // The ReplicaSet of this template, compared without the hash label (the controller's
+        // `EqualIgnoreHash`): a rollback finds the revision it came from.
+        let existing = owned
+            .iter()
+            .find(|rs| same_template(rs, deployment.pointer("/spec/template")));
+        let current = existing
+            .and_then(|rs| meta_str(rs, "name"))
+            .map_or_else(|| replica_set_name(deployment), str::to_owned);
+        if paused && existing.is_none() {
+            return;
+        }
+        // The Deployment's own revision (its strategy counts the rolls) is the current
+        // ReplicaSet's, so `rollout history` and the Deployment agree.
+        let newest = owned.iter().map(revision).max().unwrap_or(0);
+        let wanted_revision = match (existing, revision(deployment)) {
+            (Some(rs), _) if paused => revision(rs),
+            (_, 0) => newest + 1,
+            (_, own) => own,
+        };
+        let want = replica_set(deployment, &current, wanted_revision, replicas(deployment));
+        self.put_controlled(ids::REPLICASETS, &ns, &current, want, existing);
+        if paused {
+            return;
+        }
+        for rs in owned
+            .iter()
+            .filter(|rs| meta_str(rs, "name") != Some(&current))
+        {
+            if replicas(rs) != 0 {
+                let mut scaled = rs.clone();
+                scaled["spec"]["replicas"] = json!(0);
+                for field in [
+                    "replicas",
+                    "fullyLabeledReplicas",
+                    "readyReplicas",
+                    "availableReplicas",
+                ] {
+                    scaled["status"][field] = json!(0);
+                }
+                let name = meta_str(rs, "name").unwrap_or("").to_owned();
+                self.put_controlled(ids::REPLICASETS, &ns, &name, scaled, Some(rs));
+            }
+        }
+    }
+
+    /// The ReplicaSets owned by a deleted Deployment, deleted with it.
+    pub(crate) fn collect_replica_sets(&mut self, ns: &str, uid: &str) {
+        let owned: Vec<String> = self
+            .range(ids::REPLICASETS, Some(ns), None)
+            .filter(|(_, rs)| owned_by(rs, uid))
+            .filter_map(|(_, rs)| meta_str(rs, "name").map(str::to_owned))
+            .collect();
+        for name in owned {
+            self.remove_key(&(ids::REPLICASETS, ns.to_owned(), name));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_set_carries_the_hash_the_owner_and_the_revision() {
+        let deployment = json!({"metadata": {"name": "web", "namespace": "shop", "uid": "u1",
+                                              "annotations": {CHANGE_CAUSE: "bump"}},
+                                 "spec": {"replicas": 3,
+                                          "selector": {"matchLabels": {"app": "web"}},
+                                          "template": {"metadata": {"labels": {"app": "web"}},
+                                                       "spec": {"containers": [{"name": "c"}]}}}});
+        let name = replica_set_name(&deployment);
+        let rs = replica_set(&deployment, &name, 2, 3);
+        assert!(same_template(&rs, deployment.pointer("/spec/template")));
+        let hash = name.strip_prefix("web-").unwrap();
+        assert_eq!(
+            rs["metadata"]["labels"],
+            json!({"app": "web", HASH_LABEL: hash})
+        );
+        assert_eq!(rs["spec"]["selector"]["matchLabels"][HASH_LABEL], hash);
+        assert_eq!(
+            rs["spec"]["template"]["metadata"]["labels"][HASH_LABEL],
+            hash
+        );
+        assert_eq!(revision(&rs), 2);
+        assert!(owned_by(&rs, "u1") && !owned_by(&rs, "u2"));
+        assert_eq!(rs["metadata"]["annotations"][CHANGE_CAUSE], "bump");
+    }
+}
