@@ -278,9 +278,10 @@ impl EmulatorBuilder {
         let bound = listener
             .local_addr()
             .map_err(|source| EmulatorError::Bind { addr, source })?;
-        let mut store = Store::new();
-        load_base(&mut store, &self.seeds)?;
         let tls = tls::Tls::generate()?;
+        let mut store = Store::new();
+        store.set_root_ca(tls.ca_pem.clone());
+        load_base(&mut store, &self.seeds)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             store: Mutex::new(store),

@@ -351,6 +351,9 @@ async fn continued_pages_show_the_state_of_the_first_page() {
     for name in ["a", "b", "c", "d", "e"] {
         emu.put_object(cm(name, "old")).unwrap();
     }
+    // The namespace's own `kube-root-ca.crt` ConfigMap is not part of this test.
+    emu.delete_object("configmaps", Some("shop"), "kube-root-ca.crt")
+        .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client(&emu, "admin").await, "shop");
     let first = api.list(&ListParams::default().limit(2)).await.unwrap();
     let names = |l: &kube::core::ObjectList<ConfigMap>| {
@@ -447,4 +450,39 @@ async fn field_selectors_on_each_resource_s_own_fields() {
         .unwrap();
     assert_eq!(about_web.items.len(), 1);
     emu.shutdown().await;
+}
+
+/// A new namespace gets what the namespace controllers put there on a real cluster: the
+/// `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap holding the API server's CA.
+#[tokio::test]
+async fn a_new_namespace_gets_its_default_service_account_and_root_ca() {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    let emu = start().await;
+    let kube = client(&emu, "admin").await;
+    let namespaces: Api<Namespace> = Api::all(kube.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some("fresh".into());
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(kube.clone(), "fresh");
+    let default = accounts.get("default").await.unwrap();
+    assert!(default.metadata.uid.is_some());
+    let config_maps: Api<ConfigMap> = Api::namespaced(kube, "fresh");
+    let root_ca = config_maps.get("kube-root-ca.crt").await.unwrap();
+    assert_eq!(
+        root_ca.data.unwrap()["ca.crt"],
+        emu.ca_pem(),
+        "the CA clients verify the API server with"
+    );
+    namespaces
+        .delete("fresh", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        emu.get_object("serviceaccounts", Some("fresh"), "default")
+            .is_none(),
+        "deleted with the namespace"
+    );
 }

@@ -786,11 +786,17 @@ async fn the_admin_listener_serves_metrics_and_readiness() {
     assert_eq!(get(addr, "/readyz").await.0, 200);
     let (code, text) = get(addr, "/metrics").await;
     assert_eq!(code, 200);
+    // Every namespace also holds its `kube-root-ca.crt` ConfigMap, as on a real cluster.
+    let namespaces = env.emu.list_objects("namespaces", None).len();
+    let sources = format!(
+        "rollsafe_watch_objects{{kind=\"source\"}} {}",
+        2 + namespaces
+    );
     for expected in [
         "rollsafe_watch_rolls_total{kind=\"Deployment\",result=\"adopted\"} 2",
         "rollsafe_watch_rolls_total{kind=\"Deployment\",result=\"rolled\"} 1",
         "rollsafe_watch_reaction_seconds_count 1",
-        "rollsafe_watch_objects{kind=\"source\"} 2",
+        sources.as_str(),
         "rollsafe_watch_synced 1",
     ] {
         assert!(text.contains(expected), "{expected} in\n{text}");

@@ -108,6 +108,11 @@ pub(crate) enum UpdateMode {
     Force,
 }
 
+/// The ConfigMap with the API server's CA in every namespace.
+pub(crate) const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+/// Its description, as the real publisher writes it.
+const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+
 /// The object store.
 #[derive(Debug)]
 pub(crate) struct Store {
@@ -120,6 +125,8 @@ pub(crate) struct Store {
     token_floor: u64,
     rollouts: Vec<Rollout>,
     rollout_seq: u64,
+    /// The CA bundle of `kube-root-ca.crt`.
+    root_ca: String,
     events: broadcast::Sender<Arc<Event>>,
 }
 
@@ -166,6 +173,30 @@ impl Store {
             rollouts: Vec::new(),
             rollout_seq: 0,
             events,
+            root_ca: String::new(),
+        }
+    }
+
+    /// The CA bundle published in every namespace's `kube-root-ca.crt` ConfigMap.
+    pub(crate) fn set_root_ca(&mut self, pem: String) {
+        self.root_ca = pem;
+    }
+
+    /// What the namespace controllers put in a new namespace: the `default` ServiceAccount
+    /// (serviceaccounts-controller) and the `kube-root-ca.crt` ConfigMap with the API server's
+    /// CA (root-ca-cert-publisher), unless they exist already.
+    fn populate_namespace(&mut self, ns: &str) {
+        if self.get(ids::SERVICEACCOUNTS, ns, "default").is_none() {
+            let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                                 "metadata": {"name": "default", "namespace": ns}});
+            self.put_controlled(ids::SERVICEACCOUNTS, ns, "default", account, None);
+        }
+        if self.get(ids::CONFIGMAPS, ns, ROOT_CA_CONFIGMAP).is_none() {
+            let bundle = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": ns,
+                             "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION}},
+                "data": {"ca.crt": self.root_ca}});
+            self.put_controlled(ids::CONFIGMAPS, ns, ROOT_CA_CONFIGMAP, bundle, None);
         }
     }
 
@@ -445,6 +476,9 @@ impl Store {
         if res == ids::DEPLOYMENTS {
             self.sync_replica_sets(&stored);
         }
+        if res == ids::NAMESPACES {
+            self.populate_namespace(&name);
+        }
         Ok(stored)
     }
 
@@ -717,7 +751,9 @@ impl Store {
                     meta.insert("creationTimestamp".into(), json!(util::now_seconds()));
                 }
             }
-            meta.insert("generation".into(), json!(1));
+            if def(res).generation {
+                meta.insert("generation".into(), json!(1));
+            }
         }
         if let Some(old) = old {
             let mut same = obj.clone();
