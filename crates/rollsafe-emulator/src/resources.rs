@@ -511,6 +511,20 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         true,
         &strategy::DEFAULT
     ),
+    res!(
+        "apps",
+        "v1",
+        "controllerrevisions",
+        "controllerrevision",
+        "ControllerRevision",
+        true,
+        &[],
+        Stored,
+        false,
+        &[],
+        false,
+        &strategy::DEFAULT
+    ),
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -648,6 +662,7 @@ pub(crate) mod ids {
     pub(crate) const SELFSUBJECTRULESREVIEWS: ResId = 23;
     pub(crate) const EVENTS_V1: ResId = 24;
     pub(crate) const REPLICASETS: ResId = 25;
+    pub(crate) const CONTROLLERREVISIONS: ResId = 26;
 }
 
 #[cfg(test)]
@@ -702,6 +717,7 @@ mod tests {
             (ids::INGRESSES, "ingresses"),
             (ids::SELFSUBJECTRULESREVIEWS, "selfsubjectrulesreviews"),
             (ids::REPLICASETS, "replicasets"),
+            (ids::CONTROLLERREVISIONS, "controllerrevisions"),
         ] {
             assert_eq!(def(id).plural, plural);
         }

@@ -1524,6 +1524,40 @@ async fn every_kubectl_release_reads_rollout_history_and_undoes() {
         run(&["delete", &deployment_ref]);
         let left = run(&["get", "rs", "-l", &format!("app={name}"), "-o", "name"]);
         assert!(left.trim().is_empty(), "{label}: {left}");
+
+        // StatefulSets and DaemonSets keep ControllerRevisions.
+        for kind in ["StatefulSet", "DaemonSet"] {
+            let workload_name = format!("{}-{round}", kind.to_lowercase());
+            let mut workload = deployment("shop", &workload_name);
+            workload["kind"] = json!(kind);
+            workload["spec"]["serviceName"] = json!(workload_name);
+            if kind == "DaemonSet" {
+                workload["spec"].as_object_mut().unwrap().remove("replicas");
+            }
+            emu.put_object(workload).unwrap();
+            let reference = format!("{}/{workload_name}", kind.to_lowercase());
+            run(&["set", "image", &reference, "app=registry.example/app:2"]);
+            let history = run(&["rollout", "history", &reference]);
+            assert_eq!(revisions(&history), ["1", "2"], "{label} {kind}: {history}");
+            run(&["rollout", "undo", &reference]);
+            let image = emu
+                .get_object(
+                    &format!("{}s", kind.to_lowercase()),
+                    Some("shop"),
+                    &workload_name,
+                )
+                .unwrap()["spec"]["template"]["spec"]["containers"][0]["image"]
+                .clone();
+            assert_ne!(
+                image, "registry.example/app:2",
+                "{label} {kind}: rolled back"
+            );
+            let history = run(&["rollout", "history", &reference]);
+            assert_eq!(revisions(&history), ["2", "3"], "{label} {kind}: {history}");
+            run(&["delete", &reference]);
+            let left = run(&["get", "controllerrevisions", "-o", "name"]);
+            assert!(!left.contains(&workload_name), "{label} {kind}: {left}");
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! resource — defaulting, validation, the controller simulation — is in [`strategy`], one entry
 //! per resource in the resource table.
 
+pub(crate) mod controller_revisions;
 pub(crate) mod replica_sets;
 pub(crate) mod rollouts;
 pub(crate) mod strategy;
@@ -476,6 +477,9 @@ impl Store {
         if res == ids::DEPLOYMENTS {
             self.sync_replica_sets(&stored);
         }
+        if let Some(kind) = controller_revisions::revisioned_kind(res) {
+            self.sync_controller_revisions(kind, &stored);
+        }
         if res == ids::NAMESPACES {
             self.populate_namespace(&name);
         }
@@ -622,6 +626,9 @@ impl Store {
             if res == ids::DEPLOYMENTS {
                 self.sync_replica_sets(&stored);
             }
+            if let Some(kind) = controller_revisions::revisioned_kind(res) {
+                self.sync_controller_revisions(kind, &stored);
+            }
         }
         Ok((stored, true))
     }
@@ -717,10 +724,13 @@ impl Store {
         let removed = self
             .remove_key(&key)
             .ok_or_else(|| StatusError::not_found(d, name))?;
-        if res == ids::DEPLOYMENTS
-            && let Some(uid) = meta_str(&old, "uid")
-        {
-            self.collect_replica_sets(ns, uid);
+        if let Some(uid) = meta_str(&old, "uid") {
+            if res == ids::DEPLOYMENTS {
+                self.collect_replica_sets(ns, uid);
+            }
+            if controller_revisions::revisioned_kind(res).is_some() {
+                self.collect_controller_revisions(ns, uid);
+            }
         }
         Ok(removed)
     }

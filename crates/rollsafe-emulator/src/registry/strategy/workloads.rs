@@ -383,7 +383,7 @@ fn condition(old: Option<&Value>, kind: &str, status: &str, reason: &str, messag
 }
 
 /// Hash of a pod template, for revision names.
-fn template_hash(obj: &Value) -> String {
+pub(crate) fn template_hash(obj: &Value) -> String {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
     obj.pointer("/spec/template")
