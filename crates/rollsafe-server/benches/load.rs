@@ -53,12 +53,10 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 /// A workload in `namespace` consuming `secret`.
 fn workload(kind: &str, namespace: &str, name: &str, secret: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"metadata": {"labels": {"app": "x"}},
-            "spec": {"containers": [{"name": "c", "image": "x", "envFrom": [{"secretRef": {"name": secret}}]}]}}}
-    })
+    rollsafe_testing::Workload::of_kind(kind, name)
+        .namespace(namespace)
+        .consuming_secret_via_env_from(secret)
+        .build()
 }
 
 /// [`NS`]: `WORKLOADS` workloads, `CONSUMERS` of them consume `db`. [`NS_DISJOINT`]: for each

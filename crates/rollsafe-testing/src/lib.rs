@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use rollsafe_emulator::{Emulator, RunningEmulator};
+use rollsafe_emulator::{Emulator, EmulatorBuilder, RunningEmulator};
 use rollsafe_kube::Connection;
 use serde_json::{Value, json};
 
@@ -30,8 +30,13 @@ pub struct TestCluster {
 impl TestCluster {
     /// Starts the emulator with `seeds` and connects to it.
     pub async fn start(seeds: Vec<Value>) -> Self {
-        let emu = Emulator::builder()
-            .seed_objects(seeds)
+        Self::start_with(Emulator::builder().seed_objects(seeds)).await
+    }
+
+    /// Starts the emulator `builder` describes (seeds, identities, faults …) and connects to
+    /// it.
+    pub async fn start_with(builder: EmulatorBuilder) -> Self {
+        let emu = builder
             .start("127.0.0.1:0".parse().expect("a socket address"))
             .await
             .expect("the emulator starts");

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use install_common::*;
 use rollsafe_emulator::{Emulator, RequestLogEntry, RunningEmulator};
+use rollsafe_testing::TestCluster;
 use serde_json::{Value, json};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -295,30 +296,28 @@ struct Cluster {
 async fn cluster() -> Option<Cluster> {
     let python = helm_python()?;
     let kubectl = kubectl()?;
-    let emulator = Emulator::builder()
-        .seed_objects(seeds())
-        .identity(
-            SA_USER,
-            SA_TOKEN,
-            &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
-        )
-        .identity(
-            ROTATED_USER,
-            ROTATED_TOKEN,
-            &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
-        )
-        .identity(
-            CONTROLLER_USER,
-            CONTROLLER_TOKEN,
-            &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
-        )
-        .start("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    emulator
-        .write_kubeconfig(&dir.path().join("kubeconfig"))
-        .unwrap();
+    let TestCluster {
+        emu: emulator, dir, ..
+    } = TestCluster::start_with(
+        Emulator::builder()
+            .seed_objects(seeds())
+            .identity(
+                SA_USER,
+                SA_TOKEN,
+                &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
+            )
+            .identity(
+                ROTATED_USER,
+                ROTATED_TOKEN,
+                &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
+            )
+            .identity(
+                CONTROLLER_USER,
+                CONTROLLER_TOKEN,
+                &["system:serviceaccounts", "system:serviceaccounts:rollsafe"],
+            ),
+    )
+    .await;
     Some(Cluster {
         emulator,
         python,

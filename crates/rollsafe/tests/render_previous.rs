@@ -16,7 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
+use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
+use rollsafe_testing::TestCluster;
 use serde_json::{Value, json};
 
 const NS: &str = "shop";
@@ -321,12 +322,12 @@ impl Cluster {
             .enable_all()
             .build()
             .unwrap();
-        let emu = runtime
-            .block_on(Emulator::builder().start("127.0.0.1:0".parse().unwrap()))
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        emu.write_kubeconfig(&kubeconfig).unwrap();
+        let TestCluster {
+            emu,
+            kubeconfig,
+            dir,
+            ..
+        } = runtime.block_on(TestCluster::start(Vec::new()));
         let kubeconfig_shop = dir.path().join("kubeconfig-shop");
         let text = emu
             .handle()

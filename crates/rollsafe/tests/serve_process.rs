@@ -15,8 +15,8 @@ use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::Duration;
 
 use common::{in_flight, wait_until};
-use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
-use rollsafe_testing::Workload;
+use rollsafe_emulator::{Fault, FaultAction};
+use rollsafe_testing::{TestCluster, Workload};
 use serde_json::{Value, json};
 
 const NS: &str = "team-a";
@@ -127,7 +127,8 @@ fn serve(kubeconfig: &Path, audit_file: Option<&Path>, pipes: Pipes) -> Served {
     }
 }
 
-async fn emulator(secrets: usize, per_secret: usize) -> RunningEmulator {
+/// A cluster with `secrets` Secrets, each consumed by `per_secret` Deployments.
+async fn cluster(secrets: usize, per_secret: usize) -> TestCluster {
     let mut objects =
         vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})];
     for s in 0..secrets {
@@ -137,11 +138,7 @@ async fn emulator(secrets: usize, per_secret: usize) -> RunningEmulator {
             objects.push(workload(&format!("d{s}-{w}"), &format!("s{s}")));
         }
     }
-    Emulator::builder()
-        .seed_objects(objects)
-        .start("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
+    TestCluster::start(objects).await
 }
 
 /// POST a restart (the dev user of AUTH_DISABLED needs no token).
@@ -155,10 +152,12 @@ async fn restart(addr: &str, name: &str, limit: Duration) -> Option<common::Resp
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdout_and_stderr_nobody_reads_do_not_stop_the_server() {
-    let emu = emulator(1, 2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    emu.write_kubeconfig(&kubeconfig).unwrap();
+    let TestCluster {
+        emu,
+        kubeconfig,
+        dir: _dir,
+        ..
+    } = cluster(1, 2).await;
     let served = serve(&kubeconfig, None, Pipes::Stuck);
     // Each refusal below writes an audit line to stdout (about 230 bytes) and log lines to
     // stderr: far more than a pipe holds (64 KiB) and than the copy queue holds
@@ -210,10 +209,12 @@ async fn kill_9_under_load_leaves_an_intent_for_every_rollout_and_no_torn_line()
     const SECRETS: usize = 32;
     const PER_SECRET: usize = 3;
     const APPLIED: u32 = 40;
-    let emu = emulator(SECRETS, PER_SECRET).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    emu.write_kubeconfig(&kubeconfig).unwrap();
+    let TestCluster {
+        emu,
+        kubeconfig,
+        dir,
+        ..
+    } = cluster(SECRETS, PER_SECRET).await;
     let audit_file = dir.path().join("audit.log");
     // The first patches go through; every later one is held open far beyond the test.
     emu.add_fault(
@@ -316,10 +317,12 @@ async fn kill_9_under_load_leaves_an_intent_for_every_rollout_and_no_torn_line()
 /// `rollsafe consumers --server`: the preview through the server's API, printed by the CLI.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_previews_consumers_through_the_server() {
-    let emu = emulator(1, 2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    emu.write_kubeconfig(&kubeconfig).unwrap();
+    let TestCluster {
+        emu,
+        kubeconfig,
+        dir: _dir,
+        ..
+    } = cluster(1, 2).await;
     let served = serve(&kubeconfig, None, Pipes::Drained);
     let server = format!("http://{}", served.api);
     let cli = move |secret: &str, output: &str| {
