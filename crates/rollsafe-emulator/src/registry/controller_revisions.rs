@@ -6,8 +6,11 @@
 //! kubectl applies on undo) and numbered by `revision`.
 //!
 //! On every write of the workload, the revision of its current template becomes the newest —
-//! created, or renumbered when an older template came back (a rollback). Deleting the workload
-//! deletes its revisions.
+//! created, or renumbered when an older template came back (a rollback); beyond
+//! `revisionHistoryLimit` (default 10) the oldest are deleted. Deleting the workload deletes its
+//! revisions.
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -59,13 +62,16 @@ impl Store {
         };
         let (ns, name) = (ns.to_owned(), name.to_owned());
         let data = restore_patch(workload);
-        let owned: Vec<Value> = self
-            .range(ids::CONTROLLERREVISIONS, Some(&ns), None)
-            .filter(|(_, r)| owned_by(r, uid))
-            .map(|(_, r)| (**r).clone())
+        let owned: Vec<Arc<Value>> = self
+            .named_with_prefix(ids::CONTROLLERREVISIONS, &ns, &format!("{name}-"))
+            .into_iter()
+            .filter(|r| owned_by(r, uid))
             .collect();
-        let newest = owned.iter().map(number).max().unwrap_or(0);
-        let existing = owned.iter().find(|r| r.get("data") == Some(&data));
+        let newest = owned.iter().map(|r| number(r)).max().unwrap_or(0);
+        let existing = owned
+            .iter()
+            .map(|r| &**r)
+            .find(|r| r.get("data") == Some(&data));
         let wanted = match existing {
             Some(r) if number(r) == newest => return,
             _ => newest + 1,
@@ -104,11 +110,12 @@ impl Store {
     }
 
     /// The ControllerRevisions of a deleted workload, deleted with it.
-    pub(crate) fn collect_controller_revisions(&mut self, ns: &str, uid: &str) {
+    pub(crate) fn collect_controller_revisions(&mut self, ns: &str, name: &str, uid: &str) {
         let owned: Vec<String> = self
-            .range(ids::CONTROLLERREVISIONS, Some(ns), None)
-            .filter(|(_, r)| owned_by(r, uid))
-            .filter_map(|(_, r)| meta_str(r, "name").map(str::to_owned))
+            .named_with_prefix(ids::CONTROLLERREVISIONS, ns, &format!("{name}-"))
+            .into_iter()
+            .filter(|r| owned_by(r, uid))
+            .filter_map(|r| meta_str(&r, "name").map(str::to_owned))
             .collect();
         for name in owned {
             self.remove_key(&(ids::CONTROLLERREVISIONS, ns.to_owned(), name));

@@ -726,13 +726,24 @@ impl Store {
             .ok_or_else(|| StatusError::not_found(d, name))?;
         if let Some(uid) = meta_str(&old, "uid") {
             if res == ids::DEPLOYMENTS {
-                self.collect_replica_sets(ns, uid);
+                self.collect_replica_sets(ns, name, uid);
             }
             if controller_revisions::revisioned_kind(res).is_some() {
-                self.collect_controller_revisions(ns, uid);
+                self.collect_controller_revisions(ns, name, uid);
             }
         }
         Ok(removed)
+    }
+
+    /// The objects of `res` in `ns` whose names start with `prefix`, in name order (a
+    /// controller's objects named after their owner).
+    pub(crate) fn named_with_prefix(&self, res: ResId, ns: &str, prefix: &str) -> Vec<Arc<Value>> {
+        let start = (res, ns.to_owned(), prefix.to_owned());
+        self.objects
+            .range(start..)
+            .take_while(|((r, n, name), _)| *r == res && n == ns && name.starts_with(prefix))
+            .map(|(_, object)| object.clone())
+            .collect()
     }
 
     /// A controller's own write: `obj` stored at (`res`, `ns`, `name`) as created (`old` absent:
@@ -766,11 +777,11 @@ impl Store {
             }
         }
         if let Some(old) = old {
-            let mut same = obj.clone();
+            // Unchanged but for the resourceVersion the write would give it: nothing to write.
             if let Some(rv) = old.pointer("/metadata/resourceVersion") {
-                meta_mut(&mut same).insert("resourceVersion".into(), rv.clone());
+                meta_mut(&mut obj).insert("resourceVersion".into(), rv.clone());
             }
-            if same == *old {
+            if obj == *old {
                 return;
             }
         }

@@ -7,8 +7,11 @@
 //! becomes the newest revision — created, or renumbered when an older revision's template came
 //! back (a rollback) — with all the replicas; every other one is scaled to 0. While paused, no
 //! ReplicaSet is created and revisions stay (the real controller's `sync` without creating).
+//! Old ReplicaSets beyond `revisionHistoryLimit` (default 10) are deleted, oldest first.
 //! Deleting a Deployment deletes its ReplicaSets (the garbage collector's background cascade).
 //! The current ReplicaSet's revision is the Deployment's own `deployment.kubernetes.io/revision`.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -20,6 +23,8 @@ use crate::resources::ids;
 pub(crate) const REVISION: &str = "deployment.kubernetes.io/revision";
 /// The label that ties a ReplicaSet and its pods to one template.
 pub(crate) const HASH_LABEL: &str = "pod-template-hash";
+/// The default `revisionHistoryLimit` of workloads.
+pub(crate) const DEFAULT_HISTORY_LIMIT: u64 = 10;
 /// The Deployment annotation copied to the ReplicaSet (what `rollout history` shows).
 const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
@@ -42,18 +47,40 @@ fn owned_by(rs: &Value, uid: &str) -> bool {
         })
 }
 
-/// Whether a ReplicaSet's template is `template`, the hash label aside.
+/// Whether a ReplicaSet's template is `template`, the hash label aside (compared in place:
+/// this runs on every Deployment write).
 fn same_template(rs: &Value, template: Option<&Value>) -> bool {
-    let Some(mut own) = rs.pointer("/spec/template").cloned() else {
+    let (Some(Value::Object(own)), Some(Value::Object(template))) =
+        (rs.pointer("/spec/template"), template)
+    else {
         return false;
     };
-    if let Some(labels) = own
-        .pointer_mut("/metadata/labels")
-        .and_then(Value::as_object_mut)
-    {
-        labels.remove(HASH_LABEL);
+    if own.len() != template.len() {
+        return false;
     }
-    Some(&own) == template
+    own.iter()
+        .all(|(key, value)| match (key.as_str(), template.get(key)) {
+            ("metadata", Some(Value::Object(theirs))) => {
+                let Value::Object(ours) = value else {
+                    return false;
+                };
+                ours.len() == theirs.len()
+                    && ours.iter().all(|(k, v)| match (k.as_str(), theirs.get(k)) {
+                        ("labels", Some(Value::Object(their_labels))) => {
+                            let Value::Object(our_labels) = v else {
+                                return false;
+                            };
+                            our_labels.len() == their_labels.len() + 1
+                                && our_labels
+                                    .iter()
+                                    .filter(|(label, _)| label.as_str() != HASH_LABEL)
+                                    .all(|(label, l)| their_labels.get(label) == Some(l))
+                        }
+                        (_, theirs) => theirs == Some(v),
+                    })
+            }
+            (_, theirs) => theirs == Some(value),
+        })
 }
 
 fn replicas(obj: &Value) -> i64 {
@@ -125,10 +152,11 @@ impl Store {
             return;
         };
         let ns = ns.to_owned();
-        let owned: Vec<Value> = self
-            .range(ids::REPLICASETS, Some(&ns), None)
-            .filter(|(_, rs)| owned_by(rs, uid))
-            .map(|(_, rs)| (**rs).clone())
+        let prefix = format!("{}-", meta_str(deployment, "name").unwrap_or(""));
+        let owned: Vec<Arc<Value>> = self
+            .named_with_prefix(ids::REPLICASETS, &ns, &prefix)
+            .into_iter()
+            .filter(|rs| owned_by(rs, uid))
             .collect();
         let paused = deployment.pointer("/spec/paused") == Some(&Value::Bool(true));
         // The ReplicaSet of this template, compared without the hash label (the controller's
@@ -139,26 +167,54 @@ impl Store {
         let current = existing
             .and_then(|rs| meta_str(rs, "name"))
             .map_or_else(|| replica_set_name(deployment), str::to_owned);
+        let existing = existing.map(|rs| &**rs);
         if paused && existing.is_none() {
             return;
         }
         // The Deployment's own revision (its strategy counts the rolls) is the current
         // ReplicaSet's, so `rollout history` and the Deployment agree.
-        let newest = owned.iter().map(revision).max().unwrap_or(0);
+        let newest = owned.iter().map(|rs| revision(rs)).max().unwrap_or(0);
         let wanted_revision = match (existing, revision(deployment)) {
             (Some(rs), _) if paused => revision(rs),
             (_, 0) => newest + 1,
             (_, own) => own,
         };
-        let want = replica_set(deployment, &current, wanted_revision, replicas(deployment));
-        self.put_controlled(ids::REPLICASETS, &ns, &current, want, existing);
+        let cause = |o: &Value| {
+            o.pointer("/metadata/annotations")
+                .and_then(|a| a.get(CHANGE_CAUSE))
+                .cloned()
+        };
+        let up_to_date = existing.is_some_and(|rs| {
+            revision(rs) == wanted_revision
+                && replicas(rs) == replicas(deployment)
+                && cause(rs) == cause(deployment)
+        });
+        if !up_to_date {
+            let want = replica_set(deployment, &current, wanted_revision, replicas(deployment));
+            self.put_controlled(ids::REPLICASETS, &ns, &current, want, existing);
+        }
         if paused {
             return;
         }
-        for rs in owned
+        let mut old: Vec<&Value> = owned
             .iter()
+            .map(|rs| &**rs)
             .filter(|rs| meta_str(rs, "name") != Some(&current))
-        {
+            .collect();
+        // `revisionHistoryLimit`: the oldest of the old ReplicaSets beyond it are deleted.
+        old.sort_by_key(|rs| revision(rs));
+        let limit = deployment
+            .pointer("/spec/revisionHistoryLimit")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_HISTORY_LIMIT);
+        let excess = old
+            .len()
+            .saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
+        for rs in old.drain(..excess) {
+            let name = meta_str(rs, "name").unwrap_or("").to_owned();
+            self.remove_key(&(ids::REPLICASETS, ns.clone(), name));
+        }
+        for rs in old {
             if replicas(rs) != 0 {
                 let mut scaled = rs.clone();
                 scaled["spec"]["replicas"] = json!(0);
@@ -177,11 +233,12 @@ impl Store {
     }
 
     /// The ReplicaSets owned by a deleted Deployment, deleted with it.
-    pub(crate) fn collect_replica_sets(&mut self, ns: &str, uid: &str) {
+    pub(crate) fn collect_replica_sets(&mut self, ns: &str, name: &str, uid: &str) {
         let owned: Vec<String> = self
-            .range(ids::REPLICASETS, Some(ns), None)
-            .filter(|(_, rs)| owned_by(rs, uid))
-            .filter_map(|(_, rs)| meta_str(rs, "name").map(str::to_owned))
+            .named_with_prefix(ids::REPLICASETS, ns, &format!("{name}-"))
+            .into_iter()
+            .filter(|rs| owned_by(rs, uid))
+            .filter_map(|rs| meta_str(&rs, "name").map(str::to_owned))
             .collect();
         for name in owned {
             self.remove_key(&(ids::REPLICASETS, ns.to_owned(), name));
