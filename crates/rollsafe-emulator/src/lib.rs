@@ -208,6 +208,7 @@ pub struct EmulatorBuilder {
     identities: Vec<Identity>,
     admin_token: Option<String>,
     bookmark_interval: Option<Duration>,
+    without_history: bool,
 }
 
 impl EmulatorBuilder {
@@ -249,6 +250,16 @@ impl EmulatorBuilder {
         self
     }
 
+    /// Without the workload controllers' history objects (ReplicaSets, ControllerRevisions):
+    /// for benchmarks that measure a client against the emulator, so every patch costs one
+    /// write as before the history was simulated. `rollout history` and `undo` then have
+    /// nothing to read.
+    #[must_use]
+    pub fn without_rollout_history(mut self) -> Self {
+        self.without_history = true;
+        self
+    }
+
     /// How often bookmarks are sent on watches that allow them.
     #[must_use]
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
@@ -281,6 +292,7 @@ impl EmulatorBuilder {
         let tls = tls::Tls::generate()?;
         let mut store = Store::new();
         store.set_root_ca(tls.ca_pem.clone());
+        store.set_rollout_history(!self.without_history);
         load_base(&mut store, &self.seeds)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {

@@ -89,6 +89,7 @@ fn emulator_child(kubeconfig: &Path, patch_delay_ms: u64) {
     runtime.block_on(async {
         let emu = Emulator::builder()
             .seed_objects(seeds())
+            .without_rollout_history()
             .start("127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();

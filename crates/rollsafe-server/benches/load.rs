@@ -335,7 +335,14 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async move {
-        let TestCluster { emu: emulator, connection, kubeconfig, dir } = TestCluster::start(seed(clients)).await;
+        let TestCluster { emu: emulator, connection, kubeconfig, dir } = TestCluster::start_with(
+            // The emulator as light as before it simulated the controllers' history: this
+            // benchmark measures the server against the engine, not the emulator.
+            rollsafe_emulator::Emulator::builder()
+                .seed_objects(seed(clients))
+                .without_rollout_history(),
+        )
+        .await;
         let duration = Duration::from_secs(seconds);
         println!(
             "Restart Consumers load: {clients} clients, {rounds} rounds of {seconds}s per run, {WORKLOADS} workloads per namespace, {CONSUMERS} consumers per request"

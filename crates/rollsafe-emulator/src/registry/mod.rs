@@ -128,6 +128,8 @@ pub(crate) struct Store {
     rollout_seq: u64,
     /// The CA bundle of `kube-root-ca.crt`.
     root_ca: String,
+    /// Whether workload writes keep ReplicaSets and ControllerRevisions.
+    rollout_history: bool,
     events: broadcast::Sender<Arc<Event>>,
 }
 
@@ -175,7 +177,13 @@ impl Store {
             rollout_seq: 0,
             events,
             root_ca: String::new(),
+            rollout_history: true,
         }
+    }
+
+    /// Whether workload writes keep ReplicaSets and ControllerRevisions (default: yes).
+    pub(crate) fn set_rollout_history(&mut self, on: bool) {
+        self.rollout_history = on;
     }
 
     /// The CA bundle published in every namespace's `kube-root-ca.crt` ConfigMap.
@@ -474,12 +482,7 @@ impl Store {
         self.objects.insert(key, stored.clone());
         self.emit(res, &ns, EventType::Added, stored.clone(), None, rv);
         self.record_events(d, &stored, None, false);
-        if res == ids::DEPLOYMENTS {
-            self.sync_replica_sets(&stored);
-        }
-        if let Some(kind) = controller_revisions::revisioned_kind(res) {
-            self.sync_controller_revisions(kind, &stored);
-        }
+        self.sync_rollout_history(res, &stored);
         if res == ids::NAMESPACES {
             self.populate_namespace(&name);
         }
@@ -623,12 +626,7 @@ impl Store {
         );
         if mode != UpdateMode::Status {
             self.record_events(d, &stored, Some(&old), template_changed);
-            if res == ids::DEPLOYMENTS {
-                self.sync_replica_sets(&stored);
-            }
-            if let Some(kind) = controller_revisions::revisioned_kind(res) {
-                self.sync_controller_revisions(kind, &stored);
-            }
+            self.sync_rollout_history(res, &stored);
         }
         Ok((stored, true))
     }
@@ -733,6 +731,20 @@ impl Store {
             }
         }
         Ok(removed)
+    }
+
+    /// The workload controllers' history after a write of `obj` (a `res`): ReplicaSets of a
+    /// Deployment, ControllerRevisions of a StatefulSet or DaemonSet.
+    fn sync_rollout_history(&mut self, res: ResId, obj: &Value) {
+        if !self.rollout_history {
+            return;
+        }
+        if res == ids::DEPLOYMENTS {
+            self.sync_replica_sets(obj);
+        }
+        if let Some(kind) = controller_revisions::revisioned_kind(res) {
+            self.sync_controller_revisions(kind, obj);
+        }
     }
 
     /// The objects of `res` in `ns` whose names start with `prefix`, in name order (a
