@@ -607,6 +607,20 @@ async fn every_kubectl_release_on_the_machine_rolls_a_deployment() {
     }
 }
 
+/// A kubectl command of one release in namespace `shop`, which must succeed; its stdout.
+fn in_shop(k: &Kubectl, binary: &Path, args: &[&str]) -> String {
+    let mut all = vec!["-n", "shop"];
+    all.extend_from_slice(args);
+    let out = run_release(k, binary, &all);
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}",
+        binary.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A kubectl command of one release, with the suite's kubeconfig and cache.
 fn run_release(k: &Kubectl, binary: &Path, args: &[&str]) -> Output {
     let cmd = k.command(args);
@@ -1247,17 +1261,7 @@ async fn every_kubectl_release_waits_for_available_and_follows_paused_rollouts()
         let mut web = deployment("shop", &name);
         web["spec"]["replicas"] = json!(2);
         emu.put_object(web).unwrap();
-        let run = |args: &[&str]| {
-            let mut all = vec!["-n", "shop"];
-            all.extend_from_slice(args);
-            let out = run_release(&k, &binary, &all);
-            assert!(
-                out.status.success(),
-                "{label} {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
+        let run = |args: &[&str]| in_shop(&k, &binary, args);
         run(&[
             "wait",
             "--for=condition=Available",
@@ -1461,17 +1465,7 @@ async fn every_kubectl_release_reads_rollout_history_and_undoes() {
         let label = binary.display().to_string();
         let name = format!("hist-{round}");
         let deployment_ref = format!("deployment/{name}");
-        let run = |args: &[&str]| {
-            let mut all = vec!["-n", "shop"];
-            all.extend_from_slice(args);
-            let out = run_release(&k, &binary, &all);
-            assert!(
-                out.status.success(),
-                "{label} {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
+        let run = |args: &[&str]| in_shop(&k, &binary, args);
         run(&[
             "create",
             "deployment",
