@@ -189,3 +189,26 @@ async fn a_selector_watch_sees_objects_enter_and_leave_the_selection() {
     assert_eq!(seen[2].3.as_deref(), Some(left_rv.to_string().as_str()));
     emu.shutdown().await;
 }
+
+/// The advertised release (1.33) has the `WatchList` gate off: a streaming list
+/// (`sendInitialEvents`) is refused with 422, as the real validation refuses it; kube's
+/// default list-then-watch is what clients use against it.
+#[tokio::test]
+async fn streaming_lists_are_refused_as_by_a_1_33_server() {
+    let emu = start().await;
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client(&emu, "admin").await, "shop");
+    let error = api
+        .watch(&WatchParams::streaming_lists(), "0")
+        .await
+        .err()
+        .expect("refused");
+    let status = api_status(&error);
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains(
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+        ),
+        "{status:?}"
+    );
+}
