@@ -395,6 +395,11 @@ impl Cache {
         (self.present, self.workloads.len())
     }
 
+    /// How many cached workloads are halted now.
+    pub fn halted(&self) -> usize {
+        self.workloads.values().filter(|w| w.facts.halted).count()
+    }
+
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.sources.is_empty() && self.workloads.is_empty()
@@ -494,6 +499,19 @@ mod tests {
                 json!({"rollsafe.dev/watch": "false"})
             )
         ));
+    }
+
+    #[test]
+    fn halted_workloads_are_counted_until_the_annotation_goes() {
+        let mut cache = Cache::default();
+        let mut halted = deployment(Some("password"));
+        halted["metadata"]["annotations"]["rollsafe.dev/halted"] = json!("flapping");
+        let entry = |o: &Value| WorkloadEntry::from_object(WorkloadKind::Deployment, o, false);
+        cache.apply_workload(wkey("web"), entry(&halted));
+        cache.apply_workload(wkey("api"), entry(&deployment(None)));
+        assert_eq!(cache.halted(), 1);
+        cache.apply_workload(wkey("web"), entry(&deployment(Some("password"))));
+        assert_eq!(cache.halted(), 0);
     }
 
     #[test]

@@ -395,6 +395,7 @@ impl Controller {
         };
         gauge("source").set(sources as i64);
         gauge("workload").set(workloads as i64);
+        self.metrics.halted.set(self.cache.halted() as i64);
         self.metrics
             .synced
             .set(i64::from(self.status.borrow().synced));

@@ -46,6 +46,9 @@ pub struct ControllerMetrics {
     pub objects: Family<ObjectLabels, Gauge>,
     /// Workloads halted by the flap stop (by this process).
     pub halts: Counter,
+    /// Cached workloads halted now (`rollsafe.dev/halted` on them, by any replica, until a
+    /// person removes it).
+    pub halted: Gauge,
     /// 1 once every watch has listed once.
     pub synced: Gauge,
 }
@@ -59,6 +62,7 @@ impl Default for ControllerMetrics {
             queue_depth: Gauge::default(),
             objects: Family::default(),
             halts: Counter::default(),
+            halted: Gauge::default(),
             synced: Gauge::default(),
         }
     }
@@ -90,6 +94,11 @@ impl ControllerMetrics {
             self.queue_depth.clone(),
         );
         registry.register("objects", "Cached objects", self.objects.clone());
+        registry.register(
+            "halted",
+            "Cached workloads halted now by the flap stop",
+            self.halted.clone(),
+        );
         registry.register(
             "halts",
             "Workloads halted by the flap stop",

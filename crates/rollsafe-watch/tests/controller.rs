@@ -797,6 +797,7 @@ async fn the_admin_listener_serves_metrics_and_readiness() {
         "rollsafe_watch_rolls_total{kind=\"Deployment\",result=\"rolled\"} 1",
         "rollsafe_watch_reaction_seconds_count 1",
         sources.as_str(),
+        "rollsafe_watch_halted 0",
         "rollsafe_watch_synced 1",
     ] {
         assert!(text.contains(expected), "{expected} in\n{text}");
