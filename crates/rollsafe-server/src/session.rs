@@ -224,12 +224,6 @@ pub fn credentials_from_headers(headers: &http::HeaderMap) -> Option<Credentials
         .map(Credentials::Cookie)
 }
 
-/// The session token of a request: the bearer token when there is one, else the
-/// `krypton_session` cookie.
-pub fn token_from_headers(headers: &http::HeaderMap) -> Option<String> {
-    credentials_from_headers(headers).map(|c| c.token().to_owned())
-}
-
 /// Seconds since the epoch.
 pub fn now() -> u64 {
     std::time::SystemTime::now()
@@ -387,6 +381,8 @@ mod tests {
 
     #[test]
     fn token_sources() {
+        let token_from_headers =
+            |h: &http::HeaderMap| credentials_from_headers(h).map(|c| c.token().to_owned());
         let mut headers = http::HeaderMap::new();
         assert_eq!(token_from_headers(&headers), None);
         headers.append(

@@ -225,6 +225,9 @@ pub struct Cache {
     /// Entries are boxed: the table holds a key and a pointer per slot, so its spare capacity
     /// (up to half of it after a resize) costs pointers, not whole entries.
     workloads: HashMap<WorkloadKey, Box<WorkloadEntry>>,
+    /// Cached workloads whose facts say halted (kept with every insert and removal: the count
+    /// is published after every watch event).
+    halted: usize,
 }
 
 impl Cache {
@@ -295,13 +298,24 @@ impl Cache {
                 list.insert(at, member.clone());
             }
         }
-        self.workloads.insert(key, Box::new(entry));
+        if entry.facts.halted {
+            self.halted += 1;
+        }
+        if let Some(old) = self.workloads.insert(key, Box::new(entry))
+            && old.facts.halted
+        {
+            self.halted -= 1;
+        }
     }
 
     /// Forgets a deleted workload.
     pub fn delete_workload(&mut self, key: &WorkloadKey) {
         self.unindex(key);
-        self.workloads.remove(key);
+        if let Some(old) = self.workloads.remove(key)
+            && old.facts.halted
+        {
+            self.halted -= 1;
+        }
     }
 
     fn unindex(&mut self, key: &WorkloadKey) {
@@ -397,7 +411,7 @@ impl Cache {
 
     /// How many cached workloads are halted now.
     pub fn halted(&self) -> usize {
-        self.workloads.values().filter(|w| w.facts.halted).count()
+        self.halted
     }
 
     /// Whether nothing is cached.
@@ -511,6 +525,9 @@ mod tests {
         cache.apply_workload(wkey("api"), entry(&deployment(None)));
         assert_eq!(cache.halted(), 1);
         cache.apply_workload(wkey("web"), entry(&deployment(Some("password"))));
+        assert_eq!(cache.halted(), 0);
+        cache.apply_workload(wkey("web"), entry(&halted));
+        cache.delete_workload(&wkey("web"));
         assert_eq!(cache.halted(), 0);
     }
 
