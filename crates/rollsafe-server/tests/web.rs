@@ -158,6 +158,11 @@ async fn accessibility_violations(client: &Client, axe: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Clicks the element `locator` finds.
+async fn click(client: &Client, locator: Locator<'_>) {
+    client.find(locator).await.unwrap().click().await.unwrap();
+}
+
 async fn screenshot(client: &Client, name: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/web-screenshots");
     std::fs::create_dir_all(&dir).unwrap();
@@ -175,13 +180,7 @@ async fn sign_in(client: &Client, url: &str, token: &str) {
         .send_keys(token)
         .await
         .unwrap();
-    client
-        .find(Locator::Css("#token-form button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::Css("#token-form button[type=submit]")).await;
 }
 
 /// Signs in with the page's provider link and the provider's own login and consent forms.
@@ -207,13 +206,7 @@ async fn sign_in_through_provider(client: &Client, account: &str) {
         .await
         .unwrap();
     screenshot(client, "0-provider-login").await;
-    client
-        .find(Locator::Css("button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::Css("button[type=submit]")).await;
     // The consent form.
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
@@ -235,21 +228,9 @@ async fn sign_in_through_provider(client: &Client, account: &str) {
 }
 
 async fn restart(client: &Client) {
-    client
-        .find(Locator::Css("#restart"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::Css("#restart")).await;
     wait_for_text(client, "#confirm-text", "This patches").await;
-    client
-        .find(Locator::Css("#confirm-ok"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::Css("#confirm-ok")).await;
 }
 
 fn cluster() -> Vec<Value> {
@@ -351,13 +332,7 @@ async fn a_person_restarts_consumers_from_the_page() {
     screenshot(&client, "2-secrets").await;
 
     // A Secret's consumers, the paused one marked before anything is pressed.
-    client
-        .find(Locator::LinkText("db"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, Locator::LinkText("db")).await;
     let rows = wait_for_text(&client, "#consumer-rows", "Deployment paused").await;
     assert!(rows.contains("Deployment api"), "{rows}");
     assert!(rows.contains("envFrom"), "reference paths: {rows}");
@@ -463,13 +438,7 @@ async fn a_person_restarts_consumers_from_the_page() {
     // Sign out, then a user the ACL refuses on `locked`.
     client.goto(&format!("{url}/#/")).await.unwrap();
     wait_for_text(&client, "#who-name", alice).await;
-    client
-        .find(Locator::Css("#sign-out"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, Locator::Css("#sign-out")).await;
     wait_for_text(&client, "#sign-in-title", "Sign in").await;
     sign_in(&client, &url, &token("bob@x.io", &["developers"])).await;
     wait_for_text(&client, "#who-name", "bob@x.io").await;
