@@ -199,37 +199,47 @@ fn serve_in_cluster(
     home: &Path,
     session_secret: &str,
 ) -> Server {
-    let port = free_port();
-    let mut command = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"));
-    command.arg("serve").env_clear();
-    for variable in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-        .as_array()
-        .unwrap()
-    {
-        if let Some(value) = variable["value"].as_str() {
-            command.env(variable["name"].as_str().unwrap(), value);
+    // The port is free when chosen, but another test may bind it before the server does: a
+    // server that exits before it is ready is started again on another port.
+    for _ in 0..3 {
+        let port = free_port();
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"));
+        command.arg("serve").env_clear();
+        for variable in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+        {
+            if let Some(value) = variable["value"].as_str() {
+                command.env(variable["name"].as_str().unwrap(), value);
+            }
+        }
+        command
+            .env("SESSION_SECRET", session_secret)
+            .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0")
+            .env("HOME", home)
+            .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+            .env(
+                "KUBERNETES_SERVICE_PORT",
+                emulator.addr().port().to_string(),
+            )
+            .env("ROLLSAFE_SERVICEACCOUNT_DIR", service_account_dir)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = command.spawn().unwrap();
+        let mut server = Server { child, port };
+        let ready = poll("the server to be ready or gone", || {
+            if http_status(port, "/readyz") == Some(200) {
+                return Some(true);
+            }
+            matches!(server.child.try_wait(), Ok(Some(_))).then_some(false)
+        });
+        if ready {
+            return server;
         }
     }
-    command
-        .env("SESSION_SECRET", session_secret)
-        .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0")
-        .env("HOME", home)
-        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-        .env(
-            "KUBERNETES_SERVICE_PORT",
-            emulator.addr().port().to_string(),
-        )
-        .env("ROLLSAFE_SERVICEACCOUNT_DIR", service_account_dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let child = command.spawn().unwrap();
-    let server = Server { child, port };
-    poll("the server to be ready", || {
-        (http_status(port, "/readyz") == Some(200)).then_some(())
-    });
-    server
+    panic!("the server exited before it was ready, three times");
 }
 
 fn session_token(secret: &str, email: &str, groups: &[&str]) -> String {
