@@ -2,7 +2,9 @@
 
 use hyper::Response;
 
-use crate::handlers::{Call, check_type, decode_body, set_namespace};
+use crate::handlers::{
+    Call, Decoding, check_type, decode_body, decode_typed, set_namespace, with_warnings,
+};
 use crate::http_util::json;
 use crate::server::Body;
 use crate::status::StatusError;
@@ -13,11 +15,12 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     }
     let mut obj = decode_body(c)?;
     check_type(&obj, c.info.res)?;
+    let warnings = decode_typed(c, &mut obj, None, Decoding::Body)?;
     set_namespace(&mut obj, c)?;
     let obj = c.to_stored(obj);
     let created = c
         .shared
         .store()
         .create_with(c.stored_res(), obj, c.write())?;
-    Ok(json(201, &c.shown(&created)))
+    Ok(with_warnings(json(201, &c.shown(&created)), &warnings))
 }

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::handlers::{Call, selectors};
 use crate::http_util::json;
+use crate::registry::deletion::{Deleted, Propagation};
 use crate::registry::{Key, Preconditions, Write};
 use crate::resources::{def, ids};
 use crate::server::Body;
@@ -37,15 +38,33 @@ pub(crate) fn delete(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     } else {
         c.write()
     };
-    let deleted = c
-        .shared
-        .store()
-        .delete_with(c.stored_res(), c.ns(), c.name(), &pre, write)?;
+    let propagation = Propagation::of(&opts, c.query.get("propagationPolicy"))?;
+    let deleted = c.shared.store().delete_object(
+        c.stored_res(),
+        c.ns(),
+        c.name(),
+        &pre,
+        propagation,
+        write,
+    )?;
     if c.info.res == ids::NAMESPACES {
-        let mut obj = (*deleted).clone();
+        let mut obj = (**deleted.object()).clone();
         obj["status"] = json!({"phase": "Terminating"});
         return Ok(json(200, &obj));
     }
+    let deleted = match deleted {
+        // Held by finalizers: the object as it is now; 202 when its dependents go first
+        // (`handlers/delete.go`).
+        Deleted::Marked(obj) => {
+            let code = if propagation == Propagation::Foreground {
+                202
+            } else {
+                200
+            };
+            return Ok(json(code, &c.shown(&obj)));
+        }
+        Deleted::Gone(obj) => obj,
+    };
     let mut details = Map::new();
     details.insert("name".into(), json!(c.name()));
     if !d.group.is_empty() {

@@ -231,6 +231,84 @@ pub(crate) fn decode_body(c: &Call<'_>) -> Result<Value, StatusError> {
     parse_object(c.body)
 }
 
+/// How a decoding failure is worded: create and update as the codec words it (`Deployment in
+/// version "v1" cannot be handled as a Deployment: …`), patches bare, server-side apply as the
+/// field manager's typed conversion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decoding {
+    /// POST or PUT.
+    Body,
+    /// JSON, merge or strategic merge patch (the patched object is decoded).
+    Patch,
+    /// Server-side apply.
+    Apply,
+}
+
+/// Decodes `obj` as its kind's Go type (`crate::decode`). A value of the wrong type is the
+/// decoder's 400. Fields the type does not declare are dropped; under `fieldValidation=Strict`
+/// they are a 400 instead, under `Warn` (the default) the returned warnings name them. For a
+/// patch, undeclared fields the stored object `current` already holds are not this request's.
+pub(crate) fn decode_typed(
+    c: &Call<'_>,
+    obj: &mut Value,
+    current: Option<&Value>,
+    decoding: Decoding,
+) -> Result<Vec<String>, StatusError> {
+    let d = def(c.info.res);
+    let validation = crate::decode::FieldValidation::of(c.query, c.info.verb)?;
+    if let Some(map) = obj.as_object_mut() {
+        map.insert("apiVersion".into(), json!(d.api_version()));
+        map.insert("kind".into(), json!(d.kind));
+    }
+    let framed = |message: &str| match decoding {
+        Decoding::Body => format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {message}",
+            kind = d.kind,
+            version = d.version
+        ),
+        Decoding::Patch => message.to_owned(),
+        Decoding::Apply => format!(
+            "failed to create typed patch object ({}/{}; {}/{}, Kind={}): {message}",
+            c.ns(),
+            c.name(),
+            d.group,
+            d.version,
+            d.kind
+        ),
+    };
+    let mut unknown = crate::decode::decode(c.info.res, obj)
+        .map_err(|m| StatusError::bad_request(&framed(&m)))?;
+    if let Some(current) = current {
+        unknown.retain(|path| !crate::decode::has_path(current, path));
+    }
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    crate::decode::drop_fields(obj, &unknown);
+    match validation {
+        crate::decode::FieldValidation::Ignore => Ok(Vec::new()),
+        crate::decode::FieldValidation::Warn => {
+            Ok(unknown.iter().map(|p| crate::decode::warning(p)).collect())
+        }
+        crate::decode::FieldValidation::Strict => {
+            Err(StatusError::bad_request(&framed(&match decoding {
+                Decoding::Apply => crate::decode::apply_error(&unknown),
+                _ => crate::decode::strict_error(&unknown),
+            })))
+        }
+    }
+}
+
+/// `response` with one `Warning` header per warning.
+pub(crate) fn with_warnings(mut response: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for warning in warnings {
+        if let Ok(value) = http::HeaderValue::from_str(warning) {
+            response.headers_mut().append(http::header::WARNING, value);
+        }
+    }
+    response
+}
+
 /// 415 for a body in a format the emulator does not read.
 pub(crate) fn unsupported_body() -> StatusError {
     StatusError::new(

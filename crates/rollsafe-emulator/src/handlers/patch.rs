@@ -5,7 +5,9 @@ use hyper::Response;
 use serde_json::{Value, json};
 
 use crate::handlers::scale::scale_of;
-use crate::handlers::{Call, check_name, check_type, set_namespace};
+use crate::handlers::{
+    Call, Decoding, check_name, check_type, decode_typed, set_namespace, with_warnings,
+};
 use crate::http_util::json;
 use crate::patch::{self, PatchKind};
 use crate::registry::UpdateMode;
@@ -44,11 +46,12 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
             let decoded = patch::decode(kind, c.body)?;
             let mut obj = patch::apply(&decoded, &json!({}))?;
             check_type(&obj, c.info.res)?;
+            let warnings = decode_typed(c, &mut obj, None, Decoding::Apply)?;
             check_name(&mut obj, c)?;
             set_namespace(&mut obj, c)?;
             let obj = c.to_stored(obj);
             let created = store.create_with(c.stored_res(), obj, c.write())?;
-            return Ok(json(201, &c.shown(&created)));
+            return Ok(with_warnings(json(201, &c.shown(&created)), &warnings));
         }
         return Err(StatusError::not_found(d, c.name()));
     };
@@ -87,6 +90,12 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
         )));
     }
     check_type(&patched, c.info.res)?;
+    let decoding = if kind == PatchKind::Apply {
+        Decoding::Apply
+    } else {
+        Decoding::Patch
+    };
+    let warnings = decode_typed(c, &mut patched, Some(&c.shown(&current)), decoding)?;
     if def(c.info.res).namespaced {
         set_namespace(&mut patched, c)?;
     }
@@ -98,5 +107,5 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
     let patched = c.to_stored(patched);
     let (stored, _) =
         store.update_with(c.stored_res(), c.ns(), c.name(), patched, mode, c.write())?;
-    Ok(json(200, &c.shown(&stored)))
+    Ok(with_warnings(json(200, &c.shown(&stored)), &warnings))
 }

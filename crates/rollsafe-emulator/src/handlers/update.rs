@@ -4,7 +4,9 @@ use hyper::Response;
 use serde_json::{Value, json};
 
 use crate::handlers::scale::scale_of;
-use crate::handlers::{Call, check_name, check_type, decode_body, set_namespace};
+use crate::handlers::{
+    Call, Decoding, check_name, check_type, decode_body, decode_typed, set_namespace, with_warnings,
+};
 use crate::http_util::json;
 use crate::registry::UpdateMode;
 use crate::resources::def;
@@ -40,6 +42,7 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         return Ok(json(200, &scale_of(&stored)));
     }
     check_type(&obj, c.info.res)?;
+    let warnings = decode_typed(c, &mut obj, None, Decoding::Body)?;
     check_name(&mut obj, c)?;
     set_namespace(&mut obj, c)?;
     let obj = c.to_stored(obj);
@@ -52,5 +55,5 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         c.shared
             .store()
             .update_with(c.stored_res(), c.ns(), c.name(), obj, mode, c.write())?;
-    Ok(json(200, &c.shown(&stored)))
+    Ok(with_warnings(json(200, &c.shown(&stored)), &warnings))
 }

@@ -108,19 +108,6 @@ impl Store {
             existing,
         );
     }
-
-    /// The ControllerRevisions of a deleted workload, deleted with it.
-    pub(crate) fn collect_controller_revisions(&mut self, ns: &str, name: &str, uid: &str) {
-        let owned: Vec<String> = self
-            .named_with_prefix(ids::CONTROLLERREVISIONS, ns, &format!("{name}-"))
-            .into_iter()
-            .filter(|r| owned_by(r, uid))
-            .filter_map(|r| meta_str(&r, "name").map(str::to_owned))
-            .collect();
-        for name in owned {
-            self.remove_key(&(ids::CONTROLLERREVISIONS, ns.to_owned(), name));
-        }
-    }
 }
 
 /// Whether writes of `res` keep ControllerRevisions, and the owner kind they name.

@@ -5,6 +5,7 @@
 //! per resource in the resource table.
 
 pub(crate) mod controller_revisions;
+pub(crate) mod deletion;
 pub(crate) mod replica_sets;
 pub(crate) mod rollouts;
 pub(crate) mod strategy;
@@ -426,6 +427,10 @@ impl Store {
         if d.namespaced && res != ids::NAMESPACES && !self.namespace_exists(&ns) {
             return Err(StatusError::namespace_not_found(&ns));
         }
+        if d.namespaced && self.namespace_terminating(&ns) {
+            let name = meta_str(&obj, "name").unwrap_or("");
+            return Err(deletion::namespace_terminating(d.plural, name, &ns));
+        }
         {
             let meta = meta_mut(&mut obj);
             let has_name = meta
@@ -444,6 +449,7 @@ impl Store {
             }
             meta.remove("resourceVersion");
             meta.remove("deletionTimestamp");
+            meta.remove("deletionGracePeriodSeconds");
             meta.remove("managedFields");
         }
         let name = meta_str(&obj, "name").unwrap_or("").to_string();
@@ -560,7 +566,14 @@ impl Store {
         {
             let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
             let meta = meta_mut(&mut new);
-            for field in ["uid", "creationTimestamp", "generation", "namespace"] {
+            for field in [
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "namespace",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ] {
                 match old_meta.get(field) {
                     Some(v) => meta.insert(field.into(), v.clone()),
                     None => meta.remove(field),
@@ -582,6 +595,9 @@ impl Store {
         if mode != UpdateMode::Status {
             strategy::prepare(d, &mut new, Some(&old))?;
             strategy::validate(d, name, &new, Some(&old))?;
+        }
+        if let Some(cause) = deletion::check_no_new_finalizers(&old, &new) {
+            return Err(StatusError::invalid(d, name, &[cause]));
         }
         let spec_changed = old.get("spec") != new.get("spec")
             || (d
@@ -608,6 +624,12 @@ impl Store {
         check_stored_size(&new)?;
         if write == Write::DryRun {
             return Ok((Arc::new(new), true));
+        }
+        if deletion::is_deleting(&new) && deletion::finalizers(&new).is_empty() {
+            // The last finalizer lifted: the update removes the object.
+            self.objects.insert(key.clone(), Arc::new(new));
+            let deleted = self.remove_with_dependents(&key, &old);
+            return Ok((deleted.object().clone(), true));
         }
         let rv = self.next_rv();
         meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
@@ -667,7 +689,8 @@ impl Store {
     }
 
     /// [`Store::delete`], or with [`Write::DryRun`] the checks only: the object as it is,
-    /// nothing removed.
+    /// nothing removed. Background propagation; an object with finalizers is marked, not
+    /// removed (see [`deletion`]).
     pub(crate) fn delete_with(
         &mut self,
         res: ResId,
@@ -676,61 +699,8 @@ impl Store {
         pre: &Preconditions,
         write: Write,
     ) -> Result<Arc<Value>, StatusError> {
-        let d = def(res);
-        let key = (res, ns.to_string(), name.to_string());
-        let Some(old) = self.objects.get(&key).cloned() else {
-            return Err(StatusError::not_found(d, name));
-        };
-        if let Some(uid) = pre.uid.as_deref() {
-            let actual = meta_str(&old, "uid").unwrap_or("");
-            if uid != actual {
-                return Err(StatusError::conflict(
-                    d,
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
-                    ),
-                ));
-            }
-        }
-        if let Some(rv) = pre.resource_version.as_deref() {
-            let actual = meta_str(&old, "resourceVersion").unwrap_or("");
-            if rv != actual {
-                return Err(StatusError::conflict(
-                    d,
-                    name,
-                    &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
-                    ),
-                ));
-            }
-        }
-        if write == Write::DryRun {
-            return Ok(old);
-        }
-        if res == ids::NAMESPACES {
-            let inside: Vec<Key> = self
-                .objects
-                .keys()
-                .filter(|(r, n, _)| *r != ids::NAMESPACES && n == name)
-                .cloned()
-                .collect();
-            for k in inside {
-                self.remove_key(&k);
-            }
-        }
-        let removed = self
-            .remove_key(&key)
-            .ok_or_else(|| StatusError::not_found(d, name))?;
-        if let Some(uid) = meta_str(&old, "uid") {
-            if res == ids::DEPLOYMENTS {
-                self.collect_replica_sets(ns, name, uid);
-            }
-            if controller_revisions::revisioned_kind(res).is_some() {
-                self.collect_controller_revisions(ns, name, uid);
-            }
-        }
-        Ok(removed)
+        self.delete_object(res, ns, name, pre, deletion::Propagation::Background, write)
+            .map(|deleted| deleted.object().clone())
     }
 
     /// The workload controllers' history after a write of `obj` (a `res`): ReplicaSets of a

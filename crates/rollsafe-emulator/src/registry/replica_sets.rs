@@ -231,19 +231,6 @@ impl Store {
             }
         }
     }
-
-    /// The ReplicaSets owned by a deleted Deployment, deleted with it.
-    pub(crate) fn collect_replica_sets(&mut self, ns: &str, name: &str, uid: &str) {
-        let owned: Vec<String> = self
-            .named_with_prefix(ids::REPLICASETS, ns, &format!("{name}-"))
-            .into_iter()
-            .filter(|rs| owned_by(rs, uid))
-            .filter_map(|rs| meta_str(&rs, "name").map(str::to_owned))
-            .collect();
-        for name in owned {
-            self.remove_key(&(ids::REPLICASETS, ns.to_owned(), name));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use rollsafe_emulator::{Emulator, EmulatorBuilder, RunningEmulator};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Starts an emulator with alice (no RBAC), bob (edit in "shop" via a RoleBinding), and the
 /// "shop" namespace.
@@ -70,4 +71,47 @@ pub fn api_status(e: &kube::Error) -> &kube::core::Status {
         kube::Error::Api(s) => s,
         other => panic!("expected an API error, got {other:?}"),
     }
+}
+
+/// One request as the admin: (status, `Warning` header values, body).
+pub async fn send(
+    emu: &RunningEmulator,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &Value,
+) -> (u16, Vec<String>, Value) {
+    let body = serde_json::to_vec(body).unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        emu.admin_token(),
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    let mut stream = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
+    stream.write_all(&request).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("the emulator answers")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let warnings = head
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .filter(|(name, _)| name.eq_ignore_ascii_case("warning"))
+        .map(|(_, value)| value.to_owned())
+        .collect();
+    // Connection: close answers are not chunked here unless the body streams; take the JSON.
+    let json_start = body.find('{').unwrap_or(0);
+    let json_end = body.rfind('}').map_or(body.len(), |i| i + 1);
+    let body = serde_json::from_str(&body[json_start..json_end]).unwrap_or(Value::Null);
+    (status, warnings, body)
 }

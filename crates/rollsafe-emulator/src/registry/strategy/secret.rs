@@ -76,13 +76,13 @@ fn validate(
     }
     let mut total = 0usize;
     if let Some(Value::Object(data)) = obj.get("data") {
-        for (k, v) in data {
+        for v in data.values() {
             let text = v.as_str().unwrap_or("");
-            match base64::engine::general_purpose::STANDARD.decode(text) {
-                Ok(bytes) => total += bytes.len(),
-                Err(e) => {
+            match crate::decode::base64_decoded_len(text) {
+                Ok(length) => total += length,
+                Err(at) => {
                     return Err(StatusError::bad_request(&format!(
-                        "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at key {k:?}: {e}"
+                        "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input byte {at}"
                     )));
                 }
             }
