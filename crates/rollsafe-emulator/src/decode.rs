@@ -17,6 +17,7 @@
 use std::fmt;
 
 use k8s_openapi::api::{apps, batch, coordination, core, events, networking, rbac};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -194,6 +195,7 @@ fn go_type(res: ResId) -> Option<GoType> {
         ids::CLUSTERROLES => typed::<rbac::v1::ClusterRole>,
         ids::ROLEBINDINGS => typed::<rbac::v1::RoleBinding>,
         ids::CLUSTERROLEBINDINGS => typed::<rbac::v1::ClusterRoleBinding>,
+        ids::CUSTOMRESOURCEDEFINITIONS => typed::<apiextensions::v1::CustomResourceDefinition>,
         _ => return None,
     })
 }

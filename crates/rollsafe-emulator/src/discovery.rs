@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
-use crate::resources::{self, Storage, def};
+use crate::resources::{self, ResId, Storage, def};
 
 /// The Kubernetes version the emulator reports.
 pub(crate) const KUBERNETES_MINOR: &str = "33";
@@ -35,39 +35,54 @@ pub(crate) fn core_versions(addr: SocketAddr) -> Value {
     })
 }
 
-fn group_entry(group: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+/// Which resources the emulator serves (the built-in ones and its CRDs' kinds).
+pub(crate) type Serves<'a> = dyn Fn(ResId) -> bool + 'a;
+
+fn group_entry(group: &str, serves: &Serves<'_>) -> Value {
+    let versions: Vec<Value> = resources::versions_where(group, serves)
+        .into_iter()
+        .map(|version| json!({"groupVersion": format!("{group}/{version}"), "version": version}))
+        .collect();
+    let preferred = versions.first().cloned().unwrap_or(Value::Null);
+    json!({"name": group, "versions": versions, "preferredVersion": preferred})
 }
 
 /// `/apis`.
-pub(crate) fn groups() -> Value {
-    let groups: Vec<Value> = resources::groups()
+pub(crate) fn groups(serves: &Serves<'_>) -> Value {
+    let groups: Vec<Value> = resources::groups_where(serves)
         .into_iter()
-        .map(|(g, v)| group_entry(g, v))
+        .map(|(g, _)| group_entry(g, serves))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-/// `/apis/<group>`.
-pub(crate) fn group(group: &str) -> Value {
-    let version = resources::groups()
-        .into_iter()
-        .find(|(g, _)| *g == group)
-        .map(|(_, v)| v)
-        .unwrap_or("v1");
-    let mut entry = group_entry(group, version);
+/// `/apis/<group>`, when the group is served.
+pub(crate) fn group(group: &str, serves: &Serves<'_>) -> Option<Value> {
+    if !resources::groups_where(serves)
+        .iter()
+        .any(|(g, _)| *g == group)
+    {
+        return None;
+    }
+    let mut entry = group_entry(group, serves);
     if let Some(o) = entry.as_object_mut() {
         o.insert("kind".into(), json!("APIGroup"));
         o.insert("apiVersion".into(), json!("v1"));
     }
-    entry
+    Some(entry)
 }
 
-/// `/api/v1` or `/apis/<group>/<version>`.
-pub(crate) fn resource_list(group: &str, version: &str) -> Value {
+/// `/api/v1` or `/apis/<group>/<version>`, when anything in it is served.
+pub(crate) fn resource_list(group: &str, version: &str, serves: &Serves<'_>) -> Option<Value> {
+    let ids: Vec<ResId> = resources::in_group_version(group, version)
+        .into_iter()
+        .filter(|id| serves(*id))
+        .collect();
+    if ids.is_empty() {
+        return None;
+    }
     let mut out = Vec::new();
-    for id in resources::in_group_version(group, version) {
+    for id in ids {
         let d = def(id);
         let mut r = json!({
             "name": d.plural,
@@ -110,7 +125,9 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Value {
     } else {
         format!("{group}/{version}")
     };
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out})
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}),
+    )
 }
 
 fn gv_path(group: &str, version: &str) -> String {
@@ -244,7 +261,7 @@ mod tests {
 
     #[test]
     fn apps_lists_scale_subresource() {
-        let list = resource_list("apps", "v1");
+        let list = resource_list("apps", "v1", &|_| true).unwrap_or_default();
         let names: Vec<&str> = list["resources"]
             .as_array()
             .map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect())

@@ -2,7 +2,7 @@
 //! the registry strategy that applies to it.
 
 use crate::registry::strategy::{
-    self, Strategy, configmap, event, namespace, rbac, secret, service, workloads,
+    self, Strategy, configmap, crd, event, namespace, rbac, secret, service, workloads,
 };
 
 /// How objects of a resource are kept.
@@ -525,6 +525,20 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         false,
         &strategy::DEFAULT
     ),
+    res!(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        Stored,
+        false,
+        &["status"],
+        true,
+        &crd::STRATEGY
+    ),
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -532,7 +546,127 @@ pub(crate) type ResId = u16;
 
 /// The definition of a resource id.
 pub(crate) fn def(id: ResId) -> &'static ResourceDef {
-    &RESOURCES[usize::from(id)]
+    let index = usize::from(id);
+    match RESOURCES.get(index) {
+        Some(d) => d,
+        None => custom::get(index - RESOURCES.len()),
+    }
+}
+
+/// Every resource: the built-in table, then the custom resources CRDs defined.
+fn all() -> impl Iterator<Item = (ResId, &'static ResourceDef)> {
+    let custom = custom::snapshot();
+    RESOURCES
+        .iter()
+        .chain(custom)
+        .enumerate()
+        .map(|(i, d)| (id_of(i), d))
+}
+
+/// The resources CustomResourceDefinitions define, one per served version. Definitions are
+/// kept for the process (a definition seen again gets its old id), so ids stay valid for every
+/// emulator in it; which of them an emulator serves is its store's business
+/// (`Store::serves`).
+pub(crate) mod custom {
+    use std::sync::{PoisonError, RwLock};
+
+    use super::{RESOURCES, ResId, ResourceDef, Storage, View, id_of};
+    use crate::registry::strategy;
+
+    static DEFINED: RwLock<Vec<&'static ResourceDef>> = RwLock::new(Vec::new());
+
+    /// The fields of a custom resource that tell two definitions apart.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct Definition {
+        /// API group.
+        pub group: String,
+        /// Version.
+        pub version: String,
+        /// Plural.
+        pub plural: String,
+        /// Singular.
+        pub singular: String,
+        /// Kind.
+        pub kind: String,
+        /// Namespaced or cluster-scoped.
+        pub namespaced: bool,
+        /// Short names.
+        pub short_names: Vec<String>,
+        /// Whether `status` is a subresource.
+        pub status: bool,
+        /// For a served version that is not the storage version: the storage version's id.
+        pub stored: Option<ResId>,
+    }
+
+    pub(super) fn get(index: usize) -> &'static ResourceDef {
+        let defined = DEFINED.read().unwrap_or_else(PoisonError::into_inner);
+        defined.get(index).copied().unwrap_or(&RESOURCES[0])
+    }
+
+    pub(super) fn snapshot() -> Vec<&'static ResourceDef> {
+        DEFINED
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn leak(text: &str) -> &'static str {
+        Box::leak(text.to_owned().into_boxed_str())
+    }
+
+    fn same(d: &ResourceDef, def: &Definition) -> bool {
+        d.group == def.group
+            && d.version == def.version
+            && d.plural == def.plural
+            && d.singular == def.singular
+            && d.kind == def.kind
+            && d.namespaced == def.namespaced
+            && d.short_names.iter().eq(def.short_names.iter())
+            && d.subresources.contains(&"status") == def.status
+            && d.view.map(|v| v.stored) == def.stored
+    }
+
+    fn unchanged(obj: &serde_json::Value) -> serde_json::Value {
+        obj.clone()
+    }
+
+    /// The id of a custom resource with this definition, defining it if it is new.
+    pub(crate) fn define(def: &Definition) -> ResId {
+        let mut defined = DEFINED.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = defined.iter().position(|d| same(d, def)) {
+            return id_of(RESOURCES.len() + i);
+        }
+        let short_names: Vec<&'static str> = def.short_names.iter().map(|s| leak(s)).collect();
+        let view = def.stored.map(|stored| {
+            &*Box::leak(Box::new(View {
+                stored,
+                to_view: unchanged,
+                from_view: unchanged,
+            }))
+        });
+        let d: &'static ResourceDef = Box::leak(Box::new(ResourceDef {
+            group: leak(&def.group),
+            version: leak(&def.version),
+            plural: leak(&def.plural),
+            singular: leak(&def.singular),
+            kind: leak(&def.kind),
+            namespaced: def.namespaced,
+            short_names: Box::leak(short_names.into_boxed_slice()),
+            storage: Storage::Stored,
+            custom: true,
+            subresources: if def.status { &["status"] } else { &[] },
+            generation: true,
+            strategy: &strategy::DEFAULT,
+            view,
+        }));
+        defined.push(d);
+        id_of(RESOURCES.len() + defined.len() - 1)
+    }
+
+    /// Whether `id` is a custom resource's.
+    pub(crate) fn is_custom(id: ResId) -> bool {
+        usize::from(id) >= RESOURCES.len()
+    }
 }
 
 fn id_of(index: usize) -> ResId {
@@ -542,23 +676,24 @@ fn id_of(index: usize) -> ResId {
 
 /// Finds a resource by group, version and plural.
 pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<ResId> {
-    RESOURCES
-        .iter()
-        .position(|r| r.group == group && r.version == version && r.plural == plural)
-        .map(id_of)
+    // The newest definition wins (a CRD redefined with another scope).
+    all()
+        .filter(|(_, r)| r.group == group && r.version == version && r.plural == plural)
+        .map(|(id, _)| id)
+        .last()
 }
 
 /// Finds a resource by plural alone: the first in the table, so the core group wins
 /// (`events`), as kubectl's resource mapper prefers it; `events.events.k8s.io` names the other.
 pub(crate) fn find_plural(plural: &str) -> Option<ResId> {
-    let by_plural = RESOURCES.iter().position(|r| r.plural == plural);
+    let by_plural = all().find(|(_, r)| r.plural == plural).map(|(id, _)| id);
     let qualified = || {
         let (p, group) = plural.split_once('.')?;
-        RESOURCES
-            .iter()
-            .position(|r| r.plural == p && r.group == group)
+        all()
+            .find(|(_, r)| r.plural == p && r.group == group)
+            .map(|(id, _)| id)
     };
-    by_plural.or_else(qualified).map(id_of)
+    by_plural.or_else(qualified)
 }
 
 /// The field labels a resource supports in field selectors besides `metadata.name` and
@@ -600,18 +735,40 @@ pub(crate) fn stored(res: ResId) -> ResId {
 
 /// Finds a resource by `apiVersion` and `kind`.
 pub(crate) fn find_kind(api_version: &str, kind: &str) -> Option<ResId> {
-    RESOURCES
-        .iter()
-        .position(|r| r.kind == kind && r.api_version() == api_version)
-        .map(id_of)
+    all()
+        .filter(|(_, r)| r.kind == kind && r.api_version() == api_version)
+        .map(|(id, _)| id)
+        .last()
 }
 
 /// Groups in discovery order, each with its single version.
 pub(crate) fn groups() -> Vec<(&'static str, &'static str)> {
+    groups_where(|_| true)
+}
+
+/// [`groups`] of the resources `serves` accepts; a custom group's preferred version is its
+/// storage version's.
+pub(crate) fn groups_where(serves: impl Fn(ResId) -> bool) -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&'static str, &'static str)> = Vec::new();
-    for r in RESOURCES {
-        if !r.group.is_empty() && !out.iter().any(|(g, _)| *g == r.group) {
+    for (id, r) in all() {
+        if !r.group.is_empty() && serves(id) && !out.iter().any(|(g, _)| *g == r.group) {
             out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+/// The versions of `group` whose resources `serves` accepts, the preferred first.
+pub(crate) fn versions_where(group: &str, serves: impl Fn(ResId) -> bool) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    let mut served: Vec<(bool, &'static str)> = all()
+        .filter(|(id, r)| r.group == group && serves(*id))
+        .map(|(_, r)| (r.view.is_some(), r.version))
+        .collect();
+    served.sort_by_key(|(is_view, _)| *is_view);
+    for (_, version) in served {
+        if !out.contains(&version) {
+            out.push(version);
         }
     }
     out
@@ -619,21 +776,17 @@ pub(crate) fn groups() -> Vec<(&'static str, &'static str)> {
 
 /// Ids of the resources of one group/version.
 pub(crate) fn in_group_version(group: &str, version: &str) -> Vec<ResId> {
-    RESOURCES
-        .iter()
-        .enumerate()
+    all()
         .filter(|(_, r)| r.group == group && r.version == version)
-        .map(|(i, _)| id_of(i))
+        .map(|(id, _)| id)
         .collect()
 }
 
 /// The resources whose objects the store keeps (not reviews, not views of another).
 pub(crate) fn stored_ids() -> impl Iterator<Item = ResId> {
-    RESOURCES
-        .iter()
-        .enumerate()
+    all()
         .filter(|(_, d)| d.storage == Storage::Stored && d.view.is_none())
-        .map(|(i, _)| id_of(i))
+        .map(|(id, _)| id)
 }
 
 /// Well-known resource ids.
@@ -665,6 +818,7 @@ pub(crate) mod ids {
     pub(crate) const EVENTS_V1: ResId = 24;
     pub(crate) const REPLICASETS: ResId = 25;
     pub(crate) const CONTROLLERREVISIONS: ResId = 26;
+    pub(crate) const CUSTOMRESOURCEDEFINITIONS: ResId = 27;
 }
 
 #[cfg(test)]

@@ -343,6 +343,16 @@ impl FieldCause {
         }
     }
 
+    /// `FieldValueNotSupported`: `Unsupported value: <value>: supported values: <supported>`.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        Self {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            value: Some(value.into()),
+            detail: format!("supported values: {}", supported.join(", ")),
+        }
+    }
+
     /// `FieldValueTooLong`.
     pub fn too_long(field: &str, max: usize) -> Self {
         Self {
@@ -360,6 +370,10 @@ impl FieldCause {
             "FieldValueRequired" => "Required value".to_string(),
             "FieldValueTooLong" => "Too long".to_string(),
             "FieldValueForbidden" => "Forbidden".to_string(),
+            "FieldValueNotSupported" => format!(
+                "Unsupported value: {}",
+                self.value.as_deref().unwrap_or("\"\"")
+            ),
             _ => format!("Invalid value: {}", self.value.as_deref().unwrap_or("\"\"")),
         };
         if self.detail.is_empty() {

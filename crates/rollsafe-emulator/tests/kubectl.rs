@@ -1737,3 +1737,62 @@ async fn every_kubectl_release_creates_service_account_tokens() {
         "tokens are not kubeconfig users"
     );
 }
+
+const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+const WIDGET: &str = r#"apiVersion: example.com/v1
+kind: Widget
+metadata: {name: gear, namespace: shop}
+spec: {size: 3}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubectl_release_serves_a_kind_its_crd_defines() {
+    if skip_without_kubectl() {
+        return;
+    }
+    let (emu, k) = setup().await;
+    let crd = k.file("crd.yaml", WIDGET_CRD);
+    let widget = k.file("widget.yaml", WIDGET);
+    for binary in kubectl_releases() {
+        let label = binary.display().to_string();
+        let out = run_release(&k, &binary, &["apply", "-f", &crd]);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = run_release(&k, &binary, &["apply", "-f", &widget]);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listed = in_shop(&k, &binary, &["get", "wd", "-o", "name"]);
+        assert_eq!(listed.trim(), "widget.example.com/gear", "{label}");
+        let out = run_release(&k, &binary, &["delete", "crd", "widgets.example.com"]);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            emu.list_objects("widgets", Some("shop")).is_empty(),
+            "{label}: the CRD's objects go with it"
+        );
+    }
+}

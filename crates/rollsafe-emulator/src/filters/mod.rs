@@ -83,6 +83,10 @@ async fn serve_inner(
         Err(e) => return respond(e),
     };
     let info = match route::parse(&parts.method, &entry.path, &query) {
+        // A custom resource no CRD of this emulator defines is as unknown as any other path.
+        Route::Resource(info) if !shared.store().serves(info.res) => {
+            return respond(StatusError::page_not_found());
+        }
         Route::Resource(info) => info,
         Route::NotFound => return respond(StatusError::page_not_found()),
         Route::MethodNotAllowed(res) => {

@@ -96,8 +96,16 @@ impl Call<'_> {
 
     /// A stored object as this request's resource shows it.
     pub(crate) fn shown<'v>(&self, obj: &'v Value) -> std::borrow::Cow<'v, Value> {
-        match def(self.info.res).view {
-            Some(view) => std::borrow::Cow::Owned((view.to_view)(obj)),
+        let d = def(self.info.res);
+        match d.view {
+            Some(view) => {
+                let mut shown = (view.to_view)(obj);
+                if d.custom {
+                    // Another served version of a custom resource: conversion `None`.
+                    shown["apiVersion"] = json!(d.api_version());
+                }
+                std::borrow::Cow::Owned(shown)
+            }
             None => std::borrow::Cow::Borrowed(obj),
         }
     }

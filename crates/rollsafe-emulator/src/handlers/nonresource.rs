@@ -39,9 +39,22 @@ pub(crate) fn non_resource(
         Route::Version => json(200, &discovery::version()),
         Route::Health => crate::http_util::full(200, "text/plain; charset=utf-8", "ok"),
         Route::CoreVersions => json(200, &discovery::core_versions(shared.addr)),
-        Route::Groups => json(200, &discovery::groups()),
-        Route::Group(g) => json(200, &discovery::group(&g)),
-        Route::Resources(g, v) => json(200, &discovery::resource_list(&g, &v)),
+        Route::Groups | Route::Group(_) | Route::Resources(..) => {
+            let store = shared.store();
+            let serves = |res| store.serves(res);
+            match route {
+                Route::Groups => json(200, &discovery::groups(&serves)),
+                Route::Group(g) => match discovery::group(&g, &serves) {
+                    Some(group) => json(200, &group),
+                    None => error(&StatusError::page_not_found()),
+                },
+                Route::Resources(g, v) => match discovery::resource_list(&g, &v, &serves) {
+                    Some(list) => json(200, &list),
+                    None => error(&StatusError::page_not_found()),
+                },
+                _ => error(&StatusError::page_not_found()),
+            }
+        }
         Route::OpenApiV2 if accept.contains("protobuf") => crate::http_util::full(
             200,
             discovery::OPENAPI_V2_PROTOBUF,

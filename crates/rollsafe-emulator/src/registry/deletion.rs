@@ -343,6 +343,9 @@ impl Store {
         let Some(removed) = self.remove_key(key) else {
             return Deleted::Gone(old.clone());
         };
+        if Self::is_definition(res) {
+            self.withdraw_definitions(&name);
+        }
         if let Some(uid) = meta_str(old, "uid") {
             for dependent in self.dependents(res, &ns, uid) {
                 let _ = self.delete_object(

@@ -5,6 +5,7 @@
 //! per resource in the resource table.
 
 pub(crate) mod controller_revisions;
+pub(crate) mod definitions;
 pub(crate) mod deletion;
 pub(crate) mod replica_sets;
 pub(crate) mod rollouts;
@@ -131,6 +132,9 @@ pub(crate) struct Store {
     root_ca: String,
     /// Whether workload writes keep ReplicaSets and ControllerRevisions.
     rollout_history: bool,
+    /// The custom resources each stored CRD defines (by CRD name): what this store serves
+    /// besides the built-in table.
+    definitions: BTreeMap<String, Vec<ResId>>,
     events: broadcast::Sender<Arc<Event>>,
 }
 
@@ -179,6 +183,7 @@ impl Store {
             events,
             root_ca: String::new(),
             rollout_history: true,
+            definitions: BTreeMap::new(),
         }
     }
 
@@ -216,6 +221,7 @@ impl Store {
         self.history.clear();
         self.history_floor = self.rv;
         self.rollouts.clear();
+        self.definitions.clear();
     }
 
     /// The latest resourceVersion.
@@ -492,6 +498,9 @@ impl Store {
         if res == ids::NAMESPACES {
             self.populate_namespace(&name);
         }
+        if Self::is_definition(res) {
+            self.serve_definitions(&stored);
+        }
         Ok(stored)
     }
 
@@ -649,6 +658,9 @@ impl Store {
         if mode != UpdateMode::Status {
             self.record_events(d, &stored, Some(&old), template_changed);
             self.sync_rollout_history(res, &stored);
+        }
+        if Self::is_definition(res) {
+            self.serve_definitions(&stored);
         }
         Ok((stored, true))
     }

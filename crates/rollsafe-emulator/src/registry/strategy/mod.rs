@@ -4,6 +4,7 @@
 //! [`prepare`], [`validate`] and [`sync`] and never asks which kind it holds.
 
 pub(crate) mod configmap;
+pub(crate) mod crd;
 pub(crate) mod event;
 pub(crate) mod namespace;
 pub(crate) mod rbac;
