@@ -74,6 +74,7 @@
 mod admin;
 mod discovery;
 mod faults;
+mod fieldmanager;
 mod filters;
 mod handlers;
 mod http_util;

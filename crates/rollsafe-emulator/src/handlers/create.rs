@@ -2,6 +2,7 @@
 
 use hyper::Response;
 
+use crate::fieldmanager::Tracking;
 use crate::handlers::{Call, check_type, decode_body, set_namespace};
 use crate::http_util::json;
 use crate::server::Body;
@@ -15,9 +16,12 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     check_type(&obj, c.info.res)?;
     set_namespace(&mut obj, c)?;
     let obj = c.to_stored(obj);
-    let created = c
-        .shared
-        .store()
-        .create_with(c.stored_res(), obj, c.write())?;
+    let manager = c.manager();
+    let created = c.shared.store().create_managed(
+        c.stored_res(),
+        obj,
+        c.write(),
+        Tracking::Update(&manager),
+    )?;
     Ok(json(201, &c.shown(&created)))
 }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+use crate::fieldmanager::{self, Tracking};
 use crate::resources::{self, ResId, ResourceDef, def, ids};
 use crate::status::{FieldCause, OPTIMISTIC_LOCK, StatusError};
 use crate::util;
@@ -414,10 +415,22 @@ impl Store {
     pub(crate) fn create_with(
         &mut self,
         res: ResId,
-        mut obj: Value,
+        obj: Value,
         write: Write,
     ) -> Result<Arc<Value>, StatusError> {
+        self.create_managed(res, obj, write, Tracking::Keep)
+    }
+
+    /// [`Store::create_with`], recording field ownership as `tracking` says.
+    pub(crate) fn create_managed(
+        &mut self,
+        res: ResId,
+        mut obj: Value,
+        write: Write,
+        tracking: Tracking<'_>,
+    ) -> Result<Arc<Value>, StatusError> {
         let d = def(res);
+        let given = fieldmanager::take(&mut obj);
         let ns = if d.namespaced {
             meta_str(&obj, "namespace").unwrap_or("").to_string()
         } else {
@@ -471,6 +484,7 @@ impl Store {
                 meta.insert("generation".into(), json!(1));
             }
         }
+        fieldmanager::track(d, None, &mut obj, given, tracking);
         strategy::sync(d, &mut obj, None, false);
         check_stored_size(&obj)?;
         if write == Write::DryRun {
@@ -509,15 +523,31 @@ impl Store {
         res: ResId,
         ns: &str,
         name: &str,
+        new: Value,
+        mode: UpdateMode,
+        write: Write,
+    ) -> Result<(Arc<Value>, bool), StatusError> {
+        self.update_managed(res, ns, name, new, mode, write, Tracking::Keep)
+    }
+
+    /// [`Store::update_with`], recording field ownership as `tracking` says.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn update_managed(
+        &mut self,
+        res: ResId,
+        ns: &str,
+        name: &str,
         mut new: Value,
         mode: UpdateMode,
         write: Write,
+        tracking: Tracking<'_>,
     ) -> Result<(Arc<Value>, bool), StatusError> {
         let d = def(res);
         let key = (res, ns.to_string(), name.to_string());
         let Some(old) = self.objects.get(&key).cloned() else {
             return Err(StatusError::not_found(d, name));
         };
+        let given = fieldmanager::take(&mut new);
         let old_rv = meta_str(&old, "resourceVersion").unwrap_or("").to_string();
         let old_uid = meta_str(&old, "uid").unwrap_or("").to_string();
         if mode != UpdateMode::Force {
@@ -599,6 +629,7 @@ impl Store {
         }
         let template_changed =
             d.is_workload() && old.pointer("/spec/template") != new.pointer("/spec/template");
+        fieldmanager::track(d, Some(&old), &mut new, given, tracking);
         if mode != UpdateMode::Status {
             strategy::sync(d, &mut new, Some(&old), template_changed);
         }
