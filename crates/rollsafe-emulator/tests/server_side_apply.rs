@@ -10,6 +10,8 @@ use rollsafe_emulator::RunningEmulator;
 use serde_json::{Value, json};
 
 const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/shop/deployments/web";
+/// The manager of the emulated deployment controller's writes.
+const CONTROLLER: &str = "kube-controller-manager";
 
 fn manifest(replicas: u32, image: &str) -> String {
     format!(
@@ -98,12 +100,14 @@ fn entry<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
         .find(|e| e["manager"] == manager)
 }
 
+/// The managers of the entries, in order, but for the emulated controllers'.
 fn managers(obj: &Value) -> Vec<String> {
     obj["metadata"]["managedFields"]
         .as_array()
         .map(|l| {
             l.iter()
                 .map(|e| e["manager"].as_str().unwrap_or("").to_owned())
+                .filter(|m| m != CONTROLLER)
                 .collect()
         })
         .unwrap_or_default()
@@ -116,8 +120,26 @@ async fn apply_creates_with_an_apply_entry_in_the_real_format() {
         .await
         .unwrap();
     let list = created["metadata"]["managedFields"].as_array().unwrap();
-    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list.len(), 3, "{list:?}");
+    // Applies come first; the deployment controller's annotation and status writes follow.
     let e = &list[0];
+    assert_eq!(
+        list[1]["fieldsV1"],
+        json!({"f:metadata": {"f:annotations": {".": {}, "f:deployment.kubernetes.io/revision": {}}}})
+    );
+    assert_eq!(
+        (
+            &list[1]["manager"],
+            &list[1]["operation"],
+            list[1].get("subresource")
+        ),
+        (&json!(CONTROLLER), &json!("Update"), None)
+    );
+    assert_eq!(
+        (&list[2]["manager"], &list[2]["subresource"]),
+        (&json!(CONTROLLER), &json!("status"))
+    );
+    assert!(list[2]["fieldsV1"]["f:status"]["f:observedGeneration"].is_object());
     let keys: Vec<&str> = e.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,

@@ -392,6 +392,9 @@ fn mark_all(
     match v {
         Value::Object(map) if path.is_empty() || !atomic_object(last_field(path)) => {
             for (k, child) in map {
+                if child.is_null() {
+                    continue;
+                }
                 let here = implicit_here && implicit(path, k);
                 path.push(format!("f:{k}"));
                 mark_all(kind, child, path, out, here);
@@ -438,6 +441,9 @@ fn compare(
     top: bool,
     diff: &mut Diff,
 ) {
+    // A null field is an absent one (as in the real server's typed objects).
+    let old = old.filter(|v| !v.is_null());
+    let new = new.filter(|v| !v.is_null());
     match (old, new) {
         (None, None) => {}
         (None, Some(n)) => mark_all(kind, n, path, &mut diff.added, top),
@@ -755,7 +761,15 @@ fn update(
         put(new, recorded.cloned());
         return;
     }
-    for e in &mut entries {
+    record(&mut entries, &diff, m);
+    put(new, encode_all(entries));
+}
+
+/// An Update by `m` that made `diff`: every manager loses what it changed or removed, `m`'s
+/// entry gains what it changed (and its time when that is anything).
+fn record(entries: &mut Vec<Entry>, diff: &Diff, m: &Manager) {
+    let changed = diff.changed();
+    for e in entries.iter_mut() {
         e.set = e.set.difference(&changed).difference(&diff.removed);
     }
     let me = Entry {
@@ -776,7 +790,113 @@ fn update(
         mine.time = Some(util::now_seconds());
     }
     entries.push(mine);
-    put(new, encode_all(entries));
+}
+
+/// The manager the emulator's controllers write as.
+const CONTROLLER_MANAGER: &str = "kube-controller-manager";
+
+fn controller(d: &ResourceDef, subresource: Option<&str>) -> Manager {
+    Manager {
+        name: CONTROLLER_MANAGER.into(),
+        subresource: subresource.map(str::to_owned),
+        api_version: d.api_version(),
+    }
+}
+
+/// What a controller's write changed from `old` to `new`, recorded as the real controllers'
+/// `kube-controller-manager` entries: one for the object, one for its status subresource.
+fn record_controller(d: &ResourceDef, entries: &mut Vec<Entry>, old: &Value, new: &Value) {
+    record(entries, &diff_of(d, None, old, new), &controller(d, None));
+    if d.subresources.contains(&"status") {
+        record(
+            entries,
+            &diff_of(d, Some("status"), old, new),
+            &controller(d, Some("status")),
+        );
+    }
+}
+
+/// Runs the controller simulation of a workload write (`sync`) over `obj` and records what it
+/// changed as `kube-controller-manager`'s, as the real deployment, statefulset and daemonset
+/// controllers' own writes would be. When the write then changes nothing but managedFields
+/// times, `old`'s managedFields stay (the real store ignores timestamp-only changes).
+pub(crate) fn as_controller(
+    d: &ResourceDef,
+    old: Option<&Value>,
+    obj: &mut Value,
+    sync: impl FnOnce(&mut Value),
+) {
+    if !d.is_workload() {
+        sync(obj);
+        return;
+    }
+    let before = obj.clone();
+    sync(obj);
+    let recorded = take(obj);
+    let mut entries = recorded.as_ref().and_then(decode_all).unwrap_or_default();
+    let before_clean = without_managed(&before);
+    if before_clean != *obj {
+        record_controller(d, &mut entries, &before_clean, obj);
+        put(obj, encode_all(entries));
+    } else {
+        put(obj, recorded);
+    }
+    keep_times_of(old, obj);
+}
+
+/// A controller's write of a whole object (`old`: the object it replaces).
+pub(crate) fn controller_write(d: &ResourceDef, old: Option<&Value>, obj: &mut Value) {
+    take(obj);
+    let empty = json!({});
+    let old_clean = old.map(without_managed).unwrap_or_else(|| empty.clone());
+    if old_clean == *obj {
+        put(
+            obj,
+            old.and_then(|o| o.pointer("/metadata/managedFields"))
+                .cloned(),
+        );
+        return;
+    }
+    let mut entries = decode_of(old);
+    record_controller(d, &mut entries, &old_clean, obj);
+    put(obj, encode_all(entries));
+    keep_times_of(old, obj);
+}
+
+/// `old`'s managedFields on `obj` when the two differ in managedFields times only.
+fn keep_times_of(old: Option<&Value>, obj: &mut Value) {
+    let Some(old) = old else {
+        return;
+    };
+    let (Some(a), Some(b)) = (
+        old.pointer("/metadata/managedFields"),
+        obj.pointer("/metadata/managedFields"),
+    ) else {
+        return;
+    };
+    if a == b {
+        return;
+    }
+    let untimed = |v: &Value| -> Option<Vec<Entry>> {
+        let mut list = decode_all(v)?;
+        for e in &mut list {
+            e.time = None;
+        }
+        list.sort_by(|x, y| {
+            (x.operation, &x.manager, &x.api_version, &x.subresource).cmp(&(
+                y.operation,
+                &y.manager,
+                &y.api_version,
+                &y.subresource,
+            ))
+        });
+        Some(list)
+    };
+    if untimed(a) != untimed(b) || without_managed(old) != without_managed(obj) {
+        return;
+    }
+    let a = a.clone();
+    put(obj, Some(a));
 }
 
 /// Server-side apply of `config` by `m` over `live` (`None`: the apply creates): the merged

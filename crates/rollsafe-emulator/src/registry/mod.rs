@@ -485,7 +485,7 @@ impl Store {
             }
         }
         fieldmanager::track(d, None, &mut obj, given, tracking);
-        strategy::sync(d, &mut obj, None, false);
+        fieldmanager::as_controller(d, None, &mut obj, |o| strategy::sync(d, o, None, false));
         check_stored_size(&obj)?;
         if write == Write::DryRun {
             return Ok(Arc::new(obj));
@@ -631,7 +631,9 @@ impl Store {
             d.is_workload() && old.pointer("/spec/template") != new.pointer("/spec/template");
         fieldmanager::track(d, Some(&old), &mut new, given, tracking);
         if mode != UpdateMode::Status {
-            strategy::sync(d, &mut new, Some(&old), template_changed);
+            fieldmanager::as_controller(d, Some(&old), &mut new, |o| {
+                strategy::sync(d, o, Some(&old), template_changed)
+            });
         }
         if new == *old {
             return Ok((old, false));
@@ -819,6 +821,7 @@ impl Store {
                 meta.insert("generation".into(), json!(1));
             }
         }
+        fieldmanager::controller_write(def(res), old, &mut obj);
         if let Some(old) = old {
             // Unchanged but for the resourceVersion the write would give it: nothing to write.
             if let Some(rv) = old.pointer("/metadata/resourceVersion") {
