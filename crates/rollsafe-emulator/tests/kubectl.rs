@@ -1810,5 +1810,14 @@ async fn server_side_apply_conflicts_then_force_conflicts_takes_over() {
         "jsonpath={.spec.replicas}",
     ]);
     assert_eq!(out, "2");
+    // The server-side apply kept the last-applied configuration in step.
+    let got: Value =
+        serde_json::from_str(&k.ok(&["-n", "shop", "get", "deployment", "api", "-o", "json"]))
+            .unwrap();
+    let last = got["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .unwrap();
+    let last: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(last["spec"]["replicas"], 2);
     emu.shutdown().await;
 }

@@ -819,14 +819,16 @@ fn record_controller(d: &ResourceDef, entries: &mut Vec<Entry>, old: &Value, new
 /// Runs the controller simulation of a workload write (`sync`) over `obj` and records what it
 /// changed as `kube-controller-manager`'s, as the real deployment, statefulset and daemonset
 /// controllers' own writes would be. When the write then changes nothing but managedFields
-/// times, `old`'s managedFields stay (the real store ignores timestamp-only changes).
+/// times, `old`'s managedFields stay (the real store ignores timestamp-only changes). The
+/// emulator's own setup writes ([`Tracking::Keep`]) record nothing.
 pub(crate) fn as_controller(
     d: &ResourceDef,
     old: Option<&Value>,
     obj: &mut Value,
+    tracking: Tracking<'_>,
     sync: impl FnOnce(&mut Value),
 ) {
-    if !d.is_workload() {
+    if !d.is_workload() || matches!(tracking, Tracking::Keep) {
         sync(obj);
         return;
     }
@@ -1025,7 +1027,25 @@ fn update_last_applied(merged: &mut Value, config: &Value) {
             meta.remove("annotations");
         }
     }
-    annotations.insert(LAST_APPLIED.into(), json!(last.to_string()));
+    // As kubectl writes it: keys sorted, a newline at the end.
+    annotations.insert(LAST_APPLIED.into(), json!(format!("{}\n", sorted(&last))));
+}
+
+fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
 }
 
 /// The real server's apply conflict: `Apply failed with 1 conflict: conflict with "m" using

@@ -485,7 +485,9 @@ impl Store {
             }
         }
         fieldmanager::track(d, None, &mut obj, given, tracking);
-        fieldmanager::as_controller(d, None, &mut obj, |o| strategy::sync(d, o, None, false));
+        fieldmanager::as_controller(d, None, &mut obj, tracking, |o| {
+            strategy::sync(d, o, None, false)
+        });
         check_stored_size(&obj)?;
         if write == Write::DryRun {
             return Ok(Arc::new(obj));
@@ -631,7 +633,7 @@ impl Store {
             d.is_workload() && old.pointer("/spec/template") != new.pointer("/spec/template");
         fieldmanager::track(d, Some(&old), &mut new, given, tracking);
         if mode != UpdateMode::Status {
-            fieldmanager::as_controller(d, Some(&old), &mut new, |o| {
+            fieldmanager::as_controller(d, Some(&old), &mut new, tracking, |o| {
                 strategy::sync(d, o, Some(&old), template_changed)
             });
         }
