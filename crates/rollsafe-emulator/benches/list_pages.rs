@@ -32,10 +32,6 @@ async fn client(emu: &RunningEmulator) -> kube::Client {
 /// What `kubectl get` sends.
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 
-async fn list_all(client: &kube::Client) -> usize {
-    list_all_as(client, None).await
-}
-
 /// Every page of the list; with `accept`, as that representation (rows of a Table count as
 /// items).
 async fn list_all_as(client: &kube::Client, accept: Option<&str>) -> usize {

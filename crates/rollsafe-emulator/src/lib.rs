@@ -75,6 +75,7 @@ mod admin;
 mod decode;
 mod discovery;
 mod faults;
+mod fieldmanager;
 mod filters;
 mod handlers;
 mod http_util;

@@ -1,5 +1,6 @@
 //! The four PATCH flavours: RFC 6902 JSON patch (with the real server's engine quirks), RFC 7386
-//! merge patch, strategic merge patch (what kubectl sends) and a simple server-side apply.
+//! merge patch, strategic merge patch (what kubectl sends) and server-side apply (merged and
+//! tracked by `crate::fieldmanager`).
 
 use serde_json::{Map, Value};
 
@@ -177,6 +178,14 @@ pub fn apply_json_patch(target: &Value, ops: &[Value]) -> Result<Value, JsonPatc
 /// The patch merge key of a list field, by field name (the emulator's resources use these names
 /// consistently). `None`: the list is replaced as a whole.
 fn merge_key(field: &str) -> Option<&'static str> {
+    list_map_keys(field).and_then(|keys| keys.first().copied())
+}
+
+/// The key fields of a list field that the real schema keys by (`+listType=map`), the first
+/// being its strategic-merge key; server-side apply tracks the items by all of them. `None`:
+/// an atomic list (or a set, see [`is_primitive_merge_list`]). Service ports, keyed by `port`,
+/// are told apart by the field manager.
+pub(crate) fn list_map_keys(field: &str) -> Option<&'static [&'static str]> {
     match field {
         "containers"
         | "initContainers"
@@ -184,20 +193,21 @@ fn merge_key(field: &str) -> Option<&'static str> {
         | "volumes"
         | "env"
         | "imagePullSecrets"
-        | "resourceClaims" => Some("name"),
-        "volumeMounts" => Some("mountPath"),
-        "volumeDevices" => Some("devicePath"),
-        "ports" => Some("containerPort"),
-        "hostAliases" => Some("ip"),
-        "conditions" => Some("type"),
-        "topologySpreadConstraints" => Some("topologyKey"),
-        "ownerReferences" => Some("uid"),
+        | "resourceClaims"
+        | "schedulingGates" => Some(&["name"]),
+        "volumeMounts" => Some(&["mountPath"]),
+        "volumeDevices" => Some(&["devicePath"]),
+        "ports" => Some(&["containerPort", "protocol"]),
+        "hostAliases" => Some(&["ip"]),
+        "conditions" => Some(&["type"]),
+        "topologySpreadConstraints" => Some(&["topologyKey", "whenUnsatisfiable"]),
+        "ownerReferences" => Some(&["uid"]),
         _ => None,
     }
 }
 
 /// Primitive lists merged as sets.
-fn is_primitive_merge_list(field: &str) -> bool {
+pub(crate) fn is_primitive_merge_list(field: &str) -> bool {
     field == "finalizers"
 }
 

@@ -1796,3 +1796,87 @@ async fn every_kubectl_release_serves_a_kind_its_crd_defines() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_conflicts_then_force_conflicts_takes_over() {
+    if skip_without_kubectl() {
+        return;
+    }
+    let (emu, k) = setup().await;
+    let manifest = |name: &str, replicas: u32| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: shop}}\n\
+             spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    \
+             metadata: {{labels: {{app: {name}}}}}\n    spec:\n      containers:\n      - {{name: app, image: nginx}}\n"
+        )
+    };
+    let web = k.file("web.yaml", &manifest("web", 1));
+    k.ok(&["apply", "--server-side", "-f", &web]);
+    let shown = |args: &[&str]| -> Value {
+        let mut all = vec!["-n", "shop", "get", "deployment", "web", "-o", "json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&k.ok(&all)).unwrap()
+    };
+    // kubectl strips managedFields unless asked to show them.
+    assert!(shown(&[])["metadata"].get("managedFields").is_none());
+    let with = shown(&["--show-managed-fields"]);
+    let entries = with["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(entries[0]["manager"], "kubectl");
+    assert_eq!(entries[0]["operation"], "Apply");
+    assert_eq!(entries[0]["fieldsV1"]["f:spec"]["f:replicas"], json!({}));
+
+    k.ok(&[
+        "-n",
+        "shop",
+        "patch",
+        "deployment",
+        "web",
+        "-p",
+        r#"{"spec":{"replicas":3}}"#,
+    ]);
+    let err = k.fails(&["apply", "--server-side", "-f", &web]);
+    assert!(
+        err.contains(
+            "Apply failed with 1 conflict: conflict with \"kubectl-patch\" using apps/v1: .spec.replicas"
+        ),
+        "{err}"
+    );
+    k.ok(&["apply", "--server-side", "--force-conflicts", "-f", &web]);
+    let after = shown(&["--show-managed-fields"]);
+    assert_eq!(after["spec"]["replicas"], 1);
+    let managers: Vec<&str> = after["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["manager"].as_str())
+        .filter(|m| *m != "kube-controller-manager")
+        .collect();
+    assert_eq!(managers, ["kubectl"], "kubectl-patch owned only replicas");
+
+    // From client-side apply to server-side apply: kubectl takes over the fields its
+    // last-applied configuration lists, without a conflict.
+    let api = k.file("api.yaml", &manifest("api", 1));
+    k.ok(&["apply", "-f", &api]);
+    let api = k.file("api.yaml", &manifest("api", 2));
+    k.ok(&["apply", "--server-side", "-f", &api]);
+    let out = k.ok(&[
+        "-n",
+        "shop",
+        "get",
+        "deployment",
+        "api",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(out, "2");
+    // The server-side apply kept the last-applied configuration in step.
+    let got: Value =
+        serde_json::from_str(&k.ok(&["-n", "shop", "get", "deployment", "api", "-o", "json"]))
+            .unwrap();
+    let last = got["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .unwrap();
+    let last: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(last["spec"]["replicas"], 2);
+    emu.shutdown().await;
+}

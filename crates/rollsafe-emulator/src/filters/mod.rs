@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
-use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 
@@ -163,6 +163,7 @@ async fn serve_inner(
         query: &query,
         content_type: header(&parts.headers, CONTENT_TYPE).unwrap_or_default(),
         accept: header(&parts.headers, ACCEPT).unwrap_or_default(),
+        user_agent: header(&parts.headers, USER_AGENT).unwrap_or_default(),
         body: &body,
         user: &user,
         corruption,

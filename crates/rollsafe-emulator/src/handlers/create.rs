@@ -2,6 +2,7 @@
 
 use hyper::Response;
 
+use crate::fieldmanager::Tracking;
 use crate::handlers::{
     Call, Decoding, check_type, decode_body, decode_typed, set_namespace, with_warnings,
 };
@@ -18,9 +19,12 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let warnings = decode_typed(c, &mut obj, None, Decoding::Body)?;
     set_namespace(&mut obj, c)?;
     let obj = c.to_stored(obj);
-    let created = c
-        .shared
-        .store()
-        .create_with(c.stored_res(), obj, c.write())?;
+    let manager = c.manager();
+    let created = c.shared.store().create_managed(
+        c.stored_res(),
+        obj,
+        c.write(),
+        Tracking::Update(&manager),
+    )?;
     Ok(with_warnings(json(201, &c.shown(&created)), &warnings))
 }

@@ -18,6 +18,7 @@ use hyper::Response;
 use serde_json::{Value, json};
 
 use crate::faults::ListCorruption;
+use crate::fieldmanager::Manager;
 use crate::identity::UserInfo;
 use crate::query::{FieldSelector, LabelSelector, Query};
 use crate::registry::Write;
@@ -39,6 +40,8 @@ pub(crate) struct Call<'a> {
     pub content_type: String,
     /// `Accept` of the request (a Table is answered when it asks for one).
     pub accept: String,
+    /// `User-Agent` of the request (the field manager when `fieldManager` is not given).
+    pub user_agent: String,
     /// The request body.
     pub body: &'a [u8],
     /// Who the request acts as (after impersonation).
@@ -126,6 +129,16 @@ impl Call<'_> {
     /// The subresource.
     pub(crate) fn sub(&self) -> Option<&str> {
         self.info.subresource.as_deref()
+    }
+
+    /// Who this write is recorded as in `managedFields`.
+    pub(crate) fn manager(&self) -> Manager {
+        Manager::from_request(
+            self.query.non_empty("fieldManager"),
+            &self.user_agent,
+            self.sub(),
+            def(self.info.res).api_version(),
+        )
     }
 }
 

@@ -1,15 +1,17 @@
-//! PATCH in the four content types (the patch engines are in `crate::patch`), including
-//! server-side apply creating a missing object, and PATCH of `status` and `scale`.
+//! PATCH in the four content types (the patch engines are in `crate::patch`, server-side apply
+//! in `crate::fieldmanager`), including an apply creating a missing object, and PATCH of
+//! `status` and `scale`.
 
 use hyper::Response;
 use serde_json::{Value, json};
 
+use crate::fieldmanager::{self, Tracking};
 use crate::handlers::scale::scale_of;
 use crate::handlers::{
     Call, Decoding, check_name, check_type, decode_typed, set_namespace, with_warnings,
 };
 use crate::http_util::json;
-use crate::patch::{self, PatchKind};
+use crate::patch::{self, Decoded, PatchKind};
 use crate::registry::UpdateMode;
 use crate::resources::def;
 use crate::server::Body;
@@ -40,17 +42,23 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
             ),
         ));
     }
+    let manager = c.manager();
+    let force = c.query.flag("force");
     let mut store = c.shared.store();
     let Some(current) = store.get(c.stored_res(), c.ns(), c.name()).cloned() else {
         if kind == PatchKind::Apply && c.sub().is_none() {
             let decoded = patch::decode(kind, c.body)?;
-            let mut obj = patch::apply(&decoded, &json!({}))?;
+            let Decoded::Document(_, config) = &decoded else {
+                return Err(StatusError::bad_request("error decoding YAML"));
+            };
+            let mut obj = fieldmanager::apply(d, None, config, &manager, force)?;
             check_type(&obj, c.info.res)?;
             let warnings = decode_typed(c, &mut obj, None, Decoding::Apply)?;
             check_name(&mut obj, c)?;
             set_namespace(&mut obj, c)?;
             let obj = c.to_stored(obj);
-            let created = store.create_with(c.stored_res(), obj, c.write())?;
+            let created =
+                store.create_managed(c.stored_res(), obj, c.write(), Tracking::Applied)?;
             return Ok(with_warnings(json(201, &c.shown(&created)), &warnings));
         }
         return Err(StatusError::not_found(d, c.name()));
@@ -68,17 +76,27 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
             .pointer("/metadata/resourceVersion")
             .cloned()
             .unwrap_or(Value::Null);
-        let (stored, _) = store.update_with(
+        let (stored, _) = store.update_managed(
             c.info.res,
             c.ns(),
             c.name(),
             next,
             UpdateMode::Patch,
             c.write(),
+            Tracking::Update(&manager),
         )?;
         return Ok(json(200, &scale_of(&stored)));
     }
-    let mut patched = patch::apply(&decoded, &c.shown(&current))?;
+    let (mut patched, tracking) = match &decoded {
+        Decoded::Document(PatchKind::Apply, config) => (
+            fieldmanager::apply(d, Some(&c.shown(&current)), config, &manager, force)?,
+            Tracking::Applied,
+        ),
+        _ => (
+            patch::apply(&decoded, &c.shown(&current))?,
+            Tracking::Update(&manager),
+        ),
+    };
     let name_now = patched
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -105,7 +123,14 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
         UpdateMode::Patch
     };
     let patched = c.to_stored(patched);
-    let (stored, _) =
-        store.update_with(c.stored_res(), c.ns(), c.name(), patched, mode, c.write())?;
+    let (stored, _) = store.update_managed(
+        c.stored_res(),
+        c.ns(),
+        c.name(),
+        patched,
+        mode,
+        c.write(),
+        tracking,
+    )?;
     Ok(with_warnings(json(200, &c.shown(&stored)), &warnings))
 }

@@ -3,6 +3,7 @@
 use hyper::Response;
 use serde_json::{Value, json};
 
+use crate::fieldmanager::Tracking;
 use crate::handlers::scale::scale_of;
 use crate::handlers::{
     Call, Decoding, check_name, check_type, decode_body, decode_typed, set_namespace, with_warnings,
@@ -31,13 +32,15 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         {
             next["metadata"]["resourceVersion"] = json!(rv);
         }
-        let (stored, _) = store.update_with(
+        let manager = c.manager();
+        let (stored, _) = store.update_managed(
             c.info.res,
             c.ns(),
             c.name(),
             next,
             UpdateMode::Put,
             c.write(),
+            Tracking::Update(&manager),
         )?;
         return Ok(json(200, &scale_of(&stored)));
     }
@@ -51,9 +54,15 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     } else {
         UpdateMode::Put
     };
-    let (stored, _) =
-        c.shared
-            .store()
-            .update_with(c.stored_res(), c.ns(), c.name(), obj, mode, c.write())?;
+    let manager = c.manager();
+    let (stored, _) = c.shared.store().update_managed(
+        c.stored_res(),
+        c.ns(),
+        c.name(),
+        obj,
+        mode,
+        c.write(),
+        Tracking::Update(&manager),
+    )?;
     Ok(with_warnings(json(200, &c.shown(&stored)), &warnings))
 }

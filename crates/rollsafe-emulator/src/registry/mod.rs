@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+use crate::fieldmanager::{self, Tracking};
 use crate::resources::{self, ResId, ResourceDef, def, ids};
 use crate::status::{FieldCause, OPTIMISTIC_LOCK, StatusError};
 use crate::util;
@@ -421,10 +422,22 @@ impl Store {
     pub(crate) fn create_with(
         &mut self,
         res: ResId,
-        mut obj: Value,
+        obj: Value,
         write: Write,
     ) -> Result<Arc<Value>, StatusError> {
+        self.create_managed(res, obj, write, Tracking::Keep)
+    }
+
+    /// [`Store::create_with`], recording field ownership as `tracking` says.
+    pub(crate) fn create_managed(
+        &mut self,
+        res: ResId,
+        mut obj: Value,
+        write: Write,
+        tracking: Tracking<'_>,
+    ) -> Result<Arc<Value>, StatusError> {
         let d = def(res);
+        let given = fieldmanager::take(&mut obj);
         let ns = if d.namespaced {
             meta_str(&obj, "namespace").unwrap_or("").to_string()
         } else {
@@ -483,7 +496,10 @@ impl Store {
                 meta.insert("generation".into(), json!(1));
             }
         }
-        strategy::sync(d, &mut obj, None, false);
+        fieldmanager::track(d, None, &mut obj, given, tracking);
+        fieldmanager::as_controller(d, None, &mut obj, tracking, |o| {
+            strategy::sync(d, o, None, false)
+        });
         check_stored_size(&obj)?;
         if write == Write::DryRun {
             return Ok(Arc::new(obj));
@@ -524,15 +540,31 @@ impl Store {
         res: ResId,
         ns: &str,
         name: &str,
+        new: Value,
+        mode: UpdateMode,
+        write: Write,
+    ) -> Result<(Arc<Value>, bool), StatusError> {
+        self.update_managed(res, ns, name, new, mode, write, Tracking::Keep)
+    }
+
+    /// [`Store::update_with`], recording field ownership as `tracking` says.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn update_managed(
+        &mut self,
+        res: ResId,
+        ns: &str,
+        name: &str,
         mut new: Value,
         mode: UpdateMode,
         write: Write,
+        tracking: Tracking<'_>,
     ) -> Result<(Arc<Value>, bool), StatusError> {
         let d = def(res);
         let key = (res, ns.to_string(), name.to_string());
         let Some(old) = self.objects.get(&key).cloned() else {
             return Err(StatusError::not_found(d, name));
         };
+        let given = fieldmanager::take(&mut new);
         let old_rv = meta_str(&old, "resourceVersion").unwrap_or("").to_string();
         let old_uid = meta_str(&old, "uid").unwrap_or("").to_string();
         if mode != UpdateMode::Force {
@@ -624,8 +656,11 @@ impl Store {
         }
         let template_changed =
             d.is_workload() && old.pointer("/spec/template") != new.pointer("/spec/template");
+        fieldmanager::track(d, Some(&old), &mut new, given, tracking);
         if mode != UpdateMode::Status {
-            strategy::sync(d, &mut new, Some(&old), template_changed);
+            fieldmanager::as_controller(d, Some(&old), &mut new, tracking, |o| {
+                strategy::sync(d, o, Some(&old), template_changed)
+            });
         }
         if new == *old {
             return Ok((old, false));
@@ -770,6 +805,7 @@ impl Store {
                 meta.insert("generation".into(), json!(1));
             }
         }
+        fieldmanager::controller_write(def(res), old, &mut obj);
         if let Some(old) = old {
             // Unchanged but for the resourceVersion the write would give it: nothing to write.
             if let Some(rv) = old.pointer("/metadata/resourceVersion") {
