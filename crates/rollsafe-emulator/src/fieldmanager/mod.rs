@@ -1202,4 +1202,62 @@ mod tests {
         assert!(f.get("f:apiVersion").is_none());
         assert!(f["f:metadata"].get("f:name").is_none());
     }
+
+    #[test]
+    fn service_ports_key_by_port_and_lists_merge_in_place() {
+        let d = def(ids::SERVICES);
+        let config = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                            "spec": {"ports": [{"port": 80}]}});
+        let out = apply(d, None, &config, &manager("a"), false).unwrap_or_default();
+        assert_eq!(
+            out["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"],
+            json!({"f:ports": {r#"k:{"port":80,"protocol":"TCP"}"#: {".": {}, "f:port": {}}}})
+        );
+        let live = json!({"spec": {"containers": [{"name": "a"}, {"name": "b", "image": "1"}]}});
+        let config = json!({"spec": {"containers": [{"name": "b", "image": "2"}, {"name": "c"}]}});
+        let merged = merge("Pod", Some(&live), &config, &mut Vec::new());
+        assert_eq!(
+            merged["spec"]["containers"],
+            json!([{"name": "a"}, {"name": "b", "image": "2"}, {"name": "c"}])
+        );
+    }
+
+    #[test]
+    fn a_dropped_list_item_goes_with_what_it_holds() {
+        let d = def(ids::DEPLOYMENTS);
+        let two = {
+            let mut v = deployment(1, "nginx");
+            if let Some(c) = v["spec"]["template"]["spec"]["containers"].as_array_mut() {
+                c.push(json!({"name": "side", "image": "busybox"}));
+            }
+            v
+        };
+        let live = apply(d, None, &two, &manager("a"), false).unwrap_or_default();
+        // A default the server added inside the sidecar belongs to nobody: it goes too.
+        let mut live = live;
+        live["spec"]["template"]["spec"]["containers"][1]["imagePullPolicy"] = json!("Always");
+        let out = apply(
+            d,
+            Some(&live),
+            &deployment(1, "nginx"),
+            &manager("a"),
+            false,
+        )
+        .unwrap_or_default();
+        let containers = out["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .cloned();
+        assert_eq!(containers.map(|c| c.len()), Some(1));
+        // Finalizers are a set: values, dropped one by one.
+        let mut with = deployment(1, "nginx");
+        with["metadata"]["finalizers"] = json!(["x/a", "x/b"]);
+        let live = apply(d, None, &with, &manager("a"), false).unwrap_or_default();
+        with["metadata"]["finalizers"] = json!(["x/b"]);
+        let out = apply(d, Some(&live), &with, &manager("a"), false).unwrap_or_default();
+        assert_eq!(out["metadata"]["finalizers"], json!(["x/b"]));
+        assert_eq!(
+            out["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]["f:finalizers"],
+            json!({"v:\"x/b\"": {}})
+        );
+    }
 }
