@@ -509,8 +509,7 @@ impl<'de> de::Deserializer<'de> for Typed<'_, '_> {
             }),
         };
         result.map_err(|error| match error {
-            Error::Refused(found) if self.newtype == Some("Quantity") => {
-                let _ = found;
+            Error::Refused(_) if self.newtype == Some("Quantity") => {
                 Error::Go(QUANTITY_FORMAT.to_owned())
             }
             // `IntOrString` reads anything but a string as its int32.

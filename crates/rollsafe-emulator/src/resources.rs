@@ -603,6 +603,15 @@ pub(crate) mod custom {
         defined.get(index).copied().unwrap_or(&RESOURCES[0])
     }
 
+    /// The newest custom resource `matches` accepts.
+    pub(super) fn newest(matches: &dyn Fn(&ResourceDef) -> bool) -> Option<ResId> {
+        let defined = DEFINED.read().unwrap_or_else(PoisonError::into_inner);
+        defined
+            .iter()
+            .rposition(|d| matches(d))
+            .map(|i| id_of(RESOURCES.len() + i))
+    }
+
     pub(super) fn snapshot() -> Vec<&'static ResourceDef> {
         DEFINED
             .read()
@@ -676,11 +685,13 @@ fn id_of(index: usize) -> ResId {
 
 /// Finds a resource by group, version and plural.
 pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<ResId> {
-    // The newest definition wins (a CRD redefined with another scope).
-    all()
-        .filter(|(_, r)| r.group == group && r.version == version && r.plural == plural)
-        .map(|(id, _)| id)
-        .last()
+    newest(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The newest resource `matches` accepts: a CRD's definition over an older one or a built-in
+/// one. Looks up without copying the custom table (this is on every request's route).
+fn newest(matches: impl Fn(&ResourceDef) -> bool) -> Option<ResId> {
+    custom::newest(&matches).or_else(|| RESOURCES.iter().position(&matches).map(id_of))
 }
 
 /// Finds a resource by plural alone: the first in the table, so the core group wins
@@ -735,10 +746,7 @@ pub(crate) fn stored(res: ResId) -> ResId {
 
 /// Finds a resource by `apiVersion` and `kind`.
 pub(crate) fn find_kind(api_version: &str, kind: &str) -> Option<ResId> {
-    all()
-        .filter(|(_, r)| r.kind == kind && r.api_version() == api_version)
-        .map(|(id, _)| id)
-        .last()
+    newest(|r| r.kind == kind && r.api_version() == api_version)
 }
 
 /// Groups in discovery order, each with its single version.

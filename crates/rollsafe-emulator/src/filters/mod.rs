@@ -84,7 +84,10 @@ async fn serve_inner(
     };
     let info = match route::parse(&parts.method, &entry.path, &query) {
         // A custom resource no CRD of this emulator defines is as unknown as any other path.
-        Route::Resource(info) if !shared.store().serves(info.res) => {
+        Route::Resource(info)
+            if crate::resources::custom::is_custom(info.res)
+                && !shared.store().serves(info.res) =>
+        {
             return respond(StatusError::page_not_found());
         }
         Route::Resource(info) => info,

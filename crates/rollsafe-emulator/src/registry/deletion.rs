@@ -390,26 +390,25 @@ fn check_preconditions(
     old: &Value,
     pre: &Preconditions,
 ) -> Result<(), StatusError> {
-    if let Some(uid) = pre.uid.as_deref() {
-        let actual = meta_str(old, "uid").unwrap_or("");
-        if uid != actual {
+    let checks = [
+        ("UID", "uid", pre.uid.as_deref()),
+        (
+            "ResourceVersion",
+            "resourceVersion",
+            pre.resource_version.as_deref(),
+        ),
+    ];
+    for (label, field, required) in checks {
+        let Some(required) = required else {
+            continue;
+        };
+        let actual = meta_str(old, field).unwrap_or("");
+        if required != actual {
             return Err(StatusError::conflict(
                 d,
                 name,
                 &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
-                ),
-            ));
-        }
-    }
-    if let Some(rv) = pre.resource_version.as_deref() {
-        let actual = meta_str(old, "resourceVersion").unwrap_or("");
-        if rv != actual {
-            return Err(StatusError::conflict(
-                d,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                    "Precondition failed: {label} in precondition: {required}, {label} in object meta: {actual}"
                 ),
             ));
         }
