@@ -19,9 +19,23 @@
 //! so the difference can be attributed: Kubernetes read, HTTP and gates, durable audit. The
 //! emulator's request log checks that no request ever had more than 4 patches in flight.
 //!
+//! Each run also prints the process's CPU time per request (emulator, servers and clients
+//! together), which tells a cost in CPU from one in waiting. `LOAD_VARIANT=racing|disjoint`
+//! and `LOAD_RUN=<part of a label>` narrow it to what is being profiled; `LOAD_EACH=1` prints
+//! every round. Rounds rotate the order of the runs.
+//!
+//! The process uses mimalloc: with glibc's allocator, the emulator (10⁵ objects and their
+//! history, eight client threads) slowed down run after run — the engine's own throughput fell
+//! from 296 to 151 req/s over eight 3 s runs, most of the time in `malloc_consolidate` and
+//! `unlink_chunk` — so later runs were not measured on the same ground as earlier ones.
+//!
 //! Run: `cargo bench -p rollsafe-server --bench load`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+/// See the module documentation: the same allocator for every run, one that does not degrade.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -119,6 +133,9 @@ struct Run {
     latencies: Vec<Duration>,
     statuses: BTreeMap<String, usize>,
     elapsed: Duration,
+    /// Process CPU time (user and system, every thread: emulator, server and clients) spent
+    /// while the run's clients were sending.
+    cpu: Duration,
 }
 
 impl Run {
@@ -134,6 +151,7 @@ impl Run {
             *self.statuses.entry(status).or_default() += count;
         }
         self.elapsed += other.elapsed;
+        self.cpu += other.cpu;
     }
 
     fn p99(&self) -> Duration {
@@ -146,12 +164,14 @@ impl Run {
         let mut sorted = self.latencies.clone();
         sorted.sort();
         println!(
-            "{label:>30}: {} requests in {:.2}s = {:.1} req/s; p50 {:.1} ms, p99 {:.1} ms; statuses {:?}",
+            "{label:>30}: {} requests in {:.2}s = {:.1} req/s; p50 {:.1} ms, p99 {:.1} ms; CPU {:.2} ms per request ({:.0} % of 1 core); statuses {:?}",
             self.requests,
             self.elapsed.as_secs_f64(),
             self.throughput(),
             percentile(&sorted, 0.50).as_secs_f64() * 1e3,
             percentile(&sorted, 0.99).as_secs_f64() * 1e3,
+            self.cpu.as_secs_f64() * 1e3 / self.requests.max(1) as f64,
+            self.cpu.as_secs_f64() * 100.0 / self.elapsed.as_secs_f64(),
             self.statuses
         );
     }
@@ -172,6 +192,13 @@ impl Variant {
         match self {
             Variant::Racing => NS,
             Variant::Disjoint => NS_DISJOINT,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Racing => "racing",
+            Variant::Disjoint => "disjoint",
         }
     }
 
@@ -348,17 +375,29 @@ fn main() {
             "Restart Consumers load: {clients} clients, {rounds} rounds of {seconds}s per run, {WORKLOADS} workloads per namespace, {CONSUMERS} consumers per request"
         );
         let mut worst = 0;
+        // `LOAD_VARIANT` and `LOAD_RUN` narrow the benchmark to one variant and the runs whose
+        // label contains it, to profile one of them (`perf record`); ratios need the engine run.
+        let only_variant = std::env::var("LOAD_VARIANT").ok();
+        let only_run = std::env::var("LOAD_RUN").ok();
+        // `LOAD_EACH=1` prints every round's run as well as the totals.
+        let each_round = env_number("LOAD_EACH", 0) == 1;
         for variant in [Variant::Racing, Variant::Disjoint] {
+            if only_variant.as_deref().is_some_and(|v| v != variant.label()) {
+                continue;
+            }
             let namespace = variant.namespace();
             let audit_file = dir.path().join(format!("audit-{namespace}.log"));
             let (durable_url, durable_stop, durable_server) = start_server(&connection, &kubeconfig, namespace, Some(&audit_file)).await;
             let (copy_url, copy_stop, copy_server) = start_server(&connection, &kubeconfig, namespace, None).await;
-            let runs = [
+            let runs: Vec<(&str, Call)> = [
                 ("engine", engine_call(&connection, variant)),
                 ("engine+read", engine_and_read_call(&connection, variant)),
                 ("server (no audit file)", server_call(&copy_url, clients, variant)),
                 ("server (fsync'd audit file)", server_call(&durable_url, clients, variant)),
-            ];
+            ]
+            .into_iter()
+            .filter(|(label, _)| only_run.as_deref().is_none_or(|only| label.contains(only)))
+            .collect();
             println!("{}:", match variant {
                 Variant::Racing => "racing — every client restarts the same Secret's 20 workloads",
                 Variant::Disjoint => "disjoint — each client restarts its own Secret's 20 workloads",
@@ -366,8 +405,12 @@ fn main() {
             // Rounds interleave the four runs, so drift in the machine's load (other processes,
             // the emulator's growing history) falls on all of them alike.
             let mut totals: Vec<Run> = runs.iter().map(|_| Run::default()).collect();
-            for _ in 0..rounds {
-                for ((_, call), total) in runs.iter().zip(totals.iter_mut()) {
+            for round in 0..rounds as usize {
+                // Each round starts one run later, so no run always follows the same one.
+                for step in 0..runs.len() {
+                    let index = (round + step) % runs.len();
+                    let (label, call) = &runs[index];
+                    let total = &mut totals[index];
                     emulator.clear_requests();
                     emulator.clear_rollouts();
                     let run = drive(clients, duration, call.clone()).await;
@@ -378,17 +421,22 @@ fn main() {
                         by_user.entry(entry.impersonated_user.clone().unwrap_or_default()).or_default().push((entry.start_micros, entry.end_micros));
                     }
                     worst = worst.max(by_user.values().map(|spans| max_overlap(spans)).max().unwrap_or(0));
+                    if each_round {
+                        run.print(label);
+                    }
                     total.add(run);
                 }
             }
-            let base = (totals[0].throughput(), totals[0].p99());
+            let base = totals.first().map_or((f64::NAN, f64::NAN), |first| {
+                (first.throughput(), first.p99().as_secs_f64())
+            });
             for ((label, _), total) in runs.iter().zip(&totals) {
                 total.print(label);
                 println!(
                     "{:>30}  throughput ×{:.2} of the engine, p99 ×{:.2}",
                     "",
                     total.throughput() / base.0,
-                    total.p99().as_secs_f64() / base.1.as_secs_f64()
+                    total.p99().as_secs_f64() / base.1
                 );
             }
             let records = std::fs::read_to_string(&audit_file).map(|t| t.lines().count()).unwrap_or(0);
@@ -463,7 +511,27 @@ fn max_overlap(spans: &[(u64, u64)]) -> usize {
 type Call = Arc<dyn Fn(usize) -> futures::future::BoxFuture<'static, String> + Send + Sync>;
 
 /// Runs `clients` tasks, each issuing requests one after another until `duration` has passed.
+/// This process's CPU time so far (user and system, all threads), from `/proc/self/stat`
+/// (zero where it cannot be read).
+fn process_cpu() -> Duration {
+    const TICKS_PER_SECOND: f64 = 100.0; // USER_HZ on Linux
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return Duration::ZERO;
+    };
+    // Fields after the parenthesised command name: state is field 3, utime 14 and stime 15.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return Duration::ZERO;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    Duration::from_secs_f64(ticks as f64 / TICKS_PER_SECOND)
+}
+
 async fn drive(clients: usize, duration: Duration, call: Call) -> Run {
+    let cpu_before = process_cpu();
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|client| {
@@ -486,6 +554,7 @@ async fn drive(clients: usize, duration: Duration, call: Call) -> Run {
         latencies: Vec::new(),
         statuses: BTreeMap::new(),
         elapsed: Duration::ZERO,
+        cpu: Duration::ZERO,
     };
     for task in tasks {
         if let Ok((latencies, statuses)) = task.await {
@@ -497,5 +566,6 @@ async fn drive(clients: usize, duration: Duration, call: Call) -> Run {
         }
     }
     run.elapsed = started.elapsed();
+    run.cpu = process_cpu().saturating_sub(cpu_before);
     run
 }
