@@ -120,12 +120,152 @@ pub(crate) fn has_path(value: &Value, path: &str) -> bool {
     true
 }
 
-/// `strict decoding error: unknown field "a", unknown field "b"`.
-pub(crate) fn strict_error(unknown: &[String]) -> String {
-    let fields: Vec<String> = unknown
-        .iter()
-        .map(|p| format!("unknown field {p:?}"))
-        .collect();
+/// A field the strict decoder reports: one the type does not declare, or one given more than
+/// once in the same object (the last value is the one kept, as Go keeps it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StrictField {
+    /// Not declared by the type (dropped from the object).
+    Unknown(String),
+    /// A key repeated in one JSON object; reported once per path.
+    Duplicate(String),
+}
+
+impl fmt::Display for StrictField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unknown(path) => write!(f, "unknown field {path:?}"),
+            Self::Duplicate(path) => write!(f, "duplicate field {path:?}"),
+        }
+    }
+}
+
+/// The strict findings of a JSON body, in the order Go's decoder meets them: `unknown` (the
+/// paths [`decode`] reported) and every key repeated in an object, each at the point in the
+/// document where it is met — an undeclared field where it starts, a duplicate at its second
+/// occurrence. Nothing under an undeclared field is looked at, as Go skips its value. A body
+/// that is not JSON (protobuf) has no duplicates.
+pub(crate) fn strict_fields(body: &[u8], unknown: &[String]) -> Vec<StrictField> {
+    let mut keys = KeyWalk {
+        path: String::new(),
+        events: Vec::new(),
+    };
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    if de::Deserializer::deserialize_any(&mut reader, &mut keys).is_err() {
+        return unknown.iter().cloned().map(StrictField::Unknown).collect();
+    }
+    let mut out: Vec<StrictField> = Vec::new();
+    let mut skipped: Vec<&str> = Vec::new();
+    for (path, repeated) in &keys.events {
+        let under_unknown = |p: &str| {
+            skipped
+                .iter()
+                .any(|u| p.strip_prefix(u).is_some_and(|r| r.starts_with(['.', '['])))
+        };
+        if under_unknown(path) {
+            continue;
+        }
+        let finding = if unknown.iter().any(|u| u == path) {
+            skipped.push(path);
+            StrictField::Unknown(path.clone())
+        } else if *repeated {
+            StrictField::Duplicate(path.clone())
+        } else {
+            continue;
+        };
+        if !out.contains(&finding) {
+            out.push(finding);
+        }
+    }
+    // Anything the walk did not meet (it cannot happen for a JSON body) still counts.
+    for path in unknown {
+        let finding = StrictField::Unknown(path.clone());
+        if !out.contains(&finding) {
+            out.push(finding);
+        }
+    }
+    out
+}
+
+/// Every object key of a JSON document with its strict path, in document order, and whether
+/// the same object already had it.
+struct KeyWalk {
+    path: String,
+    events: Vec<(String, bool)>,
+}
+
+impl<'de> Visitor<'de> for &mut KeyWalk {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let parent = self.path.len();
+        let mut index = 0usize;
+        loop {
+            self.path.truncate(parent);
+            self.path.push_str(&format!("[{index}]"));
+            if seq.next_element_seed(&mut *self)?.is_none() {
+                break;
+            }
+            index += 1;
+        }
+        self.path.truncate(parent);
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let parent = self.path.len();
+        let mut seen: Vec<String> = Vec::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            self.path.truncate(parent);
+            if parent > 0 {
+                self.path.push('.');
+            }
+            self.path.push_str(&key);
+            let repeated = seen.iter().any(|k| *k == key);
+            if !repeated {
+                seen.push(key.into_owned());
+            }
+            self.events.push((self.path.clone(), repeated));
+            map.next_value_seed(&mut *self)?;
+        }
+        self.path.truncate(parent);
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for &mut KeyWalk {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// `strict decoding error: unknown field "a", duplicate field "b"`.
+pub(crate) fn strict_error(fields: &[StrictField]) -> String {
+    let fields: Vec<String> = fields.iter().map(ToString::to_string).collect();
     format!("strict decoding error: {}", fields.join(", "))
 }
 
@@ -142,10 +282,9 @@ pub(crate) fn apply_error(unknown: &[String]) -> String {
     }
 }
 
-/// The `Warning` header value for one dropped field (`299 - "unknown field \"spec.x\""`).
-pub(crate) fn warning(path: &str) -> String {
-    let text = format!("unknown field {path:?}");
-    format!("299 - {text:?}")
+/// The `Warning` header value for one finding (`299 - "unknown field \"spec.x\""`).
+pub(crate) fn warning(field: &StrictField) -> String {
+    format!("299 - {:?}", field.to_string())
 }
 
 enum Segment {
@@ -1088,11 +1227,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            strict_error(&unknown[..1]),
+            strict_error(&[StrictField::Unknown(unknown[0].clone())]),
             "strict decoding error: unknown field \"metadata.app\""
         );
         assert_eq!(
-            warning("spec.replica"),
+            warning(&StrictField::Unknown("spec.replica".into())),
             r#"299 - "unknown field \"spec.replica\"""#
         );
         drop_fields(&mut obj, &unknown);
@@ -1103,6 +1242,71 @@ mod tests {
         );
         assert!(!has_path(&obj, "spec.replica"));
         assert!(has_path(&obj, "spec.template.spec.containers[0].name"));
+    }
+
+    #[test]
+    fn duplicate_keys_are_reported_once_each_in_document_order() {
+        // (body, unknown paths from the typed decode, findings)
+        type Case = (
+            &'static str,
+            &'static [&'static str],
+            &'static [(&'static str, bool)],
+        );
+        let cases: &[Case] = &[
+            (r#"{"a":1,"b":2}"#, &[], &[]),
+            // As sigs.k8s.io/json's own table: each repeated key once, with its path.
+            (
+                r#"{"a":1,"a":2,"a":3,"b":4,"b":5,"e":[{"f":1,"f":1}]}"#,
+                &[],
+                &[("a", true), ("b", true), ("e[0].f", true)],
+            ),
+            (
+                r#"{"c":{"c":"","c":""},"d":{"e":{"f":1,"f":1}}}"#,
+                &[],
+                &[("c.c", true), ("d.e.f", true)],
+            ),
+            // The same key in two objects is not a duplicate.
+            (r#"{"x":{"k":1},"y":{"k":1}}"#, &[], &[]),
+            (r#"[{"k":1},{"k":1}]"#, &[], &[]),
+            // Unknown and duplicate interleaved as met; nothing under an unknown field counts.
+            (
+                r#"{"spec":{"replicas":1,"bogus":{"z":1,"z":2},"replicas":2},"metadata":{"name":"a","name":"b"}}"#,
+                &["spec.bogus"],
+                &[
+                    ("spec.bogus", false),
+                    ("spec.replicas", true),
+                    ("metadata.name", true),
+                ],
+            ),
+            // A repeated unknown field is reported as unknown, once.
+            (r#"{"q":1,"q":2}"#, &["q"], &[("q", false)]),
+        ];
+        for (body, unknown, want) in cases {
+            let unknown: Vec<String> = unknown.iter().map(|s| (*s).to_owned()).collect();
+            let got = strict_fields(body.as_bytes(), &unknown);
+            let want: Vec<StrictField> = want
+                .iter()
+                .map(|(p, dup)| {
+                    if *dup {
+                        StrictField::Duplicate((*p).to_owned())
+                    } else {
+                        StrictField::Unknown((*p).to_owned())
+                    }
+                })
+                .collect();
+            assert_eq!(got, want, "{body}");
+        }
+        assert_eq!(
+            strict_error(&[
+                StrictField::Unknown("spec.x".into()),
+                StrictField::Duplicate("spec.replicas".into())
+            ]),
+            "strict decoding error: unknown field \"spec.x\", duplicate field \"spec.replicas\""
+        );
+        assert_eq!(
+            warning(&StrictField::Duplicate("spec.replicas".into())),
+            r#"299 - "duplicate field \"spec.replicas\"""#
+        );
     }
 
     #[test]

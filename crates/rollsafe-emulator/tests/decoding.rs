@@ -198,3 +198,69 @@ async fn values_of_the_wrong_type_are_the_decoders_go_error() {
     }
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn keys_given_twice_are_refused_warned_about_or_ignored_and_the_last_is_kept() {
+    let emu = start().await;
+    let body = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"shop","labels":{{"app":"a","app":"b"}}}},
+            "spec":{{"replicas":1,"selector":{{"matchLabels":{{"app":"b"}}}},"replicas":3,
+            "template":{{"metadata":{{"labels":{{"app":"b"}}}},"spec":{{"containers":[{{"name":"c","image":"i","imagePolicy":"x"}}]}}}}}}}}"#
+        )
+        .into_bytes()
+    };
+
+    // `Strict`, as kubectl sends: one 400 naming each field as the decoder met it.
+    let (status, _, answer) = send_bytes(
+        &emu,
+        "POST",
+        &format!("{DEPLOYMENTS}?fieldValidation=Strict"),
+        "application/json",
+        &body("strict"),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: \
+         duplicate field \"metadata.labels.app\", duplicate field \"spec.replicas\", \
+         unknown field \"spec.template.spec.containers[0].imagePolicy\""
+    );
+    assert!(
+        emu.get_object("deployments", Some("shop"), "strict")
+            .is_none()
+    );
+
+    // `Warn`, the default: stored with the last value of each, one warning per finding.
+    let (status, warnings, stored) = send_bytes(
+        &emu,
+        "POST",
+        DEPLOYMENTS,
+        "application/json",
+        &body("warned"),
+    )
+    .await;
+    assert_eq!(status, 201, "{stored}");
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "duplicate field \"metadata.labels.app\"""#,
+            r#"299 - "duplicate field \"spec.replicas\"""#,
+            r#"299 - "unknown field \"spec.template.spec.containers[0].imagePolicy\"""#,
+        ]
+    );
+    assert_eq!(stored["spec"]["replicas"], 3);
+    assert_eq!(stored["metadata"]["labels"]["app"], "b");
+
+    // `Ignore`: stored, nothing said.
+    let (status, warnings, _) = send_bytes(
+        &emu,
+        "POST",
+        &format!("{DEPLOYMENTS}?fieldValidation=Ignore"),
+        "application/json",
+        &body("ignored"),
+    )
+    .await;
+    assert_eq!((status, warnings.len()), (201, 0));
+}

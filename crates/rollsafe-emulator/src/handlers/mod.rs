@@ -17,6 +17,7 @@ pub(crate) mod watch;
 use hyper::Response;
 use serde_json::{Value, json};
 
+use crate::decode::StrictField;
 use crate::faults::ListCorruption;
 use crate::fieldmanager::Manager;
 use crate::identity::UserInfo;
@@ -302,19 +303,27 @@ pub(crate) fn decode_typed(
     if let Some(current) = current {
         unknown.retain(|path| !crate::decode::has_path(current, path));
     }
-    if unknown.is_empty() {
+    // A POST or PUT body is also checked for keys given twice; a patch's result and an applied
+    // configuration are objects already, with none.
+    let findings: Vec<StrictField> =
+        if decoding == Decoding::Body && !crate::proto::is_protobuf(&c.content_type) {
+            crate::decode::strict_fields(c.body, &unknown)
+        } else {
+            unknown.iter().cloned().map(StrictField::Unknown).collect()
+        };
+    if findings.is_empty() {
         return Ok(Vec::new());
     }
     crate::decode::drop_fields(obj, &unknown);
     match validation {
         crate::decode::FieldValidation::Ignore => Ok(Vec::new()),
         crate::decode::FieldValidation::Warn => {
-            Ok(unknown.iter().map(|p| crate::decode::warning(p)).collect())
+            Ok(findings.iter().map(crate::decode::warning).collect())
         }
         crate::decode::FieldValidation::Strict => {
             Err(StatusError::bad_request(&framed(&match decoding {
                 Decoding::Apply => crate::decode::apply_error(&unknown),
-                _ => crate::decode::strict_error(&unknown),
+                _ => crate::decode::strict_error(&findings),
             })))
         }
     }

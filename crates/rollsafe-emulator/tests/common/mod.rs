@@ -81,14 +81,32 @@ pub async fn send(
     content_type: &str,
     body: &Value,
 ) -> (u16, Vec<String>, Value) {
-    let body = serde_json::to_vec(body).unwrap();
+    send_bytes(
+        emu,
+        method,
+        path,
+        content_type,
+        &serde_json::to_vec(body).unwrap(),
+    )
+    .await
+}
+
+/// [`send`] with the body's bytes as given (a body no JSON value can express, such as one with
+/// a key twice).
+pub async fn send_bytes(
+    emu: &RunningEmulator,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, Vec<String>, Value) {
     let mut request = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         emu.admin_token(),
         body.len()
     )
     .into_bytes();
-    request.extend_from_slice(&body);
+    request.extend_from_slice(body);
     let mut stream = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
     stream.write_all(&request).await.unwrap();
     let mut answer = Vec::new();
