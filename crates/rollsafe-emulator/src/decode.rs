@@ -16,7 +16,9 @@
 
 use std::fmt;
 
-use k8s_openapi::api::{apps, batch, coordination, core, events, networking, rbac};
+use k8s_openapi::api::{
+    apps, batch, coordination, core, events, networking, policy, rbac, scheduling,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
@@ -335,6 +337,9 @@ fn go_type(res: ResId) -> Option<GoType> {
         ids::ROLEBINDINGS => typed::<rbac::v1::RoleBinding>,
         ids::CLUSTERROLEBINDINGS => typed::<rbac::v1::ClusterRoleBinding>,
         ids::CUSTOMRESOURCEDEFINITIONS => typed::<apiextensions::v1::CustomResourceDefinition>,
+        ids::RESOURCEQUOTAS => typed::<core::v1::ResourceQuota>,
+        ids::PODDISRUPTIONBUDGETS => typed::<policy::v1::PodDisruptionBudget>,
+        ids::PRIORITYCLASSES => typed::<scheduling::v1::PriorityClass>,
         _ => return None,
     })
 }

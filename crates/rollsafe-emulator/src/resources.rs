@@ -2,7 +2,7 @@
 //! the registry strategy that applies to it.
 
 use crate::registry::strategy::{
-    self, Strategy, configmap, crd, event, namespace, rbac, secret, service, workloads,
+    self, Strategy, configmap, crd, event, namespace, rbac, scheduling, secret, service, workloads,
 };
 
 /// How objects of a resource are kept.
@@ -539,6 +539,48 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         true,
         &crd::STRATEGY
     ),
+    res!(
+        "",
+        "v1",
+        "resourcequotas",
+        "resourcequota",
+        "ResourceQuota",
+        true,
+        &["quota"],
+        Stored,
+        false,
+        &["status"],
+        false,
+        &strategy::DEFAULT
+    ),
+    res!(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+        Stored,
+        false,
+        &["status"],
+        true,
+        &strategy::DEFAULT
+    ),
+    res!(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "priorityclass",
+        "PriorityClass",
+        false,
+        &["pc"],
+        Stored,
+        false,
+        &[],
+        false,
+        &scheduling::PRIORITY_CLASSES
+    ),
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -827,6 +869,9 @@ pub(crate) mod ids {
     pub(crate) const REPLICASETS: ResId = 25;
     pub(crate) const CONTROLLERREVISIONS: ResId = 26;
     pub(crate) const CUSTOMRESOURCEDEFINITIONS: ResId = 27;
+    pub(crate) const RESOURCEQUOTAS: ResId = 28;
+    pub(crate) const PODDISRUPTIONBUDGETS: ResId = 29;
+    pub(crate) const PRIORITYCLASSES: ResId = 30;
 }
 
 #[cfg(test)]
@@ -882,6 +927,10 @@ mod tests {
             (ids::SELFSUBJECTRULESREVIEWS, "selfsubjectrulesreviews"),
             (ids::REPLICASETS, "replicasets"),
             (ids::CONTROLLERREVISIONS, "controllerrevisions"),
+            (ids::CUSTOMRESOURCEDEFINITIONS, "customresourcedefinitions"),
+            (ids::RESOURCEQUOTAS, "resourcequotas"),
+            (ids::PODDISRUPTIONBUDGETS, "poddisruptionbudgets"),
+            (ids::PRIORITYCLASSES, "priorityclasses"),
         ] {
             assert_eq!(def(id).plural, plural);
         }

@@ -757,6 +757,29 @@ async fn every_kubectl_release_creates_the_built_in_kinds_imperatively() {
             "--class=nginx",
             "--rule=web.example/api*=web:80,tls=web-tls",
         ]);
+        n(&[
+            "create",
+            "quota",
+            "small",
+            "--hard=pods=4,requests.cpu=2,limits.memory=1Gi",
+            "--scopes=NotBestEffort",
+        ]);
+        n(&[
+            "create",
+            "poddisruptionbudget",
+            "web",
+            "--selector=app=web",
+            "--min-available=50%",
+        ]);
+        let priority_class = format!("batch-{release}");
+        ok(&[
+            "create",
+            "priorityclass",
+            &priority_class,
+            "--value=1000",
+            "--description=batch jobs",
+            "--preemption-policy=Never",
+        ]);
         let cluster_role = format!("viewer-{release}");
         ok(&[
             "create",
@@ -892,6 +915,28 @@ async fn every_kubectl_release_creates_the_built_in_kinds_imperatively() {
                 .iter()
                 .any(|r| r["nonResourceURLs"] == json!(["/healthz"])),
             "{label}: {cr}"
+        );
+        let quota = get("resourcequotas", "small");
+        assert_eq!(
+            quota["spec"],
+            json!({"hard": {"pods": "4", "requests.cpu": "2", "limits.memory": "1Gi"},
+                   "scopes": ["NotBestEffort"]}),
+            "{label}"
+        );
+        let pdb = get("poddisruptionbudgets", "web");
+        assert_eq!(pdb["spec"]["minAvailable"], "50%", "{label}");
+        assert_eq!(
+            pdb["spec"]["selector"],
+            json!({"matchLabels": {"app": "web"}}),
+            "{label}"
+        );
+        let pc = emu
+            .get_object("priorityclasses", None, &priority_class)
+            .unwrap();
+        assert_eq!(
+            (&pc["value"], &pc["description"], &pc["preemptionPolicy"]),
+            (&json!(1000), &json!("batch jobs"), &json!("Never")),
+            "{label}: {pc}"
         );
         let crb = emu
             .get_object("clusterrolebindings", None, &cluster_role)
@@ -1165,6 +1210,23 @@ async fn every_kubectl_release_prints_the_real_get_columns() {
     emu.put_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "cfg", "namespace": "shop"}, "data": {"a": "1", "b": "2", "c": "3"}}))
         .unwrap();
+    // A quota as the quota controller leaves it, a budget and a priority class.
+    emu.put_object(json!({"apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": "small", "namespace": "shop"},
+        "spec": {"hard": {"pods": "4", "limits.memory": "1Gi"}},
+        "status": {"hard": {"pods": "4", "limits.memory": "1Gi"}, "used": {"pods": "1", "limits.memory": "0"}}}))
+        .unwrap();
+    emu.put_object(
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
+    )
+    .unwrap();
+    emu.put_object(
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high"}, "value": 100000, "globalDefault": false}),
+    )
+    .unwrap();
     // Each row's words, by the header's columns.
     let rows = |out: &str| -> Vec<Vec<String>> {
         out.lines()
@@ -1242,6 +1304,37 @@ async fn every_kubectl_release_prints_the_real_get_columns() {
             ev[1].contains(&"deployment/web".to_string()),
             "{label}: {ev:?}"
         );
+        let q = get(&["-n", "shop", "get", "quota", "small"]);
+        assert_eq!(q[0], ["NAME", "AGE", "REQUEST", "LIMIT"], "{label}");
+        assert_eq!(
+            q[1][2..],
+            ["pods:", "1/4", "limits.memory:", "0/1Gi"],
+            "{label}"
+        );
+        let pdb = get(&["-n", "shop", "get", "pdb", "web"]);
+        assert_eq!(
+            pdb[0],
+            [
+                "NAME",
+                "MIN",
+                "AVAILABLE",
+                "MAX",
+                "UNAVAILABLE",
+                "ALLOWED",
+                "DISRUPTIONS",
+                "AGE"
+            ],
+            "{label}"
+        );
+        assert_eq!(pdb[1][..4], ["web", "N/A", "1", "0"], "{label}");
+        let pc = get(&["get", "priorityclass", "high"]);
+        assert_eq!(
+            pc[0],
+            ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+            "{label}"
+        );
+        assert_eq!(pc[1][..3], ["high", "100000", "false"], "{label}");
+        assert_eq!(pc[1][4], "PreemptLowerPriority", "{label}");
         // Chunked listing keeps working with tables.
         let all = get(&["get", "namespaces", "--chunk-size=1"]);
         assert!(all.len() >= 6, "{label}: {all:?}");

@@ -423,7 +423,7 @@ async fn protobuf_outside_the_decoded_subset_is_refused_not_stored_incompletely(
         ),
         (
             "a kind not accepted as protobuf",
-            envelope("policy/v1", "PodDisruptionBudget", vec![]),
+            envelope("storage.k8s.io/v1", "StorageClass", vec![]),
         ),
         ("no envelope", deployment().encode_to_vec()),
         (
@@ -613,4 +613,116 @@ async fn protobuf_services_jobs_cronjobs_and_ingresses() {
                "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}])
     );
     assert_eq!(stored["spec"]["ingressClassName"], "nginx");
+}
+
+/// ResourceQuotas, PodDisruptionBudgets and PriorityClasses encoded by `k8s-pb` (what kubectl
+/// 1.32+ sends for `create quota|poddisruptionbudget|priorityclass`); a priority of 0 is kept,
+/// as Go's `value` is not `omitempty`.
+#[tokio::test]
+async fn protobuf_quotas_budgets_and_priority_classes() {
+    use k8s_pb::api::policy::v1 as policy;
+    use k8s_pb::api::scheduling::v1 as scheduling;
+    let emu = start().await;
+    let quota = core::ResourceQuota {
+        metadata: Some(meta("small")),
+        spec: Some(core::ResourceQuotaSpec {
+            hard: quantities(&[("pods", "4"), ("requests.cpu", "500m")]),
+            scopes: vec!["NotBestEffort".into()],
+            scope_selector: Some(core::ScopeSelector {
+                match_expressions: vec![core::ScopedResourceSelectorRequirement {
+                    scope_name: Some("PriorityClass".into()),
+                    operator: Some("In".into()),
+                    values: vec!["high".into()],
+                }],
+            }),
+        }),
+        status: Some(core::ResourceQuotaStatus::default()),
+    };
+    let (status, body) = post(
+        &emu,
+        "/api/v1/namespaces/shop/resourcequotas",
+        PROTOBUF,
+        &envelope("v1", "ResourceQuota", quota.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let stored = emu
+        .get_object("resourcequotas", Some("shop"), "small")
+        .unwrap();
+    assert_eq!(
+        stored["spec"],
+        json!({"hard": {"pods": "4", "requests.cpu": "500m"}, "scopes": ["NotBestEffort"],
+               "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}})
+    );
+
+    let budget = policy::PodDisruptionBudget {
+        metadata: Some(meta("web")),
+        spec: Some(policy::PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString {
+                r#type: Some(1),
+                int_val: None,
+                str_val: Some("50%".into()),
+            }),
+            selector: Some(meta::LabelSelector {
+                match_labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+                ..Default::default()
+            }),
+            max_unavailable: None,
+            unhealthy_pod_eviction_policy: Some("AlwaysAllow".into()),
+        }),
+        status: Some(policy::PodDisruptionBudgetStatus {
+            observed_generation: Some(0),
+            disruptions_allowed: Some(0),
+            current_healthy: Some(0),
+            desired_healthy: Some(0),
+            expected_pods: Some(0),
+            ..Default::default()
+        }),
+    };
+    let (status, body) = post(
+        &emu,
+        "/apis/policy/v1/namespaces/shop/poddisruptionbudgets",
+        PROTOBUF,
+        &envelope("policy/v1", "PodDisruptionBudget", budget.encode_to_vec()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let stored = emu
+        .get_object("poddisruptionbudgets", Some("shop"), "web")
+        .unwrap();
+    assert_eq!(
+        stored["spec"],
+        json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}},
+               "unhealthyPodEvictionPolicy": "AlwaysAllow"})
+    );
+
+    let class = scheduling::PriorityClass {
+        metadata: Some(meta("zero")),
+        value: Some(0),
+        global_default: Some(false),
+        description: Some("the default".into()),
+        preemption_policy: Some("Never".into()),
+    };
+    let (status, body) = post(
+        &emu,
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        PROTOBUF,
+        &envelope(
+            "scheduling.k8s.io/v1",
+            "PriorityClass",
+            class.encode_to_vec(),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let stored = emu.get_object("priorityclasses", None, "zero").unwrap();
+    assert_eq!(
+        (
+            &stored["value"],
+            &stored["description"],
+            &stored["preemptionPolicy"]
+        ),
+        (&json!(0), &json!("the default"), &json!("Never"))
+    );
+    emu.shutdown().await;
 }

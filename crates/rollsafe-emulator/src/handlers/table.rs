@@ -253,6 +253,67 @@ fn printer(res: ResId) -> Printer {
                 ]
             },
         ),
+        ids::RESOURCEQUOTAS => p(
+            &[
+                NAME,
+                AGE,
+                ("Request", "string", "", 0),
+                ("Limit", "string", "", 0),
+            ],
+            |o, now| {
+                let (request, limit) = quota_columns(o);
+                vec![name(o), age(o, now), json!(request), json!(limit)]
+            },
+        ),
+        ids::PODDISRUPTIONBUDGETS => p(
+            &[
+                NAME,
+                ("Min Available", "string", "", 0),
+                ("Max Unavailable", "string", "", 0),
+                ("Allowed Disruptions", "integer", "", 0),
+                AGE,
+            ],
+            |o, now| {
+                let budget = |pointer| match o.pointer(pointer) {
+                    Some(Value::Number(n)) => json!(n.to_string()),
+                    Some(Value::String(s)) => json!(s),
+                    _ => json!("N/A"),
+                };
+                vec![
+                    name(o),
+                    budget("/spec/minAvailable"),
+                    budget("/spec/maxUnavailable"),
+                    json!(
+                        o.pointer("/status/disruptionsAllowed")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    ),
+                    age(o, now),
+                ]
+            },
+        ),
+        ids::PRIORITYCLASSES => p(
+            &[
+                NAME,
+                ("Value", "integer", "", 0),
+                ("Global-Default", "boolean", "", 0),
+                AGE,
+                ("PreemptionPolicy", "string", "", 0),
+            ],
+            |o, now| {
+                vec![
+                    name(o),
+                    json!(o.get("value").and_then(Value::as_i64).unwrap_or(0)),
+                    json!(
+                        o.get("globalDefault")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false)
+                    ),
+                    age(o, now),
+                    text(o, "/preemptionPolicy"),
+                ]
+            },
+        ),
         ids::LEASES => p(&[NAME, ("Holder", "string", "", 0), AGE], |o, now| {
             vec![name(o), text(o, "/spec/holderIdentity"), age(o, now)]
         }),
@@ -313,6 +374,33 @@ fn printer(res: ResId) -> Printer {
         // Custom resources without printer columns, and anything else: name and age.
         _ => p(&[NAME, AGE], |o, now| vec![name(o), age(o, now)]),
     }
+}
+
+/// A ResourceQuota's REQUEST and LIMIT cells: `resource: used/hard` for each resource in
+/// `status.hard` in name order, the `limits.*` ones under LIMIT (as `printResourceQuota`).
+fn quota_columns(o: &Value) -> (String, String) {
+    let (mut request, mut limit) = (Vec::new(), Vec::new());
+    if let Some(Value::Object(hard)) = o.pointer("/status/hard") {
+        let mut names: Vec<&String> = hard.keys().collect();
+        names.sort();
+        for resource in names {
+            let quantity = |map: &str| {
+                o.pointer(&format!("/status/{map}"))
+                    .and_then(|m| m.get(resource.as_str()))
+                    .map(|q| match q {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_else(|| "0".to_owned())
+            };
+            let cell = format!("{resource}: {}/{}", quantity("used"), quantity("hard"));
+            match resource.split_once('.') {
+                Some(("limits", _)) => limit.push(cell),
+                _ => request.push(cell),
+            }
+        }
+    }
+    (request.join(", "), limit.join(", "))
 }
 
 fn str_at<'a>(o: &'a Value, pointer: &str) -> &'a str {

@@ -800,6 +800,99 @@ pub(crate) static TOKEN_REQUEST: Message = Message {
     ],
 };
 
+/// `core.v1.ScopedResourceSelectorRequirement`.
+pub(crate) static SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
+    name: "ScopedResourceSelectorRequirement",
+    fields: &[
+        f(1, "scopeName", Str),
+        f(2, "operator", Str),
+        rep(3, "values", Str),
+    ],
+};
+
+/// `core.v1.ScopeSelector`.
+pub(crate) static SCOPE_SELECTOR: Message = Message {
+    name: "ScopeSelector",
+    fields: &[rep(
+        1,
+        "matchExpressions",
+        Msg(&SCOPED_RESOURCE_SELECTOR_REQUIREMENT),
+    )],
+};
+
+/// `core.v1.ResourceQuotaSpec`.
+pub(crate) static RESOURCE_QUOTA_SPEC: Message = Message {
+    name: "ResourceQuotaSpec",
+    fields: &[
+        f(1, "hard", MapQuantity),
+        rep(2, "scopes", Str),
+        opt(3, "scopeSelector", Msg(&SCOPE_SELECTOR)),
+    ],
+};
+
+/// `core.v1.ResourceQuotaStatus`.
+pub(crate) static RESOURCE_QUOTA_STATUS: Message = Message {
+    name: "ResourceQuotaStatus",
+    fields: &[f(1, "hard", MapQuantity), f(2, "used", MapQuantity)],
+};
+
+/// `core.v1.ResourceQuota` (what `kubectl create quota` sends).
+pub(crate) static RESOURCE_QUOTA: Message = Message {
+    name: "ResourceQuota",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&RESOURCE_QUOTA_SPEC)),
+        f(3, "status", Msg(&RESOURCE_QUOTA_STATUS)),
+    ],
+};
+
+/// `policy.v1.PodDisruptionBudgetSpec`.
+pub(crate) static POD_DISRUPTION_BUDGET_SPEC: Message = Message {
+    name: "PodDisruptionBudgetSpec",
+    fields: &[
+        opt(1, "minAvailable", IntOrString),
+        opt(2, "selector", Msg(&LABEL_SELECTOR)),
+        opt(3, "maxUnavailable", IntOrString),
+        opt(4, "unhealthyPodEvictionPolicy", Str),
+    ],
+};
+
+/// `policy.v1.PodDisruptionBudgetStatus` as clients send it: counts only (no disrupted pods or
+/// conditions, which the disruption controller writes).
+pub(crate) static POD_DISRUPTION_BUDGET_STATUS: Message = Message {
+    name: "PodDisruptionBudgetStatus",
+    fields: &[
+        f(1, "observedGeneration", Int),
+        f(3, "disruptionsAllowed", Int),
+        f(4, "currentHealthy", Int),
+        f(5, "desiredHealthy", Int),
+        f(6, "expectedPods", Int),
+    ],
+};
+
+/// `policy.v1.PodDisruptionBudget` (what `kubectl create poddisruptionbudget` sends).
+pub(crate) static POD_DISRUPTION_BUDGET: Message = Message {
+    name: "PodDisruptionBudget",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&POD_DISRUPTION_BUDGET_SPEC)),
+        f(3, "status", Msg(&POD_DISRUPTION_BUDGET_STATUS)),
+    ],
+};
+
+/// `scheduling.v1.PriorityClass` (what `kubectl create priorityclass` sends). `value` is not
+/// `omitempty` in Go, so a zero is kept.
+pub(crate) static PRIORITY_CLASS: Message = Message {
+    name: "PriorityClass",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        opt(2, "value", Int),
+        f(3, "globalDefault", Bool),
+        f(4, "description", Str),
+        opt(5, "preemptionPolicy", Str),
+    ],
+};
+
 /// The kinds accepted as protobuf, by `apiVersion` and `kind`.
 pub(crate) static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "Namespace", &NAMESPACE),
@@ -810,6 +903,9 @@ pub(crate) static KINDS: &[(&str, &str, &Message)] = &[
     ("batch/v1", "Job", &JOB),
     ("batch/v1", "CronJob", &CRON_JOB),
     ("networking.k8s.io/v1", "Ingress", &INGRESS),
+    ("v1", "ResourceQuota", &RESOURCE_QUOTA),
+    ("policy/v1", "PodDisruptionBudget", &POD_DISRUPTION_BUDGET),
+    ("scheduling.k8s.io/v1", "PriorityClass", &PRIORITY_CLASS),
     ("apps/v1", "Deployment", &DEPLOYMENT),
     ("authentication.k8s.io/v1", "TokenRequest", &TOKEN_REQUEST),
     (

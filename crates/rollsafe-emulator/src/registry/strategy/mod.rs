@@ -8,6 +8,7 @@ pub(crate) mod crd;
 pub(crate) mod event;
 pub(crate) mod namespace;
 pub(crate) mod rbac;
+pub(crate) mod scheduling;
 pub(crate) mod secret;
 pub(crate) mod service;
 pub(crate) mod workloads;
