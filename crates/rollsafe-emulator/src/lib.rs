@@ -72,6 +72,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod admin;
+mod crd_schema;
 mod decode;
 mod discovery;
 mod faults;

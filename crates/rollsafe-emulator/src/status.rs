@@ -333,6 +333,16 @@ impl FieldCause {
         }
     }
 
+    /// `FieldValueTypeInvalid`: `Invalid value: "<type>": <detail>` (a schema's type check).
+    pub fn type_invalid(field: &str, actual_type: &str, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueTypeInvalid",
+            field: field.into(),
+            value: Some(format!("{actual_type:?}")),
+            detail: detail.into(),
+        }
+    }
+
     /// `FieldValueForbidden`.
     pub fn forbidden(field: &str, detail: &str) -> Self {
         Self {
@@ -383,7 +393,8 @@ impl FieldCause {
         }
     }
 
-    fn text(&self) -> String {
+    /// `field: message`, as the Invalid status joins it.
+    pub(crate) fn text(&self) -> String {
         format!("{}: {}", self.field, self.message())
     }
 }

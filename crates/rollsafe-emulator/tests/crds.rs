@@ -172,3 +172,88 @@ async fn a_crd_the_real_server_refuses_is_refused() {
     }
     emu.shutdown().await;
 }
+
+/// A CRD's structural schema is applied to its objects: undeclared fields are refused, warned
+/// about or dropped by `fieldValidation`, defaults fill what is missing, and a value the schema
+/// refuses is the 422 a real server answers.
+#[tokio::test]
+async fn a_crds_schema_prunes_defaults_and_validates_its_objects() {
+    let emu = start().await;
+    let group = "crd-schema.example.com";
+    let mut crd = widget_crd(group);
+    crd["spec"]["versions"] = json!([{"name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["size"], "properties": {
+                "size": {"type": "integer", "minimum": 1},
+                "mode": {"type": "string", "enum": ["fast", "safe"], "default": "safe"}}}}}}}]);
+    let (status, _, answer) = send(&emu, "POST", CRDS, JSON, &crd).await;
+    assert_eq!(status, 201, "{answer}");
+    let widgets = format!("/apis/{group}/v1/namespaces/shop/widgets");
+    let widget = |name: &str, spec: Value| {
+        json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+               "metadata": {"name": name, "namespace": "shop"}, "spec": spec})
+    };
+
+    let (status, _, answer) = send(
+        &emu,
+        "POST",
+        &format!("{widgets}?fieldValidation=Strict"),
+        JSON,
+        &widget("strict", json!({"size": 1, "colour": "red"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.colour\""
+    );
+
+    let (status, warnings, stored) = send(
+        &emu,
+        "POST",
+        &widgets,
+        JSON,
+        &widget("warned", json!({"size": 1, "colour": "red"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{stored}");
+    assert_eq!(warnings, [r#"299 - "unknown field \"spec.colour\"""#]);
+    assert_eq!(stored["spec"], json!({"size": 1, "mode": "safe"}));
+
+    let (status, _, answer) = send(
+        &emu,
+        "POST",
+        &widgets,
+        JSON,
+        &widget("bad", json!({"size": "three", "mode": "slow"})),
+    )
+    .await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "Widget.crd-schema.example.com \"bad\" is invalid: [spec.size: Invalid value: \"string\": \
+         spec.size in body must be of type integer: \"string\", spec.mode: Unsupported value: \
+         \"slow\": supported values: \"fast\", \"safe\"]"
+    );
+    assert_eq!(
+        answer["details"]["causes"][0]["reason"],
+        "FieldValueTypeInvalid"
+    );
+    assert_eq!(answer["details"]["causes"][0]["field"], "spec.size");
+    assert!(emu.get_object("widgets", Some("shop"), "bad").is_none());
+
+    // A merge patch is checked on the object it makes.
+    let (status, _, answer) = send(
+        &emu,
+        "PATCH",
+        &format!("{widgets}/warned"),
+        "application/merge-patch+json",
+        &json!({"spec": {"size": 0}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(
+        answer["details"]["causes"][0]["message"],
+        "Invalid value: 0: spec.size in body should be greater than or equal to 1"
+    );
+}

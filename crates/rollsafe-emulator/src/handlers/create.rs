@@ -4,7 +4,8 @@ use hyper::Response;
 
 use crate::fieldmanager::Tracking;
 use crate::handlers::{
-    Call, Decoding, check_type, decode_body, decode_typed, set_namespace, with_warnings,
+    Call, Decoding, check_type, crd_schema_of, decode_body, decode_typed, set_namespace,
+    with_warnings,
 };
 use crate::http_util::json;
 use crate::server::Body;
@@ -16,7 +17,7 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     }
     let mut obj = decode_body(c)?;
     check_type(&obj, c.info.res)?;
-    let warnings = decode_typed(c, &mut obj, None, Decoding::Body)?;
+    let warnings = decode_typed(c, &mut obj, None, crd_schema_of(c).as_ref(), Decoding::Body)?;
     set_namespace(&mut obj, c)?;
     let obj = c.to_stored(obj);
     let manager = c.manager();

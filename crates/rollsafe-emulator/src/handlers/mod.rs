@@ -270,10 +270,15 @@ pub(crate) enum Decoding {
 /// decoder's 400. Fields the type does not declare are dropped; under `fieldValidation=Strict`
 /// they are a 400 instead, under `Warn` (the default) the returned warnings name them. For a
 /// patch, undeclared fields the stored object `current` already holds are not this request's.
+///
+/// A custom resource is checked against `schema`, its CRD's structural schema
+/// ([`crd_schema_of`], or [`crate::registry::Store::crd_schema`] under a held store), instead
+/// of a Go type.
 pub(crate) fn decode_typed(
     c: &Call<'_>,
     obj: &mut Value,
     current: Option<&Value>,
+    schema: Option<&Value>,
     decoding: Decoding,
 ) -> Result<Vec<String>, StatusError> {
     let d = def(c.info.res);
@@ -298,8 +303,11 @@ pub(crate) fn decode_typed(
             d.kind
         ),
     };
-    let mut unknown = crate::decode::decode(c.info.res, obj)
-        .map_err(|m| StatusError::bad_request(&framed(&m)))?;
+    let mut unknown = match schema {
+        Some(schema) => crate::crd_schema::undeclared_fields(schema, obj),
+        None => crate::decode::decode(c.info.res, obj)
+            .map_err(|m| StatusError::bad_request(&framed(&m)))?,
+    };
     if let Some(current) = current {
         unknown.retain(|path| !crate::decode::has_path(current, path));
     }
@@ -311,21 +319,41 @@ pub(crate) fn decode_typed(
         } else {
             unknown.iter().cloned().map(StrictField::Unknown).collect()
         };
-    if findings.is_empty() {
-        return Ok(Vec::new());
-    }
     crate::decode::drop_fields(obj, &unknown);
-    match validation {
-        crate::decode::FieldValidation::Ignore => Ok(Vec::new()),
+    let warnings = match validation {
+        _ if findings.is_empty() => Vec::new(),
+        crate::decode::FieldValidation::Ignore => Vec::new(),
         crate::decode::FieldValidation::Warn => {
-            Ok(findings.iter().map(crate::decode::warning).collect())
+            findings.iter().map(crate::decode::warning).collect()
         }
         crate::decode::FieldValidation::Strict => {
-            Err(StatusError::bad_request(&framed(&match decoding {
+            return Err(StatusError::bad_request(&framed(&match decoding {
                 Decoding::Apply => crate::decode::apply_error(&unknown),
                 _ => crate::decode::strict_error(&findings),
-            })))
+            })));
         }
+    };
+    if let Some(schema) = schema {
+        crate::crd_schema::apply_defaults(schema, obj);
+        let causes = crate::crd_schema::validate(schema, obj);
+        if !causes.is_empty() {
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| c.name());
+            return Err(StatusError::invalid(d, name, &causes));
+        }
+    }
+    Ok(warnings)
+}
+
+/// The structural schema of a custom resource's CRD version (taking the store briefly); `None`
+/// for a built-in resource.
+pub(crate) fn crd_schema_of(c: &Call<'_>) -> Option<Value> {
+    if crate::resources::custom::is_custom(c.info.res) {
+        c.shared.store().crd_schema(c.info.res)
+    } else {
+        None
     }
 }
 

@@ -53,7 +53,8 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
             };
             let mut obj = fieldmanager::apply(d, None, config, &manager, force)?;
             check_type(&obj, c.info.res)?;
-            let warnings = decode_typed(c, &mut obj, None, Decoding::Apply)?;
+            let schema = store.crd_schema(c.info.res);
+            let warnings = decode_typed(c, &mut obj, None, schema.as_ref(), Decoding::Apply)?;
             check_name(&mut obj, c)?;
             set_namespace(&mut obj, c)?;
             let obj = c.to_stored(obj);
@@ -113,7 +114,14 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
     } else {
         Decoding::Patch
     };
-    let warnings = decode_typed(c, &mut patched, Some(&c.shown(&current)), decoding)?;
+    let schema = store.crd_schema(c.info.res);
+    let warnings = decode_typed(
+        c,
+        &mut patched,
+        Some(&c.shown(&current)),
+        schema.as_ref(),
+        decoding,
+    )?;
     if def(c.info.res).namespaced {
         set_namespace(&mut patched, c)?;
     }

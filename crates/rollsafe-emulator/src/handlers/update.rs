@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use crate::fieldmanager::Tracking;
 use crate::handlers::scale::scale_of;
 use crate::handlers::{
-    Call, Decoding, check_name, check_type, decode_body, decode_typed, set_namespace, with_warnings,
+    Call, Decoding, check_name, check_type, crd_schema_of, decode_body, decode_typed,
+    set_namespace, with_warnings,
 };
 use crate::http_util::json;
 use crate::registry::UpdateMode;
@@ -45,7 +46,7 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         return Ok(json(200, &scale_of(&stored)));
     }
     check_type(&obj, c.info.res)?;
-    let warnings = decode_typed(c, &mut obj, None, Decoding::Body)?;
+    let warnings = decode_typed(c, &mut obj, None, crd_schema_of(c).as_ref(), Decoding::Body)?;
     check_name(&mut obj, c)?;
     set_namespace(&mut obj, c)?;
     let obj = c.to_stored(obj);

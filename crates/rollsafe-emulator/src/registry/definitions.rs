@@ -19,6 +19,24 @@ impl Store {
         !custom::is_custom(res) || self.definitions.values().any(|ids| ids.contains(&res))
     }
 
+    /// The `openAPIV3Schema` of the CRD version that serves custom resource `res`; `None` for a
+    /// built-in resource or a version without a schema.
+    pub(crate) fn crd_schema(&self, res: ResId) -> Option<Value> {
+        let (crd_name, _) = self
+            .definitions
+            .iter()
+            .find(|(_, ids)| ids.contains(&res))?;
+        let crd_object = self.get(ids::CUSTOMRESOURCEDEFINITIONS, "", crd_name)?;
+        let version = crate::resources::def(res).version;
+        crd_object
+            .pointer("/spec/versions")?
+            .as_array()?
+            .iter()
+            .find(|v| v.get("name").and_then(Value::as_str) == Some(version))?
+            .pointer("/schema/openAPIV3Schema")
+            .cloned()
+    }
+
     /// After a CRD is stored: serve the kinds it defines now.
     pub(crate) fn serve_definitions(&mut self, crd_object: &Arc<Value>) {
         let name = meta_str(crd_object, "name").unwrap_or("").to_owned();
