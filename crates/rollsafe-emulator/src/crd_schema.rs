@@ -178,6 +178,15 @@ fn validate_object(
     }
 }
 
+/// A numeric bound: its keyword, its exclusive flag, whether a value is beyond it, and the
+/// relation a value must have to it.
+type Bound = (
+    &'static str,
+    &'static str,
+    fn(f64, f64) -> bool,
+    &'static str,
+);
+
 fn validate_bounds(
     schema: &Value,
     n: &serde_json::Number,
@@ -187,35 +196,27 @@ fn validate_bounds(
     let Some(x) = n.as_f64() else {
         return;
     };
-    let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
-    let shown = |v: f64| serde_json::Number::from_f64(v).map_or(v.to_string(), |n| plain(&n));
-    if let Some(min) = bound("minimum") {
-        let exclusive = flag(schema, "exclusiveMinimum");
-        if x < min || (exclusive && x == min) {
+    let bounds: [Bound; 2] = [
+        ("minimum", "exclusiveMinimum", |x, b| x < b, "greater than"),
+        ("maximum", "exclusiveMaximum", |x, b| x > b, "less than"),
+    ];
+    for (key, exclusive_key, beyond, relation) in bounds {
+        let Some(bound) = schema.get(key).and_then(Value::as_f64) else {
+            continue;
+        };
+        let exclusive = flag(schema, exclusive_key);
+        if beyond(x, bound) || (exclusive && x == bound) {
             let relation = if exclusive {
-                "greater than"
+                relation.to_owned()
             } else {
-                "greater than or equal to"
+                format!("{relation} or equal to")
             };
+            let shown =
+                serde_json::Number::from_f64(bound).map_or(bound.to_string(), |b| plain(&b));
             causes.push(FieldCause::invalid(
                 path,
                 &plain(n),
-                &format!("{path} in body should be {relation} {}", shown(min)),
-            ));
-        }
-    }
-    if let Some(max) = bound("maximum") {
-        let exclusive = flag(schema, "exclusiveMaximum");
-        if x > max || (exclusive && x == max) {
-            let relation = if exclusive {
-                "less than"
-            } else {
-                "less than or equal to"
-            };
-            causes.push(FieldCause::invalid(
-                path,
-                &plain(n),
-                &format!("{path} in body should be {relation} {}", shown(max)),
+                &format!("{path} in body should be {relation} {shown}"),
             ));
         }
     }
@@ -325,7 +326,8 @@ mod tests {
                 "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                 "items": {"type": "array", "items": {"type": "object", "properties": {
                     "id": {"type": "string"}}}},
-                "note": {"type": "string", "nullable": true}
+                "note": {"type": "string", "nullable": true},
+                "ratio": {"type": "number", "minimum": 0, "exclusiveMinimum": true}
             }},
             "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
         }})
@@ -387,6 +389,11 @@ mod tests {
                     "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10",
                 ],
             ),
+            (
+                json!({"spec": {"size": 1, "ratio": 0}}),
+                &["spec.ratio: Invalid value: 0: spec.ratio in body should be greater than 0"],
+            ),
+            (json!({"spec": {"size": 1, "ratio": 0.5}}), &[]),
             (
                 json!({"spec": {"size": 1, "mode": "slow"}}),
                 &["spec.mode: Unsupported value: \"slow\": supported values: \"fast\", \"safe\""],
