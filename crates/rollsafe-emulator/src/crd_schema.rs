@@ -3,7 +3,7 @@
 //! does not declare are found (and then refused, warned about or dropped like any undeclared
 //! field, `fieldValidation` deciding), `default`s fill what is missing, and the object is
 //! validated — type, `nullable`, `required`, `enum`, `minimum`/`maximum` (with their
-//! `exclusive` forms) and `minLength`/`maxLength` — with kube-openapi's messages.
+//! `exclusive` forms), `minLength`/`maxLength` and `pattern` — with kube-openapi's messages.
 //!
 //! `apiVersion`, `kind` and `metadata` at the root (and in an embedded resource) are the
 //! server's, not the schema's. `x-kubernetes-preserve-unknown-fields` keeps what it covers,
@@ -146,7 +146,7 @@ fn validate_value(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Fi
             }
         }
         Value::Number(n) => validate_bounds(schema, n, path, causes),
-        Value::String(s) => validate_length(schema, s, path, causes),
+        Value::String(s) => validate_string(schema, s, path, causes),
         _ => {}
     }
 }
@@ -222,7 +222,10 @@ fn validate_bounds(
     }
 }
 
-fn validate_length(schema: &Value, s: &str, path: &str, causes: &mut Vec<FieldCause>) {
+/// `minLength`, `maxLength` and `pattern` (RE2 syntax, which Go's `regexp` and the `regex`
+/// crate share; matched anywhere in the string, as Go's `MatchString`). A pattern that does not
+/// compile checks nothing.
+fn validate_string(schema: &Value, s: &str, path: &str, causes: &mut Vec<FieldCause>) {
     let length = s.chars().count() as u64;
     if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
         && length < min
@@ -240,6 +243,16 @@ fn validate_length(schema: &Value, s: &str, path: &str, causes: &mut Vec<FieldCa
             path,
             &format!("{s:?}"),
             &format!("{path} in body should be at most {max} chars long"),
+        ));
+    }
+    if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+        && let Ok(re) = regex::Regex::new(pattern)
+        && !re.is_match(s)
+    {
+        causes.push(FieldCause::invalid(
+            path,
+            &format!("{s:?}"),
+            &format!("{path} in body should match '{pattern}'"),
         ));
     }
 }
@@ -320,7 +333,7 @@ mod tests {
             "spec": {"type": "object", "required": ["size"], "properties": {
                 "size": {"type": "integer", "minimum": 1, "maximum": 10},
                 "mode": {"type": "string", "enum": ["fast", "safe"], "default": "safe"},
-                "name": {"type": "string", "minLength": 2, "maxLength": 4},
+                "name": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-z]+$"},
                 "port": {"x-kubernetes-int-or-string": true},
                 "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                 "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
@@ -388,6 +401,10 @@ mod tests {
                 &[
                     "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10",
                 ],
+            ),
+            (
+                json!({"spec": {"size": 1, "name": "AB"}}),
+                &["spec.name: Invalid value: \"AB\": spec.name in body should match '^[a-z]+$'"],
             ),
             (
                 json!({"spec": {"size": 1, "ratio": 0}}),
