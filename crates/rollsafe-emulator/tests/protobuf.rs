@@ -5,9 +5,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use common::*;
 use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::core::v1 as core;
@@ -19,7 +16,7 @@ use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message as _;
 use rollsafe_emulator::RunningEmulator;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::collections::BTreeMap;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
@@ -39,20 +36,14 @@ fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
 
 /// POSTs a body as the admin; returns the status and the JSON answer.
 async fn post(emu: &RunningEmulator, path: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
-    let mut s = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: {content_type}\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         emu.admin_token(),
         body.len()
     );
-    s.write_all(head.as_bytes()).await.unwrap();
-    s.write_all(body).await.unwrap();
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    let request = [head.as_bytes(), body].concat();
+    let (status, _, body) = exchange(emu, &request).await;
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 fn meta(name: &str) -> meta::ObjectMeta {

@@ -6,35 +6,16 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use rollsafe_emulator::RunningEmulator;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Sends raw request bytes and returns (status, headers, body).
-async fn raw(emu: &RunningEmulator, request: &[u8]) -> (u16, String, String) {
-    let mut s = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
-    s.write_all(request).await.unwrap();
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_string(), body.to_string())
-}
 
 /// A GET of the secrets in "shop" as alice with extra header lines (raw bytes).
 async fn list_secrets_as_alice(emu: &RunningEmulator, extra: &[u8]) -> (u16, Value) {
     let mut req = b"GET /api/v1/namespaces/shop/secrets HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer alice-token\r\nConnection: close\r\n".to_vec();
     req.extend_from_slice(extra);
     req.extend_from_slice(b"\r\n");
-    let (status, _, body) = raw(emu, &req).await;
+    let (status, _, body) = exchange(emu, &req).await;
     (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
@@ -151,7 +132,7 @@ async fn admin_raw(
         "{method} {path} HTTP/1.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let (status, _, body) = raw(emu, req.as_bytes()).await;
+    let (status, _, body) = exchange(emu, req.as_bytes()).await;
     (status, body)
 }
 

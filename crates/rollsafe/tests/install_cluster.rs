@@ -189,6 +189,35 @@ impl Drop for Server {
     }
 }
 
+/// The environment of a pod running `container` (its literal `env` only), in the cluster the
+/// emulator stands for: the in-cluster service variables, the mounted ServiceAccount
+/// directory, a home, quiet logs and discarded output.
+fn as_in_cluster(
+    command: &mut Command,
+    container: &Value,
+    emulator: &RunningEmulator,
+    service_account_dir: &Path,
+    home: &Path,
+) {
+    command.env_clear();
+    for variable in container["env"].as_array().unwrap() {
+        if let Some(value) = variable["value"].as_str() {
+            command.env(variable["name"].as_str().unwrap(), value);
+        }
+    }
+    command
+        .env("HOME", home)
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env(
+            "KUBERNETES_SERVICE_PORT",
+            emulator.addr().port().to_string(),
+        )
+        .env("ROLLSAFE_SERVICEACCOUNT_DIR", service_account_dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+}
+
 /// `rollsafe serve` as the chart's Deployment runs it: the chart's environment, no
 /// kubeconfig anywhere, the API server from `KUBERNETES_SERVICE_*`, credentials from the
 /// ServiceAccount directory.
@@ -204,29 +233,18 @@ fn serve_in_cluster(
     for _ in 0..3 {
         let port = free_port();
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"));
-        command.arg("serve").env_clear();
-        for variable in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-            .as_array()
-            .unwrap()
-        {
-            if let Some(value) = variable["value"].as_str() {
-                command.env(variable["name"].as_str().unwrap(), value);
-            }
-        }
+        command.arg("serve");
+        as_in_cluster(
+            &mut command,
+            &deployment["spec"]["template"]["spec"]["containers"][0],
+            emulator,
+            service_account_dir,
+            home,
+        );
         command
             .env("SESSION_SECRET", session_secret)
             .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{port}"))
-            .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0")
-            .env("HOME", home)
-            .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-            .env(
-                "KUBERNETES_SERVICE_PORT",
-                emulator.addr().port().to_string(),
-            )
-            .env("ROLLSAFE_SERVICEACCOUNT_DIR", service_account_dir)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0");
         let child = command.spawn().unwrap();
         let mut server = Server { child, port };
         let ready = poll("the server to be ready or gone", || {
@@ -986,25 +1004,10 @@ fn watch_in_cluster(
     for arg in container["args"].as_array().unwrap() {
         command.arg(arg.as_str().unwrap());
     }
-    command.env_clear();
-    for variable in container["env"].as_array().unwrap() {
-        if let Some(value) = variable["value"].as_str() {
-            command.env(variable["name"].as_str().unwrap(), value);
-        }
-    }
+    as_in_cluster(&mut command, container, emulator, service_account_dir, home);
     command
         .env("ROLLSAFE_WATCH_ADMIN_LISTEN", format!("127.0.0.1:{port}"))
-        .env("ROLLSAFE_WATCH_INSTANCE", "controller-0")
-        .env("HOME", home)
-        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-        .env(
-            "KUBERNETES_SERVICE_PORT",
-            emulator.addr().port().to_string(),
-        )
-        .env("ROLLSAFE_SERVICEACCOUNT_DIR", service_account_dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .env("ROLLSAFE_WATCH_INSTANCE", "controller-0");
     let child = command.spawn().unwrap();
     let controller = Server { child, port };
     poll("the controller to be ready", || {

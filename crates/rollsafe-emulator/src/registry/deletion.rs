@@ -203,16 +203,7 @@ impl Store {
         // The garbage collector's part.
         let uid = meta_str(&old, "uid").unwrap_or("").to_owned();
         if held.iter().any(|f| f == FOREGROUND) {
-            for dependent in self.dependents(res, ns, &uid) {
-                let _ = self.delete_object(
-                    dependent.0,
-                    &dependent.1,
-                    &dependent.2,
-                    &Preconditions::default(),
-                    Propagation::Background,
-                    Write::Commit,
-                );
-            }
+            self.delete_dependents(res, ns, &uid);
             self.lift_finalizer(&key, FOREGROUND);
         }
         if held.iter().any(|f| f == ORPHAN) {
@@ -267,6 +258,20 @@ impl Store {
 
     /// The objects in `ns` (or cluster-scoped, for a cluster-scoped owner) whose owner
     /// references name `uid`.
+    /// The garbage collector's background deletion of every dependent of the owner `uid`.
+    fn delete_dependents(&mut self, owner: ResId, ns: &str, uid: &str) {
+        for (res, ns, name) in self.dependents(owner, ns, uid) {
+            let _ = self.delete_object(
+                res,
+                &ns,
+                &name,
+                &Preconditions::default(),
+                Propagation::Background,
+                Write::Commit,
+            );
+        }
+    }
+
     fn dependents(&self, owner: ResId, ns: &str, uid: &str) -> Vec<Key> {
         if uid.is_empty() {
             return Vec::new();
@@ -347,16 +352,7 @@ impl Store {
             self.withdraw_definitions(&name);
         }
         if let Some(uid) = meta_str(old, "uid") {
-            for dependent in self.dependents(res, &ns, uid) {
-                let _ = self.delete_object(
-                    dependent.0,
-                    &dependent.1,
-                    &dependent.2,
-                    &Preconditions::default(),
-                    Propagation::Background,
-                    Write::Commit,
-                );
-            }
+            self.delete_dependents(res, &ns, uid);
         }
         // The last object of a terminating namespace lets it go.
         if res != ids::NAMESPACES

@@ -107,20 +107,7 @@ pub async fn send_bytes(
     )
     .into_bytes();
     request.extend_from_slice(body);
-    let mut stream = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
-    stream.write_all(&request).await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
-        .await
-        .expect("the emulator answers")
-        .unwrap();
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let (status, head, body) = exchange(emu, &request).await;
     let warnings = head
         .lines()
         .filter_map(|l| l.split_once(": "))
@@ -132,4 +119,21 @@ pub async fn send_bytes(
     let json_end = body.rfind('}').map_or(body.len(), |i| i + 1);
     let body = serde_json::from_str(&body[json_start..json_end]).unwrap_or(Value::Null);
     (status, warnings, body)
+}
+
+/// Sends raw request bytes and returns the status (0 when none came within 10 s), the head and
+/// the body.
+pub async fn exchange(emu: &RunningEmulator, request: &[u8]) -> (u16, String, String) {
+    let mut stream = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
 }
