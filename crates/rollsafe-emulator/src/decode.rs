@@ -147,55 +147,41 @@ impl fmt::Display for StrictField {
 /// occurrence. Nothing under an undeclared field is looked at, as Go skips its value. A body
 /// that is not JSON (protobuf) has no duplicates.
 pub(crate) fn strict_fields(body: &[u8], unknown: &[String]) -> Vec<StrictField> {
-    let mut keys = KeyWalk {
+    let mut walk = KeyWalk {
         path: String::new(),
-        events: Vec::new(),
+        unknown,
+        found: Vec::new(),
     };
     let mut reader = serde_json::Deserializer::from_slice(body);
-    if de::Deserializer::deserialize_any(&mut reader, &mut keys).is_err() {
-        return unknown.iter().cloned().map(StrictField::Unknown).collect();
-    }
-    let mut out: Vec<StrictField> = Vec::new();
-    let mut skipped: Vec<&str> = Vec::new();
-    for (path, repeated) in &keys.events {
-        let under_unknown = |p: &str| {
-            skipped
-                .iter()
-                .any(|u| p.strip_prefix(u).is_some_and(|r| r.starts_with(['.', '['])))
-        };
-        if under_unknown(path) {
-            continue;
-        }
-        let finding = if unknown.iter().any(|u| u == path) {
-            skipped.push(path);
-            StrictField::Unknown(path.clone())
-        } else if *repeated {
-            StrictField::Duplicate(path.clone())
-        } else {
-            continue;
-        };
-        if !out.contains(&finding) {
-            out.push(finding);
-        }
+    if de::Deserializer::deserialize_any(&mut reader, &mut walk).is_err() {
+        walk.found.clear();
     }
     // Anything the walk did not meet (it cannot happen for a JSON body) still counts.
     for path in unknown {
-        let finding = StrictField::Unknown(path.clone());
-        if !out.contains(&finding) {
-            out.push(finding);
+        walk.note(StrictField::Unknown(path.clone()));
+    }
+    walk.found
+}
+
+/// A walk over a JSON document's keys that knows each key's strict path and notes, in
+/// document order, the undeclared fields (whose values it skips) and the keys an object
+/// already had.
+struct KeyWalk<'u> {
+    path: String,
+    unknown: &'u [String],
+    found: Vec<StrictField>,
+}
+
+impl KeyWalk<'_> {
+    /// Notes a finding once.
+    fn note(&mut self, finding: StrictField) {
+        if !self.found.contains(&finding) {
+            self.found.push(finding);
         }
     }
-    out
 }
 
-/// Every object key of a JSON document with its strict path, in document order, and whether
-/// the same object already had it.
-struct KeyWalk {
-    path: String,
-    events: Vec<(String, bool)>,
-}
-
-impl<'de> Visitor<'de> for &mut KeyWalk {
+impl<'de> Visitor<'de> for &mut KeyWalk<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -249,7 +235,15 @@ impl<'de> Visitor<'de> for &mut KeyWalk {
             if !repeated {
                 seen.push(key.into_owned());
             }
-            self.events.push((self.path.clone(), repeated));
+            if self.unknown.contains(&self.path) {
+                // Go skips an undeclared field's value: nothing under it is looked at.
+                self.note(StrictField::Unknown(self.path.clone()));
+                map.next_value::<de::IgnoredAny>()?;
+                continue;
+            }
+            if repeated {
+                self.note(StrictField::Duplicate(self.path.clone()));
+            }
             map.next_value_seed(&mut *self)?;
         }
         self.path.truncate(parent);
@@ -257,7 +251,7 @@ impl<'de> Visitor<'de> for &mut KeyWalk {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for &mut KeyWalk {
+impl<'de> DeserializeSeed<'de> for &mut KeyWalk<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
