@@ -1,5 +1,6 @@
 //! Events: core `v1` and `events.k8s.io/v1` are one store seen two ways, and the deployment
-//! controller simulation records `ScalingReplicaSet` Events as the real one does.
+//! controller simulation records `ScalingReplicaSet` Events as the real one does, through the
+//! recorder's counting, aggregation and spam filter.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -125,5 +126,64 @@ async fn events_written_as_events_k8s_io_are_core_events() {
     let got = core.get("web.restart").await.unwrap();
     assert_eq!(got.message.as_deref(), Some("Secret db changed"));
     assert_eq!(got.series.unwrap().count, Some(2));
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_deployment_rolled_forty_times_keeps_the_events_a_real_recorder_keeps() {
+    let emu = start().await;
+    let client = client(&emu, "admin").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
+    let mut web = deployment("shop", "web");
+    web["spec"]["replicas"] = json!(3);
+    deployments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(web).unwrap(),
+        )
+        .await
+        .unwrap();
+    // One Event at creation, two per rollout (the new ReplicaSet up, the old one down), each
+    // with its own message: 81 Events recorded.
+    for n in 0..40 {
+        deployments
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {"n": n.to_string()}}}}})),
+            )
+            .await
+            .unwrap();
+    }
+    let core: Api<CoreEvent> = Api::namespaced(client, "shop");
+    let list = core.list(&ListParams::default()).await.unwrap();
+    let about_web: Vec<&CoreEvent> = list
+        .items
+        .iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some("web"))
+        .collect();
+    // Nine distinct messages stand alone; from the tenth they are combined on one Event; the
+    // source's burst of 25 Events about the object ends the count there.
+    assert_eq!(about_web.len(), 10, "{about_web:#?}");
+    for event in &about_web[..9] {
+        assert_eq!(event.count, Some(1));
+        assert!(
+            event
+                .message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("Scaled ")),
+            "{event:?}"
+        );
+    }
+    let combined = about_web[9];
+    assert!(
+        combined
+            .message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("(combined from similar events): Scaled ")),
+        "{combined:?}"
+    );
+    assert_eq!(combined.count, Some(16));
+    assert_eq!(about_web.iter().filter_map(|e| e.count).sum::<i32>(), 25);
     emu.shutdown().await;
 }

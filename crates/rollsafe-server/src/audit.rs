@@ -331,6 +331,14 @@ impl AuditSink {
         }
     }
 
+    /// No file: records are only copied to `copy` (none: every copy counts as dropped).
+    pub fn copy_only(copy: Option<LossyLines>) -> Self {
+        Self {
+            durable: None,
+            copy,
+        }
+    }
+
     /// An append-only file, owned by its own writer thread, and a copy on stdout.
     pub fn with_file(path: &Path) -> Result<Self, AuditError> {
         Self::with_file_and_copy(path, copy_to(Stream::Stdout))

@@ -40,6 +40,23 @@ impl TestCluster {
             .start("127.0.0.1:0".parse().expect("a socket address"))
             .await
             .expect("the emulator starts");
+        Self::connect(emu).await
+    }
+
+    /// Starts the emulator `builder` describes on `runtime`, so that its tasks run on that
+    /// runtime's threads and not the caller's — as a separate API server process would — and
+    /// connects to it from the caller's runtime.
+    pub async fn start_on(runtime: &tokio::runtime::Handle, builder: EmulatorBuilder) -> Self {
+        let emu = runtime
+            .spawn(builder.start("127.0.0.1:0".parse().expect("a socket address")))
+            .await
+            .expect("the emulator's start task")
+            .expect("the emulator starts");
+        Self::connect(emu).await
+    }
+
+    /// The kubeconfig and connection for a started emulator.
+    async fn connect(emu: RunningEmulator) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let kubeconfig = dir.path().join("kubeconfig");
         emu.write_kubeconfig(&kubeconfig)

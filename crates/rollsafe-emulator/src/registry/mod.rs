@@ -7,9 +7,12 @@
 pub(crate) mod controller_revisions;
 pub(crate) mod definitions;
 pub(crate) mod deletion;
+pub(crate) mod event_correlation;
 pub(crate) mod replica_sets;
 pub(crate) mod rollouts;
 pub(crate) mod strategy;
+
+use event_correlation::{Correlated, EventCorrelator};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -137,6 +140,9 @@ pub(crate) struct Store {
     /// besides the built-in table.
     definitions: BTreeMap<String, Vec<ResId>>,
     events: broadcast::Sender<Arc<Event>>,
+    /// What the simulated controllers' event recorder remembers: counted, combined and
+    /// rate-limited Events, as client-go's recorder keeps them.
+    recorder: EventCorrelator,
 }
 
 impl Default for Store {
@@ -185,6 +191,7 @@ impl Store {
             root_ca: String::new(),
             rollout_history: true,
             definitions: BTreeMap::new(),
+            recorder: EventCorrelator::default(),
         }
     }
 
@@ -223,6 +230,7 @@ impl Store {
         self.history_floor = self.rv;
         self.rollouts.clear();
         self.definitions.clear();
+        self.recorder = EventCorrelator::default();
     }
 
     /// The latest resourceVersion.
@@ -711,11 +719,36 @@ impl Store {
         let Some(workload) = d.strategy.workload else {
             return;
         };
+        let now = std::time::Instant::now();
         for event in (workload.events)(obj, old, template_changed) {
-            if let Err(error) = self.create(ids::EVENTS, event) {
+            let recorded = match self.recorder.correlate(event, now) {
+                Correlated::Dropped => continue,
+                Correlated::New(event) => self.create(ids::EVENTS, event).map(drop),
+                Correlated::Repeat(event) => self.record_repeat(event),
+            };
+            if let Err(error) = recorded {
                 tracing::warn!(%error, "recording an Event failed");
             }
         }
+    }
+
+    /// Updates the stored Event `event` repeats with its count, last timestamp and message; if
+    /// that Event is gone (deleted), stores `event` instead, as the recorder does when its
+    /// patch finds nothing.
+    fn record_repeat(&mut self, event: Value) -> Result<(), StatusError> {
+        let ns = meta_str(&event, "namespace").unwrap_or_default().to_owned();
+        let name = meta_str(&event, "name").unwrap_or_default().to_owned();
+        let Some(stored) = self.get(ids::EVENTS, &ns, &name) else {
+            return self.create(ids::EVENTS, event).map(drop);
+        };
+        let mut updated = (**stored).clone();
+        for field in ["count", "lastTimestamp", "message"] {
+            if let Some(value) = event.get(field) {
+                updated[field] = value.clone();
+            }
+        }
+        self.update(ids::EVENTS, &ns, &name, updated, UpdateMode::Force)
+            .map(drop)
     }
 
     fn record_rollout(&mut self, d: &ResourceDef, obj: &Value) {
