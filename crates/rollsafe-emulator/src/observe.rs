@@ -25,6 +25,9 @@ pub struct RequestLogEntry {
     /// `Content-Type` of the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_type: Option<String>,
+    /// `Accept` of the request: the form the client asked the answer in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept: Option<String>,
     /// Kubernetes verb, for resource requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verb: Option<String>,

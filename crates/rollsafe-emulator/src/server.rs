@@ -110,6 +110,7 @@ impl Shared {
             path: path.to_string(),
             query: query.to_string(),
             content_type: None,
+            accept: None,
             verb: None,
             resource: None,
             namespace: None,

@@ -30,7 +30,7 @@ pub use engine::{
 };
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
 pub use read::{
-    ReadError, SecretSummary, list_secrets, read_config_map, read_secret, read_workload,
+    ReadError, SecretSummary, list_secrets, read_config_map, read_secret_metadata, read_workload,
 };
 pub use review::{TokenReview, review_token};
 pub use transport::Timeouts;

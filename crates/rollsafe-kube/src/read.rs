@@ -1,8 +1,9 @@
-//! Single-object reads (a Secret, a ConfigMap, a workload) with a timeout, a body limit and the
+//! Single-object reads (a Secret's metadata, a ConfigMap, a workload) with a timeout, a body limit and the
 //! real HTTP status line, for preflight checks and `render --previous-from-cluster`.
 
 use http::{Method, Request, StatusCode};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::client::Body;
 use rollsafe_core::failure::TransportFailure;
 use rollsafe_core::name::{ConfigMapName, Namespace, SecretName};
@@ -47,15 +48,34 @@ impl ReadError {
     }
 }
 
-/// Reads a Secret; `Ok(None)` when it does not exist (404).
-pub async fn read_secret(
+/// The `Accept` of a metadata-only read: `PartialObjectMetadata` (served since Kubernetes 1.15).
+const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
+/// What a metadata-only read keeps of the answer. Any other field — a Secret's `data`, were a
+/// server to send it regardless — is skipped by the decoder, never held.
+#[derive(serde::Deserialize)]
+struct MetadataOnly {
+    metadata: ObjectMeta,
+}
+
+/// Reads a Secret's metadata (labels, annotations, uid …) and nothing else: the request asks
+/// for `PartialObjectMetadata`, so no Secret value crosses the wire, and none would be kept if
+/// one did. `Ok(None)` when the Secret does not exist (404). Kubernetes authorizes it as a `get`
+/// of the Secret.
+pub async fn read_secret_metadata(
     client: &kube::Client,
     namespace: &Namespace,
     name: &SecretName,
     timeout: std::time::Duration,
-) -> Result<Option<Secret>, ReadError> {
-    let path = format!("/api/v1/namespaces/{namespace}/secrets/{name}");
-    read_object(client, path, timeout).await
+) -> Result<Option<ObjectMeta>, ReadError> {
+    let request = Request::builder()
+        .method(Method::GET)
+        .uri(format!("/api/v1/namespaces/{namespace}/secrets/{name}"))
+        .header(http::header::ACCEPT, METADATA_ONLY)
+        .body(Body::empty())
+        .map_err(|_| ReadError::Transport(TransportFailure::NotSent))?;
+    let read: Option<MetadataOnly> = send_for_object(client, request, timeout).await?;
+    Ok(read.map(|object| object.metadata))
 }
 
 /// Reads a ConfigMap; `Ok(None)` when it does not exist (404).

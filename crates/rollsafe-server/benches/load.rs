@@ -307,9 +307,14 @@ fn engine_and_read_call(connection: &Connection, variant: Variant) -> Call {
             let namespace = variant.namespace().parse().expect("namespace");
             let secret = variant.secret(client).parse().expect("name");
             let reader = connection.client(Some(&identity));
-            if rollsafe_kube::read_secret(&reader, &namespace, &secret, engine.timeouts().get)
-                .await
-                .is_err()
+            if rollsafe_kube::read_secret_metadata(
+                &reader,
+                &namespace,
+                &secret,
+                engine.timeouts().get,
+            )
+            .await
+            .is_err()
             {
                 return "read failed".to_owned();
             }

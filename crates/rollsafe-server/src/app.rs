@@ -27,7 +27,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use rollsafe_core::name::{AnnotationPrefix, Namespace, SecretName};
 use rollsafe_kube::{
-    Connection, Impersonation, ReadError, RestartEngine, RestartRequest, list_secrets, read_secret,
+    Connection, Impersonation, ReadError, RestartEngine, RestartRequest, list_secrets,
+    read_secret_metadata,
 };
 use serde_json::json;
 use tokio_util::task::TaskTracker;
@@ -459,9 +460,10 @@ async fn secret_gates(
     let gates = async {
         // 4. Namespace scope.
         in_scope(state, namespace, &client).await?;
-        // 5. Live visibility, as the caller.
+        // 5. Live visibility, as the caller. The gates need the Secret's labels and annotations
+        // only, so its metadata is all that is read: no value ever reaches the server.
         let read_timeout = state.engine.timeouts().get;
-        let secret = match read_secret(&client, namespace, name, read_timeout).await {
+        let secret = match read_secret_metadata(&client, namespace, name, read_timeout).await {
             Ok(Some(secret)) if !is_history(&secret, &settings.annotation_prefix) => secret,
             Ok(_) => return Err(ApiError::SecretNotFound(name.clone())),
             Err(error) if error.is_forbidden() => return Err(ApiError::KubernetesDenied),
@@ -469,7 +471,7 @@ async fn secret_gates(
         };
         // 6. The ACL on the live object. The access ConfigMap is read only when neither the
         // caller being an admin nor the Secret's own annotations decide.
-        let annotations: BTreeMap<String, String> = secret.metadata.annotations.unwrap_or_default();
+        let annotations: BTreeMap<String, String> = secret.annotations.unwrap_or_default();
         let decide = |rules: &AccessRules| {
             acl::decide(
                 user,
@@ -686,12 +688,14 @@ fn identity_for(
     })
 }
 
-fn is_history(secret: &k8s_openapi::api::core::v1::Secret, prefix: &AnnotationPrefix) -> bool {
+fn is_history(
+    secret: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    prefix: &AnnotationPrefix,
+) -> bool {
     let Some(kind_label) = prefix.key("kind") else {
         return false;
     };
     secret
-        .metadata
         .labels
         .as_ref()
         .and_then(|labels| labels.get(kind_label.as_str()))

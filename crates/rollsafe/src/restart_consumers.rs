@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use rollsafe_core::contract::RESTART_ANNOTATION;
 use rollsafe_core::name::AnnotationKey;
-use rollsafe_kube::{RestartEngine, RestartRequest, read_secret};
+use rollsafe_kube::{RestartEngine, RestartRequest, read_secret_metadata};
 
 use crate::kube_args::KubeArgs;
 use crate::process;
@@ -55,7 +55,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let engine = RestartEngine::new(&connection);
         let client = connection.client(identity.as_ref());
-        match read_secret(&client, &namespace, &secret, engine.timeouts().get).await {
+        match read_secret_metadata(&client, &namespace, &secret, engine.timeouts().get).await {
             Ok(Some(_)) => {}
             Ok(None) => bail!(
                 "Secret {:?} not found in namespace {namespace:?}",

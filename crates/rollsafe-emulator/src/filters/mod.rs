@@ -48,6 +48,7 @@ pub(crate) async fn serve(req: Request<Incoming>, shared: &Arc<Shared>) -> Outco
     let raw_query = parts.uri.query().unwrap_or("").to_string();
     let mut pending = shared.begin_entry(parts.method.as_str(), &path, &raw_query);
     pending.entry.content_type = header(&parts.headers, CONTENT_TYPE);
+    pending.entry.accept = header(&parts.headers, ACCEPT);
     let outcome = serve_inner(&parts, body, shared, &mut pending.entry).await;
     let status = match &outcome {
         Outcome::Respond(r) => r.status().as_u16(),

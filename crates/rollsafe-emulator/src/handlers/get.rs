@@ -1,9 +1,9 @@
-//! GET of one object (and of its `scale`).
+//! GET of one object (and of its `scale`), as the object, a Table or its metadata.
 
 use hyper::Response;
 
-use crate::handlers::Call;
 use crate::handlers::scale::scale_of;
+use crate::handlers::{Call, metadata};
 use crate::http_util::json;
 use crate::resources::def;
 use crate::server::Body;
@@ -26,6 +26,9 @@ pub(crate) fn get(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
             200,
             &crate::handlers::table::table(c, [&*obj], json!({})),
         ));
+    }
+    if let Some(version) = metadata::wanted(&c.accept, metadata::OBJECT) {
+        return Ok(json(200, &metadata::partial(&c.shown(&obj), version)));
     }
     Ok(json(200, &c.shown(&obj)))
 }

@@ -292,7 +292,12 @@ pub(crate) fn list(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         let table = super::table::table(c, items.iter().map(|i| &**i), Value::Object(meta));
         return Ok(crate::http_util::json(200, &table));
     }
-    let list_kind = d.list_kind();
+    // Metadata only, when the client asks for it: the same list, each item its metadata.
+    let metadata_only = super::metadata::wanted(&c.accept, super::metadata::LIST);
+    let (list_kind, api_version) = match metadata_only {
+        Some(version) => (super::metadata::LIST.to_owned(), version.to_owned()),
+        None => (d.list_kind(), d.api_version()),
+    };
     let kind = if corruption == Some(ListCorruption::WrongKind) {
         wrong_list_kind(&list_kind).to_string()
     } else {
@@ -303,7 +308,7 @@ pub(crate) fn list(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         buf,
         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{{\"resourceVersion\":\"{}\"",
         Value::String(kind),
-        Value::String(d.api_version()),
+        Value::String(api_version),
         list_rv
     );
     if let Some(t) = &continue_token {
@@ -323,12 +328,17 @@ pub(crate) fn list(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         if i > 0 {
             buf.push(b',');
         }
-        write_item(
-            &mut buf,
-            &c.shown(item),
-            !d.custom,
-            if i == 0 { drop_field } else { None },
-        );
+        let drop_field = if i == 0 { drop_field } else { None };
+        let shown = c.shown(item);
+        match metadata_only {
+            Some(version) => write_item(
+                &mut buf,
+                &super::metadata::partial(&shown, version),
+                false,
+                drop_field,
+            ),
+            None => write_item(&mut buf, &shown, !d.custom, drop_field),
+        }
     }
     buf.extend_from_slice(b"]}");
     if corruption == Some(ListCorruption::TruncatedJson) {

@@ -5,6 +5,7 @@ pub(crate) mod create;
 pub(crate) mod delete;
 pub(crate) mod get;
 pub(crate) mod list;
+pub(crate) mod metadata;
 pub(crate) mod nonresource;
 pub(crate) mod patch;
 pub(crate) mod review;

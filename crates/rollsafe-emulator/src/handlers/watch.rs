@@ -14,7 +14,7 @@ use hyper::body::Frame;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::handlers::{Call, list_options_invalid, selectors};
+use crate::handlers::{Call, list_options_invalid, metadata, selectors};
 use crate::query::{FieldSelector, LabelSelector};
 use crate::registry::{Event, EventType};
 use crate::resources::{ResId, View, def};
@@ -42,6 +42,8 @@ struct WatchSpec {
     kind: &'static str,
     /// Set when the watched resource is a view of the stored one.
     view: Option<&'static View>,
+    /// Set (to the `meta.k8s.io` version) when the client asked for metadata only.
+    metadata_only: Option<&'static str>,
 }
 
 impl WatchSpec {
@@ -79,9 +81,13 @@ impl WatchSpec {
 
     /// A watch line for a stored object, in the watched resource's form.
     fn line(&self, kind: &str, object: &Value) -> Bytes {
-        match self.view {
-            Some(view) => line(kind, &(view.to_view)(object)),
-            None => line(kind, object),
+        let shown = match self.view {
+            Some(view) => std::borrow::Cow::Owned((view.to_view)(object)),
+            None => std::borrow::Cow::Borrowed(object),
+        };
+        match self.metadata_only {
+            Some(version) => line(kind, &metadata::partial(&shown, version)),
+            None => line(kind, &shown),
         }
     }
 
@@ -154,6 +160,7 @@ pub(crate) fn watch(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
             _ => None,
         };
     let initial = send_initial.unwrap_or(since.is_none());
+    let metadata_only = metadata::wanted(&c.accept, metadata::OBJECT);
     let spec = WatchSpec {
         res: c.stored_res(),
         namespace: c.info.namespace.clone(),
@@ -163,9 +170,14 @@ pub(crate) fn watch(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         initial_end_bookmark: send_initial == Some(true) && bookmarks,
         timeout,
         bookmark_interval: c.shared.bookmark_interval,
-        api_version: d.api_version(),
-        kind: d.kind,
+        api_version: metadata_only.map_or_else(|| d.api_version(), str::to_owned),
+        kind: if metadata_only.is_some() {
+            metadata::OBJECT
+        } else {
+            d.kind
+        },
         view: d.view,
+        metadata_only,
     };
     let store = c.shared.store();
     let mut initial_lines = Vec::new();

@@ -515,7 +515,7 @@ async fn a_silent_read_ends_at_the_configured_get_timeout() {
     let (client, server) = silent_server().await;
     let timeout = Timeouts::default().get;
     let begin = tokio::time::Instant::now();
-    let read = crate::read_secret(
+    let read = crate::read_secret_metadata(
         &client,
         &"shop".parse().unwrap(),
         &SECRET.parse().unwrap(),

@@ -20,6 +20,14 @@ async fn allowed_request_restarts_consumers() {
         f.emulator.requests_for("get", "configmaps").is_empty(),
         "an admin's decision needs no access rules"
     );
+    // The live-visibility gate reads the Secret's metadata only: its values never reach the
+    // server (the emulator answers such a read without them, tests/metadata.rs there).
+    let reads = f.emulator.requests_for("get", "secrets");
+    assert_eq!(reads.len(), 1);
+    assert_eq!(
+        reads[0].accept.as_deref(),
+        Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+    );
     let audit = f.audit_lines();
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0]["result"], "allow");
