@@ -380,14 +380,7 @@ fn main() {
         .expect("runtime");
     let api_server_handle = api_server.handle().clone();
     runtime.block_on(async move {
-        let TestCluster { emu: emulator, connection, kubeconfig, dir } = TestCluster::start_on(&api_server_handle,
-            // The emulator as light as before it simulated the controllers' history: this
-            // benchmark measures the server against the engine, not the emulator.
-            rollsafe_emulator::Emulator::builder()
-                .seed_objects(seed(clients))
-                .without_rollout_history(),
-        )
-        .await;
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let duration = Duration::from_secs(seconds);
         println!(
             "Restart Consumers load: {clients} clients, {rounds} rounds of {seconds}s per run, {WORKLOADS} workloads per namespace, {CONSUMERS} consumers per request"
@@ -403,6 +396,18 @@ fn main() {
             if only_variant.as_deref().is_some_and(|v| v != variant.label()) {
                 continue;
             }
+            // A fresh emulator per variant, so one variant's history is not the other's
+            // ground. It is as light as before it simulated the controllers' history: this
+            // benchmark measures the server against the engine, not the emulator.
+            let TestCluster { emu: emulator, connection, kubeconfig, dir: _cluster_dir } =
+                TestCluster::start_on(
+                    &api_server_handle,
+                    rollsafe_emulator::Emulator::builder()
+                        .seed_objects(seed(clients))
+                        .without_rollout_history(),
+                )
+                .await;
+            let waits_before = durable_waits();
             let namespace = variant.namespace();
             let audit_file = dir.path().join(format!("audit-{namespace}.log"));
             let (durable_url, durable_stop, durable_server) = start_server(&connection, &kubeconfig, namespace, Some(&audit_file)).await;
@@ -459,17 +464,48 @@ fn main() {
             }
             let records = std::fs::read_to_string(&audit_file).map(|t| t.lines().count()).unwrap_or(0);
             println!("{:>30}  {records} records in the audit file", "");
+            let after = durable_waits();
+            let (waited, records, syncing, batches) = (
+                after.0 - waits_before.0,
+                after.1 - waits_before.1,
+                after.2 - waits_before.2,
+                after.3 - waits_before.3,
+            );
+            println!(
+                "{:>30}  durable wait per record under load: {:.2} ms on average, of which write + fdatasync {:.2} ms ({records} records in {batches} batches)",
+                "",
+                waited * 1000.0 / records.max(1.0),
+                syncing * 1000.0 / batches.max(1.0),
+            );
             for (stop, server) in [(durable_stop, durable_server), (copy_stop, copy_server)] {
                 let _ = stop.send(());
                 let _ = server.await;
             }
+            emulator.shutdown().await;
         }
         audit_alone(clients, dir.path()).await;
         println!("peak process memory (emulator, servers and clients): {} MiB", peak_memory_kib().unwrap_or(0) / 1024);
         println!("max patches in flight within one request: {worst} (limit {MAX_PATCHES_IN_FLIGHT})");
         assert!(worst <= MAX_PATCHES_IN_FLIGHT, "a request exceeded the in-flight limit");
-        emulator.shutdown().await;
     });
+}
+
+/// The durable waits so far (seconds in total, records) and the writer's syncs (seconds,
+/// batches), from the server's own `rollsafe_audit_durable_wait_seconds` and
+/// `rollsafe_audit_sync_seconds` histograms, which every server in the process shares.
+fn durable_waits() -> (f64, f64, f64, f64) {
+    let text = Metrics::new().encode();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        value("rollsafe_audit_durable_wait_seconds_sum"),
+        value("rollsafe_audit_durable_wait_seconds_count"),
+        value("rollsafe_audit_sync_seconds_sum"),
+        value("rollsafe_audit_sync_seconds_count"),
+    )
 }
 
 /// The durable audit alone: `clients` writers each waiting for its record to be synced, as a

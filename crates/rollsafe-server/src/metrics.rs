@@ -143,6 +143,16 @@ impl Metrics {
             crate::audit::WRITE_FAILURES.clone(),
         );
         registry.register(
+            "audit_durable_wait_seconds",
+            "How long an audit record waited to be written and synced to the audit file",
+            crate::audit::DURABLE_WAIT.clone(),
+        );
+        registry.register(
+            "audit_sync_seconds",
+            "How long one batch of audit records took to write and fdatasync",
+            crate::audit::SYNC_DURATION.clone(),
+        );
+        registry.register(
             "audit_stream_dropped",
             "Audit record copies not written to stdout because it was not being read",
             crate::audit::STREAM_COPIES_DROPPED.clone(),
