@@ -12,10 +12,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-#[tokio::test]
-async fn the_deployment_controller_records_scaling_events() {
-    let emu = start().await;
-    let client = client(&emu, "admin").await;
+/// Creates Deployment `shop/web` with 3 replicas; its Deployments API.
+async fn web_with_three_replicas(client: &kube::Client) -> Api<Deployment> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
     let mut web = deployment("shop", "web");
     web["spec"]["replicas"] = json!(3);
@@ -26,6 +24,14 @@ async fn the_deployment_controller_records_scaling_events() {
         )
         .await
         .unwrap();
+    deployments
+}
+
+#[tokio::test]
+async fn the_deployment_controller_records_scaling_events() {
+    let emu = start().await;
+    let client = client(&emu, "admin").await;
+    let deployments = web_with_three_replicas(&client).await;
     deployments
         .patch(
             "web",
@@ -133,16 +139,7 @@ async fn events_written_as_events_k8s_io_are_core_events() {
 async fn a_deployment_rolled_forty_times_keeps_the_events_a_real_recorder_keeps() {
     let emu = start().await;
     let client = client(&emu, "admin").await;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
-    let mut web = deployment("shop", "web");
-    web["spec"]["replicas"] = json!(3);
-    deployments
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(web).unwrap(),
-        )
-        .await
-        .unwrap();
+    let deployments = web_with_three_replicas(&client).await;
     // One Event at creation, two per rollout (the new ReplicaSet up, the old one down), each
     // with its own message: 81 Events recorded.
     for n in 0..40 {
