@@ -481,3 +481,56 @@ async fn managed_fields_in_request_bodies() {
     assert_eq!(emu.resource_version(), rv);
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn beyond_ten_update_managers_the_oldest_are_merged_into_ancient_changes() {
+    let emu = start().await;
+    let path = "/api/v1/namespaces/shop/configmaps";
+    send(
+        &emu,
+        "POST",
+        &format!("{path}?fieldManager=a-creator"),
+        "application/json",
+        None,
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings"}, "data": {"k00": "0"}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut last = Value::Null;
+    for n in 1..=12 {
+        last = send(
+            &emu,
+            "PATCH",
+            &format!("{path}/settings?fieldManager=m{n:02}"),
+            "application/merge-patch+json",
+            None,
+            serde_json::to_vec(&json!({"data": {format!("k{n:02}"): n.to_string()}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    // Thirteen managers wrote; ten entries remain: the oldest four (the creator, m01, m02,
+    // m03) are one `ancient-changes` entry owning everything they owned.
+    let mut names = managers(&last);
+    names.sort();
+    let mut want: Vec<String> = (4..=12).map(|n| format!("m{n:02}")).collect();
+    want.push("ancient-changes".into());
+    want.sort();
+    assert_eq!(names, want, "{last:#}");
+    let ancient = entry(&last, "ancient-changes").unwrap();
+    assert_eq!(ancient["operation"], "Update");
+    assert_eq!(ancient["apiVersion"], "v1");
+    let owned = &ancient["fieldsV1"]["f:data"];
+    for key in ["f:k00", "f:k01", "f:k02", "f:k03"] {
+        assert!(owned.get(key).is_some(), "{key}: {ancient:#}");
+    }
+    assert!(owned.get("f:k04").is_none(), "{ancient:#}");
+    assert!(
+        entry(&last, "m04").unwrap()["fieldsV1"]["f:data"]
+            .get("f:k04")
+            .is_some()
+    );
+    emu.shutdown().await;
+}

@@ -790,6 +790,64 @@ fn record(entries: &mut Vec<Entry>, diff: &Diff, m: &Manager) {
         mine.time = Some(util::now_seconds());
     }
     entries.push(mine);
+    cap_updates(entries);
+}
+
+/// The most Update entries an object keeps (the API server's `maxUpdateManagers`).
+const MAX_UPDATE_MANAGERS: usize = 10;
+/// The manager the oldest Update entries are merged into beyond that (one per API version).
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// Merges the oldest Update entries (by time, then manager) into an `ancient-changes` entry of
+/// their API version until at most [`MAX_UPDATE_MANAGERS`] remain, as the API server's
+/// `capManagersManager` does, so an object written by many managers keeps a bounded list.
+/// Entries that own nothing are not counted (they are not stored).
+fn cap_updates(entries: &mut Vec<Entry>) {
+    let is_update = |e: &Entry| e.operation == "Update" && !e.set.is_empty();
+    let mut count = entries.iter().filter(|e| is_update(e)).count();
+    if count <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    let mut oldest: Vec<(Option<String>, String, usize)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| is_update(e) && e.manager != ANCIENT_CHANGES)
+        .map(|(i, e)| (e.time.clone(), e.manager.clone(), i))
+        .collect();
+    oldest.sort();
+    let mut merged = Vec::new();
+    for (_, _, index) in oldest {
+        if count <= MAX_UPDATE_MANAGERS {
+            break;
+        }
+        let entry = &entries[index];
+        let bucket = entries.iter().position(|b| {
+            b.manager == ANCIENT_CHANGES
+                && b.operation == "Update"
+                && b.subresource.is_none()
+                && b.api_version == entry.api_version
+        });
+        match bucket {
+            Some(b) => {
+                let set = entries[b].set.union(&entry.set);
+                let time = entries[b].time.clone().max(entry.time.clone());
+                entries[b].set = set;
+                entries[b].time = time;
+                merged.push(index);
+                count -= 1;
+            }
+            None => {
+                // The entry becomes its version's bucket: the count stays.
+                let entry = &mut entries[index];
+                entry.manager = ANCIENT_CHANGES.to_owned();
+                entry.subresource = None;
+            }
+        }
+    }
+    merged.sort_unstable();
+    for index in merged.into_iter().rev() {
+        entries.remove(index);
+    }
 }
 
 /// The manager the emulator's controllers write as.
