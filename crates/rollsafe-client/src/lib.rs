@@ -11,7 +11,6 @@
 #![warn(missing_docs, unreachable_pub)]
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,6 +25,10 @@ use rollsafe_core::envelope::ErrorEnvelope;
 use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::preview::ConsumersPreview;
 use thiserror::Error;
+
+mod connector;
+
+pub use connector::https_connector;
 
 /// How long one API call may take, end to end.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
@@ -94,9 +97,6 @@ pub enum ClientError {
     /// The server URL or the path names cannot form a request.
     #[error("invalid server URL or name")]
     InvalidRequest,
-    /// TLS could not be set up.
-    #[error("cannot set up TLS")]
-    Tls,
     /// No response arrived (connection, TLS or timeout).
     #[error("no response from the server")]
     Transport,
@@ -129,21 +129,7 @@ impl Client {
         if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
             return Err(ClientError::InvalidRequest);
         }
-        // The platform's roots when it has any; without them `http://` still works and
-        // `https://` fails certificate verification, as it should.
-        let builder = match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
-            Ok(builder) => builder,
-            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
-                rustls::ClientConfig::builder_with_provider(Arc::new(
-                    rustls::crypto::ring::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()
-                .map_err(|_| ClientError::Tls)?
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth(),
-            ),
-        };
-        let connector = builder.https_or_http().enable_http1().build();
+        let connector = https_connector();
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
             token,

@@ -246,19 +246,7 @@ pub struct ProviderCallError;
 impl Oidc {
     /// The flow for these settings. HTTPS uses the platform's roots.
     pub fn new(settings: OidcSettings) -> Self {
-        let builder = match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
-            Ok(builder) => builder,
-            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
-                rustls::ClientConfig::builder_with_provider(Arc::new(
-                    rustls::crypto::ring::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()
-                .unwrap_or_else(|_| rustls::ClientConfig::builder())
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth(),
-            ),
-        };
-        let connector = builder.https_or_http().enable_http1().build();
+        let connector = rollsafe_client::https_connector();
         Self {
             settings,
             http: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
