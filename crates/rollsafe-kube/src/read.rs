@@ -1,5 +1,5 @@
-//! Single-object reads (a Secret's metadata, a ConfigMap, a workload) with a timeout, a body limit and the
-//! real HTTP status line, for preflight checks and `render --previous-from-cluster`.
+//! Single-object reads (a Secret's metadata, a ConfigMap, a workload) with a timeout, a body
+//! limit and the real HTTP status line, for preflight checks and `render --previous-from-cluster`.
 
 use http::{Method, Request, StatusCode};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -68,13 +68,8 @@ pub async fn read_secret_metadata(
     name: &SecretName,
     timeout: std::time::Duration,
 ) -> Result<Option<ObjectMeta>, ReadError> {
-    let request = Request::builder()
-        .method(Method::GET)
-        .uri(format!("/api/v1/namespaces/{namespace}/secrets/{name}"))
-        .header(http::header::ACCEPT, METADATA_ONLY)
-        .body(Body::empty())
-        .map_err(|_| ReadError::Transport(TransportFailure::NotSent))?;
-    let read: Option<MetadataOnly> = send_for_object(client, request, timeout).await?;
+    let path = format!("/api/v1/namespaces/{namespace}/secrets/{name}");
+    let read: Option<MetadataOnly> = read_object(client, path, METADATA_ONLY, timeout).await?;
     Ok(read.map(|object| object.metadata))
 }
 
@@ -86,7 +81,7 @@ pub async fn read_config_map(
     timeout: std::time::Duration,
 ) -> Result<Option<ConfigMap>, ReadError> {
     let path = format!("/api/v1/namespaces/{namespace}/configmaps/{name}");
-    read_object(client, path, timeout).await
+    read_object(client, path, "application/json", timeout).await
 }
 
 /// Reads an `apps/v1` workload as JSON; `Ok(None)` when it does not exist (404). `name` must
@@ -100,19 +95,21 @@ pub async fn read_workload(
 ) -> Result<Option<serde_json::Value>, ReadError> {
     let plural = kind.plural();
     let path = format!("/apis/apps/v1/namespaces/{namespace}/{plural}/{name}");
-    read_object(client, path, timeout).await
+    read_object(client, path, "application/json", timeout).await
 }
 
-/// Reads the object at `path`, built from validated names so it cannot be malformed.
+/// Reads the object at `path`, built from validated names so it cannot be malformed, in the
+/// form `accept` asks for.
 async fn read_object<K: DeserializeOwned>(
     client: &kube::Client,
     path: String,
+    accept: &'static str,
     timeout: std::time::Duration,
 ) -> Result<Option<K>, ReadError> {
     let request = Request::builder()
         .method(Method::GET)
         .uri(path)
-        .header(http::header::ACCEPT, "application/json")
+        .header(http::header::ACCEPT, accept)
         .body(Body::empty())
         .map_err(|_| ReadError::Transport(TransportFailure::NotSent))?;
     send_for_object(client, request, timeout).await

@@ -407,7 +407,7 @@ fn main() {
                         .without_rollout_history(),
                 )
                 .await;
-            let waits_before = durable_waits();
+            let waits_before = DurableWaits::now();
             let namespace = variant.namespace();
             let audit_file = dir.path().join(format!("audit-{namespace}.log"));
             let (durable_url, durable_stop, durable_server) = start_server(&connection, &kubeconfig, namespace, Some(&audit_file)).await;
@@ -464,18 +464,14 @@ fn main() {
             }
             let records = std::fs::read_to_string(&audit_file).map(|t| t.lines().count()).unwrap_or(0);
             println!("{:>30}  {records} records in the audit file", "");
-            let after = durable_waits();
-            let (waited, records, syncing, batches) = (
-                after.0 - waits_before.0,
-                after.1 - waits_before.1,
-                after.2 - waits_before.2,
-                after.3 - waits_before.3,
-            );
+            let audit = DurableWaits::now().since(&waits_before);
             println!(
-                "{:>30}  durable wait per record under load: {:.2} ms on average, of which write + fdatasync {:.2} ms ({records} records in {batches} batches)",
+                "{:>30}  durable wait per record under load: {:.2} ms on average, of which write + fdatasync {:.2} ms ({} records in {} batches)",
                 "",
-                waited * 1000.0 / records.max(1.0),
-                syncing * 1000.0 / batches.max(1.0),
+                audit.waited * 1000.0 / audit.records.max(1.0),
+                audit.syncing * 1000.0 / audit.batches.max(1.0),
+                audit.records,
+                audit.batches,
             );
             for (stop, server) in [(durable_stop, durable_server), (copy_stop, copy_server)] {
                 let _ = stop.send(());
@@ -490,22 +486,44 @@ fn main() {
     });
 }
 
-/// The durable waits so far (seconds in total, records) and the writer's syncs (seconds,
-/// batches), from the server's own `rollsafe_audit_durable_wait_seconds` and
+/// The durable audit so far, from the server's own `rollsafe_audit_durable_wait_seconds` and
 /// `rollsafe_audit_sync_seconds` histograms, which every server in the process shares.
-fn durable_waits() -> (f64, f64, f64, f64) {
-    let text = Metrics::new().encode();
-    let value = |name: &str| {
-        text.lines()
-            .find_map(|line| line.strip_prefix(name)?.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (
-        value("rollsafe_audit_durable_wait_seconds_sum"),
-        value("rollsafe_audit_durable_wait_seconds_count"),
-        value("rollsafe_audit_sync_seconds_sum"),
-        value("rollsafe_audit_sync_seconds_count"),
-    )
+struct DurableWaits {
+    /// Seconds records waited to be on disk, in total.
+    waited: f64,
+    /// Records that waited.
+    records: f64,
+    /// Seconds the writer spent in write + fdatasync, in total.
+    syncing: f64,
+    /// Batches written.
+    batches: f64,
+}
+
+impl DurableWaits {
+    fn now() -> Self {
+        let text = Metrics::new().encode();
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name)?.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        Self {
+            waited: value("rollsafe_audit_durable_wait_seconds_sum"),
+            records: value("rollsafe_audit_durable_wait_seconds_count"),
+            syncing: value("rollsafe_audit_sync_seconds_sum"),
+            batches: value("rollsafe_audit_sync_seconds_count"),
+        }
+    }
+
+    /// What happened after `before`.
+    fn since(&self, before: &Self) -> Self {
+        Self {
+            waited: self.waited - before.waited,
+            records: self.records - before.records,
+            syncing: self.syncing - before.syncing,
+            batches: self.batches - before.batches,
+        }
+    }
 }
 
 /// The durable audit alone: `clients` writers each waiting for its record to be synced, as a

@@ -283,14 +283,17 @@ pub static WRITE_FAILURES: LazyLock<Counter> = LazyLock::new(Counter::default);
 
 /// How long a record waited to be on disk — queued, written and synced, until its writer
 /// resumed — process-wide, from 0.1 ms up. A run waits twice (intent, result).
-pub static DURABLE_WAIT: LazyLock<Histogram> =
-    LazyLock::new(|| Histogram::new(exponential_buckets(0.0001, 2.0, 14)));
+pub static DURABLE_WAIT: LazyLock<Histogram> = LazyLock::new(wait_histogram);
 
 /// How long one batch's `write` and `fdatasync` took on the writer thread, process-wide: the
 /// disk's share of [`DURABLE_WAIT`] (the rest is queueing and the hand-offs to and from the
 /// writer thread).
-pub static SYNC_DURATION: LazyLock<Histogram> =
-    LazyLock::new(|| Histogram::new(exponential_buckets(0.0001, 2.0, 14)));
+pub static SYNC_DURATION: LazyLock<Histogram> = LazyLock::new(wait_histogram);
+
+/// Buckets from 0.1 ms, doubling, to 0.8 s.
+fn wait_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 14))
+}
 
 /// Audit copies dropped because their stream was not being read, process-wide.
 pub static STREAM_COPIES_DROPPED: LazyLock<Counter> = LazyLock::new(Counter::default);
@@ -337,10 +340,7 @@ fn copy_to(stream: Stream) -> Option<LossyLines> {
 impl AuditSink {
     /// Stdout only: nothing durable.
     pub fn stdout() -> Self {
-        Self {
-            durable: None,
-            copy: copy_to(Stream::Stdout),
-        }
+        Self::copy_only(copy_to(Stream::Stdout))
     }
 
     /// No file: records are only copied to `copy` (none: every copy counts as dropped).

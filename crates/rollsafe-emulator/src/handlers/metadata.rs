@@ -19,10 +19,10 @@ pub(crate) const LIST: &str = "PartialObjectMetadataList";
 /// The `meta.k8s.io` version an `Accept` header asks `kind` (`OBJECT` or `LIST`) in, if any
 /// of its entries does.
 pub(crate) fn wanted(accept: &str, kind: &str) -> Option<&'static str> {
-    let wanted_as = format!("as={kind}");
     accept.split(',').find_map(|entry| {
         let params: Vec<&str> = entry.split(';').map(str::trim).collect();
-        if !params.contains(&wanted_as.as_str()) || !params.contains(&"g=meta.k8s.io") {
+        let asks_for = params.iter().any(|p| p.strip_prefix("as=") == Some(kind));
+        if !asks_for || !params.contains(&"g=meta.k8s.io") {
             return None;
         }
         if params.contains(&"v=v1") {

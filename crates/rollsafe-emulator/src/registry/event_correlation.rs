@@ -134,26 +134,21 @@ fn object_key(event: &Value) -> String {
     .join("\u{0}")
 }
 
-/// The object key plus type, reason and reporter: the group of similar Events
+/// Fields that, added to the object key, make the group of similar Events
 /// (`EventAggregatorByReasonFunc`).
-fn similar_key(event: &Value) -> String {
-    let mut key = object_key(event);
-    for pointer in [
-        "/type",
-        "/reason",
-        "/reportingComponent",
-        "/reportingInstance",
-    ] {
-        key.push('\u{0}');
-        key.push_str(text(event, pointer));
-    }
-    key
-}
+const SIMILAR: [&str; 4] = [
+    "/type",
+    "/reason",
+    "/reportingComponent",
+    "/reportingInstance",
+];
+/// Fields that, added to the object key, make an Event's identity (`getEventKey`).
+const IDENTITY: [&str; 4] = ["/involvedObject/fieldPath", "/type", "/reason", "/message"];
 
-/// Everything that makes two Events the same one (`getEventKey`).
-fn identity_key(event: &Value) -> String {
-    let mut key = object_key(event);
-    for pointer in ["/involvedObject/fieldPath", "/type", "/reason", "/message"] {
+/// `object` (an [`object_key`]) extended with `fields` of `event`.
+fn key_with(object: &str, event: &Value, fields: &[&str]) -> String {
+    let mut key = object.to_owned();
+    for pointer in fields {
         key.push('\u{0}');
         key.push_str(text(event, pointer));
     }
@@ -163,8 +158,10 @@ fn identity_key(event: &Value) -> String {
 impl EventCorrelator {
     /// Decides what becomes of `event` (a core `v1` Event as a controller records it) at `now`.
     pub(crate) fn correlate(&mut self, mut event: Value, now: Instant) -> Correlated {
+        // The source and object never change below: aggregation keeps them.
+        let object = object_key(&event);
         // 1. Aggregation.
-        let group = similar_key(&event);
+        let group = key_with(&object, &event, &SIMILAR);
         let message = text(&event, "/message").to_owned();
         let similar = self.similar.get_or_insert_mut(group.clone(), || Similar {
             messages: Vec::new(),
@@ -178,7 +175,7 @@ impl EventCorrelator {
         }
         similar.last = now;
         let key = if similar.messages.len() < AGGREGATE_MAX_EVENTS {
-            identity_key(&event)
+            key_with(&object, &event, &IDENTITY)
         } else {
             // The set stays at its bound; the Event speaks for the group.
             similar.messages.pop();
@@ -204,10 +201,9 @@ impl EventCorrelator {
             },
         );
         // 3. The spam filter.
-        let source = object_key(&event);
         let allowed = self
             .budgets
-            .get_or_insert_mut(source, || Budget::full(now))
+            .get_or_insert_mut(object, || Budget::full(now))
             .try_take(now);
         match (allowed, repeat) {
             (false, _) => Correlated::Dropped,

@@ -12,8 +12,6 @@ pub(crate) mod replica_sets;
 pub(crate) mod rollouts;
 pub(crate) mod strategy;
 
-use event_correlation::{Correlated, EventCorrelator};
-
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -22,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+use self::event_correlation::{Correlated, EventCorrelator};
 use crate::fieldmanager::{self, Tracking};
 use crate::resources::{self, ResId, ResourceDef, def, ids};
 use crate::status::{FieldCause, OPTIMISTIC_LOCK, StatusError};
