@@ -109,8 +109,37 @@ impl Document {
         out.into_iter()
     }
 
+    /// The object at `position` (as [`Document::objects`] gives it), found without visiting
+    /// the others.
+    pub fn object(&self, position: &Position) -> Option<&Value> {
+        let (mut value, nested) = match (&self.body, position.items.split_first()) {
+            (Body::Empty, _) => return None,
+            (Body::Sequence(values), Some((&first, rest))) => (values.get(first)?, rest),
+            (Body::Sequence(_), None) => return None,
+            (Body::Single(value) | Body::List(value), _) => (value, position.items.as_slice()),
+        };
+        for &index in nested {
+            value = list_items(value).get(index)?;
+        }
+        value.is_object().then_some(value)
+    }
+
+    /// [`Document::object`], mutably.
+    pub fn object_mut(&mut self, position: &Position) -> Option<&mut Value> {
+        let (mut value, nested) = match (&mut self.body, position.items.split_first()) {
+            (Body::Empty, _) => return None,
+            (Body::Sequence(values), Some((&first, rest))) => (values.get_mut(first)?, rest),
+            (Body::Sequence(_), None) => return None,
+            (Body::Single(value) | Body::List(value), _) => (value, position.items.as_slice()),
+        };
+        for &index in nested {
+            value = list_items_mut(value).get_mut(index)?;
+        }
+        value.is_object().then_some(value)
+    }
+
     /// The objects of this document, mutably, in order, with their positions.
-    fn objects_mut(&mut self) -> impl Iterator<Item = (Position, &mut Value)> {
+    pub fn objects_mut(&mut self) -> impl Iterator<Item = (Position, &mut Value)> {
         let mut out = Vec::new();
         let mut items = Vec::new();
         match &mut self.body {
@@ -288,27 +317,63 @@ impl Document {
         Ok(())
     }
 
-    /// This document as YAML (without a `---` line); `None` for an empty one.
+    /// This document as YAML (without a `---` line), ending with a line break, in a string of
+    /// exactly its size; `None` for an empty one.
     pub fn to_yaml(&self) -> Result<Option<String>, ManifestError> {
+        self.emit(|text| {
+            let mut owned = String::with_capacity(text.len() + 1);
+            owned.push_str(text);
+            if !owned.ends_with('\n') {
+                owned.push('\n');
+            }
+            owned
+        })
+    }
+
+    /// [`Document::to_yaml`], appended to `out` as pieces of at most [`PIECE`] bytes
+    /// (`false` for an empty document, which adds nothing). A stream written back out of input
+    /// order frees its parsed documents in scattered places; pieces this small fit in the
+    /// space they leave, where whole documents would grow the heap.
+    pub fn write_pieces(&self, out: &mut Vec<String>) -> Result<bool, ManifestError> {
+        self.emit(|text| {
+            let mut rest = text;
+            while !rest.is_empty() {
+                let mut cut = rest.len().min(PIECE);
+                while !rest.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                out.push(rest[..cut].to_owned());
+                rest = &rest[cut..];
+            }
+            if !text.ends_with('\n') {
+                out.push("\n".to_owned());
+            }
+        })
+        .map(|written| written.is_some())
+    }
+
+    fn emit<R>(&self, take: impl FnOnce(&str) -> R) -> Result<Option<R>, ManifestError> {
         let emit_error = |_| ManifestError::Emit {
             document: self.number,
         };
-        let mut text = match &self.body {
-            Body::Empty => return Ok(None),
-            Body::Single(value) | Body::List(value) => {
-                self.literals.emit(value).map_err(emit_error)?
-            }
-            Body::Sequence(items) => self.literals.emit(items).map_err(emit_error)?,
-        };
-        if !text.ends_with('\n') {
-            text.push('\n');
+        match &self.body {
+            Body::Empty => Ok(None),
+            Body::Single(value) | Body::List(value) => self
+                .literals
+                .emit(value, take)
+                .map(Some)
+                .map_err(emit_error),
+            Body::Sequence(items) => self
+                .literals
+                .emit(items, take)
+                .map(Some)
+                .map_err(emit_error),
         }
-        // The emitter grows its buffer by doubling: give the spare half back, so that a stream
-        // written document by document takes about its own size.
-        text.shrink_to_fit();
-        Ok(Some(text))
     }
 }
+
+/// The largest piece [`Document::write_pieces`] writes.
+pub const PIECE: usize = 2048;
 
 /// Why a stream could not be read with [`Manifest::read`].
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -564,6 +629,57 @@ mod tests {
             Manifest::read(&b"a: \xff\n"[..], 100),
             Err(StreamError::Unreadable)
         );
+    }
+
+    #[test]
+    fn an_object_is_found_at_its_position() {
+        let text = "kind: A\n---\n- kind: B\n- kind: List\n  items:\n  - kind: C\n  - kind: D\n---\nkind: List\nitems:\n- kind: E\n- 1\n- kind: F\n---\n";
+        let manifest = Manifest::parse(text).unwrap();
+        let mut found = 0;
+        for document in &manifest.documents {
+            for (position, object) in document.objects() {
+                assert_eq!(document.object(&position), Some(object), "{position}");
+                found += 1;
+            }
+        }
+        let mut changed = manifest.clone();
+        for document in &mut changed.documents {
+            let positions: Vec<Position> = document.objects().map(|(p, _)| p).collect();
+            for position in positions {
+                document.object_mut(&position).unwrap()["seen"] = json!(true);
+            }
+        }
+        assert_eq!(
+            changed
+                .objects()
+                .filter(|(_, o)| o["seen"] == json!(true))
+                .count(),
+            6
+        );
+        assert_eq!(found, 6);
+        let beyond = Position {
+            document: 2,
+            items: vec![1, 5],
+        };
+        assert_eq!(manifest.documents[1].object(&beyond), None);
+    }
+
+    #[test]
+    fn pieces_are_the_document() {
+        let long = "é€𝄞x".repeat(PIECE);
+        let text = format!("kind: A\ndata: {{t: \"{long}\"}}\n---\nkind: B\n---\n# empty\n");
+        let manifest = Manifest::parse(&text).unwrap();
+        let mut wrote = Vec::new();
+        for document in &manifest.documents {
+            let mut pieces = Vec::new();
+            let written = document.write_pieces(&mut pieces).unwrap();
+            assert_eq!(written, !pieces.is_empty());
+            assert!(pieces.iter().all(|p| !p.is_empty() && p.len() <= PIECE));
+            let whole = document.to_yaml().unwrap();
+            assert_eq!(written.then(|| pieces.concat()), whole);
+            wrote.push(pieces.len());
+        }
+        assert!(wrote[0] > 3 && wrote[1] == 1 && wrote[2] == 0, "{wrote:?}");
     }
 
     #[test]

@@ -56,13 +56,15 @@ impl Literals {
         Ok(Self(out))
     }
 
-    /// Writes `value` as YAML with every kept literal in its number's place.
-    pub(crate) fn emit<T: Serialize + ToValue>(
+    /// Writes `value` as YAML with every kept literal in its number's place, and hands the
+    /// text to `take`.
+    pub(crate) fn emit<T: Serialize + ToValue, R>(
         &self,
         value: &T,
-    ) -> Result<String, serde_saphyr::ser::Error> {
+        take: impl FnOnce(&str) -> R,
+    ) -> Result<R, serde_saphyr::ser::Error> {
         if self.0.is_empty() {
-            return serde_saphyr::to_string(value);
+            return emit_scratch(value, take);
         }
         let mut copy = value.to_value();
         for attempt in 0u32.. {
@@ -81,16 +83,40 @@ impl Literals {
                 for (marker, literal) in &markers {
                     text = text.replacen(marker.as_str(), literal, 1);
                 }
-                return Ok(text);
+                return Ok(take(&text));
             }
             // A string of the document holds the prefix: undo and try another one.
             copy = value.to_value();
             if attempt > 16 {
-                return serde_saphyr::to_string(value);
+                break;
             }
         }
-        serde_saphyr::to_string(value)
+        emit_scratch(value, take)
     }
+}
+
+/// The largest scratch buffer kept between documents.
+const SCRATCH_KEPT: usize = 1 << 20;
+
+thread_local! {
+    /// Where documents are emitted before being copied out at their exact size.
+    static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// `value` as YAML in a buffer kept between documents, handed to `take`: the emitter grows its
+/// buffer by doubling, and the caller copies out only what it keeps.
+fn emit_scratch<T: Serialize, R>(
+    value: &T,
+    take: impl FnOnce(&str) -> R,
+) -> Result<R, serde_saphyr::ser::Error> {
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.clear();
+        let emitted = serde_saphyr::to_fmt_writer(scratch, value).map(|()| take(scratch));
+        if scratch.capacity() > SCRATCH_KEPT {
+            *scratch = String::new();
+        }
+        emitted
+    })
 }
 
 /// Owned copies of what a document writes.

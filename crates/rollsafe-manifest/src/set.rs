@@ -94,6 +94,19 @@ impl ManifestSet {
             .collect()
     }
 
+    /// The set taken apart: the labels of its inputs, and every document in order with the
+    /// index of its input's label. Writing each document with [`crate::Document::to_yaml`],
+    /// in order and separated by `---` lines, is [`ManifestSet::into_yaml`].
+    pub fn into_documents(self) -> (Vec<String>, Vec<(usize, crate::Document)>) {
+        let mut labels = Vec::with_capacity(self.inputs.len());
+        let mut documents = Vec::new();
+        for (input, (label, manifest)) in self.inputs.into_iter().enumerate() {
+            labels.push(label);
+            documents.extend(manifest.documents.into_iter().map(|d| (input, d)));
+        }
+        (labels, documents)
+    }
+
     /// Where the object at `index` of [`ManifestSet::objects`] comes from.
     pub fn locate(&self, index: usize) -> Option<Origin<'_>> {
         self.inputs

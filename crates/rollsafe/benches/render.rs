@@ -14,7 +14,8 @@
 //!   `render` and referenced `render` on a generated stream of `ROLLSAFE_BENCH_RSS_MB` MB
 //!   (default 200), printed against the input size.
 //!
-//! Prints medians and the ratios against the baseline. No assertions: figures only.
+//! Prints medians and the ratios against the baseline; the baseline and the two render modes
+//! are measured in interleaved rounds. No assertions: figures only.
 
 // The stream is generated here, so a failure to parse or render it is a bug in this file.
 #![allow(clippy::expect_used)]
@@ -29,6 +30,8 @@ use sha2::{Digest, Sha256};
 
 const COMPONENTS: usize = 200;
 const RUNS: usize = 5;
+/// Rounds of the interleaved comparison against the baseline.
+const ROUNDS: usize = 11;
 
 fn generate() -> String {
     generate_components(COMPONENTS)
@@ -101,11 +104,36 @@ fn measure(mut f: impl FnMut()) -> Duration {
     )
 }
 
-/// The command's pipeline: parse the inputs into a set, render it in place, write it back.
+/// Runs each of `runs` once to warm up, then [`ROUNDS`] rounds of each in turn, each round
+/// starting one later; the median of each.
+fn measure_interleaved<const N: usize>(mut runs: [&mut dyn FnMut(); N]) -> [Duration; N] {
+    for run in runs.iter_mut() {
+        run();
+    }
+    let mut samples: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(ROUNDS));
+    for round in 0..ROUNDS {
+        for step in 0..N {
+            let index = (round + step) % N;
+            let start = Instant::now();
+            runs[index]();
+            samples[index].push(start.elapsed());
+        }
+    }
+    samples.map(median)
+}
+
+/// The command's pipeline: parse the inputs into a set, render it, write it back (in default
+/// mode through `render::pipeline`, as the command does).
 fn render_stream(text: &str, previous: Option<&str>, settings: &RenderSettings) -> String {
     let mut set = ManifestSet::new();
     set.read_input("<bench>", text.as_bytes(), u64::MAX)
         .expect("generated stream parses");
+    if !settings.referenced_config_rollout {
+        // As the command does: the hash beside the writing.
+        return render::pipeline::render_default(set, settings.workload_type)
+            .expect("render succeeds")
+            .concat();
+    }
     let previous = previous.map(|p| {
         let mut previous = ManifestSet::new();
         previous
@@ -225,20 +253,23 @@ fn main() {
     };
     let previous = render_stream(&text, Some(""), &referenced);
 
-    let baseline = measure(|| {
-        let manifest = Manifest::read(black_box(text.as_bytes()), u64::MAX).expect("parses");
-        black_box(manifest.into_yaml().expect("emits"));
-    });
-    let default_time = measure(|| {
-        black_box(render_stream(black_box(&text), None, &default));
-    });
-    let referenced_time = measure(|| {
-        black_box(render_stream(
-            black_box(&text),
-            Some(&previous),
-            &referenced,
-        ));
-    });
+    // Interleaved rounds: drift in the machine's speed falls on the three alike.
+    let [baseline, default_time, referenced_time] = measure_interleaved([
+        &mut || {
+            let manifest = Manifest::read(black_box(text.as_bytes()), u64::MAX).expect("parses");
+            black_box(manifest.into_yaml().expect("emits"));
+        },
+        &mut || {
+            black_box(render_stream(black_box(&text), None, &default));
+        },
+        &mut || {
+            black_box(render_stream(
+                black_box(&text),
+                Some(&previous),
+                &referenced,
+            ));
+        },
+    ]);
 
     println!("baseline parse + emit:            {baseline:>10.2?}");
     println!(

@@ -138,14 +138,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let documents = render_inputs(&args.files, &args.kube, args.request_timeout, options)?;
+    let stream = render_inputs(&args.files, &args.kube, args.request_timeout, options)?;
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     let mut write = || -> std::io::Result<()> {
-        for (index, document) in documents.iter().enumerate() {
-            if index > 0 {
-                stdout.write_all(b"---\n")?;
-            }
-            stdout.write_all(document.as_bytes())?;
+        for piece in &stream {
+            stdout.write_all(piece.as_bytes())?;
         }
         stdout.flush()
     };
@@ -301,8 +298,8 @@ fn located(set: &ManifestSet, index: usize, error: &dyn std::fmt::Display) -> an
     }
 }
 
-/// Reads, patches and renders the inputs; returns the output documents (each ending with a
-/// newline, to be joined by `---` lines). Nothing is returned unless everything succeeded.
+/// Reads, patches and renders the inputs; returns the output stream in pieces, to be written
+/// in order. Nothing is returned unless everything succeeded.
 fn render_inputs(
     files: &[PathBuf],
     kube: &KubeArgs,
@@ -334,6 +331,13 @@ fn render_inputs(
     }
 
     let referenced = settings.referenced_config_rollout;
+    if !referenced {
+        // Default mode reads no previous copy: hash beside the writing.
+        return Ok(render::pipeline::render_default(
+            set,
+            settings.workload_type,
+        )?);
+    }
     let (release_namespace, previous): (Option<String>, Option<ManifestSet>) = match previous {
         Previous::Cluster if referenced => {
             let (namespace, live) =
@@ -368,7 +372,15 @@ fn render_inputs(
     report_missing_previous(&set, &updates, &settings, strict_previous)?;
     drop(previous_objects);
     drop(previous);
-    Ok(set.into_yaml_documents()?)
+    let documents = set.into_yaml_documents()?;
+    let mut stream = Vec::with_capacity(documents.len() * 2);
+    for document in documents {
+        if !stream.is_empty() {
+            stream.push("---\n".to_owned());
+        }
+        stream.push(document);
+    }
+    Ok(stream)
 }
 
 /// The live copies of the workloads `set` names, and the release namespace used.

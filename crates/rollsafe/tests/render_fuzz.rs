@@ -400,21 +400,45 @@ fn check_render(text: &str, which: u8) {
     }
     let empty: Vec<&Value> = Vec::new();
     let previous = stateful.then_some(empty.as_slice());
+    // The command's default-mode pipeline (hashing beside the writing) must write exactly what
+    // planning and applying in one step and then writing gives, or fail with the same message.
+    let pipelined = (!settings.referenced_config_rollout).then(|| {
+        render::pipeline::render_default(set.clone(), settings.workload_type)
+            .map(|stream| stream.concat())
+            .map_err(|error| error.to_string())
+    });
     if let Err(error) = render::render(&mut set.objects_mut(), previous, &settings) {
         let message = match set.locate(error.index()) {
             Some(origin) => format!("{origin}: {error}"),
             None => error.to_string(),
         };
         assert_no_echo(text, &message);
+        if let Some(pipelined) = pipelined {
+            assert_eq!(pipelined, Err(message), "the pipeline failed otherwise");
+        }
         return;
     }
     let once = match set.clone().into_yaml() {
         Ok(once) => once,
         Err(error) => {
             assert_no_echo(text, &error.to_string());
+            if let Some(pipelined) = pipelined {
+                assert_eq!(
+                    pipelined,
+                    Err(error.to_string()),
+                    "the pipeline failed otherwise"
+                );
+            }
             return;
         }
     };
+    if let Some(pipelined) = pipelined {
+        assert_eq!(
+            pipelined.as_ref(),
+            Ok(&once),
+            "the pipeline wrote another output"
+        );
+    }
     // The output reads back as the same objects, and renders to itself.
     let mut again = ManifestSet::new();
     again

@@ -63,14 +63,59 @@ pub fn write_list<'a, S: Sink>(
     objects: impl IntoIterator<Item = (&'a Map<String, Value>, Strip)>,
     numbers: NumberType,
 ) {
-    sink.write(b"([]map[string]interface {})[");
-    for (position, (object, strip)) in objects.into_iter().enumerate() {
-        if position > 0 {
-            sink.write(b" ");
-        }
-        write_top(sink, object, strip, numbers);
+    let mut list = ListWriter::new(sink);
+    for (object, strip) in objects {
+        list.push(object, strip, numbers);
     }
-    sink.write(b"]");
+    list.finish();
+}
+
+/// The dump of a list written one object at a time, so that each object can be dropped once
+/// written: [`ListWriter::new`] opens the list, [`ListWriter::push`] adds an object and
+/// [`ListWriter::finish`] closes it. The bytes are those of [`write_list`].
+#[derive(Debug)]
+pub struct ListWriter<S: Sink> {
+    sink: S,
+    empty: bool,
+}
+
+impl<S: Sink> ListWriter<S> {
+    /// Opens the list on `sink`.
+    pub fn new(mut sink: S) -> Self {
+        sink.write(b"([]map[string]interface {})[");
+        Self { sink, empty: true }
+    }
+
+    /// Adds one top-level object.
+    pub fn push(&mut self, object: &Map<String, Value>, strip: Strip, numbers: NumberType) {
+        self.separate();
+        write_top(&mut self.sink, object, strip, numbers);
+    }
+
+    /// Adds one top-level object already dumped by [`write_top`].
+    pub fn push_dumped(&mut self, dumped: &[u8]) {
+        self.separate();
+        self.sink.write(dumped);
+    }
+
+    fn separate(&mut self) {
+        if !self.empty {
+            self.sink.write(b" ");
+        }
+        self.empty = false;
+    }
+
+    /// Closes the list and gives the sink back.
+    pub fn finish(mut self) -> S {
+        self.sink.write(b"]");
+        self.sink
+    }
+}
+
+impl<S: Sink + ?Sized> Sink for &mut S {
+    fn write(&mut self, bytes: &[u8]) {
+        (**self).write(bytes);
+    }
 }
 
 /// Writes one top-level object (a concrete map element: no type prefix), leaving out what

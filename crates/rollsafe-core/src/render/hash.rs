@@ -67,9 +67,11 @@ pub fn hash_objects<'a>(
     objects: impl IntoIterator<Item = (&'a Map<String, Value>, Strip)>,
     numbers: NumberType,
 ) -> String {
-    let mut hasher = Fnv32a::new();
-    dump::write_list(&mut hasher, objects, numbers);
-    safe_encode(hasher.finish())
+    let mut list = dump::ListWriter::new(Fnv32a::new());
+    for (object, strip) in objects {
+        list.push(object, strip, numbers);
+    }
+    safe_encode(list.finish().finish())
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@
 pub mod dump;
 pub mod hash;
 pub mod patch;
+pub mod pipeline;
 pub mod setting;
 mod state;
 
@@ -446,14 +447,7 @@ fn groups(parsed: &[Option<Object<'_>>], workload_type: Option<WorkloadType>) ->
                         .map(|_| i)
                 })
                 .collect();
-            hashed.sort_by(|&a, &b| {
-                let key = |i: usize| {
-                    parsed[i]
-                        .as_ref()
-                        .map(|o| (o.kind, o.api_version, o.namespace, o.name))
-                };
-                key(a).cmp(&key(b))
-            });
+            hashed.sort_by(|&a, &b| hash_order_key(parsed, a).cmp(&hash_order_key(parsed, b)));
             let strips = hashed
                 .iter()
                 .map(|&i| {
@@ -476,6 +470,17 @@ fn groups(parsed: &[Option<Object<'_>>], workload_type: Option<WorkloadType>) ->
         .collect()
 }
 
+/// Where an object sorts in a hashed list: kind, apiVersion, namespace, name (a stable sort,
+/// so ties keep render order).
+fn hash_order_key<'a>(
+    parsed: &[Option<Object<'a>>],
+    index: usize,
+) -> Option<(&'a str, &'a str, &'a str, &'a str)> {
+    parsed[index]
+        .as_ref()
+        .map(|o| (o.kind, o.api_version, o.namespace, o.name))
+}
+
 /// The default-mode hash of a group; `None` when nothing is hashed.
 fn default_hash(parsed: &[Option<Object<'_>>], group: &Group) -> Option<String> {
     if group.hashed.is_empty() {
@@ -494,31 +499,208 @@ fn plan_default(
     parsed: &[Option<Object<'_>>],
     groups: &[Group],
 ) -> Result<Vec<Update>, RenderError> {
-    let mut updates = Vec::new();
-    for group in groups {
-        let hash = default_hash(parsed, group);
-        for &index in &group.workloads {
-            let hash = match &hash {
-                Some(hash) => {
+    let plan = DefaultPlan::of(objects, parsed, groups)?;
+    let mut hashes = plan.hashes();
+    for entry in plan.order() {
+        hashes.push(entry, objects[entry.index]);
+    }
+    Ok(plan.finish(hashes.finish()))
+}
+
+/// Default-mode planning in three steps, so that the hashing can run beside other work and
+/// each hashed object can be dropped once hashed: [`DefaultPlan::new`] checks every workload
+/// and fixes the hash order; the caller feeds the objects of [`DefaultPlan::order`], in that
+/// order, to [`DefaultPlan::hashes`]; [`DefaultPlan::finish`] turns the hashes into the
+/// updates [`plan`] returns. [`plan`] itself takes these steps.
+#[derive(Debug)]
+pub struct DefaultPlan {
+    groups: Vec<PlannedGroup>,
+    order: Vec<HashEntry>,
+}
+
+/// The workloads of one group: index, and whether a state annotation is to be removed.
+#[derive(Debug)]
+struct PlannedGroup {
+    workloads: Vec<(usize, bool)>,
+    /// Whether the group hashes anything (without, its workloads keep their annotation).
+    hashes: bool,
+}
+
+/// An object of the hash order: its index, the groups whose lists hold it and what is left out
+/// of it (the same in every group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashEntry {
+    /// Index of the object in the input.
+    pub index: usize,
+    /// Bit `g` set: in the list of group `g`.
+    groups: u8,
+    strip: Strip,
+}
+
+impl DefaultPlan {
+    /// Checks the workloads of `objects` and fixes the hash order. Fails as [`plan`] does in
+    /// default mode (the first workload, in plan order, that cannot take the annotation).
+    pub fn new(objects: &[&Value], settings: &RenderSettings) -> Result<Self, RenderError> {
+        let parsed: Vec<Option<Object<'_>>> = objects.iter().map(|v| Object::new(v)).collect();
+        let groups = groups(&parsed, settings.workload_type);
+        Self::of(objects, &parsed, &groups)
+    }
+
+    fn of(
+        objects: &[&Value],
+        parsed: &[Option<Object<'_>>],
+        groups: &[Group],
+    ) -> Result<Self, RenderError> {
+        let mut planned = Vec::with_capacity(groups.len());
+        for group in groups {
+            let hashes = !group.hashed.is_empty();
+            let mut workloads = Vec::with_capacity(group.workloads.len());
+            for &index in &group.workloads {
+                if hashes {
                     check_workload(objects[index], index)?;
-                    Edit::Set(hash.clone())
                 }
-                None => Edit::Keep,
-            };
-            let has_state = parsed[index]
-                .as_ref()
-                .is_some_and(|o| o.annotation(STATE_ANNOTATION).is_some());
-            let state = if has_state { Edit::Remove } else { Edit::Keep };
-            updates.push(Update {
-                index,
-                hash,
-                state,
-                previous: PreviousCopy::NotRead,
-            });
+                let has_state = parsed[index]
+                    .as_ref()
+                    .is_some_and(|o| o.annotation(STATE_ANNOTATION).is_some());
+                workloads.push((index, has_state));
+            }
+            planned.push(PlannedGroup { workloads, hashes });
+        }
+        let order = match groups {
+            [group] => group
+                .hashed
+                .iter()
+                .zip(&group.strips)
+                .map(|(&index, &strip)| HashEntry {
+                    index,
+                    groups: 1,
+                    strip,
+                })
+                .collect(),
+            // One order for every group: each group's list is the stable sort of its objects,
+            // so the stable sort of their union holds each list in its own order.
+            groups => {
+                let mut membership: Vec<Option<(u8, Strip)>> = vec![None; parsed.len()];
+                for (bit, group) in groups.iter().enumerate() {
+                    for (&index, &strip) in group.hashed.iter().zip(&group.strips) {
+                        let (groups, _) = membership[index].get_or_insert((0, strip));
+                        *groups |= 1 << bit;
+                    }
+                }
+                let mut order: Vec<HashEntry> = membership
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(index, member)| {
+                        member.map(|(groups, strip)| HashEntry {
+                            index,
+                            groups,
+                            strip,
+                        })
+                    })
+                    .collect();
+                order.sort_by(|a, b| {
+                    hash_order_key(parsed, a.index).cmp(&hash_order_key(parsed, b.index))
+                });
+                order
+            }
+        };
+        Ok(Self {
+            groups: planned,
+            order,
+        })
+    }
+
+    /// The objects to hash, in order.
+    pub fn order(&self) -> &[HashEntry] {
+        &self.order
+    }
+
+    /// The indices of the workloads the plan annotates, in plan order: these objects are
+    /// changed by [`DefaultPlan::finish`]'s updates; every other object is only read.
+    pub fn workloads(&self) -> impl Iterator<Item = usize> + '_ {
+        self.groups
+            .iter()
+            .flat_map(|group| group.workloads.iter().map(|&(index, _)| index))
+    }
+
+    /// The hashes, empty, one list per group.
+    pub fn hashes(&self) -> GroupHashes {
+        GroupHashes {
+            lists: self
+                .groups
+                .iter()
+                .map(|_| dump::ListWriter::new(Fnv32a::new()))
+                .collect(),
+            dumped: Vec::new(),
         }
     }
-    updates.sort_by_key(|u| u.index);
-    Ok(updates)
+
+    /// The updates, from the hashes of [`DefaultPlan::hashes`] fed with every object of
+    /// [`DefaultPlan::order`].
+    pub fn finish(self, hashes: Vec<String>) -> Vec<Update> {
+        let mut updates = Vec::new();
+        for (group, hash) in self.groups.into_iter().zip(hashes) {
+            for (index, has_state) in group.workloads {
+                updates.push(Update {
+                    index,
+                    hash: match group.hashes {
+                        true => Edit::Set(hash.clone()),
+                        false => Edit::Keep,
+                    },
+                    state: match has_state {
+                        true => Edit::Remove,
+                        false => Edit::Keep,
+                    },
+                    previous: PreviousCopy::NotRead,
+                });
+            }
+        }
+        updates.sort_by_key(|u| u.index);
+        updates
+    }
+}
+
+/// The default-mode hash of each group, fed one object at a time (see [`DefaultPlan`]).
+#[derive(Debug)]
+pub struct GroupHashes {
+    lists: Vec<dump::ListWriter<Fnv32a>>,
+    /// An object dumped once for several groups.
+    dumped: Vec<u8>,
+}
+
+impl GroupHashes {
+    /// Adds the object of `entry` to the lists of its groups.
+    pub fn push(&mut self, entry: &HashEntry, object: &Value) {
+        let Some(map) = object.as_object() else {
+            return;
+        };
+        let mut lists = self
+            .lists
+            .iter_mut()
+            .enumerate()
+            .filter(|(bit, _)| entry.groups & (1 << bit) != 0)
+            .map(|(_, list)| list);
+        match (lists.next(), entry.groups.count_ones()) {
+            (Some(list), 1) => list.push(map, entry.strip, NumberType::Float64),
+            (Some(first), _) => {
+                self.dumped.clear();
+                dump::write_top(&mut self.dumped, map, entry.strip, NumberType::Float64);
+                first.push_dumped(&self.dumped);
+                for list in lists {
+                    list.push_dumped(&self.dumped);
+                }
+            }
+            (None, _) => {}
+        }
+    }
+
+    /// The hash of each group, in group order.
+    pub fn finish(self) -> Vec<String> {
+        self.lists
+            .into_iter()
+            .map(|list| hash::safe_encode(list.finish().finish()))
+            .collect()
+    }
 }
 
 /// The maps from `spec` to the pod template's annotations: (key, field named in errors).
