@@ -4,7 +4,7 @@
 //! Pure: the input is the list of rendered objects (plus, for referenced-config rollout, the
 //! previous copies of the workloads, and [`RenderSettings`]); the output is a list of [`Update`]s —
 //! annotations to set or remove — or a [`RenderError`] naming the resource. [`render`] plans and
-//! applies in one step.
+//! applies in one step; [`pipeline`] renders and writes a whole manifest set in default mode.
 //!
 //! # Default mode
 //!
@@ -385,8 +385,10 @@ pub fn workloads(objects: &[&Value], settings: &RenderSettings) -> Vec<usize> {
 /// Plans and applies: renders `objects` in place and returns what was done. Nothing is
 /// written unless the whole plan succeeds and every update can be written.
 ///
-/// This is the one render step: the command line, the benchmark and the tests all call it
-/// with the flattened objects of their inputs.
+/// The command line, the benchmark and the tests call it with the flattened objects of their
+/// inputs in referenced-config mode; in default mode they run [`pipeline::render_default`],
+/// which takes the same plan's steps ([`DefaultPlan`]) with the hash beside the writing, and
+/// whose output the property tests hold to this function's.
 pub fn render(
     objects: &mut [&mut Value],
     previous: Option<&[&Value]>,
