@@ -5,11 +5,11 @@
 //! byte loop that upstream compatibility forbids splitting. What does not need it is writing
 //! back every document that holds no workload. So a second thread owns the documents and walks
 //! the hash order; as soon as it has hashed the last object of a document, it hands that
-//! document over to be written and dropped. The hash costs wall time only where it is longer
+//! document back to this thread, which writes and drops it. The hash costs wall time only where it is longer
 //! than the writing, and, as with [`ManifestSet::into_yaml_documents`], the parsed set and its
 //! output are never both held whole. The documents that hold a workload stay with the hashing
 //! thread, which applies the updates to them and writes them while the others are still being
-//! written.
+//! written. On one core the same walk writes each document as it hands it over.
 //!
 //! The plan is [`DefaultPlan`], the same as [`super::plan`]'s: only who waits for whom differs.
 
@@ -43,6 +43,28 @@ pub fn render_default(
     set: ManifestSet,
     workload_type: Option<WorkloadType>,
 ) -> Result<Vec<String>, SetError> {
+    // A second thread only helps beside another core.
+    let threads = match std::thread::available_parallelism() {
+        Ok(cores) if cores.get() > 1 => Threads::Two,
+        _ => Threads::One,
+    };
+    render_with(set, workload_type, threads)
+}
+
+/// Whether the hash gets a thread of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Threads {
+    /// A second thread hashes while this one writes.
+    Two,
+    /// This thread hashes and writes.
+    One,
+}
+
+fn render_with(
+    set: ManifestSet,
+    workload_type: Option<WorkloadType>,
+    threads: Threads,
+) -> Result<Vec<String>, SetError> {
     let settings = RenderSettings {
         workload_type,
         ..RenderSettings::default()
@@ -75,87 +97,64 @@ pub fn render_default(
     for index in plan.workloads() {
         kept[places[index].0] = true;
     }
-    let write = |index: usize, document: &Document, out: &mut Vec<String>| {
-        document.write_pieces(out).map_err(|error| InputError {
-            label: labels[inputs[index]].clone(),
-            error,
-        })
+    let context = Context {
+        labels: &labels,
+        inputs: &inputs,
+        places: &places,
+        kept: &kept,
+        last_hashed: &last_hashed,
     };
-    let located = |index: usize, error: RenderError| SetError::Render {
-        origin: located(&labels, inputs[places[index].0], &places[index].1),
-        error: Box::new(error),
-    };
+    let documents: Vec<Option<Document>> = documents.into_iter().map(|(_, d)| Some(d)).collect();
+    // A second thread hashes; this one writes each document handed over (see the module
+    // documentation).
     let mut outputs: Vec<Vec<String>> = vec![Vec::new(); count];
-    let (late, written) = std::thread::scope(|scope| {
-        let (hand_over, handed) = mpsc::channel::<(usize, Document)>();
-        let (places, kept, last_hashed) = (&places, &kept, &last_hashed);
-        let (write, located) = (&write, &located);
-        let hasher = scope.spawn(move || -> Result<Vec<(usize, Vec<String>)>, SetError> {
-            let mut documents: Vec<Option<Document>> =
-                documents.into_iter().map(|(_, d)| Some(d)).collect();
-            // A closed channel means the writer failed: hashing on costs no more than this.
-            let hand = |index: usize, documents: &mut [Option<Document>]| {
-                if let Some(document) = documents[index].take() {
+    let (late, written) = match threads {
+        Threads::Two => std::thread::scope(|scope| {
+            let (hand_over, handed) = mpsc::channel::<(usize, Document)>();
+            let context = &context;
+            // The documents were parsed on this thread, so they are freed here too: the pieces
+            // written from them then take the space they leave (an allocator keeps a heap per
+            // thread).
+            let hasher = scope.spawn(move || {
+                // A closed channel means the writer failed: hashing on costs no more than this.
+                context.walk(plan, documents, |index, document| {
                     let _ = hand_over.send((index, document));
+                })
+            });
+            let mut written = Vec::new();
+            let mut failed = None;
+            for (index, document) in handed {
+                let mut pieces = Vec::new();
+                if let Err(error) = context.write(index, &document, &mut pieces) {
+                    failed = Some(error);
+                    break;
                 }
-            };
-            for index in (0..count).filter(|&i| !kept[i] && last_hashed[i].is_none()) {
-                hand(index, &mut documents);
+                drop(document);
+                written.push((index, pieces));
             }
-            let mut hashes = plan.hashes();
-            for (position, entry) in plan.order().iter().enumerate() {
-                let (index, place) = &places[entry.index];
-                if let Some(object) = documents[*index].as_ref().and_then(|d| d.object(place)) {
-                    hashes.push(entry, object);
-                }
-                if !kept[*index] && last_hashed[*index] == Some(position) {
-                    hand(*index, &mut documents);
-                }
-            }
-            drop(hand_over);
-            // What is left holds the workloads: every update is checked before any is
-            // written, as `apply_all` does, and the documents are written here, beside the
-            // writing of the others.
-            let updates = plan.finish(hashes.finish());
-            for update in &updates {
-                let (index, place) = &places[update.index];
-                if let Some(object) = documents[*index].as_ref().and_then(|d| d.object(place)) {
-                    update
-                        .check(object)
-                        .map_err(|error| located(update.index, error))?;
-                }
-            }
-            for update in &updates {
-                let (index, place) = &places[update.index];
-                if let Some(object) = documents[*index].as_mut().and_then(|d| d.object_mut(place)) {
-                    update
-                        .apply(object)
-                        .map_err(|error| located(update.index, error))?;
-                }
-            }
-            let mut late = Vec::new();
-            for (index, document) in documents.into_iter().enumerate() {
-                if let Some(document) = document {
+            let late = hasher
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (late, failed.map_or(Ok(written), Err))
+        }),
+        // The same walk, each document written as it is handed over.
+        Threads::One => {
+            let mut written = Ok(Vec::new());
+            let late = context.walk(plan, documents, |index, document| {
+                if let Ok(done) = &mut written {
                     let mut pieces = Vec::new();
-                    write(index, &document, &mut pieces)?;
-                    late.push((index, pieces));
+                    match context.write(index, &document, &mut pieces) {
+                        Ok(_) => done.push((index, pieces)),
+                        Err(error) => written = Err(error),
+                    }
                 }
-            }
-            Ok(late)
-        });
-        let mut written = Ok(());
-        for (index, document) in handed {
-            written = write(index, &document, &mut outputs[index]).map(drop);
-            if written.is_err() {
-                break;
-            }
+            });
+            (late, written)
         }
-        let late = hasher
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (late, written)
-    });
-    written?;
+    };
+    for (index, pieces) in written? {
+        outputs[index] = pieces;
+    }
     for (index, pieces) in late? {
         outputs[index] = pieces;
     }
@@ -167,6 +166,101 @@ pub fn render_default(
         stream.extend(pieces);
     }
     Ok(stream)
+}
+
+/// What the walk over the hash order needs to know of the set.
+struct Context<'a> {
+    labels: &'a [String],
+    /// Per document, the index of its input's label.
+    inputs: &'a [usize],
+    /// Per object, its document and where it is in it.
+    places: &'a [(usize, Position)],
+    /// Per document, whether it holds a workload (and waits for the updates).
+    kept: &'a [bool],
+    /// Per document, the position in the hash order of its last hashed object.
+    last_hashed: &'a [Option<usize>],
+}
+
+impl Context<'_> {
+    /// Hashes the objects of `plan`'s order, handing each document that holds no workload to
+    /// `hand` once its last object is hashed (those with none at once); then checks and applies
+    /// the updates to the documents left, which hold the workloads, and writes them.
+    fn walk(
+        &self,
+        plan: DefaultPlan,
+        mut documents: Vec<Option<Document>>,
+        mut hand: impl FnMut(usize, Document),
+    ) -> Result<Vec<(usize, Vec<String>)>, SetError> {
+        let mut give = |index: usize, documents: &mut [Option<Document>]| {
+            if let Some(document) = documents[index].take() {
+                hand(index, document);
+            }
+        };
+        for index in
+            (0..documents.len()).filter(|&i| !self.kept[i] && self.last_hashed[i].is_none())
+        {
+            give(index, &mut documents);
+        }
+        let mut hashes = plan.hashes();
+        for (position, entry) in plan.order().iter().enumerate() {
+            let (index, place) = &self.places[entry.index];
+            if let Some(object) = documents[*index].as_ref().and_then(|d| d.object(place)) {
+                hashes.push(entry, object);
+            }
+            if !self.kept[*index] && self.last_hashed[*index] == Some(position) {
+                give(*index, &mut documents);
+            }
+        }
+        // Every update is checked before any is written, as `apply_all` does.
+        let updates = plan.finish(hashes.finish());
+        for update in &updates {
+            let (index, place) = &self.places[update.index];
+            if let Some(object) = documents[*index].as_ref().and_then(|d| d.object(place)) {
+                update
+                    .check(object)
+                    .map_err(|error| self.located(update.index, error))?;
+            }
+        }
+        for update in &updates {
+            let (index, place) = &self.places[update.index];
+            if let Some(object) = documents[*index].as_mut().and_then(|d| d.object_mut(place)) {
+                update
+                    .apply(object)
+                    .map_err(|error| self.located(update.index, error))?;
+            }
+        }
+        let mut late = Vec::new();
+        for (index, document) in documents.into_iter().enumerate() {
+            if let Some(document) = document {
+                let mut pieces = Vec::new();
+                self.write(index, &document, &mut pieces)?;
+                late.push((index, pieces));
+            }
+        }
+        Ok(late)
+    }
+
+    /// Writes document `index` as pieces onto `out`.
+    fn write(
+        &self,
+        index: usize,
+        document: &Document,
+        out: &mut Vec<String>,
+    ) -> Result<bool, InputError> {
+        document.write_pieces(out).map_err(|error| InputError {
+            label: self.labels[self.inputs[index]].clone(),
+            error,
+        })
+    }
+
+    /// A plan error at object `index`, named by its place.
+    fn located(&self, index: usize, error: RenderError) -> SetError {
+        let (document, position) = &self.places[index];
+        SetError::Render {
+            origin: located(self.labels, self.inputs[*document], position),
+            error: Box::new(error),
+        }
+    }
 }
 
 /// The line between two documents of the stream.
@@ -221,9 +315,14 @@ mod tests {
     }
 
     fn pipelined(inputs: &[&str], workload_type: Option<WorkloadType>) -> Result<String, String> {
-        render_default(set(inputs), workload_type)
+        let two = render_default(set(inputs), workload_type)
             .map(|stream| stream.concat())
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string());
+        let one = render_with(set(inputs), workload_type, Threads::One)
+            .map(|stream| stream.concat())
+            .map_err(|e| e.to_string());
+        assert_eq!(one, two, "one thread writes what two write");
+        two
     }
 
     #[test]
