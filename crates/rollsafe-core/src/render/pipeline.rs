@@ -5,9 +5,9 @@
 //! byte loop that upstream compatibility forbids splitting. What does not need it is writing
 //! back every document that holds no workload. So a second thread owns the documents and walks
 //! the hash order; as soon as it has hashed the last object of a document, it hands that
-//! document back to this thread, which writes and drops it. The hash costs wall time only where it is longer
-//! than the writing, and, as with [`ManifestSet::into_yaml_documents`], the parsed set and its
-//! output are never both held whole. The documents that hold a workload stay with the hashing
+//! document back to this thread, which writes and drops it. The hash costs wall time only where
+//! it is longer than the writing, and, as with [`ManifestSet::into_yaml_documents`], the parsed
+//! set and its output are never both held whole. The documents that hold a workload stay with the hashing
 //! thread, which applies the updates to them and writes them while the others are still being
 //! written. On one core the same walk writes each document as it hands it over.
 //!
