@@ -139,7 +139,7 @@ impl Document {
     }
 
     /// The objects of this document, mutably, in order, with their positions.
-    pub fn objects_mut(&mut self) -> impl Iterator<Item = (Position, &mut Value)> {
+    fn objects_mut(&mut self) -> impl Iterator<Item = (Position, &mut Value)> {
         let mut out = Vec::new();
         let mut items = Vec::new();
         match &mut self.body {

@@ -70,6 +70,7 @@ fn render_with(
         ..RenderSettings::default()
     };
     let (labels, documents) = set.into_documents();
+    let inputs: Vec<usize> = documents.iter().map(|&(input, _)| input).collect();
     // Every object of the set, in order: its document and where it is in it.
     let mut places: Vec<(usize, Position)> = Vec::new();
     let plan = {
@@ -80,12 +81,9 @@ fn render_with(
                 objects.push(object);
             }
         }
-        DefaultPlan::new(&objects, &settings).map_err(|error| SetError::Render {
-            origin: origin(&labels, &documents, &places, error.index()),
-            error: Box::new(error),
-        })?
+        DefaultPlan::new(&objects, &settings)
+            .map_err(|error| render_error(&labels, &inputs, &places, error))?
     };
-    let inputs: Vec<usize> = documents.iter().map(|&(input, _)| input).collect();
     let count = documents.len();
     // A document is handed over once the hash has passed its last object; one without hashed
     // objects at once; one with a workload stays with the hasher, which writes it last.
@@ -124,13 +122,13 @@ fn render_with(
             let mut written = Vec::new();
             let mut failed = None;
             for (index, document) in handed {
-                let mut pieces = Vec::new();
-                if let Err(error) = context.write(index, &document, &mut pieces) {
-                    failed = Some(error);
-                    break;
+                match context.write(index, document) {
+                    Ok(done) => written.push(done),
+                    Err(error) => {
+                        failed = Some(error);
+                        break;
+                    }
                 }
-                drop(document);
-                written.push((index, pieces));
             }
             let late = hasher
                 .join()
@@ -142,9 +140,8 @@ fn render_with(
             let mut written = Ok(Vec::new());
             let late = context.walk(plan, documents, |index, document| {
                 if let Ok(done) = &mut written {
-                    let mut pieces = Vec::new();
-                    match context.write(index, &document, &mut pieces) {
-                        Ok(_) => done.push((index, pieces)),
+                    match context.write(index, document) {
+                        Ok(piece) => done.push(piece),
                         Err(error) => written = Err(error),
                     }
                 }
@@ -216,75 +213,62 @@ impl Context<'_> {
         for update in &updates {
             let (index, place) = &self.places[update.index];
             if let Some(object) = documents[*index].as_ref().and_then(|d| d.object(place)) {
-                update
-                    .check(object)
-                    .map_err(|error| self.located(update.index, error))?;
+                update.check(object).map_err(|error| self.located(error))?;
             }
         }
         for update in &updates {
             let (index, place) = &self.places[update.index];
             if let Some(object) = documents[*index].as_mut().and_then(|d| d.object_mut(place)) {
-                update
-                    .apply(object)
-                    .map_err(|error| self.located(update.index, error))?;
+                update.apply(object).map_err(|error| self.located(error))?;
             }
         }
         let mut late = Vec::new();
         for (index, document) in documents.into_iter().enumerate() {
             if let Some(document) = document {
-                let mut pieces = Vec::new();
-                self.write(index, &document, &mut pieces)?;
-                late.push((index, pieces));
+                late.push(self.write(index, document)?);
             }
         }
         Ok(late)
     }
 
-    /// Writes document `index` as pieces onto `out`.
-    fn write(
-        &self,
-        index: usize,
-        document: &Document,
-        out: &mut Vec<String>,
-    ) -> Result<bool, InputError> {
-        document.write_pieces(out).map_err(|error| InputError {
-            label: self.labels[self.inputs[index]].clone(),
-            error,
-        })
+    /// Writes document `index` as pieces, and drops it.
+    fn write(&self, index: usize, document: Document) -> Result<(usize, Vec<String>), InputError> {
+        let mut pieces = Vec::new();
+        document
+            .write_pieces(&mut pieces)
+            .map_err(|error| InputError {
+                label: self.labels[self.inputs[index]].clone(),
+                error,
+            })?;
+        Ok((index, pieces))
     }
 
-    /// A plan error at object `index`, named by its place.
-    fn located(&self, index: usize, error: RenderError) -> SetError {
-        let (document, position) = &self.places[index];
-        SetError::Render {
-            origin: located(self.labels, self.inputs[*document], position),
-            error: Box::new(error),
-        }
+    /// A plan error, named by its object's place.
+    fn located(&self, error: RenderError) -> SetError {
+        render_error(self.labels, self.inputs, self.places, error)
     }
 }
 
 /// The line between two documents of the stream.
 const DOCUMENT_MARKER: &str = "---\n";
 
-/// Where the object at `index` of the set is.
-fn origin(
+/// A plan error, with the input and position of the object it names.
+fn render_error(
     labels: &[String],
-    documents: &[(usize, Document)],
+    inputs: &[usize],
     places: &[(usize, Position)],
-    index: usize,
-) -> String {
-    match places.get(index) {
-        Some((document, position)) => located(labels, documents[*document].0, position),
-        None => String::new(),
+    error: RenderError,
+) -> SetError {
+    let origin = places
+        .get(error.index())
+        .map(|(document, position)| Origin {
+            label: labels.get(inputs[*document]).map_or("", String::as_str),
+            position: position.clone(),
+        });
+    SetError::Render {
+        origin: origin.map(|o| o.to_string()).unwrap_or_default(),
+        error: Box::new(error),
     }
-}
-
-fn located(labels: &[String], input: usize, position: &Position) -> String {
-    Origin {
-        label: labels.get(input).map_or("", String::as_str),
-        position: position.clone(),
-    }
-    .to_string()
 }
 
 #[cfg(test)]
