@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 
 use crate::faults::Fault;
 use crate::http_util::{error, json, read_body};
-use crate::identity::Identity;
-use crate::query::Query;
-use crate::resources;
-use crate::server::{ADMIN_PREFIX, Body, Shared};
-use crate::status::StatusError;
+use crate::state::{ADMIN_PREFIX, Body, Shared};
+use rollsafe_emulator_registry::identity::Identity;
+use rollsafe_emulator_types::query::Query;
+use rollsafe_emulator_types::resources;
+use rollsafe_emulator_types::status::StatusError;
 
 /// Serves one admin request.
 pub(crate) async fn handle(

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
-use crate::resources::{self, ResId, Storage, def};
+use rollsafe_emulator_types::resources::{self, ResId, Storage, def};
 
 /// The Kubernetes version the emulator reports.
 pub(crate) const KUBERNETES_MINOR: &str = "33";
@@ -94,8 +94,8 @@ pub(crate) fn resource_list(group: &str, version: &str, serves: &Serves<'_>) -> 
         if !d.short_names.is_empty() {
             r["shortNames"] = json!(d.short_names);
         }
-        if d.is_workload() {
-            r["categories"] = json!(["all"]);
+        if !d.categories.is_empty() {
+            r["categories"] = json!(d.categories);
         }
         out.push(r);
         for sub in d.subresources {

@@ -7,8 +7,8 @@ use hyper::Response;
 use hyper::body::Incoming;
 use serde_json::Value;
 
-use crate::server::Body;
-use crate::status::StatusError;
+use crate::state::Body;
+use rollsafe_emulator_types::status::StatusError;
 
 /// `MaxRequestBodyBytes`: 3 MiB.
 pub(crate) const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;

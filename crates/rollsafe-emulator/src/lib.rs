@@ -72,26 +72,15 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod admin;
-mod crd_schema;
-mod decode;
 mod discovery;
 mod faults;
-mod fieldmanager;
 mod filters;
 mod handlers;
 mod http_util;
-mod identity;
 mod observe;
-mod patch;
-mod proto;
-mod query;
-mod registry;
-mod resources;
-mod route;
 mod server;
-mod status;
+mod state;
 mod tls;
-mod util;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -108,17 +97,19 @@ use tokio::task::JoinHandle;
 
 pub use faults::{Fault, FaultAction, FaultMatch, FaultState, ListCorruption};
 pub use handlers::list::ContinueToken;
-pub use identity::{Identity, MASTERS_GROUP};
 pub use observe::{InFlightStat, RequestLogEntry};
-pub use patch::{JsonPatchError, apply_json_patch};
-pub use registry::{EventType, Rollout};
-pub use server::ADMIN_PREFIX;
-pub use status::StatusError;
+pub use rollsafe_emulator_registry::identity::{Identity, MASTERS_GROUP};
+pub use rollsafe_emulator_registry::store::{EVENT_TTL, MAX_ROLLOUTS};
+pub use rollsafe_emulator_registry::{EventType, Rollout};
+pub use rollsafe_emulator_types::patch::{JsonPatchError, apply_json_patch};
+pub use rollsafe_emulator_types::status::StatusError;
+pub use state::{ADMIN_PREFIX, MAX_REQUEST_LOG};
 pub use tls::TlsError;
 
 use observe::InFlight;
-use registry::Store;
-use server::Shared;
+use rollsafe_emulator_registry::Store;
+use rollsafe_emulator_types::{resources, util};
+use state::Shared;
 
 /// The user name of the admin identity.
 pub const ADMIN_USER: &str = "system:admin";
@@ -212,6 +203,7 @@ pub struct EmulatorBuilder {
     admin_token: Option<String>,
     bookmark_interval: Option<Duration>,
     without_history: bool,
+    event_ttl: Option<Duration>,
 }
 
 impl EmulatorBuilder {
@@ -263,6 +255,14 @@ impl EmulatorBuilder {
         self
     }
 
+    /// How long an Event is kept after its last write (default one hour, kube-apiserver's
+    /// `--event-ttl`); expired Events are deleted as etcd's leases expire them.
+    #[must_use]
+    pub fn event_ttl(mut self, ttl: Duration) -> Self {
+        self.event_ttl = Some(ttl);
+        self
+    }
+
     /// How often bookmarks are sent on watches that allow them.
     #[must_use]
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
@@ -296,6 +296,10 @@ impl EmulatorBuilder {
         let mut store = Store::new();
         store.set_root_ca(tls.ca_pem.clone());
         store.set_rollout_history(!self.without_history);
+        let event_ttl = self
+            .event_ttl
+            .unwrap_or(rollsafe_emulator_registry::store::EVENT_TTL);
+        store.set_event_ttl(event_ttl);
         load_base(&mut store, &self.seeds)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -314,6 +318,7 @@ impl EmulatorBuilder {
             shutdown: shutdown_rx,
             tls,
         });
+        tokio::spawn(server::expire_events(shared.clone(), event_ttl));
         let task = tokio::spawn(server::accept_loop(listener, shared.clone()));
         tracing::info!(url = %format!("http://{bound}"), "emulator listening");
         Ok(RunningEmulator {
@@ -356,7 +361,7 @@ fn load_base(store: &mut Store, seeds: &[Value]) -> Result<(), EmulatorError> {
     for ns in DEFAULT_NAMESPACES {
         store.ensure_namespace(ns)?;
     }
-    for obj in filters::authorization::bootstrap_objects() {
+    for obj in rollsafe_emulator_registry::authorizer::bootstrap_objects() {
         store.upsert(obj)?;
     }
     for (index, obj) in seeds.iter().enumerate() {
@@ -593,7 +598,7 @@ impl Handle {
 
     /// The request log (API requests only, not the admin API), in arrival order.
     pub fn requests(&self) -> Vec<RequestLogEntry> {
-        let mut entries = self.shared.log().clone();
+        let mut entries: Vec<RequestLogEntry> = self.shared.log().iter().cloned().collect();
         entries.sort_by_key(|e| e.seq);
         entries
     }
@@ -647,7 +652,7 @@ impl Handle {
 
     /// Recorded rollouts (pod-template changes of workloads), in order.
     pub fn rollouts(&self) -> Vec<Rollout> {
-        self.shared.store().rollouts().to_vec()
+        self.shared.store().rollouts()
     }
 
     /// Forgets recorded rollouts.
@@ -727,7 +732,7 @@ impl Handle {
             res,
             namespace.unwrap_or(""),
             name,
-            &registry::Preconditions::default(),
+            &rollsafe_emulator_registry::store::Preconditions::default(),
         )?;
         Ok(())
     }

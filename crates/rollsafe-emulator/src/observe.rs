@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::query::Query;
+use rollsafe_emulator_types::query::Query;
 
 /// Request bodies kept in the log are cut at this many bytes.
 pub(crate) const MAX_LOGGED_BODY: usize = 64 * 1024;

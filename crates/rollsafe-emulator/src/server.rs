@@ -1,198 +1,27 @@
 //! The HTTP server: a custom accept loop over hyper, so that a fault can really close a
 //! client's TCP connection (with a reset) before or after a request is applied.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
-use crate::faults::FaultTable;
-use crate::identity::Identity;
-use crate::observe::{InFlight, RequestLogEntry};
-use crate::registry::Store;
-use crate::{admin, filters, util};
-
-/// Response body type.
-pub(crate) type Body = BoxBody<Bytes, Infallible>;
+use crate::state::{ADMIN_PREFIX, Body, Killer, Shared, shutdown_signal};
+use crate::{admin, filters};
 
 /// How long shutdown waits for open connections before closing them.
 pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-/// The path prefix reserved for the admin API.
-pub const ADMIN_PREFIX: &str = "/_emulator";
-
-/// State shared by all connections and the in-process handle.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    /// The objects.
-    pub store: Mutex<Store>,
-    /// Bearer token → identity.
-    pub identities: RwLock<HashMap<String, Identity>>,
-    /// Registered faults.
-    pub faults: Mutex<FaultTable>,
-    /// The request log.
-    pub log: Mutex<Vec<RequestLogEntry>>,
-    /// Next request sequence number.
-    pub next_seq: AtomicU64,
-    /// In-flight counters.
-    pub inflight: Arc<InFlight>,
-    /// Seed objects, re-applied by reset.
-    pub seeds: Vec<Value>,
-    /// Start instant (request-log microsecond clock).
-    pub started: Instant,
-    /// Bound address.
-    pub addr: SocketAddr,
-    /// The admin (system:masters) token.
-    pub admin_token: String,
-    /// Interval of watch bookmarks.
-    pub bookmark_interval: Duration,
-    /// Counter for default concurrent-edit annotations.
-    pub edit_counter: AtomicU64,
-    /// Becomes true on shutdown.
-    pub shutdown: watch::Receiver<bool>,
-    /// TLS material for `https://` connections on the same port.
-    pub tls: crate::tls::Tls,
-}
-
-impl Shared {
-    /// Locks the store (a poisoned lock is recovered: the store has no invariants a panic can
-    /// half-break that matter to a test server).
-    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Locks the fault table.
-    pub(crate) fn faults(&self) -> MutexGuard<'_, FaultTable> {
-        self.faults.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Locks the request log.
-    pub(crate) fn log(&self) -> MutexGuard<'_, Vec<RequestLogEntry>> {
-        self.log.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Microseconds since start.
-    pub(crate) fn micros(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
-    }
-
-    /// The identity a token belongs to.
-    pub(crate) fn identity_for_token(&self, token: &str) -> Option<Identity> {
-        self.identities
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .cloned()
-    }
-
-    /// A new request-log entry, stamped with its start time.
-    pub(crate) fn new_entry(&self, method: &str, path: &str, query: &str) -> RequestLogEntry {
-        RequestLogEntry {
-            seq: self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
-            method: method.to_string(),
-            path: path.to_string(),
-            query: query.to_string(),
-            content_type: None,
-            accept: None,
-            verb: None,
-            resource: None,
-            namespace: None,
-            name: None,
-            user: None,
-            groups: Vec::new(),
-            impersonated_user: None,
-            impersonated_groups: Vec::new(),
-            impersonated_uid: None,
-            status: 0,
-            faults: Vec::new(),
-            start: util::now_precise(),
-            end: String::new(),
-            start_micros: self.micros(),
-            end_micros: 0,
-            body: None,
-        }
-    }
-
-    /// Starts the log entry of a request that reached the server. It is stored when the
-    /// returned guard drops, whichever way the request ends: with the status set by
-    /// [`PendingEntry::set_status`], or 0 when it was abandoned (the client hung up, or a
-    /// fault dropped the connection) before an answer.
-    pub(crate) fn begin_entry(
-        self: &Arc<Self>,
-        method: &str,
-        path: &str,
-        query: &str,
-    ) -> PendingEntry {
-        PendingEntry {
-            entry: self.new_entry(method, path, query),
-            status: 0,
-            shared: self.clone(),
-        }
-    }
-
-    /// Stamps the end time and stores the entry.
-    pub(crate) fn finish_entry(&self, mut entry: RequestLogEntry, status: u16) {
-        entry.status = status;
-        entry.end = util::now_precise();
-        entry.end_micros = self.micros();
-        self.log().push(entry);
-    }
-}
-
-/// A request-log entry in the making; stored when dropped (see [`Shared::begin_entry`]).
-#[derive(Debug)]
-pub(crate) struct PendingEntry {
-    /// The entry, filled in as the request is handled.
-    pub entry: RequestLogEntry,
-    status: u16,
-    shared: Arc<Shared>,
-}
-
-impl PendingEntry {
-    /// The status the client is sent (a response head is ready).
-    pub(crate) fn set_status(&mut self, status: u16) {
-        self.status = status;
-    }
-}
-
-impl Drop for PendingEntry {
-    fn drop(&mut self) {
-        let entry = std::mem::take(&mut self.entry);
-        self.shared.finish_entry(entry, self.status);
-    }
-}
-
-/// Closes a connection on demand.
-#[derive(Debug, Default)]
-pub(crate) struct Killer {
-    notify: Notify,
-    killed: AtomicBool,
-}
-
-impl Killer {
-    /// Marks the connection for a reset and wakes its task, which drops it.
-    pub(crate) fn kill(&self) {
-        self.killed.store(true, Ordering::SeqCst);
-        self.notify.notify_one();
-    }
-}
 
 /// A TCP stream that resets (SO_LINGER 0) instead of closing gracefully when killed.
 struct KillableIo {
@@ -202,7 +31,7 @@ struct KillableIo {
 
 impl Drop for KillableIo {
     fn drop(&mut self) {
-        if self.killer.killed.load(Ordering::SeqCst) {
+        if self.killer.is_killed() {
             let _ = self.inner.set_zero_linger();
         }
     }
@@ -248,14 +77,23 @@ impl AsyncWrite for KillableIo {
     }
 }
 
-/// Resolves once shutdown is requested (or the emulator handle is gone).
-pub(crate) async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
+/// How often expired Events are looked for (more often when the TTL is shorter).
+const EVENT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Deletes Events as their TTL passes, until shutdown.
+pub(crate) async fn expire_events(shared: Arc<Shared>, ttl: Duration) {
+    let mut tick = tokio::time::interval(
+        EVENT_SWEEP_INTERVAL
+            .min(ttl / 2)
+            .max(Duration::from_millis(10)),
+    );
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        if *rx.borrow_and_update() {
-            return;
-        }
-        if rx.changed().await.is_err() {
-            return;
+        tokio::select! {
+            _ = tick.tick() => {
+                shared.store().expire_events(std::time::Instant::now());
+            }
+            _ = shutdown_signal(shared.shutdown.clone()) => return,
         }
     }
 }
@@ -336,14 +174,14 @@ where
                 tracing::debug!(%error, %peer, "connection ended with an error");
             }
         }
-        _ = killer.notify.notified() => {
+        _ = killer.killed() => {
             tracing::debug!(%peer, "connection dropped by a fault");
         }
         _ = shutdown_signal(shared.shutdown.clone()) => {
             conn.as_mut().graceful_shutdown();
             tokio::select! {
                 _ = conn.as_mut() => {}
-                _ = killer.notify.notified() => {}
+                _ = killer.killed() => {}
                 _ = tokio::time::sleep(SHUTDOWN_GRACE) => {}
             }
         }

@@ -184,3 +184,51 @@ async fn a_deployment_rolled_forty_times_keeps_the_events_a_real_recorder_keeps(
     assert_eq!(about_web.iter().filter_map(|e| e.count).sum::<i32>(), 25);
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn events_expire_after_their_ttl_and_watchers_see_them_go() {
+    let emu = start_with(
+        rollsafe_emulator::Emulator::builder().event_ttl(std::time::Duration::from_millis(300)),
+    )
+    .await;
+    let client = client(&emu, "admin").await;
+    let events: Api<CoreEvent> = Api::namespaced(client, "shop");
+    let event = |name: &str| {
+        serde_json::from_value::<CoreEvent>(json!({
+            "metadata": {"name": name, "namespace": "shop"},
+            "involvedObject": {"kind": "Deployment", "name": "web", "namespace": "shop"},
+            "reason": "Tested", "message": "m", "type": "Normal"
+        }))
+        .unwrap()
+    };
+    events
+        .create(&PostParams::default(), &event("old"))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let names: Vec<String> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|e| e.metadata.name)
+            .collect();
+        if names.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still there: {names:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // The expiry was a deletion: the request log's watchers would have seen it, and the
+    // default TTL is kube-apiserver's hour.
+    assert_eq!(
+        rollsafe_emulator::EVENT_TTL,
+        std::time::Duration::from_secs(3600)
+    );
+    emu.shutdown().await;
+}

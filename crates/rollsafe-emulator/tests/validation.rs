@@ -171,6 +171,53 @@ async fn updates_the_real_registry_refuses() {
 }
 
 #[tokio::test]
+async fn a_workload_selector_is_immutable_once_created() {
+    let emu = start().await;
+    emu.put_object(deployment("shop", "web")).unwrap();
+    let relabelled = |labels: Value, selector: Value| {
+        let mut d = deployment("shop", "web");
+        d["spec"]["template"]["metadata"]["labels"] = labels;
+        d["spec"]["selector"] = selector;
+        d
+    };
+    let cases = [
+        (
+            relabelled(
+                json!({"app": "web", "tier": "front"}),
+                json!({"matchLabels": {"tier": "front", "app": "web"}}),
+            ),
+            r#"Deployment.apps "web" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"web", "tier":"front"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"#,
+        ),
+        (
+            relabelled(
+                json!({"app": "web"}),
+                json!({"matchLabels": {"app": "web"},
+                       "matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}),
+            ),
+            r#"Deployment.apps "web" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"web"}, MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:"app", Operator:"In", Values:[]string{"web"}}}}: field is immutable"#,
+        ),
+    ];
+    for (changed, message) in cases {
+        assert_eq!(
+            replace(&emu, &format!("{DEPLOYMENTS}/web"), &changed).await,
+            (422, message.to_owned())
+        );
+    }
+    // The same selector, written again, is no change.
+    assert_eq!(
+        replace(
+            &emu,
+            &format!("{DEPLOYMENTS}/web"),
+            &deployment("shop", "web")
+        )
+        .await
+        .0,
+        200
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
 async fn workload_templates_get_the_scheme_defaults() {
     let emu = start().await;
     let d = deployment_with(|d| {

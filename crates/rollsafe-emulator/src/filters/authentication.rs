@@ -4,9 +4,9 @@
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 
-use crate::identity::UserInfo;
-use crate::server::Shared;
-use crate::status::StatusError;
+use crate::state::Shared;
+use rollsafe_emulator_registry::identity::UserInfo;
+use rollsafe_emulator_types::status::StatusError;
 
 pub(crate) fn authenticate(headers: &HeaderMap, shared: &Shared) -> Result<UserInfo, StatusError> {
     let Some(value) = headers.get(AUTHORIZATION) else {

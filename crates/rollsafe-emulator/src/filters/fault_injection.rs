@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use crate::faults::{Fault, FaultAction};
-use crate::registry::{Preconditions, UpdateMode};
-use crate::resources::ResId;
-use crate::server::Shared;
-use crate::status::{self, StatusError};
+use crate::state::Shared;
+use rollsafe_emulator_registry::store::{Preconditions, UpdateMode};
+use rollsafe_emulator_types::resources::ResId;
+use rollsafe_emulator_types::status::{self, StatusError};
 
 pub(crate) fn fault_target(fault: &Fault, ns: &str, name: &str) -> (String, String) {
     let tns = if ns.is_empty() {

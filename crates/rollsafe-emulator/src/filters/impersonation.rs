@@ -3,11 +3,11 @@
 
 use http::HeaderMap;
 
-use crate::filters::authorization::{self, Attributes};
-use crate::identity::{self, UserInfo};
 use crate::observe::RequestLogEntry;
-use crate::server::Shared;
-use crate::status::StatusError;
+use crate::state::Shared;
+use rollsafe_emulator_registry::authorizer::{self, Attributes};
+use rollsafe_emulator_registry::identity::{self, UserInfo};
+use rollsafe_emulator_types::status::StatusError;
 
 /// The impersonation headers of a request, read strictly: a value that is not UTF-8, or a
 /// header the real server would read only once given twice, is refused instead of skipped (a
@@ -101,7 +101,7 @@ pub(crate) fn impersonate(
         return Ok(requester);
     };
     let store = shared.store();
-    let check = |attrs: Attributes| authorization::check(&store, &requester, &attrs);
+    let check = |attrs: Attributes| authorizer::check(&store, &requester, &attrs);
     let impersonate = |group: &str, resource: &str, ns: &str, name: &str, sub: &str| Attributes {
         verb: "impersonate".into(),
         group: group.into(),

@@ -19,11 +19,11 @@ use crate::faults::FaultAction;
 use crate::handlers::{self, Call};
 use crate::http_util::{error, read_body};
 use crate::observe::{MAX_LOGGED_BODY, RequestLogEntry};
-use crate::query::Query;
-use crate::resources::def;
-use crate::route::{self, Route, Verb};
-use crate::server::{Body, Shared};
-use crate::status::StatusError;
+use crate::state::{Body, Shared};
+use rollsafe_emulator_types::query::Query;
+use rollsafe_emulator_types::resources::def;
+use rollsafe_emulator_types::route::{self, Route, Verb};
+use rollsafe_emulator_types::status::StatusError;
 
 /// What to do with a request.
 pub(crate) enum Outcome {
@@ -86,7 +86,7 @@ async fn serve_inner(
     let info = match route::parse(&parts.method, &entry.path, &query) {
         // A custom resource no CRD of this emulator defines is as unknown as any other path.
         Route::Resource(info)
-            if crate::resources::custom::is_custom(info.res)
+            if rollsafe_emulator_types::resources::custom::is_custom(info.res)
                 && !shared.store().serves(info.res) =>
         {
             return respond(StatusError::page_not_found());
@@ -128,8 +128,7 @@ async fn serve_inner(
         entry.body = Some(String::from_utf8_lossy(&body[..cut]).into_owned());
     }
 
-    let attrs = authorization::resource_attributes(&info);
-    if let Err(e) = authorization::check(&shared.store(), &user, &attrs) {
+    if let Err(e) = authorization::authorize(shared, &user, &info) {
         return respond(e);
     }
 

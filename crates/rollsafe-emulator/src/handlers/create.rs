@@ -2,14 +2,14 @@
 
 use hyper::Response;
 
-use crate::fieldmanager::Tracking;
 use crate::handlers::{
     Call, Decoding, check_type, crd_schema_of, decode_body, decode_typed, set_namespace,
     with_warnings,
 };
 use crate::http_util::json;
-use crate::server::Body;
-use crate::status::StatusError;
+use crate::state::Body;
+use rollsafe_emulator_registry::fieldmanager::Tracking;
+use rollsafe_emulator_types::status::StatusError;
 
 pub(crate) fn create(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     if c.sub() == Some("token") {

@@ -5,11 +5,11 @@ use serde_json::{Map, Value, json};
 
 use crate::handlers::{Call, selectors};
 use crate::http_util::json;
-use crate::registry::deletion::{Deleted, Propagation};
-use crate::registry::{Key, Preconditions, Write};
-use crate::resources::{def, ids};
-use crate::server::Body;
-use crate::status::StatusError;
+use crate::state::Body;
+use rollsafe_emulator_registry::store::deletion::{Deleted, Propagation};
+use rollsafe_emulator_registry::store::{Key, Preconditions, Write};
+use rollsafe_emulator_types::resources::{def, ids};
+use rollsafe_emulator_types::status::StatusError;
 
 pub(crate) fn delete(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);

@@ -5,9 +5,9 @@ use hyper::Response;
 use crate::handlers::scale::scale_of;
 use crate::handlers::{Call, metadata};
 use crate::http_util::json;
-use crate::resources::def;
-use crate::server::Body;
-use crate::status::StatusError;
+use crate::state::Body;
+use rollsafe_emulator_types::resources::def;
+use rollsafe_emulator_types::status::StatusError;
 use serde_json::json;
 
 pub(crate) fn get(c: &Call<'_>) -> Result<Response<Body>, StatusError> {

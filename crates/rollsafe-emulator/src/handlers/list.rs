@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 
 use crate::faults::{ListCorruption, wrong_list_kind};
 use crate::handlers::{Call, list_options_invalid, selectors};
-use crate::registry::{Key, Snapshot};
-use crate::resources::{ResId, def};
-use crate::server::Body;
-use crate::status::{FieldCause, StatusError};
+use crate::state::Body;
+use rollsafe_emulator_registry::store::{Key, Snapshot};
+use rollsafe_emulator_types::resources::{ResId, def};
+use rollsafe_emulator_types::status::{FieldCause, StatusError};
 
 /// The continue token, in the real server's format: base64url (no padding) of
 /// `{"v":"meta.k8s.io/v1","rv":N,"start":"<next key>"}`.
@@ -350,7 +350,7 @@ pub(crate) fn list(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::ids;
+    use rollsafe_emulator_types::resources::ids;
 
     #[test]
     fn continue_tokens_round_trip() {

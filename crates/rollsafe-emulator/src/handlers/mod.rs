@@ -18,16 +18,16 @@ pub(crate) mod watch;
 use hyper::Response;
 use serde_json::{Value, json};
 
-use crate::decode::StrictField;
 use crate::faults::ListCorruption;
-use crate::fieldmanager::Manager;
-use crate::identity::UserInfo;
-use crate::query::{FieldSelector, LabelSelector, Query};
-use crate::registry::Write;
-use crate::resources::{ResId, Storage, def};
-use crate::route::{ResourceRequest, Verb};
-use crate::server::{Body, Shared};
-use crate::status::{FieldCause, StatusError};
+use crate::state::{Body, Shared};
+use rollsafe_emulator_registry::fieldmanager::Manager;
+use rollsafe_emulator_registry::identity::UserInfo;
+use rollsafe_emulator_registry::store::Write;
+use rollsafe_emulator_types::decode::StrictField;
+use rollsafe_emulator_types::query::{FieldSelector, LabelSelector, Query};
+use rollsafe_emulator_types::resources::{ResId, Storage, def};
+use rollsafe_emulator_types::route::{ResourceRequest, Verb};
+use rollsafe_emulator_types::status::{FieldCause, StatusError};
 
 /// Everything a handler needs about one request (the real server's `RequestScope` plus the
 /// request itself).
@@ -96,7 +96,7 @@ impl Call<'_> {
     /// The resource whose objects this request reads and writes: the request's own, or the
     /// stored one when it is a view (`events.k8s.io/v1` Events are core Events).
     pub(crate) fn stored_res(&self) -> ResId {
-        crate::resources::stored(self.info.res)
+        rollsafe_emulator_types::resources::stored(self.info.res)
     }
 
     /// A stored object as this request's resource shows it.
@@ -243,10 +243,10 @@ pub(crate) fn check_name(obj: &mut Value, c: &Call<'_>) -> Result<(), StatusErro
 }
 
 /// The object of a create or update body: JSON (or YAML, which is JSON here), or Kubernetes
-/// protobuf for the kinds [`crate::proto::schema::KINDS`] lists.
+/// protobuf for the kinds [`rollsafe_emulator_types::proto::schema::KINDS`] lists.
 pub(crate) fn decode_body(c: &Call<'_>) -> Result<Value, StatusError> {
-    if crate::proto::is_protobuf(&c.content_type) {
-        return crate::proto::decode_object(c.body).map_err(|e| {
+    if rollsafe_emulator_types::proto::is_protobuf(&c.content_type) {
+        return rollsafe_emulator_types::proto::decode_object(c.body).map_err(|e| {
             tracing::debug!(error = %e, code = e.code(), "protobuf body not decoded");
             unsupported_body()
         });
@@ -267,13 +267,13 @@ pub(crate) enum Decoding {
     Apply,
 }
 
-/// Decodes `obj` as its kind's Go type (`crate::decode`). A value of the wrong type is the
+/// Decodes `obj` as its kind's Go type (`rollsafe_emulator_types::decode`). A value of the wrong type is the
 /// decoder's 400. Fields the type does not declare are dropped; under `fieldValidation=Strict`
 /// they are a 400 instead, under `Warn` (the default) the returned warnings name them. For a
 /// patch, undeclared fields the stored object `current` already holds are not this request's.
 ///
 /// A custom resource is checked against `schema`, its CRD's structural schema
-/// ([`crd_schema_of`], or [`crate::registry::Store::crd_schema`] under a held store), instead
+/// ([`crd_schema_of`], or [`rollsafe_emulator_registry::store::Store::crd_schema`] under a held store), instead
 /// of a Go type.
 pub(crate) fn decode_typed(
     c: &Call<'_>,
@@ -283,7 +283,7 @@ pub(crate) fn decode_typed(
     decoding: Decoding,
 ) -> Result<Vec<String>, StatusError> {
     let d = def(c.info.res);
-    let validation = crate::decode::FieldValidation::of(c.query, c.info.verb)?;
+    let validation = rollsafe_emulator_types::decode::FieldValidation::of(c.query, c.info.verb)?;
     if let Some(map) = obj.as_object_mut() {
         map.insert("apiVersion".into(), json!(d.api_version()));
         map.insert("kind".into(), json!(d.kind));
@@ -305,38 +305,40 @@ pub(crate) fn decode_typed(
         ),
     };
     let mut unknown = match schema {
-        Some(schema) => crate::crd_schema::undeclared_fields(schema, obj),
-        None => crate::decode::decode(c.info.res, obj)
+        Some(schema) => rollsafe_emulator_types::crd_schema::undeclared_fields(schema, obj),
+        None => rollsafe_emulator_types::decode::decode(c.info.res, obj)
             .map_err(|m| StatusError::bad_request(&framed(&m)))?,
     };
     if let Some(current) = current {
-        unknown.retain(|path| !crate::decode::has_path(current, path));
+        unknown.retain(|path| !rollsafe_emulator_types::decode::has_path(current, path));
     }
     // A POST or PUT body is also checked for keys given twice; a patch's result and an applied
     // configuration are objects already, with none.
-    let findings: Vec<StrictField> =
-        if decoding == Decoding::Body && !crate::proto::is_protobuf(&c.content_type) {
-            crate::decode::strict_fields(c.body, &unknown)
-        } else {
-            unknown.iter().cloned().map(StrictField::Unknown).collect()
-        };
-    crate::decode::drop_fields(obj, &unknown);
+    let findings: Vec<StrictField> = if decoding == Decoding::Body
+        && !rollsafe_emulator_types::proto::is_protobuf(&c.content_type)
+    {
+        rollsafe_emulator_types::decode::strict_fields(c.body, &unknown)
+    } else {
+        unknown.iter().cloned().map(StrictField::Unknown).collect()
+    };
+    rollsafe_emulator_types::decode::drop_fields(obj, &unknown);
     let warnings = match validation {
         _ if findings.is_empty() => Vec::new(),
-        crate::decode::FieldValidation::Ignore => Vec::new(),
-        crate::decode::FieldValidation::Warn => {
-            findings.iter().map(crate::decode::warning).collect()
-        }
-        crate::decode::FieldValidation::Strict => {
+        rollsafe_emulator_types::decode::FieldValidation::Ignore => Vec::new(),
+        rollsafe_emulator_types::decode::FieldValidation::Warn => findings
+            .iter()
+            .map(rollsafe_emulator_types::decode::warning)
+            .collect(),
+        rollsafe_emulator_types::decode::FieldValidation::Strict => {
             return Err(StatusError::bad_request(&framed(&match decoding {
-                Decoding::Apply => crate::decode::apply_error(&unknown),
-                _ => crate::decode::strict_error(&findings),
+                Decoding::Apply => rollsafe_emulator_types::decode::apply_error(&unknown),
+                _ => rollsafe_emulator_types::decode::strict_error(&findings),
             })));
         }
     };
     if let Some(schema) = schema {
-        crate::crd_schema::apply_defaults(schema, obj);
-        let causes = crate::crd_schema::validate(schema, obj);
+        rollsafe_emulator_types::crd_schema::apply_defaults(schema, obj);
+        let causes = rollsafe_emulator_types::crd_schema::validate(schema, obj);
         if !causes.is_empty() {
             let name = obj
                 .pointer("/metadata/name")
@@ -351,7 +353,7 @@ pub(crate) fn decode_typed(
 /// The structural schema of a custom resource's CRD version (taking the store briefly); `None`
 /// for a built-in resource.
 pub(crate) fn crd_schema_of(c: &Call<'_>) -> Option<Value> {
-    if crate::resources::custom::is_custom(c.info.res) {
+    if rollsafe_emulator_types::resources::custom::is_custom(c.info.res) {
         c.shared.store().crd_schema(c.info.res)
     } else {
         None
@@ -382,7 +384,7 @@ pub(crate) fn selectors(c: &Call<'_>) -> Result<(LabelSelector, FieldSelector), 
     let q = c.query;
     let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
         .map_err(|e| StatusError::bad_request(&e))?;
-    let extra = crate::resources::field_labels(c.stored_res());
+    let extra = rollsafe_emulator_types::resources::field_labels(c.stored_res());
     let fields = FieldSelector::parse_for(q.get("fieldSelector").unwrap_or(""), extra)
         .map_err(|e| StatusError::bad_request(&e))?;
     Ok((labels, fields))

@@ -3,12 +3,12 @@
 use hyper::{Method, Response};
 
 use crate::discovery;
-use crate::filters::authorization::{self, Attributes};
 use crate::http_util::{error, json};
-use crate::identity::UserInfo;
-use crate::route::Route;
-use crate::server::{Body, Shared};
-use crate::status::StatusError;
+use crate::state::{Body, Shared};
+use rollsafe_emulator_registry::authorizer::{self, Attributes};
+use rollsafe_emulator_registry::identity::UserInfo;
+use rollsafe_emulator_types::route::Route;
+use rollsafe_emulator_types::status::StatusError;
 
 pub(crate) fn non_resource(
     route: Route,
@@ -24,7 +24,7 @@ pub(crate) fn non_resource(
         path: Some(path.to_string()),
         ..Attributes::default()
     };
-    if let Err(e) = authorization::check(&shared.store(), user, &attrs) {
+    if let Err(e) = authorizer::check(&shared.store(), user, &attrs) {
         return error(&e);
     }
     if verb != "get" && verb != "head" {

@@ -1,21 +1,21 @@
-//! PATCH in the four content types (the patch engines are in `crate::patch`, server-side apply
-//! in `crate::fieldmanager`), including an apply creating a missing object, and PATCH of
+//! PATCH in the four content types (the patch engines are in `rollsafe_emulator_types::patch`, server-side apply
+//! in `rollsafe_emulator_registry::fieldmanager`), including an apply creating a missing object, and PATCH of
 //! `status` and `scale`.
 
 use hyper::Response;
 use serde_json::{Value, json};
 
-use crate::fieldmanager::{self, Tracking};
 use crate::handlers::scale::scale_of;
 use crate::handlers::{
     Call, Decoding, check_name, check_type, decode_typed, set_namespace, with_warnings,
 };
 use crate::http_util::json;
-use crate::patch::{self, Decoded, PatchKind};
-use crate::registry::UpdateMode;
-use crate::resources::def;
-use crate::server::Body;
-use crate::status::StatusError;
+use crate::state::Body;
+use rollsafe_emulator_registry::fieldmanager::{self, Tracking};
+use rollsafe_emulator_registry::store::UpdateMode;
+use rollsafe_emulator_types::patch::{self, Decoded, PatchKind};
+use rollsafe_emulator_types::resources::def;
+use rollsafe_emulator_types::status::StatusError;
 
 pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);

@@ -4,21 +4,21 @@
 use hyper::Response;
 use serde_json::{Value, json};
 
-use crate::filters::authorization::{self, Attributes};
 use crate::handlers::{Call, check_type, parse_object, unsupported_body};
 use crate::http_util::json;
-use crate::identity::UserInfo;
-use crate::resources::{def, ids};
-use crate::server::Body;
-use crate::status::{FieldCause, StatusError};
+use crate::state::Body;
+use rollsafe_emulator_registry::authorizer::{self, Attributes};
+use rollsafe_emulator_registry::identity::UserInfo;
+use rollsafe_emulator_types::resources::{def, ids};
+use rollsafe_emulator_types::status::{FieldCause, StatusError};
 
 pub(crate) fn review(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
-    let mut obj = if crate::proto::is_protobuf(&c.content_type) {
+    let mut obj = if rollsafe_emulator_types::proto::is_protobuf(&c.content_type) {
         if c.info.res == ids::SELFSUBJECTRULESREVIEWS {
-            crate::proto::decode_object(c.body).map_err(|_| unsupported_body())?
+            rollsafe_emulator_types::proto::decode_object(c.body).map_err(|_| unsupported_body())?
         } else {
-            crate::proto::decode_access_review(c.body)
+            rollsafe_emulator_types::proto::decode_access_review(c.body)
                 .filter(|_| c.info.res != ids::TOKENREVIEWS)
                 .ok_or_else(unsupported_body)?
         }
@@ -33,7 +33,7 @@ pub(crate) fn review(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             let (resource_rules, non_resource_rules) =
-                authorization::rules_for(&c.shared.store(), c.user, namespace);
+                authorizer::rules_for(&c.shared.store(), c.user, namespace);
             json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
                    "incomplete": false})
         }
@@ -42,7 +42,7 @@ pub(crate) fn review(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
                 .pointer("/spec/token")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let requested = crate::util::strings(obj.pointer("/spec/audiences"));
+            let requested = rollsafe_emulator_types::util::strings(obj.pointer("/spec/audiences"));
             match c.shared.identity_for_token(token) {
                 Some(i) => {
                     let audiences = i.audiences_within(&requested);
@@ -78,7 +78,7 @@ pub(crate) fn review(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_string(),
-                    groups: crate::util::strings(obj.pointer("/spec/groups")),
+                    groups: rollsafe_emulator_types::util::strings(obj.pointer("/spec/groups")),
                     uid: None,
                 }
             };
@@ -111,7 +111,7 @@ pub(crate) fn review(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
                     )],
                 ));
             };
-            match authorization::authorize(&c.shared.store(), &subject, &attrs) {
+            match authorizer::authorize(&c.shared.store(), &subject, &attrs) {
                 Some(reason) if reason.is_empty() => json!({"allowed": true}),
                 Some(reason) => json!({"allowed": true, "reason": reason}),
                 None => json!({"allowed": false}),

@@ -3,8 +3,11 @@
 use serde_json::{Value, json};
 
 pub(crate) fn scale_of(obj: &Value) -> Value {
-    let selector =
-        crate::util::join_string_map(obj.pointer("/spec/selector/matchLabels"), "=", ",");
+    let selector = rollsafe_emulator_types::util::join_string_map(
+        obj.pointer("/spec/selector/matchLabels"),
+        "=",
+        ",",
+    );
     let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
     json!({
         "kind": "Scale",

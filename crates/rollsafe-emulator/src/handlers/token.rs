@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use crate::handlers::{Call, decode_body};
 use crate::http_util::json;
-use crate::identity::Identity;
-use crate::resources::def;
-use crate::server::Body;
-use crate::status::StatusError;
-use crate::util;
+use crate::state::Body;
+use rollsafe_emulator_registry::identity::Identity;
+use rollsafe_emulator_types::resources::def;
+use rollsafe_emulator_types::status::StatusError;
+use rollsafe_emulator_types::util;
 
 /// The real default lifetime of a requested token.
 pub(crate) const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
@@ -47,9 +47,11 @@ pub(crate) fn token_request(c: &Call<'_>) -> Result<Response<Body>, StatusError>
             ),
         ));
     }
-    let audiences = Some(crate::util::strings(spec.get("audiences")))
-        .filter(|a| !a.is_empty())
-        .unwrap_or_else(|| vec![crate::identity::API_AUDIENCE.to_owned()]);
+    let audiences = Some(rollsafe_emulator_types::util::strings(
+        spec.get("audiences"),
+    ))
+    .filter(|a| !a.is_empty())
+    .unwrap_or_else(|| vec![rollsafe_emulator_registry::identity::API_AUDIENCE.to_owned()]);
     let token = format!("emulator-sa.{}", util::token());
     let user = format!("system:serviceaccount:{}:{}", c.ns(), c.name());
     let groups = [

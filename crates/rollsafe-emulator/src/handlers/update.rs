@@ -3,17 +3,17 @@
 use hyper::Response;
 use serde_json::{Value, json};
 
-use crate::fieldmanager::Tracking;
 use crate::handlers::scale::scale_of;
 use crate::handlers::{
     Call, Decoding, check_name, check_type, crd_schema_of, decode_body, decode_typed,
     set_namespace, with_warnings,
 };
 use crate::http_util::json;
-use crate::registry::UpdateMode;
-use crate::resources::def;
-use crate::server::Body;
-use crate::status::StatusError;
+use crate::state::Body;
+use rollsafe_emulator_registry::fieldmanager::Tracking;
+use rollsafe_emulator_registry::store::UpdateMode;
+use rollsafe_emulator_types::resources::def;
+use rollsafe_emulator_types::status::StatusError;
 
 pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);

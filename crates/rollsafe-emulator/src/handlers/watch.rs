@@ -15,11 +15,11 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::handlers::{Call, list_options_invalid, metadata, selectors};
-use crate::query::{FieldSelector, LabelSelector};
-use crate::registry::{Event, EventType};
-use crate::resources::{ResId, View, def};
-use crate::server::Body;
-use crate::status::{self, FieldCause, StatusError};
+use crate::state::Body;
+use rollsafe_emulator_registry::store::{Event, EventType};
+use rollsafe_emulator_types::query::{FieldSelector, LabelSelector};
+use rollsafe_emulator_types::resources::{ResId, View, def};
+use rollsafe_emulator_types::status::{self, FieldCause, StatusError};
 
 /// Server-side watch timeout when the client gives none (the real minimum request timeout).
 pub(crate) const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -299,7 +299,7 @@ async fn run_watch(
             }
             _ = tx.closed() => return,
             _ = tokio::time::sleep_until(deadline) => return,
-            _ = crate::server::shutdown_signal(shutdown.clone()) => return,
+            _ = crate::state::shutdown_signal(shutdown.clone()) => return,
         }
     }
 }

@@ -1,9 +1,0 @@
-//! RBAC objects: names are path segments, not DNS names (`system:basic-user`).
-
-use super::{DEFAULT, NameRule, Strategy};
-
-/// Roles, ClusterRoles, RoleBindings and ClusterRoleBindings.
-pub(crate) static STRATEGY: Strategy = Strategy {
-    names: NameRule::PathSegment,
-    ..DEFAULT
-};
