@@ -239,16 +239,9 @@ fn error_envelope(status: StatusCode, body: &[u8]) -> ClientError {
     }
 }
 
-/// Everything but RFC 3986 unreserved characters is percent-encoded.
-const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-/// Percent-encodes one path segment.
+/// Percent-encodes one path segment (RFC 3986 unreserved characters pass through).
 fn encode_segment(segment: &str) -> String {
-    percent_encoding::utf8_percent_encode(segment, NOT_UNRESERVED).to_string()
+    percent_encoding::utf8_percent_encode(segment, rollsafe_core::uri::NOT_UNRESERVED).to_string()
 }
 
 #[cfg(test)]

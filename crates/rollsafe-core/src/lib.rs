@@ -14,6 +14,7 @@
 //!   [`name::AnnotationKey`], …), parsed once at the edges.
 //! - [`envelope`]: the `{ "error" }` envelope and its fixed texts, shared by server and client.
 //! - [`time`]: the one RFC 3339 millisecond timestamp format.
+//! - [`uri`]: the one percent-encoding rule of URI parts, shared by the HTTP clients.
 //! - [`validation`]: Kubernetes name and annotation-key rules.
 //! - [`render`]: the config-hash renderer.
 
@@ -29,5 +30,6 @@ pub mod preview;
 pub mod reference;
 pub mod render;
 pub mod time;
+pub mod uri;
 pub mod validation;
 pub mod workload;

@@ -155,16 +155,9 @@ pub(crate) async fn drain(body: Body) {
     let _ = read_limited(body, MAX_DRAIN_BODY).await;
 }
 
-/// Everything but RFC 3986 unreserved characters is percent-encoded.
-const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
 /// Percent-encodes a query value (RFC 3986 unreserved characters pass through).
 pub(crate) fn encode_query_value(value: &str) -> String {
-    percent_encoding::utf8_percent_encode(value, NOT_UNRESERVED).to_string()
+    percent_encoding::utf8_percent_encode(value, rollsafe_core::uri::NOT_UNRESERVED).to_string()
 }
 
 #[cfg(test)]

@@ -48,12 +48,12 @@ use std::time::{Duration, Instant};
 
 use rollsafe_client::{Client, Token};
 use rollsafe_kube::{Connection, MAX_PATCHES_IN_FLIGHT, RestartEngine};
+use rollsafe_server::acl::Admins;
 use rollsafe_server::audit::AuditSink;
-use rollsafe_server::config::{Admins, AuthMode, Scope, SessionSecret, Settings};
 use rollsafe_server::metrics::Metrics;
 use rollsafe_server::output::LossyLines;
-use rollsafe_server::session::{self, NewSession};
-use rollsafe_server::{AppState, BoundServer};
+use rollsafe_server::session::{self, AuthMode, NewSession, SessionSecret};
+use rollsafe_server::{AppState, BoundServer, Settings};
 use rollsafe_testing::TestCluster;
 use serde_json::{Value, json};
 
@@ -227,30 +227,20 @@ async fn start_server(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
+    let auth = AuthMode::Session {
+        secret: SessionSecret::new(SECRET.as_bytes().to_vec()),
+        max_age: Duration::from_secs(3600),
+    };
     let settings = Settings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
         kubeconfig: Some(kubeconfig.to_owned()),
-        context: None,
         audit_file: audit_file.map(std::path::Path::to_owned),
         restart_enabled: true,
-        scope: Scope::Namespace,
-        server_namespace: namespace.parse().unwrap(),
         admins: Admins {
             users: vec![],
             groups: vec!["load".into()],
         },
-        access_configmap: "krypton-access".parse().unwrap(),
-        annotation_prefix: "krypton.io".parse().unwrap(),
         impersonation: true,
-        auth: AuthMode::Session {
-            secret: SessionSecret::new(SECRET.as_bytes().to_vec()),
-            max_age: Duration::from_secs(3600),
-        },
-        allowed_groups: Default::default(),
-        max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
-        token_review: None,
-        oidc: None,
+        ..Settings::new(namespace.parse().unwrap(), auth)
     };
     // The stream copy goes nowhere: the benchmark measures the server, not a terminal.
     let copy = LossyLines::spawn("bench-audit-copy", 8192, std::io::sink()).ok();

@@ -15,11 +15,37 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::config::{Admins, parse_csv};
 use crate::session::User;
 
 /// The key of the access ConfigMap that holds the rules.
 pub const ACCESS_KEY: &str = "access.json";
+
+/// Admin users and groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admins {
+    /// Lower-cased emails.
+    pub users: Vec<String>,
+    /// Exact group names.
+    pub groups: Vec<String>,
+}
+
+impl Admins {
+    /// Both lists empty: every authenticated user is an admin (bootstrap).
+    pub fn is_bootstrap(&self) -> bool {
+        self.users.is_empty() && self.groups.is_empty()
+    }
+}
+
+/// Splits a comma-separated list — an ACL annotation, or a list setting — trimming entries and
+/// dropping empty ones.
+pub fn parse_csv(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
 
 /// Who may access Secrets of one namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -183,6 +209,12 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv() {
+        assert_eq!(parse_csv(" a, ,b ,,c"), ["a", "b", "c"]);
+        assert!(parse_csv("").is_empty());
+    }
 
     fn user(email: &str, groups: &[&str]) -> User {
         User {

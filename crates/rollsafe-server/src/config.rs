@@ -1,4 +1,11 @@
-//! Server settings: every one a flag and an environment variable, validated at startup.
+//! Server flags: every setting a flag and an environment variable, parsed into the value types
+//! their owners define and validated at startup into [`Settings`].
+//!
+//! This module is the roof of the settings: it imports the value types ([`Scope`],
+//! [`SessionSecret`], [`AuthMode`], [`Admins`], [`AllowedGroups`], [`OidcSettings`]) and
+//! [`Settings`] from their modules, and nothing in the server imports it back; only the wiring
+//! (`rollsafe serve`, the sandbox) does. The types are re-exported here for the paths the
+//! command line names.
 //!
 //! The environment names are a contract (`KRYPTON_*`, `SESSION_*`, `AUTH_DISABLED`). Booleans
 //! are true for `1`, `true`, `yes`, `on` and false for `0`, `false`, `no`, `off` or empty
@@ -15,7 +22,13 @@ pub use rollsafe_core::duration::DurationError;
 use rollsafe_core::name::{AnnotationPrefix, ConfigMapName, Namespace};
 use thiserror::Error;
 
+pub use crate::acl::Admins;
+use crate::acl::parse_csv;
 use crate::identity::{AllowedGroups, PatternError};
+use crate::oidc::OidcSettings;
+pub use crate::scope::Scope;
+pub use crate::session::{AuthMode, SessionSecret};
+pub use crate::settings::{DEFAULT_ACCESS_CONFIGMAP, DEFAULT_ANNOTATION_PREFIX, Settings};
 
 /// Where the ServiceAccount namespace file is mounted in a pod.
 pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
@@ -26,10 +39,6 @@ pub const MIN_SESSION_SECRET_LEN: usize = 32;
 
 /// The server's namespace when nothing else names it.
 pub const DEFAULT_SERVER_NAMESPACE: &str = "krypton";
-/// The default access-rules ConfigMap.
-pub const DEFAULT_ACCESS_CONFIGMAP: &str = "krypton-access";
-/// The default prefix of the ACL annotations and the history label.
-pub const DEFAULT_ANNOTATION_PREFIX: &str = "krypton.io";
 
 /// The default session lifetime (8 h).
 pub const DEFAULT_SESSION_MAX_AGE: Duration = Duration::from_secs(28_800);
@@ -168,7 +177,7 @@ impl OidcArgs {
         self,
         auth_disabled: bool,
         default_redirect: Option<String>,
-    ) -> Result<Option<crate::oidc::OidcSettings>, ConfigError> {
+    ) -> Result<Option<OidcSettings>, ConfigError> {
         let OidcArgs {
             oidc_issuer_url,
             oidc_client_id,
@@ -210,7 +219,7 @@ impl OidcArgs {
             }
             (None, None) => None,
         };
-        Ok(Some(crate::oidc::OidcSettings {
+        Ok(Some(OidcSettings {
             issuer,
             client_id: openidconnect::ClientId::new(client_id),
             client_secret,
@@ -272,130 +281,6 @@ impl fmt::Debug for ServeArgs {
     }
 }
 
-/// Namespace scope.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
-    /// Only the server's own namespace.
-    Namespace,
-    /// Namespaces the caller can list, intersected with the allow-list when it is not empty.
-    Cluster {
-        /// `KRYPTON_NAMESPACES`; empty means every listable namespace.
-        allow_list: Vec<Namespace>,
-    },
-}
-
-impl Scope {
-    /// The scope's name, as `/api/config` reports it.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Scope::Namespace => "namespace",
-            Scope::Cluster { .. } => "cluster",
-        }
-    }
-}
-
-/// The HMAC key of session JWTs. `Debug` never prints it.
-#[derive(Clone)]
-pub struct SessionSecret(Vec<u8>);
-
-impl SessionSecret {
-    /// Wraps a key.
-    pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
-        Self(bytes.into())
-    }
-
-    /// The key bytes.
-    pub fn expose(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl fmt::Debug for SessionSecret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SessionSecret(<redacted>)")
-    }
-}
-
-/// How callers authenticate.
-#[derive(Debug, Clone)]
-pub enum AuthMode {
-    /// Session JWTs (cookie or bearer) signed with this secret.
-    Session {
-        /// The HMAC key.
-        secret: SessionSecret,
-        /// Tokens minted by `rollsafe token` default to this lifetime.
-        max_age: Duration,
-    },
-    /// `AUTH_DISABLED`: every request is the fixed dev admin user.
-    Disabled,
-}
-
-impl AuthMode {
-    /// The mode's name, as `/api/config` reports it.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            AuthMode::Session { .. } => "session",
-            AuthMode::Disabled => "disabled",
-        }
-    }
-}
-
-/// Admin users and groups.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Admins {
-    /// Lower-cased emails.
-    pub users: Vec<String>,
-    /// Exact group names.
-    pub groups: Vec<String>,
-}
-
-impl Admins {
-    /// Both lists empty: every authenticated user is an admin (bootstrap).
-    pub fn is_bootstrap(&self) -> bool {
-        self.users.is_empty() && self.groups.is_empty()
-    }
-}
-
-/// Validated settings.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// API listener.
-    pub listen: SocketAddr,
-    /// Admin listener.
-    pub admin_listen: SocketAddr,
-    /// Kubeconfig file, if any.
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context, if any.
-    pub context: Option<String>,
-    /// Audit file, if any.
-    pub audit_file: Option<PathBuf>,
-    /// Whether the Restart Consumers API is enabled.
-    pub restart_enabled: bool,
-    /// Namespace scope.
-    pub scope: Scope,
-    /// The server's own namespace.
-    pub server_namespace: Namespace,
-    /// Admins.
-    pub admins: Admins,
-    /// Access-rules ConfigMap name.
-    pub access_configmap: ConfigMapName,
-    /// ACL annotation and history label prefix.
-    pub annotation_prefix: AnnotationPrefix,
-    /// Whether calls are made as the caller.
-    pub impersonation: bool,
-    /// Authentication.
-    pub auth: AuthMode,
-    /// Group patterns every session group must match (empty: any group not reserved).
-    pub allowed_groups: AllowedGroups,
-    /// The most restart runs in progress at once.
-    pub max_concurrent_restarts: usize,
-    /// TokenReview of Kubernetes bearer tokens, when on: the audiences asked for (empty: the
-    /// API server's own).
-    pub token_review: Option<Vec<String>>,
-    /// OpenID Connect login, when configured.
-    pub oidc: Option<crate::oidc::OidcSettings>,
-}
-
 /// An invalid setting; the message names it.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -455,16 +340,6 @@ pub fn parse_bool(name: &'static str, value: &str) -> Result<bool, ConfigError> 
             value: value.to_owned(),
         }),
     }
-}
-
-/// Splits a comma-separated setting, trimming entries and dropping empty ones.
-pub fn parse_csv(value: &str) -> Vec<String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// Parses a positive duration in the one format of every flag (`rollsafe_core::duration`):
@@ -752,12 +627,6 @@ mod tests {
         assert!(
             matches!(settings.auth, AuthMode::Session { max_age, .. } if max_age.as_secs() == 5_400)
         );
-    }
-
-    #[test]
-    fn csv() {
-        assert_eq!(parse_csv(" a, ,b ,,c"), ["a", "b", "c"]);
-        assert!(parse_csv("").is_empty());
     }
 
     #[test]

@@ -1,37 +1,55 @@
 //! The Restart Consumers HTTP API.
 //!
-//! - [`config`]: settings from flags and the `KRYPTON_*`/`SESSION_*` environment, validated.
-//! - [`session`]: session JWTs (cookie or bearer), and minting them; [`token_review`]:
-//!   Kubernetes bearer tokens checked with a TokenReview.
-//! - [`acl`]: the ACL on a live Secret; [`access`]: the cached access-rules ConfigMap.
-//! - [`scope`]: namespace scope.
-//! - [`audit`]: intent and result records, durable in a file, copied to stdout.
-//! - [`identity`]: reserved Kubernetes identities are refused; [`limits`]: concurrent runs.
-//! - [`output`]: bounded, lossy writers for standard streams.
-//! - [`app`]: the routes and the gate sequence; [`error`]: the `{ error }` envelope.
-//! - [`web`]: the embedded web page; [`login`]: signing a browser in and out with a session
-//!   token; [`oidc`]: OpenID Connect login.
-//! - [`metrics`]: Prometheus metrics; [`serve`]: listeners and graceful shutdown.
+//! From the roof down (each module imports only the ones below it):
+//!
+//! - [`serve`]: listeners and graceful shutdown; [`config`]: flags and the
+//!   `KRYPTON_*`/`SESSION_*` environment, parsed into [`Settings`] — the wiring, which nothing
+//!   below imports.
+//! - [`router`]: every route and the middleware that sees every response.
+//! - The handlers: [`restart`] (the gate sequence of a restart, and `restart::run_audited`,
+//!   the audit protocol around the engine), `consumers` (the preview), `browse` (the page's
+//!   reads), [`login`] (signing a browser in and out, OpenID Connect included), [`web`] (the
+//!   embedded page), `health` (the probes); with `auth` (who the caller is) and
+//!   `request` (request ids, the sanitized 500).
+//! - [`state`]: [`AppState`], what every request shares; [`settings`]: the validated settings.
+//! - The parts: [`session`] (session JWTs, [`session::SessionSecret`], [`session::AuthMode`]),
+//!   [`token_review`] (Kubernetes bearer tokens checked with a TokenReview), [`oidc`] (the
+//!   OpenID Connect flow), [`acl`] (the ACL on a live Secret, [`acl::Admins`]), [`access`]
+//!   (the cached access-rules ConfigMap), [`scope`] (namespace scope, [`scope::Scope`]),
+//!   [`audit`] (intent and result records, durable in a file, copied to stdout), [`identity`]
+//!   (reserved Kubernetes identities are refused), [`limits`] (concurrent runs), [`metrics`]
+//!   (Prometheus metrics), [`output`] (bounded, lossy writers for standard streams), [`error`]
+//!   (the `{ error }` envelope).
 
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod access;
 pub mod acl;
-pub mod app;
 pub mod audit;
+mod auth;
+mod browse;
 pub mod config;
+mod consumers;
 pub mod error;
+mod health;
 pub mod identity;
 pub mod limits;
 pub mod login;
 pub mod metrics;
 pub mod oidc;
 pub mod output;
+mod request;
+pub mod restart;
+pub mod router;
 pub mod scope;
 pub mod serve;
 pub mod session;
+pub mod settings;
+pub mod state;
 pub mod token_review;
 pub mod web;
 
-pub use app::{AppState, router};
+pub use router::router;
 pub use serve::{BoundServer, ServeError};
+pub use settings::Settings;
+pub use state::AppState;

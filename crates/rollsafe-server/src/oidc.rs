@@ -17,13 +17,13 @@
 //!
 //! Nothing from the provider (its error text, tokens, codes) reaches a response or a log line;
 //! logs carry the static [`LoginError::code`].
+//!
+//! This module is the flow against the provider ([`Oidc`]) and its values; the two routes are
+//! served by [`crate::login`], beside the other sign-in routes.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -39,10 +39,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::app::AppState;
-use crate::config::{AuthMode, SessionSecret};
-use crate::identity;
-use crate::session::{self, COOKIE, NewSession};
+use crate::session::SessionSecret;
 
 /// The login-state cookie.
 pub const LOGIN_COOKIE: &str = "rollsafe_login";
@@ -153,7 +150,8 @@ impl LoginError {
         format!("Sign-in failed: {self}. Start again at /auth/login.")
     }
 
-    fn status(self) -> StatusCode {
+    /// The status of the answer.
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             LoginError::Discovery => StatusCode::BAD_GATEWAY,
             LoginError::Reserved => StatusCode::FORBIDDEN,
@@ -426,138 +424,10 @@ impl Oidc {
     }
 }
 
-/// `GET /auth/login`.
-pub(crate) async fn login(State(state): State<Arc<AppState>>) -> Response {
-    let (Some(oidc), AuthMode::Session { secret, .. }) = (&state.oidc, &state.settings.auth) else {
-        return crate::error::ApiError::NotFound.into_response();
-    };
-    let started = match oidc.start().await {
-        Ok(started) => started,
-        Err(error) => return failure(&state, error),
-    };
-    let (url, login) = started;
-    let Ok(sealed) = login.seal(secret, session::now()) else {
-        return failure(&state, LoginError::Session);
-    };
-    let cookie = format!(
-        "{LOGIN_COOKIE}={sealed}; Path=/auth; HttpOnly; SameSite=Lax; Max-Age={}{}",
-        LOGIN_TTL.as_secs(),
-        crate::login::secure_flag(&state)
-    );
-    let mut response = StatusCode::SEE_OTHER.into_response();
-    let headers = response.headers_mut();
-    if let (Ok(location), Ok(cookie)) =
-        (HeaderValue::from_str(&url), HeaderValue::from_str(&cookie))
-    {
-        headers.insert(header::LOCATION, location);
-        headers.insert(header::SET_COOKIE, cookie);
-        response
-    } else {
-        failure(&state, LoginError::Discovery)
-    }
-}
-
-/// The query of `/auth/callback`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct Callback {
-    code: Option<String>,
-    state: Option<String>,
-    error: Option<String>,
-}
-
-/// `GET /auth/callback`.
-pub(crate) async fn callback(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    query: Result<Query<Callback>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let (Some(oidc), AuthMode::Session { secret, max_age }) = (&state.oidc, &state.settings.auth)
-    else {
-        return crate::error::ApiError::NotFound.into_response();
-    };
-    let outcome = async {
-        let Query(callback) = query.map_err(|_| LoginError::NoLoginState)?;
-        let cookie = login_cookie(&headers).ok_or(LoginError::NoLoginState)?;
-        let login = LoginState::open(&cookie, secret)?;
-        if callback.error.is_some() {
-            return Err(LoginError::ProviderError);
-        }
-        let given = callback.state.ok_or(LoginError::StateMismatch)?;
-        if !constant_time_eq(given.as_bytes(), login.state.as_bytes()) {
-            return Err(LoginError::StateMismatch);
-        }
-        let code = callback.code.ok_or(LoginError::Exchange)?;
-        let (email, groups) = oidc.finish(&login, &code).await?;
-        let session = NewSession {
-            sub: None,
-            email,
-            name: None,
-            groups,
-            ttl: *max_age,
-        };
-        let token =
-            session::mint(&session, secret, session::now()).map_err(|_| LoginError::Session)?;
-        let user = session::verify(&token, secret).map_err(|_| LoginError::Session)?;
-        if identity::check(&user, &state.settings.allowed_groups).is_err() {
-            return Err(LoginError::Reserved);
-        }
-        info!(user = %user.email, "signed in through OpenID Connect");
-        Ok(token)
-    };
-    match outcome.await {
-        Ok(token) => {
-            let mut response = StatusCode::SEE_OTHER.into_response();
-            let secure = crate::login::secure_flag(&state);
-            let session_cookie = format!(
-                "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
-                max_age.as_secs()
-            );
-            let headers = response.headers_mut();
-            headers.insert(header::LOCATION, HeaderValue::from_static("/"));
-            for cookie in [session_cookie, clear_login_cookie(secure)] {
-                if let Ok(value) = HeaderValue::from_str(&cookie) {
-                    headers.append(header::SET_COOKIE, value);
-                }
-            }
-            response
-        }
-        Err(error) => failure(&state, error),
-    }
-}
-
-fn failure(state: &AppState, error: LoginError) -> Response {
-    warn!(code = error.code(), "sign-in failed");
-    let mut response = (error.status(), error.message()).into_response();
-    if let Ok(value) = HeaderValue::from_str(&clear_login_cookie(crate::login::secure_flag(state)))
-    {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
-    response
-}
-
-fn clear_login_cookie(secure: &str) -> String {
-    format!("{LOGIN_COOKIE}=; Path=/auth; HttpOnly; SameSite=Lax; Max-Age=0{secure}")
-}
-
-fn login_cookie(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == LOGIN_COOKIE)
-        .map(|(_, value)| value.trim().to_owned())
-        .filter(|value| !value.is_empty())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::{self, NewSession};
 
     fn secret() -> SessionSecret {
         SessionSecret::new(b"0123456789abcdef0123456789abcdef".to_vec())
@@ -602,12 +472,5 @@ mod tests {
             LoginState::open(&session, &secret()),
             Err(LoginError::NoLoginState)
         );
-    }
-
-    #[test]
-    fn states_compare_in_full() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"ab"));
     }
 }

@@ -11,7 +11,27 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use tracing::warn;
 
-use crate::config::Scope;
+/// Namespace scope, from `KRYPTON_SCOPE` and `KRYPTON_NAMESPACES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Only the server's own namespace.
+    Namespace,
+    /// Namespaces the caller can list, intersected with the allow-list when it is not empty.
+    Cluster {
+        /// `KRYPTON_NAMESPACES`; empty means every listable namespace.
+        allow_list: Vec<rollsafe_core::name::Namespace>,
+    },
+}
+
+impl Scope {
+    /// The scope's name, as `/api/config` reports it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Scope::Namespace => "namespace",
+            Scope::Cluster { .. } => "cluster",
+        }
+    }
+}
 
 /// Page size of the namespace list.
 const NAMESPACE_PAGE_SIZE: u32 = 500;

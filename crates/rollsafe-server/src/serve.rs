@@ -15,8 +15,9 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use crate::app::{AppState, router};
 use crate::metrics::Metrics;
+use crate::router::router;
+use crate::state::AppState;
 
 /// The largest request head (request line and headers) read.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -31,7 +32,7 @@ const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
 /// that has started to finish under the engine's configured `timeouts`
 /// ([`rollsafe_kube::Timeouts::max_run`]), plus the gates' deadline.
 pub fn shutdown_grace(timeouts: &rollsafe_kube::Timeouts) -> Duration {
-    crate::app::GATE_DEADLINE + timeouts.max_run() + SHUTDOWN_MARGIN
+    crate::restart::GATE_DEADLINE + timeouts.max_run() + SHUTDOWN_MARGIN
 }
 
 /// Why serving failed.

@@ -7,6 +7,7 @@
 //! keeps only its string entries (anything but an array is no groups). Any failure means "no
 //! user"; the reason is never sent to the caller.
 
+use std::fmt;
 use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -14,14 +15,58 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::config::SessionSecret;
-
 /// The issuer of session tokens.
 pub const ISSUER: &str = "krypton";
 /// The session cookie.
 pub const COOKIE: &str = "krypton_session";
 /// Clock skew tolerated on `exp` and `nbf`.
 const LEEWAY_SECONDS: u64 = 5;
+
+/// The HMAC key of session JWTs. `Debug` never prints it.
+#[derive(Clone)]
+pub struct SessionSecret(Vec<u8>);
+
+impl SessionSecret {
+    /// Wraps a key.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
+        Self(bytes.into())
+    }
+
+    /// The key bytes.
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SessionSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SessionSecret(<redacted>)")
+    }
+}
+
+/// How callers authenticate.
+#[derive(Debug, Clone)]
+pub enum AuthMode {
+    /// Session JWTs (cookie or bearer) signed with this secret.
+    Session {
+        /// The HMAC key.
+        secret: SessionSecret,
+        /// Tokens minted by `rollsafe token` default to this lifetime.
+        max_age: Duration,
+    },
+    /// `AUTH_DISABLED`: every request is the fixed dev admin user.
+    Disabled,
+}
+
+impl AuthMode {
+    /// The mode's name, as `/api/config` reports it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AuthMode::Session { .. } => "session",
+            AuthMode::Disabled => "disabled",
+        }
+    }
+}
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

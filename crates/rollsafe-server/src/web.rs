@@ -15,7 +15,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The page.
 const INDEX_HTML: &str = include_str!("../web/index.html");

@@ -53,10 +53,18 @@ enum Command {
     /// Add the config-hash annotation to rendered manifests (usable as a Helm post-renderer).
     Render(render::Args),
     /// Request a rollout of a Secret's consumers through a rollsafe server.
+    ///
+    /// The server's gates (authentication, scope, the live Secret, the ACL) and its audit
+    /// records apply. `--server` is required: without it this is a usage error, never a
+    /// fallback to `restart-consumers`, which would skip the gates and the audit.
     Restart(restart::Args),
     /// Start an embedded Kubernetes emulator with demo workloads and serve the API against it.
     Sandbox(sandbox::Args),
     /// Request a rollout of every workload that references a Secret, directly against Kubernetes.
+    ///
+    /// The engine runs as the kubeconfig's identity (or `--as`), with no ACL and no audit
+    /// record. It is a verb of its own, not `restart` without `--server`, so that a restart
+    /// never changes path because `ROLLSAFE_SERVER` is set or unset.
     RestartConsumers(restart_consumers::Args),
     /// Serve the Restart Consumers API.
     Serve(serve::Args),

@@ -8,15 +8,18 @@
 
 use std::io::Write as _;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use rollsafe_emulator::Emulator;
 use rollsafe_kube::Connection;
+use rollsafe_server::BoundServer;
+use rollsafe_server::Settings;
+use rollsafe_server::acl::Admins;
 use rollsafe_server::audit::Stream;
-use rollsafe_server::config::{AuthMode, SessionSecret};
-use rollsafe_server::session::{self, NewSession};
+use rollsafe_server::session::{self, AuthMode, NewSession, SessionSecret};
 use serde_json::json;
 
 use crate::process;
@@ -68,64 +71,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
-    let emulator = Emulator::builder()
-        .seed_yaml(DEMO)
-        .context("the demo objects")?
-        .start("127.0.0.1:0".parse()?)
-        .await
-        .context("cannot start the emulator")?;
-    let dir = tempfile::Builder::new()
-        .prefix("rollsafe-sandbox-")
-        .tempdir()
-        .context("cannot create a temporary directory")?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    emulator
-        .write_kubeconfig(&kubeconfig)
-        .context("cannot write the kubeconfig")?;
-
-    let secret = SessionSecret::new(format!(
-        "{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    ));
-    let settings = rollsafe_server::config::Settings {
-        listen: args.listen,
-        admin_listen: SocketAddr::new(args.listen.ip(), 0),
-        kubeconfig: Some(kubeconfig.clone()),
-        context: None,
-        audit_file: None,
-        restart_enabled: true,
-        scope: rollsafe_server::config::Scope::Namespace,
-        server_namespace: NAMESPACE.parse()?,
-        admins: rollsafe_server::config::Admins {
-            users: Vec::new(),
-            groups: vec!["platform".to_owned()],
-        },
-        access_configmap: rollsafe_server::config::DEFAULT_ACCESS_CONFIGMAP.parse()?,
-        annotation_prefix: rollsafe_server::config::DEFAULT_ANNOTATION_PREFIX.parse()?,
-        impersonation: true,
-        auth: AuthMode::Session {
-            secret: secret.clone(),
-            max_age: TOKEN_TTL,
-        },
-        allowed_groups: Default::default(),
-        max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
-        token_review: None,
-        oidc: args
-            .oidc
-            .clone()
-            .validate(false, Some(format!("http://{}/auth/callback", args.listen)))?,
-    };
-    let connection = Connection::from_kubeconfig(Some(&kubeconfig), None)
-        .await
-        .context("cannot connect to the emulator")?;
-    // With -o json, stdout carries exactly one line: audit lines go to stderr.
-    let stream = if args.json() {
-        Stream::Stderr
-    } else {
-        Stream::Stdout
-    };
-    let server = crate::serve::bind(settings, connection, stream).await?;
+    let cluster = DemoCluster::start().await?;
+    let secret = session_secret();
+    let settings = settings(&args, &cluster.kubeconfig, &secret)?;
+    let server = start_server(settings, &cluster.kubeconfig, args.json()).await?;
     let url = format!(
         "http://{}",
         server
@@ -133,30 +82,147 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
             .context("the API listener has no address")?
     );
     // `rollsafe watch` on the demo namespace, adopted before anything is announced.
-    let watch = crate::watch::start_for_sandbox(&kubeconfig, NAMESPACE).await?;
-    let mint = |email: &str, groups: &[&str]| {
-        session::mint(
-            &NewSession {
-                sub: None,
-                email: email.to_owned(),
-                name: None,
-                groups: groups.iter().map(|g| (*g).to_owned()).collect(),
-                ttl: TOKEN_TTL,
-            },
-            &secret,
-            session::now(),
-        )
-    };
-    let alice =
-        mint("alice@example.com", &["platform", "developers"]).context("cannot mint a token")?;
-    let bob = mint("bob@example.com", &["developers"]).context("cannot mint a token")?;
-
+    let watch = crate::watch::start_for_sandbox(&cluster.kubeconfig, NAMESPACE).await?;
+    let tokens = DemoTokens::mint(&secret)?;
     let shutdown = process::ShutdownSignal::install()?;
+    announce(&args, &url, &tokens, &cluster)?;
+    server.run(shutdown.recv()).await;
+    watch.abort();
+    cluster.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The embedded emulator with the demo objects, and the kubeconfig to reach it (in a temporary
+/// directory that lives as long as the cluster).
+struct DemoCluster {
+    kubeconfig: PathBuf,
+    dir: tempfile::TempDir,
+    emulator: rollsafe_emulator::RunningEmulator,
+}
+
+impl DemoCluster {
+    async fn start() -> anyhow::Result<Self> {
+        let emulator = Emulator::builder()
+            .seed_yaml(DEMO)
+            .context("the demo objects")?
+            .start("127.0.0.1:0".parse()?)
+            .await
+            .context("cannot start the emulator")?;
+        let dir = tempfile::Builder::new()
+            .prefix("rollsafe-sandbox-")
+            .tempdir()
+            .context("cannot create a temporary directory")?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        emulator
+            .write_kubeconfig(&kubeconfig)
+            .context("cannot write the kubeconfig")?;
+        Ok(Self {
+            kubeconfig,
+            dir,
+            emulator,
+        })
+    }
+
+    async fn shutdown(self) {
+        self.emulator.shutdown().await;
+        drop(self.dir);
+    }
+}
+
+/// A fresh session key: the sandbox's tokens are valid only while it runs.
+fn session_secret() -> SessionSecret {
+    SessionSecret::new(format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    ))
+}
+
+/// The server's settings: the restart flag on, impersonation on, namespace scope `demo`,
+/// admins in group `platform`, sessions under `secret`.
+fn settings(
+    args: &Args,
+    kubeconfig: &std::path::Path,
+    secret: &SessionSecret,
+) -> anyhow::Result<Settings> {
+    let auth = AuthMode::Session {
+        secret: secret.clone(),
+        max_age: TOKEN_TTL,
+    };
+    Ok(Settings {
+        listen: args.listen,
+        admin_listen: SocketAddr::new(args.listen.ip(), 0),
+        kubeconfig: Some(kubeconfig.to_owned()),
+        restart_enabled: true,
+        admins: Admins {
+            users: Vec::new(),
+            groups: vec!["platform".to_owned()],
+        },
+        impersonation: true,
+        oidc: args
+            .oidc
+            .clone()
+            .validate(false, Some(format!("http://{}/auth/callback", args.listen)))?,
+        ..Settings::new(NAMESPACE.parse()?, auth)
+    })
+}
+
+/// The API server over the emulator, as its admin, bound and not yet serving. With `-o json`
+/// stdout carries exactly one line, so audit lines go to stderr.
+async fn start_server(
+    settings: Settings,
+    kubeconfig: &std::path::Path,
+    json: bool,
+) -> anyhow::Result<BoundServer> {
+    let connection = Connection::from_kubeconfig(Some(kubeconfig), None)
+        .await
+        .context("cannot connect to the emulator")?;
+    let stream = if json { Stream::Stderr } else { Stream::Stdout };
+    crate::serve::bind(settings, connection, stream).await
+}
+
+/// The demo users' tokens.
+struct DemoTokens {
+    /// `alice@example.com`, groups `platform` and `developers`: an admin.
+    alice: String,
+    /// `bob@example.com`, group `developers`: not allowed on `payments-key`.
+    bob: String,
+}
+
+impl DemoTokens {
+    fn mint(secret: &SessionSecret) -> anyhow::Result<Self> {
+        let mint = |email: &str, groups: &[&str]| {
+            session::mint(
+                &NewSession {
+                    sub: None,
+                    email: email.to_owned(),
+                    name: None,
+                    groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+                    ttl: TOKEN_TTL,
+                },
+                secret,
+                session::now(),
+            )
+        };
+        let alice = mint("alice@example.com", &["platform", "developers"])
+            .context("cannot mint a token")?;
+        let bob = mint("bob@example.com", &["developers"]).context("cannot mint a token")?;
+        Ok(Self { alice, bob })
+    }
+}
+
+/// Announces readiness: one JSON line on stdout with `-o json`, else the banner on stderr.
+fn announce(
+    args: &Args,
+    url: &str,
+    tokens: &DemoTokens,
+    cluster: &DemoCluster,
+) -> anyhow::Result<()> {
     if args.json() {
         let line = json!({
             "url": url,
-            "token": alice,
-            "kubeconfig": kubeconfig,
+            "token": tokens.alice,
+            "kubeconfig": cluster.kubeconfig,
             "namespace": NAMESPACE,
             "page": format!("{url}/"),
         });
@@ -167,20 +233,15 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!(
             "{}",
             banner(
-                &url,
-                &alice,
-                &bob,
-                &kubeconfig.display().to_string(),
-                &emulator.url()
+                url,
+                &tokens.alice,
+                &tokens.bob,
+                &cluster.kubeconfig.display().to_string(),
+                &cluster.emulator.url()
             )
         );
     }
-
-    server.run(shutdown.recv()).await;
-    watch.abort();
-    emulator.shutdown().await;
-    drop(dir);
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn banner(url: &str, alice: &str, bob: &str, kubeconfig: &str, emulator: &str) -> String {

@@ -1,10 +1,10 @@
 //! The Restart Consumers API against the emulator, one module per topic: gate order, ACL,
-//! scope, impersonation, results and the sanitized 500, audit, shutdown. This file holds the
-//! fixture they share.
+//! scope, impersonation, results and the sanitized 500, audit, shutdown. This file holds what
+//! they share beyond the server fixture of `tests/common`: this suite's seed and settings, an
+//! HTTP client, and the captured logs.
 
 #![expect(clippy::unwrap_used, reason = "test helpers may unwrap")]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,14 +14,16 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
-use rollsafe_server::audit::AuditSink;
-use rollsafe_server::config::{Admins, AuthMode, Scope, SessionSecret, Settings};
-use rollsafe_server::metrics::Metrics;
-use rollsafe_server::session::{self, NewSession};
-use rollsafe_server::{AppState, BoundServer};
-use rollsafe_testing::{TestCluster, Workload};
+use rollsafe_emulator::{Fault, FaultAction};
+use rollsafe_server::Settings;
+use rollsafe_server::acl::Admins;
+use rollsafe_server::scope::Scope;
 use serde_json::{Value, json};
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use common::{NS, SECRET, token, workload};
 
 mod acl;
 mod audit;
@@ -35,9 +37,7 @@ mod scope;
 mod shutdown;
 mod token_review;
 
-const SECRET: &str = "0123456789abcdef0123456789abcdef-test";
 const SECRET_VALUE: &str = "s3cr3t-value-that-must-never-leak";
-const NS: &str = "team-a";
 
 fn seed() -> Vec<Value> {
     let mut objects = vec![
@@ -73,51 +73,31 @@ fn seed() -> Vec<Value> {
     objects
 }
 
-/// A workload of `kind` in [`NS`] reading Secret `secret` with `envFrom`.
-fn workload(kind: &str, name: &str, secret: &str) -> Value {
-    Workload::of_kind(kind, name)
-        .namespace(NS)
-        .consuming_secret_via_env_from(secret)
-        .build()
-}
-
+/// A server of this suite, over the emulator, and an HTTP client for it. It dereferences to
+/// the common fixture (the emulator, the audit file).
 struct Fixture {
-    emulator: RunningEmulator,
+    server: common::Fixture,
     url: String,
     admin_url: String,
-    audit_file: PathBuf,
-    _dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<()>>,
     http: HyperClient<HttpConnector, Full<Bytes>>,
 }
 
-fn settings() -> Settings {
-    Settings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        kubeconfig: None,
-        context: None,
-        audit_file: None,
-        restart_enabled: true,
-        scope: Scope::Namespace,
-        server_namespace: NS.parse().unwrap(),
-        admins: Admins {
-            users: vec!["root@x.io".into()],
-            groups: vec!["admins".into()],
-        },
-        access_configmap: "krypton-access".parse().unwrap(),
-        annotation_prefix: "krypton.io".parse().unwrap(),
-        impersonation: false,
-        auth: AuthMode::Session {
-            secret: SessionSecret::new(SECRET.as_bytes().to_vec()),
-            max_age: Duration::from_secs(3600),
-        },
-        allowed_groups: Default::default(),
-        max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
-        token_review: None,
-        oidc: None,
+impl std::ops::Deref for Fixture {
+    type Target = common::Fixture;
+
+    fn deref(&self) -> &common::Fixture {
+        &self.server
     }
+}
+
+/// This suite's settings over the common ones: admins `root@x.io` and group `admins`, and the
+/// server's own identity for every call (tests that need impersonation turn it on).
+fn configure_suite(settings: &mut Settings) {
+    settings.admins = Admins {
+        users: vec!["root@x.io".into()],
+        groups: vec!["admins".into()],
+    };
+    settings.impersonation = false;
 }
 
 /// Everything every test of this binary logs, at debug level, to check for leaks.
@@ -156,35 +136,15 @@ impl Fixture {
 
     async fn start_with(objects: Vec<Value>, configure: impl FnOnce(&mut Settings)) -> Self {
         captured_logs();
-        let TestCluster {
-            emu: emulator,
-            connection,
-            kubeconfig,
-            dir,
-        } = TestCluster::start(objects).await;
-        let audit_file = dir.path().join("audit.log");
-        let mut settings = settings();
-        settings.kubeconfig = Some(kubeconfig.clone());
-        settings.audit_file = Some(audit_file.clone());
-        configure(&mut settings);
-        let audit = AuditSink::with_file(&audit_file).unwrap();
-        let state = Arc::new(AppState::new(settings, connection, audit, Metrics::new()));
-        let bound = BoundServer::bind(state).await.unwrap();
-        let url = format!("http://{}", bound.api_addr().unwrap());
-        let admin_url = format!("http://{}", bound.admin_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(bound.run(async {
-            let _ = stopped.await;
-        }));
-        emulator.clear_requests();
+        let server = common::Fixture::start_seeded(objects, None, |settings| {
+            configure_suite(settings);
+            configure(settings);
+        })
+        .await;
         Self {
-            emulator,
-            url,
-            admin_url,
-            audit_file,
-            _dir: dir,
-            stop: Some(stop),
-            server: Some(server),
+            url: format!("http://{}", server.api),
+            admin_url: format!("http://{}", server.admin),
+            server,
             http: HyperClient::builder(TokioExecutor::new()).build_http(),
         }
     }
@@ -300,29 +260,9 @@ impl Fixture {
         call
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(server) = self.server.take() {
-            let _ = server.await;
-        }
+    async fn stop(self) {
+        self.server.stop().await;
     }
-}
-
-fn token(email: &str, groups: &[&str]) -> String {
-    session::mint(
-        &NewSession {
-            sub: None,
-            email: email.into(),
-            name: None,
-            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
-            ttl: Duration::from_secs(600),
-        },
-        &SessionSecret::new(SECRET.as_bytes().to_vec()),
-        session::now(),
-    )
-    .unwrap()
 }
 
 fn admin() -> String {

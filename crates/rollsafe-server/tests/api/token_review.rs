@@ -2,6 +2,7 @@
 
 use super::*;
 use rollsafe_emulator::Identity;
+use rollsafe_server::session::{self, NewSession, SessionSecret};
 
 const SA: &str = "system:serviceaccount:team-a:ci";
 const SA_TOKEN: &str = "sa-token-for-rollsafe";

@@ -1,4 +1,6 @@
-//! A server over an in-process emulator, and a raw HTTP/1.1 client, for the hardening suites.
+//! The server suites' one fixture module: a server over an in-process emulator, its settings
+//! and session tokens, and a raw HTTP/1.1 client. Every suite (`api`, `hardening`, `fuzz`,
+//! `oidc`, `web`) builds on it.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,10 +10,9 @@ use std::time::Duration;
 
 use rollsafe_emulator::RunningEmulator;
 use rollsafe_server::audit::{AuditSink, Stream};
-use rollsafe_server::config::{Admins, AuthMode, Scope, SessionSecret, Settings};
 use rollsafe_server::metrics::Metrics;
-use rollsafe_server::session::{self, NewSession};
-use rollsafe_server::{AppState, BoundServer};
+use rollsafe_server::session::{self, AuthMode, NewSession, SessionSecret};
+use rollsafe_server::{AppState, BoundServer, Settings};
 use rollsafe_testing::{TestCluster, Workload};
 use serde_json::{Value, json};
 
@@ -52,28 +53,22 @@ pub fn workload(kind: &str, name: &str, secret: &str) -> Value {
         .build()
 }
 
+/// The key of the suites' session tokens.
+pub fn session_secret() -> SessionSecret {
+    SessionSecret::new(SECRET.as_bytes().to_vec())
+}
+
+/// The suites' settings: a server of [`NS`] whose sessions are signed with [`SECRET`], with
+/// the restart flag and impersonation on; everything else at its default.
 pub fn settings() -> Settings {
+    let auth = AuthMode::Session {
+        secret: session_secret(),
+        max_age: Duration::from_secs(3600),
+    };
     Settings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        kubeconfig: None,
-        context: None,
-        audit_file: None,
         restart_enabled: true,
-        scope: Scope::Namespace,
-        server_namespace: NS.parse().unwrap(),
-        admins: Admins::default(),
-        access_configmap: "krypton-access".parse().unwrap(),
-        annotation_prefix: "krypton.io".parse().unwrap(),
         impersonation: true,
-        auth: AuthMode::Session {
-            secret: SessionSecret::new(SECRET.as_bytes().to_vec()),
-            max_age: Duration::from_secs(3600),
-        },
-        allowed_groups: Default::default(),
-        max_concurrent_restarts: rollsafe_server::limits::MAX_CONCURRENT_RUNS,
-        token_review: None,
-        oidc: None,
+        ..Settings::new(NS.parse().unwrap(), auth)
     }
 }
 
@@ -171,7 +166,7 @@ pub fn token(email: &str, groups: &[&str]) -> String {
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
             ttl: Duration::from_secs(600),
         },
-        &SessionSecret::new(SECRET.as_bytes().to_vec()),
+        &session_secret(),
         session::now(),
     )
     .unwrap()
