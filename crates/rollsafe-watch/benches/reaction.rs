@@ -19,7 +19,7 @@ use base64::Engine as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use rollsafe_testing::TestCluster;
+use rollsafe_testing::{TestCluster, Workload};
 use rollsafe_watch::{Controller, ControllerSettings};
 use serde_json::{Value, json};
 
@@ -40,7 +40,10 @@ fn secret(index: usize, value: &str, len: usize) -> Value {
 }
 
 fn deployment(index: usize) -> Value {
-    let mut object = rollsafe_emulator::Handle::sample_deployment(NS, &format!("app-{index:05}"));
+    let mut object = Workload::deployment(&format!("app-{index:05}"))
+        .namespace(NS)
+        .with_replicas()
+        .build();
     object["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "true"});
     object["spec"]["template"]["spec"]["containers"][0]["env"] = json!([
         {"name": "K", "valueFrom": {"secretKeyRef": {"name": format!("s-{:05}", index * STRIDE), "key": "k"}}}

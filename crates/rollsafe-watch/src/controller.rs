@@ -1,6 +1,7 @@
 //! The controller loop: kube's watchers (relist on 410, bookmarks, backoff) feed the caches;
-//! changes schedule debounced evaluations of the workloads they affect; an evaluation decides
-//! and sends at most one JSON Patch, never retried blindly.
+//! changes schedule debounced evaluations of the workloads they affect. An evaluation decides
+//! without I/O ([`crate::outcome`]) and one apply step carries the outcome out: at most one
+//! JSON Patch, never retried blindly, its Event, the counts, a later evaluation, the cache.
 //!
 //! One task owns the caches: it polls every watch stream and the debounce timer in one
 //! `select!`, so there is no lock and events are applied in the order each stream delivers
@@ -19,7 +20,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Resource as _;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, Recorder, Reporter};
 use kube::runtime::watcher;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::workload::WorkloadKind;
@@ -32,11 +33,11 @@ use tracing::{debug, info, warn};
 use crate::annotations::FIELD_MANAGER;
 use crate::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
 use crate::debounce::Debouncer;
-use crate::decision::{self, RollDecision};
 use crate::digest::Fingerprinter;
 use crate::leader::Leadership;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::metrics::{ControllerMetrics, ObjectLabels};
+use crate::outcome::{Announcement, Evaluator, Outcome, Purpose, SkipReason, Write};
 
 /// The default debounce window.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
@@ -48,8 +49,6 @@ pub const DEFAULT_ROLLS_PER_MINUTE: u32 = 60;
 pub const DEFAULT_BURST: u32 = 10;
 /// How long publishing one Event may take.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most object names an Event note lists.
-const MAX_NAMES_IN_NOTE: usize = 10;
 /// The `reportingController` of Events.
 pub const REPORTING_CONTROLLER: &str = "rollsafe.dev/watch";
 
@@ -269,20 +268,19 @@ impl Controller {
     }
 
     fn is_leader(&self) -> bool {
-        self.leader
-            .as_ref()
-            .is_none_or(|leader| leader.remaining(Instant::now()).is_some())
+        self.patch_deadline(Instant::now()).is_some()
     }
 
-    /// How long a patch started now may take: the configured timeout, cut to what remains of
-    /// the Lease; `None`: no patch may be started.
-    fn patch_budget(&self) -> Option<Duration> {
-        match &self.leader {
-            None => Some(self.settings.patch_timeout),
-            Some(leader) => leader
-                .remaining(Instant::now())
-                .map(|left| left.min(self.settings.patch_timeout)),
-        }
+    /// When a patch started at `now` must have ended: the configured timeout, cut to what
+    /// remains of the Lease; `None`: no patch may be started. The one place that reads whether
+    /// this replica may patch.
+    fn patch_deadline(&self, now: Instant) -> Option<Instant> {
+        let timeout = self.settings.patch_timeout;
+        let budget = match &self.leader {
+            None => timeout,
+            Some(leader) => leader.remaining(now)?.min(timeout),
+        };
+        Some(now + budget)
     }
 
     /// A receiver of the published [`Status`].
@@ -598,188 +596,180 @@ impl Controller {
         info!(workloads = keys.len(), "caches synced");
     }
 
+    /// Evaluates one workload and carries out the outcome.
     async fn evaluate(&mut self, key: &WorkloadKey) {
-        let Some(entry) = self.cache.workload(key) else {
-            return;
-        };
-        let Some(digest) = self.cache.record(key, &self.settings.fingerprinter) else {
-            return;
-        };
-        self.count(|s| s.evaluations += 1);
-        let decision = decision::decide(&entry.facts, &digest);
-        let reason = match decision {
-            RollDecision::NotWatched => Some("not_watched"),
-            RollDecision::Halted => Some("halted"),
-            RollDecision::Unchanged => Some("unchanged"),
-            RollDecision::Adopt { .. } | RollDecision::Roll { .. } => None,
-        };
-        if let Some(reason) = reason {
-            self.metrics.skip(reason);
-            // Nothing to roll for now: the changes seen so far are not this workload's news.
-            self.first_change.remove(key);
-            self.changed.remove(key);
-        }
-        if let Some(code) = entry.opt_in_error {
-            debug!(workload = %key, code, "rollsafe.dev/watch not understood; not watched");
-        }
-        if matches!(decision, RollDecision::Roll { .. }) && !self.cache.sources_present(key) {
-            info!(workload = %key, "roll withheld: a consumed object does not exist");
-            self.count(|s| s.withheld += 1);
-            self.metrics.skip("source_missing");
-            return;
-        }
-        let Some(plan) = entry.plan.as_ref() else {
-            if matches!(
-                decision,
-                RollDecision::Adopt { .. } | RollDecision::Roll { .. }
-            ) {
-                warn!(workload = %key, "workload cannot be patched (uid, resourceVersion or template missing)");
-                self.metrics.skip("unpatchable");
-            }
-            return;
-        };
-        let Some(document) = plan.document(&decision) else {
-            debug!(workload = %key, decision = decision.as_str(), "nothing to write");
-            return;
-        };
-        let halt = plan.halt_document(&format!(
-            "flapping: {} rolls within {}s; remove this annotation to resume",
-            self.flap.limit().rolls,
-            self.flap.limit().window.as_secs()
-        ));
-        if self.settings.dry_run {
-            info!(workload = %key, decision = decision.as_str(), "dry run: patch not sent");
-            self.count(|s| s.dry_run += 1);
-            self.metrics.roll(key.kind.as_str(), "dry_run");
-            return;
-        }
-        if !self.is_leader() {
-            debug!(workload = %key, decision = decision.as_str(), "not the leader: patch not sent");
-            self.metrics.skip("not_leader");
-            return;
-        }
         let now = Instant::now();
-        if let RollDecision::Roll { .. } = decision {
-            if self.flap.would_flap(key, now) {
-                self.halt(key, halt).await;
-                return;
-            }
-            if let Err(wait) = self.bucket.take(now) {
-                debug!(workload = %key, wait_ms = wait.as_millis(), "roll postponed by the global rate limit");
-                self.count(|s| s.rate_limited += 1);
-                self.metrics.skip("rate_limited");
-                self.debouncer.schedule(key, now, wait);
-                return;
-            }
+        let deadline = self.patch_deadline(now);
+        let evaluator = Evaluator {
+            cache: &self.cache,
+            fingerprinter: &self.settings.fingerprinter,
+            changed: &self.changed,
+            dry_run: self.settings.dry_run,
+            deadline,
+            retry_after: FAILURE_RECHECK.max(self.settings.debounce),
+            flap: &mut self.flap,
+            bucket: &mut self.bucket,
+        };
+        if let Some(outcome) = evaluator.evaluate(key, now) {
+            self.apply(key, outcome, now).await;
         }
-        let Some(object) = self.send(key, document).await else {
+    }
+
+    /// Carries out an evaluation's outcome: the one step that sends, publishes, counts,
+    /// reschedules and updates the cache.
+    async fn apply(&mut self, key: &WorkloadKey, outcome: Outcome, now: Instant) {
+        self.count(|s| s.evaluations += 1);
+        let requeue = match outcome {
+            Outcome::Skip { reason, requeue } => {
+                self.skipped(key, reason, requeue);
+                requeue
+            }
+            Outcome::DryRun { decision } => {
+                info!(workload = %key, decision, "dry run: patch not sent");
+                self.metrics.roll(key.kind.as_str(), "dry_run");
+                self.count(|s| s.dry_run += 1);
+                None
+            }
+            Outcome::Patch(write) => self.write(key, *write, now).await,
+        };
+        if let Some(after) = requeue {
+            self.debouncer.schedule(key, Instant::now(), after);
+        }
+    }
+
+    /// Logs and counts an evaluation that writes nothing.
+    fn skipped(
+        &mut self,
+        key: &WorkloadKey,
+        reason: Option<SkipReason>,
+        requeue: Option<Duration>,
+    ) {
+        let Some(reason) = reason else {
+            debug!(workload = %key, "nothing to write");
             return;
         };
-        info!(workload = %key, decision = decision.as_str(), "patched");
-        match &decision {
-            RollDecision::Adopt { .. } => {
-                // The record now covers what was seen so far (the first list included).
-                self.first_change.remove(key);
-                self.changed.remove(key);
-                self.count(|s| s.adoptions += 1);
-                self.metrics.roll(key.kind.as_str(), "adopted");
+        self.metrics.skip(reason.as_str());
+        match reason {
+            SkipReason::NotWatched {
+                opt_in_error: Some(code),
+            } => debug!(workload = %key, code, "rollsafe.dev/watch not understood; not watched"),
+            SkipReason::SourceMissing => {
+                info!(workload = %key, "roll withheld: a consumed object does not exist");
+                self.count(|s| s.withheld += 1);
             }
-            RollDecision::Roll { deferred, .. } => {
-                self.flap.rolled(key, now);
-                if let Some(first) = self.first_change.remove(key) {
-                    self.metrics.reaction.observe(first.elapsed().as_secs_f64());
-                }
-                let result = if deferred.is_some() {
-                    "deferred"
-                } else {
-                    "rolled"
-                };
-                self.metrics.roll(key.kind.as_str(), result);
-                let changed = self.changed.remove(key).unwrap_or_default();
-                let names = names(&changed);
-                match deferred {
-                    None => {
-                        self.count(|s| s.rolls += 1);
-                        let note = if names.is_empty() {
-                            "Rolled: what it consumes changed while rollsafe was not watching"
-                                .to_owned()
-                        } else {
-                            format!("Rolled for changes to {names}")
-                        };
-                        self.event(&object, key, EventType::Normal, "Rolled", "Roll", note)
-                            .await;
-                    }
-                    Some(deferral) => {
-                        self.count(|s| {
-                            s.rolls += 1;
-                            s.deferred += 1;
-                        });
-                        let why = deferral.reason();
-                        let note = format!(
-                            "Pod template updated{} but pods do not roll now: {why}",
-                            if names.is_empty() {
-                                String::new()
-                            } else {
-                                format!(" for changes to {names}")
-                            }
-                        );
-                        self.event(
-                            &object,
-                            key,
-                            EventType::Warning,
-                            "RolloutDeferred",
-                            "Roll",
-                            note,
-                        )
-                        .await;
-                    }
-                }
+            SkipReason::Unpatchable => {
+                warn!(workload = %key, "workload cannot be patched (uid, resourceVersion or template missing)");
             }
-            _ => {}
+            SkipReason::NotLeader => debug!(workload = %key, "not the leader: patch not sent"),
+            SkipReason::RateLimited => {
+                let wait_ms = requeue.unwrap_or_default().as_millis();
+                debug!(workload = %key, wait_ms, "roll postponed by the global rate limit");
+                self.count(|s| s.rate_limited += 1);
+            }
+            SkipReason::NotWatched { opt_in_error: None }
+            | SkipReason::Halted
+            | SkipReason::Unchanged => {}
+        }
+        if reason.settles() {
+            self.forget_changes(key);
+        }
+    }
+
+    /// Sends the patch once; once it is acknowledged, counts it, publishes its Event and takes
+    /// the acknowledged object into the cache. Returns when to evaluate again: after a failure
+    /// other than a conflict (a 409/422 waits for the next observed state, never resent).
+    async fn write(&mut self, key: &WorkloadKey, write: Write, now: Instant) -> Option<Duration> {
+        let Write {
+            document,
+            purpose,
+            deadline,
+            event,
+            retry_after,
+        } = write;
+        let object = match self.send(key, document, deadline).await {
+            Ok(object) => object,
+            Err(Unsent::Refused(code)) => {
+                // Someone else changed the workload (or replaced it). Its next observed state
+                // schedules a fresh evaluation.
+                info!(workload = %key, code, "patch refused by a concurrent change; waiting for the next observed state");
+                self.metrics.roll(key.kind.as_str(), "conflict");
+                self.count(|s| s.conflicts += 1);
+                return None;
+            }
+            Err(Unsent::Failed(code)) => {
+                warn!(workload = %key, code, "patch failed; re-evaluating later from the cache");
+                self.metrics.roll(key.kind.as_str(), "failed");
+                self.count(|s| s.failures += 1);
+                return Some(retry_after);
+            }
+            Err(Unsent::TimedOut) => {
+                warn!(workload = %key, "patch timed out; re-evaluating later from the cache");
+                self.metrics.roll(key.kind.as_str(), "failed");
+                self.count(|s| s.failures += 1);
+                return Some(retry_after);
+            }
+        };
+        self.acknowledged(key, purpose, now);
+        if let Some(event) = event {
+            self.announce(&object, key, event).await;
         }
         // The acknowledged object is an observed state: evaluations before its watch event
         // arrives see the new resourceVersion and record.
         if let Some((key, entry)) = workload(key.kind, &object, self.settings.all) {
             self.cache.apply_workload(key, entry);
         }
+        None
     }
 
-    /// Records the halt on the workload and says so in a Warning Event.
-    async fn halt(&mut self, key: &WorkloadKey, document: Option<json_patch::Patch>) {
-        let Some(document) = document else {
-            return;
-        };
-        let Some(object) = self.send(key, document).await else {
-            return;
-        };
-        warn!(workload = %key, "halted by the flap stop");
-        self.flap.forget(key);
-        self.changed.remove(key);
-        self.count(|s| s.halts += 1);
-        self.metrics.halts.inc();
-        self.metrics.roll(key.kind.as_str(), "halted");
-        self.first_change.remove(key);
-        let limit = self.flap.limit();
-        let note = format!(
-            "Not rolled: it was rolled {} times within {}s. Remove the rollsafe.dev/halted annotation to resume",
-            limit.rolls,
-            limit.window.as_secs()
-        );
-        self.event(&object, key, EventType::Warning, "Halted", "Halt", note)
-            .await;
-        if let Some((key, entry)) = workload(key.kind, &object, self.settings.all) {
-            self.cache.apply_workload(key, entry);
+    /// Counts an acknowledged patch (the metrics first: whoever waits on the status reads
+    /// them complete) and updates what the brakes and the Events remember.
+    fn acknowledged(&mut self, key: &WorkloadKey, purpose: Purpose, now: Instant) {
+        match purpose {
+            Purpose::Halt => warn!(workload = %key, "halted by the flap stop"),
+            _ => info!(workload = %key, decision = purpose.as_str(), "patched"),
+        }
+        self.metrics.roll(key.kind.as_str(), purpose.result());
+        match purpose {
+            Purpose::Adopt => {
+                // The record now covers what was seen so far (the first list included).
+                self.forget_changes(key);
+                self.count(|s| s.adoptions += 1);
+            }
+            Purpose::Roll { deferred } => {
+                self.flap.rolled(key, now);
+                if let Some(first) = self.first_change.remove(key) {
+                    self.metrics.reaction.observe(first.elapsed().as_secs_f64());
+                }
+                self.changed.remove(key);
+                self.count(|s| {
+                    s.rolls += 1;
+                    if deferred.is_some() {
+                        s.deferred += 1;
+                    }
+                });
+            }
+            Purpose::Halt => {
+                self.flap.forget(key);
+                self.forget_changes(key);
+                self.metrics.halts.inc();
+                self.count(|s| s.halts += 1);
+            }
         }
     }
 
-    /// Sends one patch, once. `None` when it was not acknowledged: a 409/422 waits for the
-    /// next observed state (never resent); other failures schedule a re-evaluation from the
-    /// cache.
+    /// Forgets the changes a workload has not rolled for (they are not its news any more).
+    fn forget_changes(&mut self, key: &WorkloadKey) {
+        self.first_change.remove(key);
+        self.changed.remove(key);
+    }
+
+    /// Sends one patch, once, to end by `deadline`.
     async fn send(
-        &mut self,
+        &self,
         key: &WorkloadKey,
         document: json_patch::Patch,
-    ) -> Option<DynamicObject> {
+        deadline: Instant,
+    ) -> Result<DynamicObject, Unsent> {
         let resource = workload_resource(key.kind);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
@@ -787,67 +777,33 @@ impl Controller {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        // The patch must end while the Lease is surely held, or not start.
-        let Some(budget) = self.patch_budget() else {
-            debug!(workload = %key, "the lease is not confirmed: patch not sent");
-            self.metrics.skip("not_leader");
-            return None;
-        };
-        let sent = tokio::time::timeout(
-            budget,
+        let sent = tokio::time::timeout_at(
+            deadline,
             api.patch(&key.name, &params, &Patch::Json::<()>(document)),
         )
         .await;
         match sent {
-            Ok(Ok(object)) => Some(object),
+            Ok(Ok(object)) => Ok(object),
             Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
-                // Someone else changed the workload (or replaced it): never resent. Its next
-                // observed state schedules a fresh evaluation.
-                info!(workload = %key, code = status.code, "patch refused by a concurrent change; waiting for the next observed state");
-                self.count(|s| s.conflicts += 1);
-                self.metrics.roll(key.kind.as_str(), "conflict");
-                None
+                Err(Unsent::Refused(status.code))
             }
-            Ok(Err(error)) => {
-                let code = match &error {
-                    kube::Error::Api(status) => status.code,
-                    _ => 0,
-                };
-                warn!(workload = %key, code, "patch failed; re-evaluating later from the cache");
-                self.count(|s| s.failures += 1);
-                self.metrics.roll(key.kind.as_str(), "failed");
-                self.debouncer.schedule(
-                    key,
-                    Instant::now(),
-                    FAILURE_RECHECK.max(self.settings.debounce),
-                );
-                None
-            }
-            Err(_) => {
-                warn!(workload = %key, "patch timed out; re-evaluating later from the cache");
-                self.count(|s| s.failures += 1);
-                self.metrics.roll(key.kind.as_str(), "failed");
-                self.debouncer.schedule(
-                    key,
-                    Instant::now(),
-                    FAILURE_RECHECK.max(self.settings.debounce),
-                );
-                None
-            }
+            Ok(Err(error)) => Err(Unsent::Failed(match &error {
+                kube::Error::Api(status) => status.code,
+                _ => 0,
+            })),
+            Err(_) => Err(Unsent::TimedOut),
         }
     }
 
     /// Publishes one Event on the workload; a failure is logged and counted, never retried.
-    async fn event(
-        &self,
-        object: &DynamicObject,
-        key: &WorkloadKey,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
+    async fn announce(&self, object: &DynamicObject, key: &WorkloadKey, event: Announcement) {
         let reference = object.object_ref(&workload_resource(key.kind));
+        let Announcement {
+            type_,
+            reason,
+            action,
+            note,
+        } = event;
         let event = Event {
             type_,
             reason: reason.to_owned(),
@@ -865,17 +821,14 @@ impl Controller {
     }
 }
 
-/// `Secret/db, ConfigMap/settings`, at most [`MAX_NAMES_IN_NOTE`] names, then a count.
-fn names(changed: &BTreeSet<SourceKey>) -> String {
-    let mut listed: Vec<String> = changed
-        .iter()
-        .take(MAX_NAMES_IN_NOTE)
-        .map(|key| format!("{}/{}", key.kind.as_str(), key.name))
-        .collect();
-    if changed.len() > MAX_NAMES_IN_NOTE {
-        listed.push(format!("and {} more", changed.len() - MAX_NAMES_IN_NOTE));
-    }
-    listed.join(", ")
+/// Why a patch was not acknowledged.
+enum Unsent {
+    /// 409 or 422: a concurrent change.
+    Refused(u16),
+    /// Another failure (the HTTP status, or 0).
+    Failed(u16),
+    /// It did not end by its deadline.
+    TimedOut,
 }
 
 /// The next leadership state; `None` when the lease task has ended.

@@ -5,9 +5,10 @@
 //! objects a pod template consumes, on top of the core's reference extraction), [`digest`] (the
 //! content-addressed digest), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
 //! patch), [`cache`] (digests and references, never data), [`debounce`] and [`limits`] (per
-//! workload coalescing, the global token bucket, the flap stop), [`controller`] (kube's
-//! watchers, decisions, patches, Events), [`leader`] (the Lease), [`metrics`] and [`admin`]
-//! (the admin listener). See docs/watch.md.
+//! workload coalescing, the global token bucket, the flap stop), [`outcome`] (one evaluation,
+//! decided without I/O: what to write, count, reschedule and announce), [`controller`] (kube's
+//! watchers, and the one step that carries an outcome out: patches, Events), [`leader`] (the
+//! Lease), [`metrics`] and [`admin`] (the admin listener). See docs/watch.md.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -22,6 +23,7 @@ pub mod digest;
 pub mod leader;
 pub mod limits;
 pub mod metrics;
+pub mod outcome;
 
 pub use controller::{Controller, ControllerError, ControllerSettings, Status};
 pub use digest::Fingerprinter;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
 use rollsafe_kube::Connection;
-use rollsafe_testing::TestCluster;
+use rollsafe_testing::{TestCluster, Workload};
 use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter, Status};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
@@ -145,7 +145,10 @@ fn config_map(name: &str, data: &[(&str, &str)]) -> Value {
 
 /// A Deployment opted in with `watch`, its container reading `env` and `env_from`.
 fn deployment(name: &str, watch: &str, env: Value, env_from: Value) -> Value {
-    let mut object = rollsafe_emulator::Handle::sample_deployment(NS, name);
+    let mut object = Workload::deployment(name)
+        .namespace(NS)
+        .with_replicas()
+        .build();
     object["metadata"]["annotations"] = json!({"rollsafe.dev/watch": watch});
     object["spec"]["template"]["spec"]["containers"][0]["env"] = env;
     object["spec"]["template"]["spec"]["containers"][0]["envFrom"] = env_from;

@@ -24,6 +24,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use rollsafe_core::render::{self, RenderSettings, dump, hash};
+
+/// The command's threading of the default-mode pipeline.
+#[path = "../src/render/threads.rs"]
+mod threads;
 use rollsafe_manifest::{Manifest, ManifestSet};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -123,16 +127,15 @@ fn measure_interleaved<const N: usize>(mut runs: [&mut dyn FnMut(); N]) -> [Dura
 }
 
 /// The command's pipeline: parse the inputs into a set, render it, write it back (in default
-/// mode through `render::pipeline`, as the command does): the stream's pieces in default mode,
-/// its documents in referenced mode.
+/// mode through `render::pipeline`, threaded as the command does): the stream's pieces in
+/// default mode, its documents in referenced mode.
 fn render_stream(text: &str, previous: Option<&str>, settings: &RenderSettings) -> Vec<String> {
     let mut set = ManifestSet::new();
     set.read_input("<bench>", text.as_bytes(), u64::MAX)
         .expect("generated stream parses");
     if !settings.referenced_config_rollout {
         // As the command does: the hash beside the writing.
-        return render::pipeline::render_default(set, settings.workload_type)
-            .expect("render succeeds");
+        return threads::render_default(set, settings.workload_type).expect("render succeeds");
     }
     let previous = previous.map(|p| {
         let mut previous = ManifestSet::new();

@@ -3,7 +3,7 @@
 //! variable.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,24 +119,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         lease_namespace,
         lease_name,
     } = args;
-    // The Lease identity and the Events' reporting instance: --instance, else the pod's host
-    // name, else a random one.
-    let identity = instance
-        .clone()
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
-        .unwrap_or_else(|| format!("rollsafe-watch-{}", uuid::Uuid::new_v4()));
-    let fingerprinter = match &fingerprint_key_file {
-        Some(path) => Fingerprinter::from_key_file(path)
-            .with_context(|| format!("cannot use the fingerprint key file {}", path.display()))?,
-        None => Fingerprinter::unkeyed(),
-    };
+    let lease = leader_elect.then(|| Lease {
+        namespace: lease_namespace,
+        name: lease_name,
+        identity: identity(instance.clone()),
+    });
     let settings = ControllerSettings {
         namespaces,
         selector,
         all,
         debounce,
         dry_run,
-        fingerprinter,
+        fingerprinter: fingerprinter(fingerprint_key_file.as_deref())?,
         max_rolls_per_minute,
         burst,
         flap_limit,
@@ -150,55 +144,110 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         as_group: Vec::new(),
         namespace: None,
     };
-    process::runtime()?.block_on(async {
-        let connection = kube.connect().await?;
-        let metrics = ControllerMetrics::default();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
-        let mut controller =
-            Controller::new(connection.client(None), settings).with_metrics(metrics);
-        let election = if leader_elect {
-            let lease = LeaseSettings {
-                namespace: lease_namespace
-                    .unwrap_or_else(|| connection.default_namespace().to_owned()),
-                name: lease_name,
-                identity,
-                duration_seconds: LEASE_DURATION_SECONDS,
-                grace_seconds: LEASE_GRACE_SECONDS,
-            };
-            let election = leader::elect(connection.client(None), &lease)
-                .await
-                .context("cannot start the leader election")?;
-            info!(lease = %lease.name, namespace = %lease.namespace, "competing for the lease");
-            controller = controller.with_leadership(election.leader.clone());
-            Some(election)
-        } else {
-            None
-        };
-        let listener = tokio::net::TcpListener::bind(admin_listen)
-            .await
-            .with_context(|| format!("cannot listen on {admin_listen}"))?;
-        info!(admin = %admin_listen, "serving /metrics, /healthz and /readyz");
-        let admin = tokio::spawn(admin::serve(
-            listener,
-            Arc::new(registry),
-            controller.status(),
-            std::future::pending(),
-        ));
-        let result = controller
-            .run(shutdown_on_signal())
-            .await
-            .context("the controller stopped");
-        admin.abort();
-        // Dropping the receivers makes the lease task release the Lease.
-        if let Some(election) = election {
-            let leader::Election { leader, task } = election;
-            drop(leader);
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
-        }
-        result?;
-        Ok(ExitCode::SUCCESS)
-    })
+    process::runtime()?.block_on(watch(kube, settings, lease, admin_listen))
+}
+
+/// The Lease `--leader-elect` competes for.
+struct Lease {
+    /// `--lease-namespace`; default: the connection's namespace.
+    namespace: Option<String>,
+    name: String,
+    /// This replica's identity.
+    identity: String,
+}
+
+/// The Lease identity and the Events' reporting instance: --instance, else the pod's host
+/// name, else a random one.
+fn identity(instance: Option<String>) -> String {
+    instance
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .unwrap_or_else(|| format!("rollsafe-watch-{}", uuid::Uuid::new_v4()))
+}
+
+fn fingerprinter(key_file: Option<&Path>) -> anyhow::Result<Fingerprinter> {
+    match key_file {
+        Some(path) => Fingerprinter::from_key_file(path)
+            .with_context(|| format!("cannot use the fingerprint key file {}", path.display())),
+        None => Ok(Fingerprinter::unkeyed()),
+    }
+}
+
+/// Connects, competes for the Lease when asked, serves the admin listener and runs the
+/// controller until a signal; then releases the Lease.
+async fn watch(
+    kube: KubeArgs,
+    settings: ControllerSettings,
+    lease: Option<Lease>,
+    admin_listen: SocketAddr,
+) -> anyhow::Result<ExitCode> {
+    let connection = kube.connect().await?;
+    let metrics = ControllerMetrics::default();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let mut controller = Controller::new(connection.client(None), settings).with_metrics(metrics);
+    let election = match lease {
+        Some(lease) => Some(elect(&connection, lease).await?),
+        None => None,
+    };
+    if let Some(election) = &election {
+        controller = controller.with_leadership(election.leader.clone());
+    }
+    let admin = serve_admin(admin_listen, registry, controller.status()).await?;
+    let result = controller
+        .run(shutdown_on_signal())
+        .await
+        .context("the controller stopped");
+    admin.abort();
+    release(election).await;
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts competing for `lease` (created when missing).
+async fn elect(
+    connection: &rollsafe_kube::Connection,
+    lease: Lease,
+) -> anyhow::Result<leader::Election> {
+    let lease = LeaseSettings {
+        namespace: lease
+            .namespace
+            .unwrap_or_else(|| connection.default_namespace().to_owned()),
+        name: lease.name,
+        identity: lease.identity,
+        duration_seconds: LEASE_DURATION_SECONDS,
+        grace_seconds: LEASE_GRACE_SECONDS,
+    };
+    let election = leader::elect(connection.client(None), &lease)
+        .await
+        .context("cannot start the leader election")?;
+    info!(lease = %lease.name, namespace = %lease.namespace, "competing for the lease");
+    Ok(election)
+}
+
+/// Serves /metrics, /healthz and /readyz on `listen` until aborted.
+async fn serve_admin(
+    listen: SocketAddr,
+    registry: Registry,
+    status: tokio::sync::watch::Receiver<rollsafe_watch::Status>,
+) -> anyhow::Result<tokio::task::JoinHandle<std::io::Result<()>>> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    info!(admin = %listen, "serving /metrics, /healthz and /readyz");
+    Ok(tokio::spawn(admin::serve(
+        listener,
+        Arc::new(registry),
+        status,
+        std::future::pending(),
+    )))
+}
+
+/// Dropping the receivers makes the lease task release the Lease; waits for it a while.
+async fn release(election: Option<leader::Election>) {
+    if let Some(leader::Election { leader, task }) = election {
+        drop(leader);
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
 }
 
 async fn shutdown_on_signal() {
@@ -207,7 +256,6 @@ async fn shutdown_on_signal() {
     }
 }
 
-/// `500ms`, `2s`, `1m`, or a bare number of seconds.
 /// The debounce window, in the one duration format (`rollsafe_core::duration`); at most 1 h.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration = rollsafe_core::duration::parse(text).map_err(|error| error.to_string())?;

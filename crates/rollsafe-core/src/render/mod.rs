@@ -4,7 +4,8 @@
 //! Pure: the input is the list of rendered objects (plus, for referenced-config rollout, the
 //! previous copies of the workloads, and [`RenderSettings`]); the output is a list of [`Update`]s —
 //! annotations to set or remove — or a [`RenderError`] naming the resource. [`render`] plans and
-//! applies in one step; [`pipeline`] renders and writes a whole manifest set in default mode.
+//! applies in one step; [`pipeline`] gives the pieces of a default-mode render and write of a
+//! whole manifest set (the threads are the caller's choice).
 //!
 //! # Default mode
 //!
@@ -386,9 +387,9 @@ pub fn workloads(objects: &[&Value], settings: &RenderSettings) -> Vec<usize> {
 /// written unless the whole plan succeeds and every update can be written.
 ///
 /// The command line, the benchmark and the tests call it with the flattened objects of their
-/// inputs in referenced-config mode; in default mode they run [`pipeline::render_default`],
-/// which takes the same plan's steps ([`DefaultPlan`]) with the hash beside the writing, and
-/// whose output the property tests hold to this function's.
+/// inputs in referenced-config mode; in default mode they run [`pipeline`], which takes the
+/// same plan's steps ([`DefaultPlan`]) with the hash beside the writing and the same
+/// [`apply_all`], and whose output the property tests hold to this function's.
 pub fn render(
     objects: &mut [&mut Value],
     previous: Option<&[&Value]>,
@@ -402,16 +403,38 @@ pub fn render(
     Ok(updates)
 }
 
-/// Writes planned updates on the objects they were planned for (`objects` in the order given
-/// to [`plan`]). Every update is checked before any is written.
-pub fn apply_all(updates: &[Update], objects: &mut [&mut Value]) -> Result<(), RenderError> {
+/// The objects a plan was made for, by their index in it: a slice of them, or objects kept
+/// elsewhere (the documents of [`pipeline::Walk`]).
+pub trait IndexedObjects {
+    /// The object at `index`, if any.
+    fn object(&self, index: usize) -> Option<&Value>;
+    /// The object at `index`, to write on.
+    fn object_mut(&mut self, index: usize) -> Option<&mut Value>;
+}
+
+impl IndexedObjects for [&mut Value] {
+    fn object(&self, index: usize) -> Option<&Value> {
+        self.get(index).map(|object| &**object)
+    }
+
+    fn object_mut(&mut self, index: usize) -> Option<&mut Value> {
+        self.get_mut(index).map(|object| &mut **object)
+    }
+}
+
+/// Writes planned updates on the objects they were planned for (by their index in the
+/// objects given to [`plan`]). Every update is checked before any is written.
+pub fn apply_all<O>(updates: &[Update], objects: &mut O) -> Result<(), RenderError>
+where
+    O: IndexedObjects + ?Sized,
+{
     for update in updates {
-        if let Some(object) = objects.get(update.index) {
+        if let Some(object) = objects.object(update.index) {
             update.check(object)?;
         }
     }
     for update in updates {
-        if let Some(object) = objects.get_mut(update.index) {
+        if let Some(object) = objects.object_mut(update.index) {
             update.apply(object)?;
         }
     }

@@ -3,22 +3,28 @@
 //!
 //! Each group's hash covers nearly every object, in sorted order, as one FNV-1a chain: a serial
 //! byte loop that upstream compatibility forbids splitting. What does not need it is writing
-//! back every document that holds no workload. So a second thread owns the documents and walks
-//! the hash order; as soon as it has hashed the last object of a document, it hands that
-//! document back to this thread, which writes and drops it. The hash costs wall time only where
-//! it is longer than the writing, and, as with [`ManifestSet::into_yaml_documents`], the parsed
-//! set and its output are never both held whole. The documents that hold a workload stay with the hashing
-//! thread, which applies the updates to them and writes them while the others are still being
-//! written. On one core the same walk writes each document as it hands it over.
+//! back every document that holds no workload. So the render comes in pieces a caller
+//! composes: [`prepare`] plans (the same [`DefaultPlan`] as [`super::plan`]'s) and returns the
+//! set's [`Layout`] and the [`Walk`] over the hash order, which owns the documents; as soon as
+//! the walk has hashed the last object of a document that holds no workload, it hands that
+//! document to its caller, whose [`Output`] writes and drops it. The walk then checks and
+//! applies the updates to the documents left, which hold the workloads, with
+//! [`super::apply_all`] (the one check-then-apply step), and writes them. As with
+//! [`ManifestSet::into_yaml_documents`], the parsed set and its output are never both held
+//! whole.
 //!
-//! The plan is [`DefaultPlan`], the same as [`super::plan`]'s: only who waits for whom differs.
+//! Nothing here starts a thread. [`render_default`] runs the walk on the calling thread,
+//! writing each document as it is handed over; `rollsafe render` runs the walk on a second
+//! thread when there is a core for it, so that the hash costs wall time only where it is
+//! longer than the writing, and writes the handed documents on the thread that parsed them.
 
-use std::sync::mpsc;
+use std::ops::ControlFlow;
 
 use rollsafe_manifest::{Document, InputError, ManifestSet, Origin, Position};
+use serde_json::Value;
 use thiserror::Error;
 
-use super::{DefaultPlan, RenderError, RenderSettings, WorkloadType};
+use super::{DefaultPlan, IndexedObjects, RenderError, RenderSettings, WorkloadType};
 
 /// Why a set could not be rendered and written.
 #[derive(Debug, Error)]
@@ -36,35 +42,30 @@ pub enum SetError {
     Write(#[from] InputError),
 }
 
-/// Renders `set` in default mode and writes it back: the stream [`ManifestSet::into_yaml`]
-/// writes after [`super::render`], as pieces to be written in order (see
-/// [`Document::write_pieces`]). Nothing is returned unless everything succeeded.
+/// Renders `set` in default mode and writes it back on this thread: the stream
+/// [`ManifestSet::into_yaml`] writes after [`super::render`], as pieces to be written in order
+/// (see [`Document::write_pieces`]). Nothing is returned unless everything succeeded.
 pub fn render_default(
     set: ManifestSet,
     workload_type: Option<WorkloadType>,
 ) -> Result<Vec<String>, SetError> {
-    // A second thread only helps beside another core.
-    let threads = match std::thread::available_parallelism() {
-        Ok(cores) if cores.get() > 1 => Threads::Two,
-        _ => Threads::One,
-    };
-    render_with(set, workload_type, threads)
+    let (layout, walk) = prepare(set, workload_type)?;
+    let mut output = Output::new(&layout);
+    let late = walk.run(&layout, |index, document| {
+        // After a failure the walk goes on (it reports its own first error); nothing more
+        // is written.
+        let _ = output.write(index, document);
+    });
+    output.finish(late)
 }
 
-/// Whether the hash gets a thread of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Threads {
-    /// A second thread hashes while this one writes.
-    Two,
-    /// This thread hashes and writes.
-    One,
-}
-
-fn render_with(
+/// Takes `set` apart and plans its default-mode render: where each object is and when each
+/// document can be written ([`Layout`]), and the walk that hashes and applies ([`Walk`]).
+/// Fails as [`super::render`] does, naming the object's input and document.
+pub fn prepare(
     set: ManifestSet,
     workload_type: Option<WorkloadType>,
-    threads: Threads,
-) -> Result<Vec<String>, SetError> {
+) -> Result<(Layout, Walk), SetError> {
     let settings = RenderSettings {
         workload_type,
         ..RenderSettings::default()
@@ -84,155 +85,60 @@ fn render_with(
         DefaultPlan::new(&objects, &settings)
             .map_err(|error| render_error(&labels, &inputs, &places, error))?
     };
-    let count = documents.len();
-    // A document is handed over once the hash has passed its last object; one without hashed
-    // objects at once; one with a workload stays with the hasher, which writes it last.
-    let mut last_hashed: Vec<Option<usize>> = vec![None; count];
-    for (position, entry) in plan.order().iter().enumerate() {
-        last_hashed[places[entry.index].0] = Some(position);
-    }
-    let mut kept = vec![false; count];
-    for index in plan.workloads() {
-        kept[places[index].0] = true;
-    }
-    let context = Context {
-        labels: &labels,
-        inputs: &inputs,
-        places: &places,
-        kept: &kept,
-        last_hashed: &last_hashed,
-    };
-    let documents: Vec<Option<Document>> = documents.into_iter().map(|(_, d)| Some(d)).collect();
-    // A second thread hashes; this one writes each document handed over (see the module
-    // documentation).
-    let mut outputs: Vec<Vec<String>> = vec![Vec::new(); count];
-    let (late, written) = match threads {
-        Threads::Two => std::thread::scope(|scope| {
-            let (hand_over, handed) = mpsc::channel::<(usize, Document)>();
-            let context = &context;
-            // The documents were parsed on this thread, so they are freed here too: the pieces
-            // written from them then take the space they leave (an allocator keeps a heap per
-            // thread).
-            let hasher = scope.spawn(move || {
-                // A closed channel means the writer failed: hashing on costs no more than this.
-                context.walk(plan, documents, |index, document| {
-                    let _ = hand_over.send((index, document));
-                })
-            });
-            let mut written = Vec::new();
-            let mut failed = None;
-            for (index, document) in handed {
-                match context.write(index, document) {
-                    Ok(done) => written.push(done),
-                    Err(error) => {
-                        failed = Some(error);
-                        break;
-                    }
-                }
-            }
-            let late = hasher
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (late, failed.map_or(Ok(written), Err))
-        }),
-        // The same walk, each document written as it is handed over.
-        Threads::One => {
-            let mut written = Ok(Vec::new());
-            let late = context.walk(plan, documents, |index, document| {
-                if let Ok(done) = &mut written {
-                    match context.write(index, document) {
-                        Ok(piece) => done.push(piece),
-                        Err(error) => written = Err(error),
-                    }
-                }
-            });
-            (late, written)
-        }
-    };
-    for (index, pieces) in written? {
-        outputs[index] = pieces;
-    }
-    for (index, pieces) in late? {
-        outputs[index] = pieces;
-    }
-    let mut stream = Vec::with_capacity(outputs.iter().map(Vec::len).sum::<usize>() + count);
-    for pieces in outputs.into_iter().filter(|pieces| !pieces.is_empty()) {
-        if !stream.is_empty() {
-            stream.push(DOCUMENT_MARKER.to_owned());
-        }
-        stream.extend(pieces);
-    }
-    Ok(stream)
+    let layout = Layout::new(labels, inputs, places, &plan);
+    let documents = documents.into_iter().map(|(_, d)| Some(d)).collect();
+    Ok((layout, Walk { plan, documents }))
 }
 
-/// What the walk over the hash order needs to know of the set.
-struct Context<'a> {
-    labels: &'a [String],
+/// Where the objects of a set are, and when each document can be written.
+#[derive(Debug)]
+pub struct Layout {
+    labels: Vec<String>,
     /// Per document, the index of its input's label.
-    inputs: &'a [usize],
+    inputs: Vec<usize>,
     /// Per object, its document and where it is in it.
-    places: &'a [(usize, Position)],
+    places: Vec<(usize, Position)>,
     /// Per document, whether it holds a workload (and waits for the updates).
-    kept: &'a [bool],
+    kept: Vec<bool>,
     /// Per document, the position in the hash order of its last hashed object.
-    last_hashed: &'a [Option<usize>],
+    last_hashed: Vec<Option<usize>>,
 }
 
-impl Context<'_> {
-    /// Hashes the objects of `plan`'s order, handing each document that holds no workload to
-    /// `hand` once its last object is hashed (those with none at once); then checks and applies
-    /// the updates to the documents left, which hold the workloads, and writes them.
-    fn walk(
-        &self,
-        plan: DefaultPlan,
-        mut documents: Vec<Option<Document>>,
-        mut hand: impl FnMut(usize, Document),
-    ) -> Result<Vec<(usize, Vec<String>)>, SetError> {
-        let mut give = |index: usize, documents: &mut [Option<Document>]| {
-            if let Some(document) = documents[index].take() {
-                hand(index, document);
-            }
-        };
-        for index in
-            (0..documents.len()).filter(|&i| !self.kept[i] && self.last_hashed[i].is_none())
-        {
-            give(index, &mut documents);
-        }
-        let mut hashes = plan.hashes();
+impl Layout {
+    fn new(
+        labels: Vec<String>,
+        inputs: Vec<usize>,
+        places: Vec<(usize, Position)>,
+        plan: &DefaultPlan,
+    ) -> Self {
+        let count = inputs.len();
+        // A document is handed over once the hash has passed its last object; one without
+        // hashed objects at once; one with a workload stays with the walk, which writes it
+        // last.
+        let mut last_hashed: Vec<Option<usize>> = vec![None; count];
         for (position, entry) in plan.order().iter().enumerate() {
-            let (index, place) = &self.places[entry.index];
-            if let Some(object) = documents[*index].as_ref().and_then(|d| d.object(place)) {
-                hashes.push(entry, object);
-            }
-            if !self.kept[*index] && self.last_hashed[*index] == Some(position) {
-                give(*index, &mut documents);
-            }
+            last_hashed[places[entry.index].0] = Some(position);
         }
-        // Every update is checked before any is written, as `apply_all` does.
-        let updates = plan.finish(hashes.finish());
-        for update in &updates {
-            let (index, place) = &self.places[update.index];
-            if let Some(object) = documents[*index].as_ref().and_then(|d| d.object(place)) {
-                update.check(object).map_err(|error| self.located(error))?;
-            }
+        let mut kept = vec![false; count];
+        for index in plan.workloads() {
+            kept[places[index].0] = true;
         }
-        for update in &updates {
-            let (index, place) = &self.places[update.index];
-            if let Some(object) = documents[*index].as_mut().and_then(|d| d.object_mut(place)) {
-                update.apply(object).map_err(|error| self.located(error))?;
-            }
+        Self {
+            labels,
+            inputs,
+            places,
+            kept,
+            last_hashed,
         }
-        let mut late = Vec::new();
-        for (index, document) in documents.into_iter().enumerate() {
-            if let Some(document) = document {
-                late.push(self.write(index, document)?);
-            }
-        }
-        Ok(late)
+    }
+
+    /// How many documents the set has.
+    fn documents(&self) -> usize {
+        self.inputs.len()
     }
 
     /// Writes document `index` as pieces, and drops it.
-    fn write(&self, index: usize, document: Document) -> Result<(usize, Vec<String>), InputError> {
+    fn write(&self, index: usize, document: Document) -> Result<Vec<String>, InputError> {
         let mut pieces = Vec::new();
         document
             .write_pieces(&mut pieces)
@@ -240,12 +146,158 @@ impl Context<'_> {
                 label: self.labels[self.inputs[index]].clone(),
                 error,
             })?;
-        Ok((index, pieces))
+        Ok(pieces)
     }
 
     /// A plan error, named by its object's place.
     fn located(&self, error: RenderError) -> SetError {
-        render_error(self.labels, self.inputs, self.places, error)
+        render_error(&self.labels, &self.inputs, &self.places, error)
+    }
+}
+
+/// The walk over the hash order: it owns the plan and the documents, and can run on another
+/// thread than the one writing what it hands over.
+#[derive(Debug)]
+pub struct Walk {
+    plan: DefaultPlan,
+    documents: Vec<Option<Document>>,
+}
+
+impl Walk {
+    /// Hashes the objects of the plan's order, handing each document that holds no workload to
+    /// `hand` once its last object is hashed (those with none at once); then checks and
+    /// applies the updates to the documents left, which hold the workloads, and writes them.
+    pub fn run(
+        self,
+        layout: &Layout,
+        mut hand: impl FnMut(usize, Document),
+    ) -> Result<Written, SetError> {
+        let Walk {
+            plan,
+            mut documents,
+        } = self;
+        let mut give = |index: usize, documents: &mut [Option<Document>]| {
+            if let Some(document) = documents[index].take() {
+                hand(index, document);
+            }
+        };
+        for index in
+            (0..documents.len()).filter(|&i| !layout.kept[i] && layout.last_hashed[i].is_none())
+        {
+            give(index, &mut documents);
+        }
+        let mut hashes = plan.hashes();
+        for (position, entry) in plan.order().iter().enumerate() {
+            let (index, place) = &layout.places[entry.index];
+            if let Some(object) = documents[*index].as_ref().and_then(|d| d.object(place)) {
+                hashes.push(entry, object);
+            }
+            if !layout.kept[*index] && layout.last_hashed[*index] == Some(position) {
+                give(*index, &mut documents);
+            }
+        }
+        let updates = plan.finish(hashes.finish());
+        let mut placed = Placed {
+            places: &layout.places,
+            documents: &mut documents,
+        };
+        super::apply_all(&updates, &mut placed).map_err(|error| layout.located(error))?;
+        let mut late = Vec::new();
+        for (index, document) in documents.into_iter().enumerate() {
+            if let Some(document) = document {
+                late.push((index, layout.write(index, document)?));
+            }
+        }
+        Ok(Written(late))
+    }
+}
+
+/// The documents a [`Walk`] wrote itself (those holding a workload): their indices and
+/// pieces.
+#[derive(Debug)]
+pub struct Written(Vec<(usize, Vec<String>)>);
+
+/// The objects of the documents a walk still holds, by their index in the set.
+struct Placed<'a> {
+    places: &'a [(usize, Position)],
+    documents: &'a mut [Option<Document>],
+}
+
+impl IndexedObjects for Placed<'_> {
+    fn object(&self, index: usize) -> Option<&Value> {
+        let (document, place) = self.places.get(index)?;
+        self.documents.get(*document)?.as_ref()?.object(place)
+    }
+
+    fn object_mut(&mut self, index: usize) -> Option<&mut Value> {
+        let (document, place) = self.places.get(index)?;
+        self.documents
+            .get_mut(*document)?
+            .as_mut()?
+            .object_mut(place)
+    }
+}
+
+/// Writes the documents a [`Walk`] hands over and puts the stream together.
+#[derive(Debug)]
+pub struct Output<'a> {
+    layout: &'a Layout,
+    /// Per document, its pieces.
+    pieces: Vec<Vec<String>>,
+    /// The first document that could not be written.
+    failed: Option<InputError>,
+}
+
+impl<'a> Output<'a> {
+    /// Nothing written yet.
+    pub fn new(layout: &'a Layout) -> Self {
+        Self {
+            layout,
+            pieces: vec![Vec::new(); layout.documents()],
+            failed: None,
+        }
+    }
+
+    /// Writes document `index` as the walk hands it over, and drops it. After a failure it
+    /// writes nothing more and breaks: the rest need not be written.
+    pub fn write(&mut self, index: usize, document: Document) -> ControlFlow<()> {
+        if self.failed.is_some() {
+            return ControlFlow::Break(());
+        }
+        match self.layout.write(index, document) {
+            Ok(pieces) => {
+                self.pieces[index] = pieces;
+                ControlFlow::Continue(())
+            }
+            Err(error) => {
+                self.failed = Some(error);
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    /// The whole stream, from what was written here and what the walk wrote (`late`), the
+    /// documents in order, separated by `---` lines. A document this output could not write
+    /// fails it first, then the walk's own failure.
+    pub fn finish(self, late: Result<Written, SetError>) -> Result<Vec<String>, SetError> {
+        let Output {
+            mut pieces, failed, ..
+        } = self;
+        if let Some(error) = failed {
+            return Err(error.into());
+        }
+        for (index, written) in late?.0 {
+            pieces[index] = written;
+        }
+        let mut stream =
+            Vec::with_capacity(pieces.iter().map(Vec::len).sum::<usize>() + pieces.len());
+        for document in pieces.into_iter().filter(|pieces| !pieces.is_empty()) {
+            if !stream.is_empty() {
+                stream.push(DOCUMENT_MARKER.to_owned());
+            }
+            stream.extend(document);
+        }
+        Ok(stream)
     }
 }
 
@@ -298,15 +350,32 @@ mod tests {
         set.into_yaml().map_err(|e| e.to_string())
     }
 
+    /// The pipeline on this thread, and with every handed document written only after the
+    /// walk, last first (as a writer beside the walk may fall behind it): the two agree.
     fn pipelined(inputs: &[&str], workload_type: Option<WorkloadType>) -> Result<String, String> {
-        let two = render_default(set(inputs), workload_type)
+        let beside = render_default(set(inputs), workload_type)
             .map(|stream| stream.concat())
             .map_err(|e| e.to_string());
-        let one = render_with(set(inputs), workload_type, Threads::One)
+        let after = written_after_the_walk(inputs, workload_type);
+        assert_eq!(after, beside, "the order of writing changes nothing");
+        beside
+    }
+
+    fn written_after_the_walk(
+        inputs: &[&str],
+        workload_type: Option<WorkloadType>,
+    ) -> Result<String, String> {
+        let (layout, walk) = prepare(set(inputs), workload_type).map_err(|e| e.to_string())?;
+        let mut handed = Vec::new();
+        let late = walk.run(&layout, |index, document| handed.push((index, document)));
+        let mut output = Output::new(&layout);
+        for (index, document) in handed.into_iter().rev() {
+            let _ = output.write(index, document);
+        }
+        output
+            .finish(late)
             .map(|stream| stream.concat())
-            .map_err(|e| e.to_string());
-        assert_eq!(one, two, "one thread writes what two write");
-        two
+            .map_err(|e| e.to_string())
     }
 
     #[test]

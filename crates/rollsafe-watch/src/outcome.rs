@@ -1,0 +1,333 @@
+//! One evaluation of a workload, decided without I/O.
+//!
+//! [`Evaluator::evaluate`] reads the cache, the changes not rolled for yet and the brakes, and
+//! returns an [`Outcome`]: what to write, what to count, when to look again and which Event to
+//! publish. The controller carries it out in one step, the only one that sends, publishes,
+//! counts, reschedules and updates the cache. It is kube-runtime's split (a reconciler returns
+//! an `Action` the runtime applies) and linkerd's (an index produces the patch that a
+//! leader-only writer sends), kept inside the controller's single task.
+//!
+//! Leadership enters once, as the instant a patch started now must have ended by
+//! ([`Evaluator::deadline`]); every interval after which a workload is evaluated again is
+//! decided here. The brakes' own bookkeeping is part of deciding: a roll that goes ahead has
+//! taken its token, and the flap stop drops the rolls that left its window.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use json_patch::Patch;
+use kube::runtime::events::EventType;
+use rollsafe_core::workload::Deferral;
+use tokio::time::Instant;
+
+use crate::cache::{Cache, SourceKey, WorkloadKey};
+use crate::decision::{self, RollDecision};
+use crate::digest::Fingerprinter;
+use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
+
+/// The most object names an Event note lists.
+const MAX_NAMES_IN_NOTE: usize = 10;
+
+/// What one evaluation comes to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Nothing is written.
+    Skip {
+        /// Why, as counted in `rollsafe_watch_skipped_total`; `None`: the decision writes
+        /// nothing and nothing is counted.
+        reason: Option<SkipReason>,
+        /// Evaluate again after this long (the rate limit's wait); `None`: when something
+        /// changes.
+        requeue: Option<Duration>,
+    },
+    /// `--dry-run`: decided and counted, not sent.
+    DryRun {
+        /// The decision, as a static label ([`RollDecision::as_str`]).
+        decision: &'static str,
+    },
+    /// A patch to send, once.
+    Patch(Box<Write>),
+}
+
+/// Why an evaluation writes nothing (the `reason` label of `rollsafe_watch_skipped_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Not opted in.
+    NotWatched {
+        /// The code of an opt-in that was not understood, if so.
+        opt_in_error: Option<&'static str>,
+    },
+    /// Halted by the flap stop, until the annotation is removed.
+    Halted,
+    /// The record matches what it consumes.
+    Unchanged,
+    /// A roll is due but an object it consumes does not exist (new pods could not start; the
+    /// running ones keep what they have): the object's return decides.
+    SourceMissing,
+    /// The global rate limit postpones the roll.
+    RateLimited,
+    /// Adopt or roll, but the object cannot be patched (uid, resourceVersion or template
+    /// missing).
+    Unpatchable,
+    /// Not leading, or the Lease is not confirmed: no patch may be started.
+    NotLeader,
+}
+
+impl SkipReason {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::NotWatched { .. } => "not_watched",
+            SkipReason::Halted => "halted",
+            SkipReason::Unchanged => "unchanged",
+            SkipReason::SourceMissing => "source_missing",
+            SkipReason::RateLimited => "rate_limited",
+            SkipReason::Unpatchable => "unpatchable",
+            SkipReason::NotLeader => "not_leader",
+        }
+    }
+
+    /// Whether the workload is settled: there is nothing to roll for now, so the changes seen
+    /// so far are not its news and are forgotten.
+    pub fn settles(self) -> bool {
+        matches!(
+            self,
+            SkipReason::NotWatched { .. } | SkipReason::Halted | SkipReason::Unchanged
+        )
+    }
+}
+
+/// A patch to send, and what follows once it is acknowledged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Write {
+    /// The JSON Patch (its `test`s of uid and resourceVersion first).
+    pub document: Patch,
+    /// What it does.
+    pub purpose: Purpose,
+    /// When the patch must have ended: the patch timeout, cut to what remains of the Lease.
+    pub deadline: Instant,
+    /// The Event published on the workload once the patch is acknowledged.
+    pub event: Option<Announcement>,
+    /// After a failure other than a conflict: evaluate again after this long, from the cache
+    /// as it then is. A conflict waits for the next observed state instead.
+    pub retry_after: Duration,
+}
+
+/// What a patch does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Writes the record, rolls nothing.
+    Adopt,
+    /// Sets the pod-template annotation and the record; with a deferral the pods do not roll
+    /// now.
+    Roll {
+        /// Why the pods will not roll now, if so.
+        deferred: Option<Deferral>,
+    },
+    /// Halts the workload (the flap stop).
+    Halt,
+}
+
+impl Purpose {
+    /// A static label for logs ([`RollDecision::as_str`]'s, and `halt`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Adopt => "adopt",
+            Purpose::Roll { deferred: None } => "roll",
+            Purpose::Roll { deferred: Some(_) } => "deferred",
+            Purpose::Halt => "halt",
+        }
+    }
+
+    /// The `result` label of `rollsafe_watch_rolls_total` once acknowledged.
+    pub fn result(self) -> &'static str {
+        match self {
+            Purpose::Adopt => "adopted",
+            Purpose::Roll { deferred: None } => "rolled",
+            Purpose::Roll { deferred: Some(_) } => "deferred",
+            Purpose::Halt => "halted",
+        }
+    }
+}
+
+/// A Kubernetes Event about the workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// `Rolled`, `RolloutDeferred` or `Halted`.
+    pub reason: &'static str,
+    /// `Roll` or `Halt`.
+    pub action: &'static str,
+    /// The text: object names only, never values.
+    pub note: String,
+}
+
+/// What one evaluation reads, and the brakes it moves.
+pub struct Evaluator<'a> {
+    /// The caches.
+    pub cache: &'a Cache,
+    /// Computes the record.
+    pub fingerprinter: &'a Fingerprinter,
+    /// Per workload, the sources whose changes it has not rolled for yet (named in Events).
+    pub changed: &'a HashMap<WorkloadKey, BTreeSet<SourceKey>>,
+    /// Decide and count, never patch.
+    pub dry_run: bool,
+    /// When a patch started now must have ended; `None`: no patch may be started (this
+    /// replica does not surely hold the Lease).
+    pub deadline: Option<Instant>,
+    /// How long after a failed patch the workload is evaluated again.
+    pub retry_after: Duration,
+    /// The flap stop.
+    pub flap: &'a mut FlapGuard,
+    /// The global token bucket.
+    pub bucket: &'a mut TokenBucket,
+}
+
+impl Evaluator<'_> {
+    /// The outcome of evaluating `key` at `now`; `None` when it is not cached (deleted since it
+    /// was scheduled).
+    pub fn evaluate(self, key: &WorkloadKey, now: Instant) -> Option<Outcome> {
+        let entry = self.cache.workload(key)?;
+        let digest = self.cache.record(key, self.fingerprinter)?;
+        let decision = decision::decide(&entry.facts, &digest);
+        let purpose = match &decision {
+            RollDecision::NotWatched => {
+                return Some(skip(SkipReason::NotWatched {
+                    opt_in_error: entry.opt_in_error,
+                }));
+            }
+            RollDecision::Halted => return Some(skip(SkipReason::Halted)),
+            RollDecision::Unchanged => return Some(skip(SkipReason::Unchanged)),
+            RollDecision::Adopt { .. } => Purpose::Adopt,
+            RollDecision::Roll { deferred, .. } => {
+                if !self.cache.sources_present(key) {
+                    return Some(skip(SkipReason::SourceMissing));
+                }
+                Purpose::Roll {
+                    deferred: *deferred,
+                }
+            }
+        };
+        let Some(plan) = entry.plan.as_ref() else {
+            return Some(skip(SkipReason::Unpatchable));
+        };
+        let Some(document) = plan.document(&decision) else {
+            return Some(nothing());
+        };
+        if self.dry_run {
+            return Some(Outcome::DryRun {
+                decision: decision.as_str(),
+            });
+        }
+        let Some(deadline) = self.deadline else {
+            return Some(skip(SkipReason::NotLeader));
+        };
+        let write = |document, purpose, event| {
+            Outcome::Patch(Box::new(Write {
+                document,
+                purpose,
+                deadline,
+                event,
+                retry_after: self.retry_after,
+            }))
+        };
+        let Purpose::Roll { deferred } = purpose else {
+            return Some(write(document, purpose, None));
+        };
+        if self.flap.would_flap(key, now) {
+            let limit = self.flap.limit();
+            let reason = format!(
+                "flapping: {} rolls within {}s; remove this annotation to resume",
+                limit.rolls,
+                limit.window.as_secs()
+            );
+            return Some(match plan.halt_document(&reason) {
+                Some(halt) => write(halt, Purpose::Halt, Some(halted(limit))),
+                None => nothing(),
+            });
+        }
+        if let Err(wait) = self.bucket.take(now) {
+            return Some(Outcome::Skip {
+                reason: Some(SkipReason::RateLimited),
+                requeue: Some(wait),
+            });
+        }
+        let names = self.changed.get(key).map(names).unwrap_or_default();
+        Some(write(document, purpose, Some(rolled(deferred, &names))))
+    }
+}
+
+fn skip(reason: SkipReason) -> Outcome {
+    Outcome::Skip {
+        reason: Some(reason),
+        requeue: None,
+    }
+}
+
+fn nothing() -> Outcome {
+    Outcome::Skip {
+        reason: None,
+        requeue: None,
+    }
+}
+
+/// The Event of a roll: `Rolled`, or `RolloutDeferred` when the pods do not roll now.
+fn rolled(deferred: Option<Deferral>, names: &str) -> Announcement {
+    match deferred {
+        None => Announcement {
+            type_: EventType::Normal,
+            reason: "Rolled",
+            action: "Roll",
+            note: if names.is_empty() {
+                "Rolled: what it consumes changed while rollsafe was not watching".to_owned()
+            } else {
+                format!("Rolled for changes to {names}")
+            },
+        },
+        Some(deferral) => Announcement {
+            type_: EventType::Warning,
+            reason: "RolloutDeferred",
+            action: "Roll",
+            note: format!(
+                "Pod template updated{} but pods do not roll now: {}",
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" for changes to {names}")
+                },
+                deferral.reason()
+            ),
+        },
+    }
+}
+
+/// The Event of a halt.
+fn halted(limit: FlapLimit) -> Announcement {
+    Announcement {
+        type_: EventType::Warning,
+        reason: "Halted",
+        action: "Halt",
+        note: format!(
+            "Not rolled: it was rolled {} times within {}s. Remove the rollsafe.dev/halted annotation to resume",
+            limit.rolls,
+            limit.window.as_secs()
+        ),
+    }
+}
+
+/// `Secret/db, ConfigMap/settings`, at most [`MAX_NAMES_IN_NOTE`] names, then a count.
+fn names(changed: &BTreeSet<SourceKey>) -> String {
+    let mut listed: Vec<String> = changed
+        .iter()
+        .take(MAX_NAMES_IN_NOTE)
+        .map(|key| format!("{}/{}", key.kind.as_str(), key.name))
+        .collect();
+    if changed.len() > MAX_NAMES_IN_NOTE {
+        listed.push(format!("and {} more", changed.len() - MAX_NAMES_IN_NOTE));
+    }
+    listed.join(", ")
+}
+
+#[cfg(test)]
+mod tests;

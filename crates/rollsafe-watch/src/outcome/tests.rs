@@ -1,0 +1,408 @@
+//! The decision step on a cache built by hand: no API server, paused time where the brakes'
+//! windows matter.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use base64::Engine as _;
+use kube::runtime::events::EventType;
+use rollsafe_core::reference::TargetKind;
+use rollsafe_core::workload::{Deferral, WorkloadKind};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::*;
+use crate::cache::{SourceEntry, WorkloadEntry};
+use crate::limits::FlapLimit;
+
+const NS: &str = "shop";
+
+fn web() -> WorkloadKey {
+    WorkloadKey {
+        kind: WorkloadKind::Deployment,
+        namespace: NS.to_owned(),
+        name: "web".to_owned(),
+    }
+}
+
+fn db() -> SourceKey {
+    SourceKey {
+        kind: TargetKind::Secret,
+        namespace: NS.to_owned(),
+        name: "db".to_owned(),
+    }
+}
+
+fn secret(password: &str) -> SourceEntry {
+    let value = base64::engine::general_purpose::STANDARD.encode(password);
+    SourceEntry::from_object(
+        TargetKind::Secret,
+        &json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": NS, "uid": "s-1", "resourceVersion": "3"},
+            "data": {"password": value}}),
+    )
+}
+
+/// `web`, reading db/password, with these metadata annotations.
+fn deployment(annotations: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": NS, "uid": "w-1", "resourceVersion": "7",
+            "annotations": annotations},
+        "spec": {"template": {"metadata": {"annotations": {}}, "spec": {"containers": [
+            {"name": "app", "env": [{"name": "P",
+                "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}]}}}})
+}
+
+/// The controller's state around one workload.
+struct World {
+    cache: Cache,
+    fingerprinter: Fingerprinter,
+    changed: HashMap<WorkloadKey, BTreeSet<SourceKey>>,
+    flap: FlapGuard,
+    bucket: TokenBucket,
+    dry_run: bool,
+    /// How long a patch may take from now; `None`: not leading.
+    budget: Option<Duration>,
+}
+
+impl World {
+    /// `db` exists; `web` is opted in, reads it, and has not rolled for anything yet.
+    fn new() -> Self {
+        let mut world = Self {
+            cache: Cache::default(),
+            fingerprinter: Fingerprinter::unkeyed(),
+            changed: HashMap::new(),
+            flap: FlapGuard::new(FlapLimit::default()),
+            bucket: TokenBucket::new(0, 1, Instant::now()),
+            dry_run: false,
+            budget: Some(Duration::from_secs(15)),
+        };
+        world.cache.apply_source(db(), secret("hunter2"));
+        world.workload(json!({"rollsafe.dev/watch": "true"}));
+        world
+    }
+
+    fn workload(&mut self, annotations: Value) {
+        self.object(deployment(annotations));
+    }
+
+    fn object(&mut self, object: Value) {
+        let entry = WorkloadEntry::from_object(WorkloadKind::Deployment, &object, false);
+        self.cache.apply_workload(web(), entry);
+    }
+
+    /// The record of what `web` consumes now.
+    fn record(&self) -> String {
+        self.cache.record(&web(), &self.fingerprinter).unwrap()
+    }
+
+    /// `web` recorded what it consumes now, then `db` changed.
+    fn after_a_change(self) -> Self {
+        self.after_a_change_to(|_| {})
+    }
+
+    /// As [`World::after_a_change`], with `web` edited by `edit` (its record kept).
+    fn after_a_change_to(mut self, edit: impl FnOnce(&mut Value)) -> Self {
+        let record = self.record();
+        let mut object =
+            deployment(json!({"rollsafe.dev/watch": "true", "rollsafe.dev/config-record": record}));
+        edit(&mut object);
+        self.object(object);
+        self.cache.apply_source(db(), secret("rotated"));
+        self.changed.entry(web()).or_default().insert(db());
+        self
+    }
+
+    fn evaluate(&mut self) -> Option<Outcome> {
+        let now = Instant::now();
+        Evaluator {
+            cache: &self.cache,
+            fingerprinter: &self.fingerprinter,
+            changed: &self.changed,
+            dry_run: self.dry_run,
+            deadline: self.budget.map(|budget| now + budget),
+            retry_after: Duration::from_secs(10),
+            flap: &mut self.flap,
+            bucket: &mut self.bucket,
+        }
+        .evaluate(&web(), now)
+    }
+
+    fn write(&mut self) -> Write {
+        match self.evaluate() {
+            Some(Outcome::Patch(write)) => *write,
+            other => panic!("expected a patch, got {other:?}"),
+        }
+    }
+}
+
+fn skipped(reason: SkipReason) -> Option<Outcome> {
+    Some(Outcome::Skip {
+        reason: Some(reason),
+        requeue: None,
+    })
+}
+
+/// The annotations a patch adds, by JSON pointer.
+fn additions(write: &Write) -> Vec<String> {
+    let value = serde_json::to_value(&write.document).unwrap();
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|op| op["op"] == "add")
+        .map(|op| op["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_workload_no_longer_cached_has_no_outcome() {
+    let mut world = World::new();
+    world.cache.delete_workload(&web());
+    assert_eq!(world.evaluate(), None);
+}
+
+#[test]
+fn settled_workloads_are_skipped_and_forget_their_changes() {
+    let mut world = World::new();
+    world.workload(json!({}));
+    let outcome = world.evaluate();
+    assert_eq!(
+        outcome,
+        skipped(SkipReason::NotWatched { opt_in_error: None })
+    );
+    world.workload(json!({"rollsafe.dev/watch": "maybe"}));
+    let Some(Outcome::Skip {
+        reason: Some(SkipReason::NotWatched {
+            opt_in_error: Some(_),
+        }),
+        requeue: None,
+    }) = world.evaluate()
+    else {
+        panic!("a malformed opt-in is not watched, with its code");
+    };
+    world.workload(json!({"rollsafe.dev/watch": "true", "rollsafe.dev/halted": "flapping"}));
+    assert_eq!(world.evaluate(), skipped(SkipReason::Halted));
+    let record = world.record();
+    world.workload(json!({"rollsafe.dev/watch": "true", "rollsafe.dev/config-record": record}));
+    assert_eq!(world.evaluate(), skipped(SkipReason::Unchanged));
+    for reason in [
+        SkipReason::NotWatched { opt_in_error: None },
+        SkipReason::Halted,
+        SkipReason::Unchanged,
+    ] {
+        assert!(reason.settles(), "{reason:?}");
+    }
+    for reason in [
+        SkipReason::SourceMissing,
+        SkipReason::RateLimited,
+        SkipReason::Unpatchable,
+        SkipReason::NotLeader,
+    ] {
+        assert!(!reason.settles(), "{reason:?}");
+    }
+}
+
+#[test]
+fn first_sight_adopts_without_an_event() {
+    let mut world = World::new();
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Adopt);
+    assert_eq!(write.event, None);
+    assert_eq!(write.retry_after, Duration::from_secs(10));
+    assert_eq!(
+        additions(&write),
+        ["/metadata/annotations/rollsafe.dev~1config-record"]
+    );
+}
+
+#[test]
+fn a_change_rolls_and_names_the_changed_objects() {
+    let mut world = World::new().after_a_change();
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Roll { deferred: None });
+    assert_eq!(
+        additions(&write),
+        [
+            "/spec/template/metadata/annotations/rollsafe.dev~1config-hash",
+            "/metadata/annotations/rollsafe.dev~1config-record"
+        ]
+    );
+    assert_eq!(
+        write.event,
+        Some(Announcement {
+            type_: EventType::Normal,
+            reason: "Rolled",
+            action: "Roll",
+            note: "Rolled for changes to Secret/db".to_owned(),
+        })
+    );
+    // A change seen before this process watched names nothing.
+    world.changed.clear();
+    assert_eq!(
+        world.write().event.map(|event| event.note),
+        Some("Rolled: what it consumes changed while rollsafe was not watching".to_owned())
+    );
+}
+
+#[test]
+fn a_paused_workload_is_patched_and_the_deferral_announced() {
+    let mut world = World::new().after_a_change_to(|object| object["spec"]["paused"] = json!(true));
+    let write = world.write();
+    assert_eq!(
+        write.purpose,
+        Purpose::Roll {
+            deferred: Some(Deferral::Paused)
+        }
+    );
+    assert_eq!(
+        write.event,
+        Some(Announcement {
+            type_: EventType::Warning,
+            reason: "RolloutDeferred",
+            action: "Roll",
+            note: "Pod template updated for changes to Secret/db but pods do not roll now: the Deployment is paused".to_owned(),
+        })
+    );
+}
+
+#[test]
+fn a_roll_without_its_objects_is_withheld() {
+    let mut world = World::new().after_a_change();
+    world.cache.delete_source(&db());
+    assert_eq!(world.evaluate(), skipped(SkipReason::SourceMissing));
+}
+
+#[test]
+fn an_object_that_cannot_be_patched_is_skipped() {
+    let mut world = World::new();
+    let mut object = deployment(json!({"rollsafe.dev/watch": "true"}));
+    object["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    world.object(object);
+    assert_eq!(world.evaluate(), skipped(SkipReason::Unpatchable));
+}
+
+#[test]
+fn a_dry_run_decides_and_sends_nothing() {
+    let mut world = World::new().after_a_change();
+    world.dry_run = true;
+    assert_eq!(world.evaluate(), Some(Outcome::DryRun { decision: "roll" }));
+    // Not even a follower's dry run is sent; it is counted as decided.
+    world.budget = None;
+    assert_eq!(world.evaluate(), Some(Outcome::DryRun { decision: "roll" }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_a_leader_patches_and_the_patch_ends_inside_its_lease() {
+    let mut world = World::new().after_a_change();
+    world.budget = None;
+    assert_eq!(world.evaluate(), skipped(SkipReason::NotLeader));
+    world.budget = Some(Duration::from_secs(3));
+    let write = world.write();
+    assert_eq!(write.deadline, Instant::now() + Duration::from_secs(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_limit_postpones_a_roll_until_a_token_is_due() {
+    let mut world = World::new().after_a_change();
+    world.bucket = TokenBucket::new(60, 1, Instant::now());
+    assert!(world.bucket.take(Instant::now()).is_ok(), "the burst");
+    assert_eq!(
+        world.evaluate(),
+        Some(Outcome::Skip {
+            reason: Some(SkipReason::RateLimited),
+            requeue: Some(Duration::from_secs(1)),
+        })
+    );
+    tokio::time::advance(Duration::from_millis(400)).await;
+    let Some(Outcome::Skip {
+        reason: Some(SkipReason::RateLimited),
+        requeue: Some(wait),
+    }) = world.evaluate()
+    else {
+        panic!("still postponed");
+    };
+    assert!(wait < Duration::from_secs(1), "{wait:?}");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
+    // An adoption takes no token.
+    world.bucket = TokenBucket::new(60, 1, Instant::now());
+    assert!(world.bucket.take(Instant::now()).is_ok());
+    world.workload(json!({"rollsafe.dev/watch": "true"}));
+    assert_eq!(world.write().purpose, Purpose::Adopt);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_flapping_workload_is_halted_with_an_event() {
+    let mut world = World::new().after_a_change();
+    world.flap = FlapGuard::new(FlapLimit {
+        rolls: 2,
+        window: Duration::from_secs(600),
+    });
+    for _ in 0..2 {
+        assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
+        world.flap.rolled(&web(), Instant::now());
+        tokio::time::advance(Duration::from_secs(60)).await;
+    }
+    let halt = world.write();
+    assert_eq!(halt.purpose, Purpose::Halt);
+    assert_eq!(
+        additions(&halt),
+        ["/metadata/annotations/rollsafe.dev~1halted"]
+    );
+    let document = serde_json::to_value(&halt.document).unwrap();
+    assert_eq!(
+        document[2]["value"],
+        "flapping: 2 rolls within 600s; remove this annotation to resume"
+    );
+    assert_eq!(
+        halt.event,
+        Some(Announcement {
+            type_: EventType::Warning,
+            reason: "Halted",
+            action: "Halt",
+            note: "Not rolled: it was rolled 2 times within 600s. Remove the rollsafe.dev/halted annotation to resume".to_owned(),
+        })
+    );
+    // Once the first roll leaves the window, the workload rolls again.
+    tokio::time::advance(Duration::from_secs(480)).await;
+    assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
+}
+
+#[test]
+fn labels() {
+    assert_eq!(Purpose::Adopt.as_str(), "adopt");
+    assert_eq!(Purpose::Adopt.result(), "adopted");
+    assert_eq!(Purpose::Roll { deferred: None }.result(), "rolled");
+    let deferred = Purpose::Roll {
+        deferred: Some(Deferral::OnDelete),
+    };
+    assert_eq!(
+        (deferred.as_str(), deferred.result()),
+        ("deferred", "deferred")
+    );
+    assert_eq!(
+        (Purpose::Halt.as_str(), Purpose::Halt.result()),
+        ("halt", "halted")
+    );
+    assert_eq!(SkipReason::SourceMissing.as_str(), "source_missing");
+    assert_eq!(SkipReason::NotLeader.as_str(), "not_leader");
+}
+
+#[test]
+fn an_event_names_at_most_ten_objects() {
+    let keys: BTreeSet<SourceKey> = (0..12)
+        .map(|i| SourceKey {
+            kind: TargetKind::Secret,
+            namespace: NS.to_owned(),
+            name: format!("o{i:02}"),
+        })
+        .collect();
+    let note = names(&keys);
+    assert!(note.starts_with("Secret/o00, Secret/o01,"), "{note}");
+    assert!(note.ends_with(", and 2 more"), "{note}");
+    assert_eq!(note.matches('/').count(), 10, "{note}");
+}
