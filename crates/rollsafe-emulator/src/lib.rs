@@ -67,7 +67,16 @@
 //!   history (a token older than the history is 410 Expired).
 //! - Workload controllers are simulated: `status` follows `spec` immediately in the same write
 //!   (`observedGeneration == generation`, all replicas ready).
-//! - Server-side apply is a plain strategic merge without field ownership.
+//! - Events expire [`EVENT_TTL`] after their last write; the request log and the rollout log
+//!   keep the newest [`MAX_REQUEST_LOG`] and [`MAX_ROLLOUTS`] entries.
+//! - What the emulator owes and what it deliberately does not: `docs/emulator.md`.
+//!
+//! # Layers
+//!
+//! This crate is the HTTP side (kube-apiserver's `endpoints`): shared state, the filter chain,
+//! the verb handlers, discovery, the admin API and the server. It stands on
+//! `rollsafe-emulator-registry` (store, strategies, field manager, simulated controllers, RBAC)
+//! and `rollsafe-emulator-types` (resource metadata, routing, Status errors, decoding).
 
 #![warn(missing_docs, unreachable_pub)]
 

@@ -11,6 +11,12 @@ use rollsafe_emulator::{Fault, FaultAction};
 use rollsafe_kube::{Impersonation, MAX_PATCHES_IN_FLIGHT, restart_value};
 use serde_json::json;
 
+/// The seed's 207 example, verbatim: one copy for every suite that checks it.
+const SEED_207_EXAMPLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/fixtures/seed-207-example.json"
+));
+
 // ---------------------------------------------------------------------------------------------
 // One test per row of the result table.
 
@@ -155,21 +161,7 @@ async fn partial_reproduces_the_seed_207_example() {
     );
     let result = env.run().await;
     assert_eq!(result.http_status(), 207);
-    let seed_example = json!({
-      "status": "partial",
-      "matched": 2,
-      "requested": [{ "kind": "Deployment", "name": "api-server" }],
-      "failures": [{
-        "kind": "StatefulSet",
-        "name": "worker",
-        "code": "forbidden",
-        "message": "Access denied. Check Kubernetes permissions for the effective identity and, when enabled, ServiceAccount impersonation permissions.",
-        "httpStatus": 403
-      }],
-      "discoveryFailures": [],
-      "message": "Rollout requested for 1 of 2 matched workloads. 1 patch request failed.",
-      "note": "Only acknowledged pod-template patches are reported as requested. Rollout completion, readiness, and credential uptake are not verified."
-    });
+    let seed_example: serde_json::Value = serde_json::from_str(SEED_207_EXAMPLE).unwrap();
     assert_eq!(result_json(&result), seed_example);
     env.assert_nothing_sent_twice();
 }

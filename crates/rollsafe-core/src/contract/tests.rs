@@ -1,7 +1,12 @@
 use super::*;
 use crate::failure::{Failure, TransportFailure};
 use WorkloadKind::{DaemonSet, Deployment, StatefulSet};
-use serde_json::json;
+
+/// The seed's 207 example, verbatim: one copy for every suite that checks it.
+const SEED_207_EXAMPLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/fixtures/seed-207-example.json"
+));
 
 fn forbidden() -> Failure {
     Failure::from_status(403)
@@ -184,21 +189,7 @@ fn seed_207_example_field_for_field() {
     o.failed(StatefulSet, "worker", forbidden());
     o.acknowledged(Deployment, "api-server");
     let result = o.into_result();
-    let seed = json!({
-      "status": "partial",
-      "matched": 2,
-      "requested": [{ "kind": "Deployment", "name": "api-server" }],
-      "failures": [{
-        "kind": "StatefulSet",
-        "name": "worker",
-        "code": "forbidden",
-        "message": "Access denied. Check Kubernetes permissions for the effective identity and, when enabled, ServiceAccount impersonation permissions.",
-        "httpStatus": 403
-      }],
-      "discoveryFailures": [],
-      "message": "Rollout requested for 1 of 2 matched workloads. 1 patch request failed.",
-      "note": "Only acknowledged pod-template patches are reported as requested. Rollout completion, readiness, and credential uptake are not verified."
-    });
+    let seed: serde_json::Value = serde_json::from_str(SEED_207_EXAMPLE).unwrap();
     assert_eq!(serde_json::to_value(&result).unwrap(), seed);
     assert_eq!(result.http_status(), 207);
     insta::assert_json_snapshot!("seed_207_example", result);
