@@ -24,11 +24,11 @@ use crate::process;
 /// changes.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
-    /// ServiceAccount).
+    /// The kubeconfig file (default: $ROLLSAFE_KUBECONFIG, as every other command reads it,
+    /// then $KUBECONFIG or ~/.kube/config, else the in-cluster ServiceAccount).
     #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: the current context).
+    /// The kubeconfig context to use (default: $ROLLSAFE_CONTEXT, then the current context).
     #[arg(long, value_name = "NAME", env = "ROLLSAFE_WATCH_CONTEXT")]
     context: Option<String>,
     /// Watch only this namespace (repeatable; the variable takes a comma-separated list).
@@ -137,14 +137,31 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         instance,
         ..ControllerSettings::default()
     };
+    let shared = |name: &str| std::env::var_os(name);
     let kube = KubeArgs {
-        kubeconfig,
-        context,
+        kubeconfig: kubeconfig
+            .or_else(|| shared_setting(SHARED_KUBECONFIG, shared).map(PathBuf::from)),
+        context: context
+            .or_else(|| shared_setting(SHARED_CONTEXT, shared).and_then(|c| c.into_string().ok())),
         as_user: None,
         as_group: Vec::new(),
         namespace: None,
     };
     process::runtime()?.block_on(watch(kube, settings, lease, admin_listen))
+}
+
+/// The variables every other command reads for its kubeconfig and context. `rollsafe watch`
+/// takes its own (`ROLLSAFE_WATCH_KUBECONFIG`, `ROLLSAFE_WATCH_CONTEXT`) first, then these: a
+/// flag wins over its `ROLLSAFE_WATCH_*` variable, which wins over these.
+const SHARED_KUBECONFIG: &str = "ROLLSAFE_KUBECONFIG";
+const SHARED_CONTEXT: &str = "ROLLSAFE_CONTEXT";
+
+/// A shared variable's value, unless unset or empty (as clap treats an empty variable).
+fn shared_setting(
+    name: &str,
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<std::ffi::OsString> {
+    env(name).filter(|value| !value.is_empty())
 }
 
 /// The Lease `--leader-elect` competes for.

@@ -1,0 +1,88 @@
+//! `rollsafe watch` reads the kubeconfig and context variables every other command reads
+//! (`ROLLSAFE_KUBECONFIG`, `ROLLSAFE_CONTEXT`) as well as its own: the flag wins, then
+//! `ROLLSAFE_WATCH_*`, then the shared variable. Seen through the binary: the kubeconfig it
+//! could not read is the one it names.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+/// Runs `rollsafe watch` with only `env` (and `PATH`) set; returns (exit code, stdout, stderr).
+fn watch(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent")
+        .args([
+            "watch",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "text",
+        ])
+        .args(args);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_kubeconfig_comes_from_the_flag_then_its_own_variable_then_the_shared_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let (flag, own, shared) = (path("flag.yaml"), path("own.yaml"), path("shared.yaml"));
+    let cases: [(&[&str], Vec<(&str, &str)>, &str); 4] = [
+        (
+            &[],
+            vec![("ROLLSAFE_KUBECONFIG", shared.as_str())],
+            "shared.yaml",
+        ),
+        (
+            &[],
+            vec![
+                ("ROLLSAFE_KUBECONFIG", shared.as_str()),
+                ("ROLLSAFE_WATCH_KUBECONFIG", own.as_str()),
+            ],
+            "own.yaml",
+        ),
+        (
+            &["--kubeconfig", flag.as_str()],
+            vec![
+                ("ROLLSAFE_KUBECONFIG", shared.as_str()),
+                ("ROLLSAFE_WATCH_KUBECONFIG", own.as_str()),
+            ],
+            "flag.yaml",
+        ),
+        // An empty shared variable is unset, as every other variable: the configuration is
+        // inferred (no kubeconfig here, and not in a pod).
+        (
+            &[],
+            vec![("ROLLSAFE_KUBECONFIG", "")],
+            "cannot find a Kubernetes configuration",
+        ),
+    ];
+    for (args, env, named) in cases {
+        let (code, stdout, stderr) = watch(args, &env);
+        assert_eq!(code, Some(1), "{env:?}: {stderr}");
+        assert_eq!(stdout, "", "{env:?}");
+        assert!(
+            stderr.starts_with("rollsafe: cannot connect to Kubernetes"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(named),
+            "{env:?} should name {named}: {stderr}"
+        );
+        for other in ["flag.yaml", "own.yaml", "shared.yaml"] {
+            if other != named {
+                assert!(!stderr.contains(other), "{env:?} named {other}: {stderr}");
+            }
+        }
+    }
+}
