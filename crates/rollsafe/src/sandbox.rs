@@ -31,6 +31,13 @@ pub(crate) const NAMESPACE: &str = "demo";
 const DEMO: &str = include_str!("sandbox/demo.yaml");
 /// Lifetime of the printed tokens.
 const TOKEN_TTL: Duration = Duration::from_secs(8 * 3_600);
+/// The sandbox controller's flap stop: looser than the default (5 in 10 minutes), so a few
+/// minutes of play do not halt a demo workload; the banner says how to resume one.
+pub(crate) const SANDBOX_FLAP_LIMIT: rollsafe_watch::limits::FlapLimit =
+    rollsafe_watch::limits::FlapLimit {
+        rolls: 20,
+        window: Duration::from_secs(600),
+    };
 
 /// Start an embedded Kubernetes emulator with demo workloads and serve the API against it.
 #[derive(Debug, clap::Args)]
@@ -81,11 +88,17 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
             .api_addr()
             .context("the API listener has no address")?
     );
+    let metrics = format!(
+        "http://{}/metrics",
+        server
+            .admin_addr()
+            .context("the admin listener has no address")?
+    );
     // `rollsafe watch` on the demo namespace, adopted before anything is announced.
     let watch = crate::watch::start_for_sandbox(&cluster.kubeconfig, NAMESPACE).await?;
     let tokens = DemoTokens::mint(&secret)?;
     let shutdown = process::ShutdownSignal::install()?;
-    announce(&args, &url, &tokens, &cluster)?;
+    announce(&args, &url, &metrics, &tokens, &cluster)?;
     server.run(shutdown.recv()).await;
     watch.abort();
     cluster.shutdown().await;
@@ -215,6 +228,7 @@ impl DemoTokens {
 fn announce(
     args: &Args,
     url: &str,
+    metrics: &str,
     tokens: &DemoTokens,
     cluster: &DemoCluster,
 ) -> anyhow::Result<()> {
@@ -230,27 +244,57 @@ fn announce(
         writeln!(stdout, "{line}")?;
         stdout.flush()?;
     } else {
+        // The binary the user just ran, so every command shown runs as it is.
+        let binary = std::env::current_exe()
+            .map_or_else(|_| "rollsafe".to_owned(), |p| p.display().to_string());
         eprintln!(
             "{}",
-            banner(
+            banner(&Banner {
                 url,
-                &tokens.alice,
-                &tokens.bob,
-                &cluster.kubeconfig.display().to_string(),
-                &cluster.emulator.url()
-            )
+                metrics,
+                binary: &binary,
+                alice: &tokens.alice,
+                bob: &tokens.bob,
+                kubeconfig: &cluster.kubeconfig.display().to_string(),
+                emulator: &cluster.emulator.url(),
+            })
         );
     }
     Ok(())
 }
 
-fn banner(url: &str, alice: &str, bob: &str, kubeconfig: &str, emulator: &str) -> String {
+/// What the banner names.
+struct Banner<'a> {
+    url: &'a str,
+    metrics: &'a str,
+    binary: &'a str,
+    alice: &'a str,
+    bob: &'a str,
+    kubeconfig: &'a str,
+    emulator: &'a str,
+}
+
+fn banner(b: &Banner<'_>) -> String {
+    let Banner {
+        url,
+        metrics,
+        binary,
+        alice,
+        bob,
+        kubeconfig,
+        emulator,
+    } = *b;
+    let (rolls, minutes) = (
+        SANDBOX_FLAP_LIMIT.rolls,
+        SANDBOX_FLAP_LIMIT.window.as_secs() / 60,
+    );
     format!(
         r#"
 rollsafe sandbox is ready.
 
   Web page    {url}/   (sign in with alice's token below)
   API         {url}
+  Metrics     {metrics}
   Kubernetes  {emulator}   (kubectl --kubeconfig {kubeconfig} get deploy,sts,ds -n {NAMESPACE})
 
 Token for alice@example.com (groups platform, developers — an admin):
@@ -258,14 +302,16 @@ Token for alice@example.com (groups platform, developers — an admin):
 Token for bob@example.com (group developers — not allowed on payments-key):
   export BOB_TOKEN={bob}
 
-Try:
+Try (from the source tree, `cargo run -q -p rollsafe --` in place of the binary does the same):
   curl -s -X POST -H "Authorization: Bearer $ROLLSAFE_TOKEN" {url}/api/namespaces/{NAMESPACE}/secrets/db-credentials/restart-consumers
-  cargo run -q -p rollsafe -- restart --server {url} {NAMESPACE}/db-credentials
-  cargo run -q -p rollsafe -- restart --server {url} --token "$BOB_TOKEN" {NAMESPACE}/payments-key    # 403 by the ACL
-  cargo run -q -p rollsafe -- restart --server {url} {NAMESPACE}/db-credentials-v1                   # a history snapshot: 404
+  {binary} restart --server {url} {NAMESPACE}/db-credentials
+  {binary} restart --server {url} --token "$BOB_TOKEN" {NAMESPACE}/payments-key    # 403 by the ACL
+  {binary} restart --server {url} {NAMESPACE}/db-credentials-v1                   # a history snapshot: 404
 
 `rollsafe watch` runs on {NAMESPACE}: change a Secret and its consumers roll within seconds:
   kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} patch secret db-credentials -p '{{"stringData":{{"password":"rotated"}}}}' && sleep 2 && kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} get events
+A workload rolled {rolls} times within {minutes} minutes is halted (annotation rollsafe.dev/halted); resume it with:
+  kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} annotate deployment NAME rollsafe.dev/halted-
 
 Press Ctrl-C to stop.
 "#

@@ -301,6 +301,7 @@ pub(crate) async fn start_for_sandbox(
             namespaces: vec![namespace.to_owned()],
             all: true,
             debounce: Duration::from_secs(1),
+            flap_limit: crate::sandbox::SANDBOX_FLAP_LIMIT,
             ..ControllerSettings::default()
         },
     );

@@ -283,3 +283,85 @@ fn sandbox_end_to_end() {
         assert!(!everything.contains(uid.as_str()), "leaked a uid");
     }
 }
+
+/// `rollsafe sandbox` as a newcomer starts it (text): the banner names the binary they ran,
+/// the ports actually listened on — the metrics listener answers — and the flap stop with how
+/// to resume a halted workload.
+#[test]
+fn the_banner_shows_the_binary_the_ports_and_how_to_resume() {
+    let mut child = Command::new(rollsafe())
+        .args(["sandbox", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut banner = Vec::new();
+    loop {
+        let left = DEADLINE.saturating_sub(started.elapsed());
+        let line = rx
+            .recv_timeout(left)
+            .expect("the sandbox printed its banner");
+        let done = line == "Press Ctrl-C to stop.";
+        banner.push(line);
+        if done {
+            break;
+        }
+    }
+    let text = banner.join("\n");
+    let binary = rollsafe().display().to_string();
+    assert!(
+        text.contains(&format!("  {binary} restart --server http://127.0.0.1:")),
+        "the binary form: {text}"
+    );
+    assert!(
+        !text.contains(":0/") && !text.contains(":0 "),
+        "a port 0: {text}"
+    );
+    let metrics = banner
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("Metrics"))
+        .map(str::trim)
+        .expect("a Metrics line");
+    let address = metrics
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("http://ADDR/metrics");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    std::io::Write::write_all(&mut stream, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"),
+        "{answer}"
+    );
+    assert!(
+        text.contains("A workload rolled 20 times within 10 minutes is halted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("annotate deployment NAME rollsafe.dev/halted-"),
+        "{text}"
+    );
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < DEADLINE, "the sandbox did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
