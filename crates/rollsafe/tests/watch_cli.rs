@@ -32,12 +32,15 @@ fn watch(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
     )
 }
 
+/// Flags, environment, and what the error must name.
+type Case<'a> = (&'a [&'a str], Vec<(&'a str, &'a str)>, &'a str);
+
 #[test]
 fn the_kubeconfig_comes_from_the_flag_then_its_own_variable_then_the_shared_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     let (flag, own, shared) = (path("flag.yaml"), path("own.yaml"), path("shared.yaml"));
-    let cases: [(&[&str], Vec<(&str, &str)>, &str); 4] = [
+    let cases: [Case<'_>; 4] = [
         (
             &[],
             vec![("ROLLSAFE_KUBECONFIG", shared.as_str())],
