@@ -101,7 +101,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("rollsafe: {error:#}");
+            eprintln!("rollsafe: {}", process::one_line(&error));
             ExitCode::FAILURE
         }
     }

@@ -139,3 +139,40 @@ pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
     ShutdownSignal::install()?.recv().await;
     Ok(())
 }
+
+/// An error and its causes on one line, as `{:#}` writes them, but without a cause whose text
+/// is already part of the line: some errors carry their cause both in their own message and
+/// as their source (kube's unreadable-kubeconfig error names the I/O error twice).
+pub(crate) fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_said_is_not_said_again() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let error = anyhow::Error::new(io)
+            .context("failed to read '/x/kubeconfig': No such file or directory")
+            .context("cannot connect to Kubernetes");
+        assert_eq!(
+            one_line(&error),
+            "cannot connect to Kubernetes: failed to read '/x/kubeconfig': No such file or directory"
+        );
+        let distinct = anyhow::anyhow!("refused").context("no response from the server");
+        assert_eq!(one_line(&distinct), "no response from the server: refused");
+    }
+}

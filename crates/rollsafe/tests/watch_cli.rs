@@ -82,6 +82,10 @@ fn the_kubeconfig_comes_from_the_flag_then_its_own_variable_then_the_shared_one(
             stderr.contains(named),
             "{env:?} should name {named}: {stderr}"
         );
+        assert!(
+            stderr.matches("(os error 2)").count() <= 1,
+            "a cause said twice: {stderr}"
+        );
         for other in ["flag.yaml", "own.yaml", "shared.yaml"] {
             if other != named {
                 assert!(!stderr.contains(other), "{env:?} named {other}: {stderr}");
