@@ -35,8 +35,8 @@ const MAX_KEY_BYTES: u64 = 64 * 1024;
 /// Helm post-renderer).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Upstream's behaviour for one workload type: only the first object of that kind is
-    /// annotated. Without it, every Deployment and StatefulSet is.
+    /// Annotate only the first object of this kind, as OpenChoreo's own renderer does.
+    /// Without it, every Deployment and StatefulSet is annotated.
     #[arg(long, value_enum, value_name = "TYPE")]
     pub workload_type: Option<WorkloadTypeArg>,
 
@@ -78,7 +78,8 @@ pub(crate) struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
 
-    /// Trait or ClusterTrait documents whose `spec.patches` are applied before hashing.
+    /// A file of OpenChoreo patch documents (kind `Trait` or `ClusterTrait`): their
+    /// `spec.patches` are applied to the manifests before hashing.
     #[arg(long, value_name = "FILE")]
     pub patches: Option<PathBuf>,
 
