@@ -598,6 +598,10 @@ async fn a_person_restarts_consumers_from_the_page() {
             caught.iter().any(|v| v.contains("#unlabelled")),
             "{caught:?}"
         );
+        client
+            .execute("document.getElementById('unlabelled').remove();", vec![])
+            .await
+            .unwrap();
     }
 
     // A failed one.
