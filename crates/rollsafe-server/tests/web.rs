@@ -7,6 +7,13 @@
 //! refuses sees the refusal; a history snapshot's URL shows the same "not found" as a missing
 //! Secret. A screenshot of each state is saved under `target/web-screenshots/`.
 //!
+//! What is in the DOM is not what is seen: in every view (signed out, the list, a Secret with
+//! consumers, its confirmation, one without, not found, an invalid name, refused, restarting
+//! off), at a desktop and a narrow width, each control (Sign out, Restart consumers, the
+//! dialog's buttons) is checked as displayed by WebDriver and by its computed style (hidden, or
+//! opaque and clickable, or faded and disabled); a screenshot of each is saved under the cargo
+//! target's tmp dir (`web-visibility/`) and its path printed.
+//!
 //! Without ChromeDriver (`/usr/bin/chromedriver`, or `ROLLSAFE_CHROMEDRIVER`) the test says why it
 //! skipped, unless `CI` is set: then it fails (`.ci/run` installs `chromium` and
 //! `chromium-driver`).
@@ -170,6 +177,156 @@ async fn screenshot(client: &Client, name: &str) {
     std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
 }
 
+/// How a control should look to the person at the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// Not rendered at all: `display: none` on it or an ancestor.
+    Hidden,
+    /// Rendered, opaque, clickable.
+    Enabled,
+    /// Rendered, and visibly not clickable (faded, a not-allowed cursor).
+    Disabled,
+}
+
+/// The controls the page has, each checked in every view.
+const CONTROLS: [&str; 4] = ["#sign-out", "#restart", "#confirm-cancel", "#confirm-ok"];
+
+/// What WebDriver and the computed style say about the element `css` finds: WebDriver's
+/// displayed state, the element's own `display`, `visibility`, `opacity` and `cursor`, whether
+/// it is disabled, and the nearest element (itself or an ancestor) whose computed `display` is
+/// `none`.
+async fn appearance(client: &Client, css: &str) -> (bool, Value) {
+    let element = client.find(Locator::Css(css)).await.unwrap();
+    let displayed = element.is_displayed().await.unwrap();
+    let style = client
+        .execute(
+            "const el = document.querySelector(arguments[0]);
+             const s = getComputedStyle(el);
+             let none = null;
+             for (let n = el; n && n.nodeType === 1; n = n.parentElement) {
+               if (getComputedStyle(n).display === 'none') { none = n.id || n.tagName.toLowerCase(); break; }
+             }
+             return { display: s.display, visibility: s.visibility, opacity: parseFloat(s.opacity),
+                      cursor: s.cursor, disabled: !!el.disabled, noneAt: none };",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap();
+    (displayed, style)
+}
+
+/// Asserts the element `css` finds looks as `expected` says in `view`.
+async fn assert_shown(client: &Client, view: &str, css: &str, expected: Shown) {
+    let (displayed, style) = appearance(client, css).await;
+    let context = format!("{view}: {css} should be {expected:?}; displayed {displayed}, {style}");
+    match expected {
+        Shown::Hidden => {
+            assert!(!displayed, "{context}");
+            assert!(style["noneAt"].is_string(), "{context}");
+        }
+        Shown::Enabled | Shown::Disabled => {
+            assert!(displayed, "{context}");
+            assert!(style["noneAt"].is_null(), "{context}");
+            assert_eq!(style["visibility"], "visible", "{context}");
+            let opacity = style["opacity"].as_f64().unwrap();
+            let disabled = style["disabled"].as_bool().unwrap();
+            if expected == Shown::Enabled {
+                assert!(!disabled, "{context}");
+                assert!((opacity - 1.0).abs() < f64::EPSILON, "{context}");
+                assert_eq!(style["cursor"], "pointer", "{context}");
+            } else {
+                assert!(disabled, "{context}");
+                assert!(opacity <= 0.6, "a disabled button looks faded: {context}");
+                assert_eq!(style["cursor"], "not-allowed", "{context}");
+            }
+        }
+    }
+}
+
+/// The window sizes every view is checked at: a desktop and a narrow phone.
+const WIDTHS: [(&str, u32, u32); 2] = [("desktop", 1280, 800), ("narrow", 400, 800)];
+
+/// Checks every control in [`CONTROLS`] (those not in `shown` must be hidden) at each of
+/// [`WIDTHS`], saving a screenshot of each into the target's tmp dir (the paths are printed).
+/// Leaves the window at the test's usual size.
+async fn check_view(client: &Client, view: &str, shown: &[(&str, Shown)]) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-visibility");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (width_name, width, height) in WIDTHS {
+        client.set_window_rect(0, 0, width, height).await.unwrap();
+        wait_for_width(client, width).await;
+        for css in CONTROLS {
+            let expected = shown
+                .iter()
+                .find(|(c, _)| *c == css)
+                .map_or(Shown::Hidden, |(_, s)| *s);
+            assert_shown(client, &format!("{view} at {width_name}"), css, expected).await;
+        }
+        let png = client.screenshot().await.unwrap();
+        let path = dir.join(format!("{view}-{width_name}.png"));
+        std::fs::write(&path, png).unwrap();
+        println!("screenshot: {}", path.display());
+    }
+    client.set_window_rect(0, 0, 1280, 1000).await.unwrap();
+}
+
+/// Waits until the layout viewport has (about) the window's new width.
+async fn wait_for_width(client: &Client, width: u32) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let inner = client
+            .execute("return window.innerWidth", vec![])
+            .await
+            .unwrap()
+            .as_u64()
+            .unwrap();
+        if inner.abs_diff(u64::from(width)) <= 20 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the window never became {width} px wide: {inner}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// At the narrow width, the consumer table as blocks: its caption as wide as the table (not
+/// one word a line), and each "Rolls now" cell labelled, since the header row is off-screen.
+async fn check_narrow_table(client: &Client) {
+    client.set_window_rect(0, 0, 400, 800).await.unwrap();
+    wait_for_width(client, 400).await;
+    let layout = client
+        .execute(
+            "const t = document.getElementById('consumers');
+             const c = t.querySelector('caption');
+             const line = parseFloat(getComputedStyle(c).lineHeight);
+             return { table: t.getBoundingClientRect().width, caption: c.getBoundingClientRect().width,
+                      lines: Math.round(c.getBoundingClientRect().height / line),
+                      labels: Array.from(document.querySelectorAll('#consumer-rows td:last-child'))
+                        .map(td => getComputedStyle(td, '::before').content) };",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let table = layout["table"].as_f64().unwrap();
+    let caption = layout["caption"].as_f64().unwrap();
+    assert!(
+        caption >= table * 0.9,
+        "the caption spans the table: {layout}"
+    );
+    assert_eq!(layout["lines"], 1, "the caption is one line: {layout}");
+    let labels = layout["labels"].as_array().unwrap();
+    assert_eq!(labels.len(), 3, "{layout}");
+    for label in labels {
+        assert_eq!(
+            label, "\"Rolls now: \"",
+            "each Yes/No cell is labelled: {layout}"
+        );
+    }
+    client.set_window_rect(0, 0, 1280, 1000).await.unwrap();
+}
+
 async fn sign_in(client: &Client, url: &str, token: &str) {
     client.goto(&format!("{url}/#/")).await.unwrap();
     wait_for_text(client, "#sign-in-title", "Sign in").await;
@@ -299,6 +456,7 @@ async fn a_person_restarts_consumers_from_the_page() {
     client.goto(&format!("{url}/")).await.unwrap();
     wait_for_text(&client, "#sign-in-title", "Sign in").await;
     screenshot(&client, "1-sign-in").await;
+    check_view(&client, "signed-out", &[]).await;
     let axe = axe_source();
     if axe.is_none() {
         assert!(
@@ -330,6 +488,7 @@ async fn a_person_restarts_consumers_from_the_page() {
     let names: Vec<&str> = list.lines().collect();
     assert_eq!(names, ["db", "locked"], "history snapshots are not listed");
     screenshot(&client, "2-secrets").await;
+    check_view(&client, "secrets", &[("#sign-out", Shown::Enabled)]).await;
 
     // A Secret's consumers, the paused one marked before anything is pressed.
     click(&client, Locator::LinkText("db")).await;
@@ -339,6 +498,35 @@ async fn a_person_restarts_consumers_from_the_page() {
     assert!(rows.contains("No: the Deployment is paused"), "{rows}");
     wait_for_text(&client, "#detail-status", "1 will not roll now").await;
     screenshot(&client, "3-consumers").await;
+    check_view(
+        &client,
+        "consumers",
+        &[("#sign-out", Shown::Enabled), ("#restart", Shown::Enabled)],
+    )
+    .await;
+    check_narrow_table(&client).await;
+    // The confirmation says what happens to the paused one, in words.
+    click(&client, Locator::Css("#restart")).await;
+    let text = wait_for_text(&client, "#confirm-text", "This patches").await;
+    assert_eq!(
+        text,
+        format!(
+            "This patches 3 workloads in {NS}. 2 roll now. \
+             Deployment paused is paused: it rolls when it is resumed."
+        )
+    );
+    check_view(
+        &client,
+        "confirm",
+        &[
+            ("#sign-out", Shown::Enabled),
+            ("#restart", Shown::Enabled),
+            ("#confirm-cancel", Shown::Enabled),
+            ("#confirm-ok", Shown::Enabled),
+        ],
+    )
+    .await;
+    click(&client, Locator::Css("#confirm-cancel")).await;
     if let Some(axe) = &axe {
         violations.extend(accessibility_violations(&client, axe).await);
     }
@@ -410,6 +598,10 @@ async fn a_person_restarts_consumers_from_the_page() {
             caught.iter().any(|v| v.contains("#unlabelled")),
             "{caught:?}"
         );
+        client
+            .execute("document.getElementById('unlabelled').remove();", vec![])
+            .await
+            .unwrap();
     }
 
     // A failed one.
@@ -424,6 +616,21 @@ async fn a_person_restarts_consumers_from_the_page() {
     wait_for_text(&client, "#report-message", "No rollout was requested").await;
     screenshot(&client, "6-failed").await;
 
+    // A Secret no workload consumes: the button is there, and looks disabled.
+    client.goto(&format!("{url}/#/{NS}/locked")).await.unwrap();
+    wait_for_text(
+        &client,
+        "#detail-status",
+        "No workloads reference this Secret",
+    )
+    .await;
+    check_view(
+        &client,
+        "no-consumers",
+        &[("#sign-out", Shown::Enabled), ("#restart", Shown::Disabled)],
+    )
+    .await;
+
     // A history snapshot's URL reads exactly like a missing Secret's.
     client.goto(&format!("{url}/#/{NS}/db-v1")).await.unwrap();
     let history = wait_for_text(&client, "#detail-error", "not found").await;
@@ -434,6 +641,13 @@ async fn a_person_restarts_consumers_from_the_page() {
         missing.replace("nope", "NAME")
     );
     screenshot(&client, "7-not-found").await;
+    check_view(&client, "not-found", &[("#sign-out", Shown::Enabled)]).await;
+    client
+        .goto(&format!("{url}/#/{NS}/Not_A_Name"))
+        .await
+        .unwrap();
+    wait_for_text(&client, "#detail-error", " ").await;
+    check_view(&client, "invalid-name", &[("#sign-out", Shown::Enabled)]).await;
 
     // Sign out, then a user the ACL refuses on `locked`.
     client.goto(&format!("{url}/#/")).await.unwrap();
@@ -450,14 +664,43 @@ async fn a_person_restarts_consumers_from_the_page() {
     )
     .await;
     screenshot(&client, "8-refused").await;
+    // A refused preview offers no restart (and so no second refusal).
+    check_view(&client, "forbidden", &[("#sign-out", Shown::Enabled)]).await;
 
     let source = client.source().await.unwrap();
     assert!(
         !source.contains(SECRET_VALUE),
         "no Secret value in the page"
     );
+
+    // With the restart flag off: the note, and no button.
+    click(&client, Locator::Css("#sign-out")).await;
+    wait_for_text(&client, "#sign-in-title", "Sign in").await;
+    let off = Fixture::start_seeded(cluster(), None, |s| {
+        s.admins.groups = vec!["platform".into()];
+        s.restart_enabled = false;
+    })
+    .await;
+    let off_url = format!("http://{}", off.api);
+    sign_in(
+        &client,
+        &off_url,
+        &token("alice@x.io", &["platform", "developers"]),
+    )
+    .await;
+    wait_for_text(&client, "#who-name", "alice@x.io").await;
+    client.goto(&format!("{off_url}/#/{NS}/db")).await.unwrap();
+    wait_for_text(&client, "#restart-disabled", "Restarting is disabled").await;
+    check_view(
+        &client,
+        "restart-disabled",
+        &[("#sign-out", Shown::Enabled)],
+    )
+    .await;
+
     client.close().await.unwrap();
     drop(driver);
     drop(provider);
+    off.stop().await;
     f.stop().await;
 }

@@ -165,12 +165,16 @@ async function showDetail(namespace, name) {
   for (const workload of preview.workloads) {
     const row = el("tr");
     row.append(el("td", `${workload.kind} ${workload.name}`));
+    // On a narrow screen the header row is off-screen: each cell names its column (app.css).
     const refs = el("td");
+    refs.dataset.label = "References";
     const list = el("ul");
     for (const reference of workload.references) list.append(el("li", describeReference(reference)));
     refs.append(list);
     row.append(refs);
-    row.append(workload.rollsNow ? el("td", "Yes") : el("td", `No: ${workload.deferralReason}`, "no-roll"));
+    const rolls = workload.rollsNow ? el("td", "Yes") : el("td", `No: ${workload.deferralReason}`, "no-roll");
+    rolls.dataset.label = "Rolls now";
+    row.append(rolls);
     row.dataset.workload = `${workload.kind}/${workload.name}`;
     rows.append(row);
   }
@@ -186,12 +190,26 @@ async function showDetail(namespace, name) {
   $("restart-disabled").hidden = config.restartEnabled;
 }
 
+// What happens to a workload that is patched but does not roll now, in words.
+function whenItRolls(workload) {
+  const who = `${workload.kind} ${workload.name}`;
+  switch (workload.deferral) {
+    case "paused": return `${who} is paused: it rolls when it is resumed.`;
+    case "on_delete": return `${who} replaces each pod only when that pod is deleted (OnDelete).`;
+    case "partition": return `${who} rolls only when its rollingUpdate partition is lowered.`;
+    default: return `${who} does not roll now: ${workload.deferralReason}.`;
+  }
+}
+
 $("restart").addEventListener("click", () => {
+  // Never offered without a preview to act on (a refused one, or no consumers).
+  if (!current || current.workloads.length === 0 || $("restart").hidden || $("restart").disabled) return;
   const count = current.workloads.length;
-  const notNow = current.workloads.filter((w) => !w.rollsNow).length;
+  const notNow = current.workloads.filter((w) => !w.rollsNow);
   $("confirm-text").textContent =
     `This patches ${count} workload${count === 1 ? "" : "s"} in ${current.namespace}.` +
-    (notNow ? ` ${notNow} of them will not roll until their own trigger.` : "");
+    (notNow.length ? ` ${count - notNow.length} roll${count - notNow.length === 1 ? "s" : ""} now. ` +
+      notNow.map(whenItRolls).join(" ") : "");
   $("confirm").showModal();
   $("confirm-cancel").focus();
 });
