@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::Resource as _;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
@@ -709,7 +709,8 @@ impl Controller {
                 return Some(retry_after);
             }
         };
-        self.acknowledged(key, purpose, now);
+        let cause = event.as_ref().map_or("", |e| e.note.as_str());
+        self.acknowledged(key, purpose, cause, now);
         if let Some(event) = event {
             self.announce(&object, key, event).await;
         }
@@ -723,10 +724,12 @@ impl Controller {
 
     /// Counts an acknowledged patch (the metrics first: whoever waits on the status reads
     /// them complete) and updates what the brakes and the Events remember.
-    fn acknowledged(&mut self, key: &WorkloadKey, purpose: Purpose, now: Instant) {
+    /// `cause` is the Event's note (object names, never values), so the log says what
+    /// changed as the Event does.
+    fn acknowledged(&mut self, key: &WorkloadKey, purpose: Purpose, cause: &str, now: Instant) {
         match purpose {
             Purpose::Halt => warn!(workload = %key, "halted by the flap stop"),
-            _ => info!(workload = %key, decision = purpose.as_str(), "patched"),
+            _ => info!(workload = %key, decision = purpose.as_str(), cause, "patched"),
         }
         self.metrics.roll(key.kind.as_str(), purpose.result());
         match purpose {
@@ -803,13 +806,20 @@ impl Controller {
             reason,
             action,
             note,
+            related,
         } = event;
         let event = Event {
             type_,
             reason: reason.to_owned(),
             note: Some(note),
             action: action.to_owned(),
-            secondary: None,
+            secondary: related.map(|source| ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some(source.kind.as_str().to_owned()),
+                namespace: Some(source.namespace),
+                name: Some(source.name),
+                ..ObjectReference::default()
+            }),
         };
         match tokio::time::timeout(EVENT_TIMEOUT, self.recorder.publish(&event, &reference)).await {
             Ok(Ok(())) => self.count(|s| s.events += 1),

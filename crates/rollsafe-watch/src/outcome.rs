@@ -161,6 +161,11 @@ pub struct Announcement {
     pub action: &'static str,
     /// The text: object names only, never values.
     pub note: String,
+    /// The object whose change caused it (the first, by kind and name, when several did),
+    /// the Event's `related`: the recorder counts a repeat into an earlier Event only when
+    /// this too is the same, so a roll for another object is an Event of its own, with its
+    /// own note.
+    pub related: Option<SourceKey>,
 }
 
 /// What one evaluation reads, and the brakes it moves.
@@ -253,8 +258,14 @@ impl Evaluator<'_> {
                 requeue: Some(wait),
             });
         }
-        let names = self.changed.get(key).map(names).unwrap_or_default();
-        Some(write(document, purpose, Some(rolled(deferred, &names))))
+        let changed = self.changed.get(key);
+        let names = changed.map(names).unwrap_or_default();
+        let related = changed.and_then(|c| c.first().cloned());
+        Some(write(
+            document,
+            purpose,
+            Some(rolled(deferred, &names, related)),
+        ))
     }
 }
 
@@ -273,7 +284,7 @@ fn nothing() -> Outcome {
 }
 
 /// The Event of a roll: `Rolled`, or `RolloutDeferred` when the pods do not roll now.
-fn rolled(deferred: Option<Deferral>, names: &str) -> Announcement {
+fn rolled(deferred: Option<Deferral>, names: &str, related: Option<SourceKey>) -> Announcement {
     match deferred {
         None => Announcement {
             type_: EventType::Normal,
@@ -284,6 +295,7 @@ fn rolled(deferred: Option<Deferral>, names: &str) -> Announcement {
             } else {
                 format!("Rolled for changes to {names}")
             },
+            related,
         },
         Some(deferral) => Announcement {
             type_: EventType::Warning,
@@ -298,6 +310,7 @@ fn rolled(deferred: Option<Deferral>, names: &str) -> Announcement {
                 },
                 deferral.reason()
             ),
+            related,
         },
     }
 }
@@ -313,6 +326,7 @@ fn halted(limit: FlapLimit) -> Announcement {
             limit.rolls,
             limit.window.as_secs()
         ),
+        related: None,
     }
 }
 

@@ -570,6 +570,33 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
     assert!(text.contains("Secret/db"), "{text}");
     assert!(!text.contains("s3cr3t"), "{text}");
     assert_eq!(rolled[0]["type"], "Normal");
+
+    // A roll for another object is an Event of its own, naming its own cause (not a repeat
+    // of the first, whose note would name Secret/db).
+    env.put(secret("other", &[("token", "t2")], json!({})));
+    running
+        .until(
+            "the rolls for Secret/other (pair and api) and their events",
+            |s| s.rolls == 4 && s.events >= 4 && s.pending == 0,
+        )
+        .await;
+    let mut notes: Vec<String> = events(&env, "pair", "Rolled")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap().to_owned())
+        .collect();
+    notes.sort();
+    assert_eq!(
+        notes,
+        [
+            "Rolled for changes to Secret/db",
+            "Rolled for changes to Secret/other"
+        ]
+    );
+    let related: Vec<Value> = events(&env, "pair", "Rolled")
+        .iter()
+        .map(|e| e["related"]["name"].clone())
+        .collect();
+    assert!(related.contains(&json!("other")), "{related:?}");
     running.stop().await;
 }
 

@@ -235,6 +235,7 @@ fn a_change_rolls_and_names_the_changed_objects() {
             reason: "Rolled",
             action: "Roll",
             note: "Rolled for changes to Secret/db".to_owned(),
+            related: Some(db()),
         })
     );
     // A change seen before this process watched names nothing.
@@ -262,6 +263,7 @@ fn a_paused_workload_is_patched_and_the_deferral_announced() {
             reason: "RolloutDeferred",
             action: "Roll",
             note: "Pod template updated for changes to Secret/db but pods do not roll now: the Deployment is paused".to_owned(),
+            related: Some(db()),
         })
     );
 }
@@ -365,6 +367,7 @@ async fn a_flapping_workload_is_halted_with_an_event() {
             reason: "Halted",
             action: "Halt",
             note: "Not rolled: it was rolled 2 times within 600s. Remove the rollsafe.dev/halted annotation to resume".to_owned(),
+            related: None,
         })
     );
     // Once the first roll leaves the window, the workload rolls again.
