@@ -21,7 +21,6 @@
 //! when the object is printed (whatever the inventories say); 1 for a preflight error or an
 //! `{ error }` response from the server.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -30,9 +29,9 @@ use rollsafe_core::preview::ConsumersPreview;
 use rollsafe_kube::RestartEngine;
 
 use crate::kube_args::KubeArgs;
-use crate::process;
 use crate::restart_exit::{self, OutputFormat};
 use crate::target::Target;
+use crate::{process, stdout};
 
 /// Show which Deployments, StatefulSets and DaemonSets reference a Secret (dry run).
 #[derive(Debug, clap::Args)]
@@ -118,7 +117,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         OutputFormat::Json => restart_exit::json(&preview)?,
         OutputFormat::Text => text(&preview),
     };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")?;
+    stdout::line(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -18,6 +18,7 @@ mod restart_consumers;
 mod restart_exit;
 mod sandbox;
 mod serve;
+mod stdout;
 mod target;
 mod token;
 mod watch;
@@ -100,6 +101,7 @@ fn main() -> ExitCode {
     process::flush_logs();
     match result {
         Ok(code) => code,
+        Err(error) if error.is::<stdout::Closed>() => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("rollsafe: {error:#}");
             ExitCode::FAILURE

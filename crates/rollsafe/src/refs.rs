@@ -1,7 +1,6 @@
 //! `rollsafe refs`: the Secrets and ConfigMaps each workload in a manifest stream references.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -13,7 +12,7 @@ use serde_json::Value;
 use anyhow::Context as _;
 use rollsafe_manifest::Manifest;
 
-use crate::input;
+use crate::{input, stdout};
 
 /// Print, as one JSON array, every Deployment, StatefulSet and DaemonSet in the manifests with
 /// the Secrets and ConfigMaps its pod template references.
@@ -83,8 +82,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &workloads)?;
-    writeln!(out)?;
+    stdout::write(|out| {
+        serde_json::to_writer_pretty(&mut *out, &workloads)?;
+        writeln!(out)
+    })?;
     Ok(ExitCode::SUCCESS)
 }
