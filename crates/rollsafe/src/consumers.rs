@@ -41,7 +41,6 @@ use crate::{process, stdout};
 
 /// Show which Deployments, StatefulSets and DaemonSets reference a Secret (dry run).
 #[derive(Debug, clap::Args)]
-#[command(after_help = EXIT_CODES)]
 pub(crate) struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
@@ -65,7 +64,8 @@ pub(crate) struct Args {
     pub secret: String,
 }
 
-const EXIT_CODES: &str = "Exit codes: 0 every inventory is complete (the consumers listed are \
+/// The exit codes, for `--help`.
+pub(crate) const EXIT_CODES: &str = "Exit codes: 0 every inventory is complete (the consumers listed are \
     all of them, possibly none); 2 some kinds could not be listed, 3 none could (the result is \
     printed, but consumers may be missing); 1 the Secret or its namespace does not exist or \
     cannot be read, or another error (message on stderr, nothing on stdout).";

@@ -46,6 +46,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show which workloads reference a Secret, patching nothing (dry run of restart-consumers).
+    #[command(after_help = consumers::EXIT_CODES)]
     Consumers(consumers::Args),
     /// Run a Kubernetes API emulator (test substrate and sandbox cluster).
     Emulator(emulator::Args),

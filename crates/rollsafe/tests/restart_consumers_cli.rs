@@ -190,6 +190,17 @@ fn consumers_exit_codes_say_whether_the_list_is_the_whole_answer() {
     }
     let (code, out, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
     assert_eq!((code, &out["workloads"]), (3, &json!([])));
+
+    let help = Command::cargo_bin("rollsafe")
+        .unwrap()
+        .args(["consumers", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("Exit codes: 0 every inventory is complete"),
+        "{help}"
+    );
 }
 
 #[test]
