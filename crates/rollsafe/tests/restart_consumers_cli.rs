@@ -282,6 +282,40 @@ fn preflight_errors_exit_1_before_anything_is_listed() {
 }
 
 #[test]
+fn target_errors_read_as_sentences_and_name_the_rule() {
+    let env = start();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["-n", NS, "missing"],
+            "rollsafe: Secret \"missing\" not found in namespace \"shop\"\n",
+        ),
+        (
+            &["-n", NS, "other/db"],
+            "rollsafe: the namespace is given twice and differs: -n shop and other/db; give one \
+             of the two\n",
+        ),
+        (
+            &["-n", NS, "Bad_Name"],
+            "rollsafe: invalid Secret name \"Bad_Name\": a Secret name must be a lowercase RFC \
+             1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending with a \
+             letter or digit, at most 253 characters\n",
+        ),
+        (
+            &["-n", "Bad_NS", "db"],
+            "rollsafe: invalid namespace \"Bad_NS\": a namespace must be a lowercase RFC 1123 \
+             label: lower-case letters, digits and '-', starting and ending with a letter or \
+             digit, at most 63 characters\n",
+        ),
+    ];
+    for command in ["consumers", "restart-consumers"] {
+        for (args, expected) in cases {
+            let (code, out, stderr) = env.rollsafe(&[&[command], *args].concat());
+            assert_eq!((code, &out, stderr.as_str()), (1, &Value::Null, *expected));
+        }
+    }
+}
+
+#[test]
 fn annotation_and_identity_options() {
     let env = start();
     let (code, out, _) = env.rollsafe(&[
