@@ -145,7 +145,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             match process::runtime()?.block_on(client.consumers(&namespace, &secret)) {
                 Ok(preview) => preview,
                 Err(ClientError::Api(error)) => {
-                    eprintln!("rollsafe: {error}");
+                    eprintln!("{}", restart_exit::api_error(&error));
                     return Ok(ExitCode::FAILURE);
                 }
                 Err(error) => return Err(error.into()),

@@ -7,6 +7,7 @@
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
+use rollsafe_client::ErrorResponse;
 use rollsafe_core::contract::{RestartResult, RestartStatus};
 use serde::Serialize;
 
@@ -16,6 +17,19 @@ pub(crate) fn exit_code(status: RestartStatus) -> ExitCode {
         RestartStatus::Requested | RestartStatus::NoTargets => ExitCode::SUCCESS,
         RestartStatus::Partial => ExitCode::from(2),
         RestartStatus::Failed => ExitCode::from(3),
+    }
+}
+
+/// The line for an `{ error }` response from a server, on stderr. A 401 says how to
+/// authenticate; the token itself is never printed.
+pub(crate) fn api_error(error: &ErrorResponse) -> String {
+    if error.is_authentication_required() {
+        format!(
+            "rollsafe: {error}: pass a session token with --token or ROLLSAFE_TOKEN (`rollsafe \
+             token` mints one), or check that the one given has not expired"
+        )
+    } else {
+        format!("rollsafe: {error}")
     }
 }
 
