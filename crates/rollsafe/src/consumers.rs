@@ -148,7 +148,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                     eprintln!("{}", restart_exit::api_error(&error));
                     return Ok(ExitCode::FAILURE);
                 }
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(restart_exit::client_error(server, error)),
             }
         }
         None => {

@@ -55,6 +55,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("{}", restart_exit::api_error(&error));
             Ok(ExitCode::FAILURE)
         }
-        Err(error) => Err(error.into()),
+        Err(error) => Err(restart_exit::client_error(&args.server, error)),
     }
 }

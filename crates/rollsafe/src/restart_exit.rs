@@ -7,7 +7,7 @@
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
-use rollsafe_client::ErrorResponse;
+use rollsafe_client::{ClientError, ErrorResponse};
 use rollsafe_core::contract::{RestartResult, RestartStatus};
 use serde::Serialize;
 
@@ -30,6 +30,31 @@ pub(crate) fn api_error(error: &ErrorResponse) -> String {
         )
     } else {
         format!("rollsafe: {error}")
+    }
+}
+
+/// A call to a server that got no `{ error }` envelope, as the command's error: a transport
+/// failure names the server (scheme, host and port only: no user information, path or query)
+/// and its fixed cause.
+pub(crate) fn client_error(server: &str, error: ClientError) -> anyhow::Error {
+    match error {
+        ClientError::Transport(cause) => {
+            anyhow::anyhow!("no response from the server at {}: {cause}", origin(server))
+        }
+        error => error.into(),
+    }
+}
+
+/// `scheme://host[:port]` of a URL the client accepted.
+fn origin(url: &str) -> String {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return "the given URL".to_owned();
+    };
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let host = uri.host().unwrap_or("");
+    match uri.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
     }
 }
 
