@@ -98,11 +98,62 @@ pub enum ClientError {
     #[error("invalid server URL or name")]
     InvalidRequest,
     /// No response arrived (connection, TLS or timeout).
-    #[error("no response from the server")]
-    Transport,
+    #[error("no response from the server: {0}")]
+    Transport(TransportCause),
     /// The response is neither a restart result nor an error envelope.
     #[error("unexpected response from the server (HTTP {0})")]
     Unexpected(u16),
+}
+
+/// Why no response arrived, as a fixed sentence: never the upstream error's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum TransportCause {
+    /// Nothing listens at the address.
+    #[error("the connection was refused")]
+    Refused,
+    /// The host name did not resolve.
+    #[error("the host name did not resolve (DNS)")]
+    Dns,
+    /// The TLS handshake failed, e.g. an untrusted certificate.
+    #[error("the TLS handshake failed (is the certificate trusted, and is it an https server?)")]
+    Tls,
+    /// No complete response within [`REQUEST_TIMEOUT`].
+    #[error("it did not answer in time")]
+    Timeout,
+    /// The connection failed or closed before a complete response.
+    #[error("the connection failed or closed before a response")]
+    Connection,
+}
+
+impl TransportCause {
+    /// Classifies an error of the HTTP stack by its types, walking its sources.
+    fn of(error: &(dyn std::error::Error + 'static)) -> Self {
+        let mut cause = Some(error);
+        while let Some(error) = cause {
+            if error.is::<rustls::Error>() {
+                return TransportCause::Tls;
+            }
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                match io.kind() {
+                    std::io::ErrorKind::ConnectionRefused => return TransportCause::Refused,
+                    std::io::ErrorKind::TimedOut => return TransportCause::Timeout,
+                    _ => {}
+                }
+                // An I/O error's `source` skips the error it wraps (rustls' is wrapped twice).
+                if let Some(inner) = io.get_ref() {
+                    cause = Some(inner as &(dyn std::error::Error + 'static));
+                    continue;
+                }
+            }
+            // hyper-util's connector reports a failed lookup as a `ConnectError` whose text
+            // starts with "dns error"; the text is read here, never printed.
+            if error.to_string().starts_with("dns error") {
+                return TransportCause::Dns;
+            }
+            cause = error.source();
+        }
+        TransportCause::Connection
+    }
 }
 
 /// A client of one rollsafe server.
@@ -195,18 +246,18 @@ impl Client {
                 .http
                 .request(request)
                 .await
-                .map_err(|_| ClientError::Transport)?;
+                .map_err(|error| ClientError::Transport(TransportCause::of(&error)))?;
             let status = response.status();
             let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
                 .collect()
                 .await
-                .map_err(|_| ClientError::Transport)?
+                .map_err(|_| ClientError::Transport(TransportCause::Connection))?
                 .to_bytes();
             Ok::<_, ClientError>((status, body))
         };
         tokio::time::timeout(REQUEST_TIMEOUT, call)
             .await
-            .map_err(|_| ClientError::Transport)?
+            .map_err(|_| ClientError::Transport(TransportCause::Timeout))?
     }
 }
 

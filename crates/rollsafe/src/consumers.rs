@@ -17,22 +17,27 @@
 //! ```
 //!
 //! `references` has the shape `rollsafe refs` prints. `-o json` (default) follows the output
-//! rule of the restart commands; `-o text` is one line per inventory and per workload. Exit 0
-//! when the object is printed (whatever the inventories say); 1 for a preflight error or an
-//! `{ error }` response from the server.
+//! rule of the restart commands; `-o text` is one line per inventory and per workload, with
+//! guidance for each unlisted kind. The exit codes are those of the restart commands, read for a
+//! command that patches nothing: 0 when every inventory is complete (the list of consumers is
+//! the whole answer, possibly empty); 2 when some kind could not be listed and 3 when none could
+//! (the object is printed, and its workloads may be missing consumers); 1, with nothing on
+//! stdout, for a preflight error (a Secret or namespace that does not exist or cannot be read,
+//! an invalid name, no usable configuration) or an `{ error }` response from the server.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use rollsafe_client::{Client, ClientError, Token};
+use rollsafe_core::failure::FailureCode;
 use rollsafe_core::preview::ConsumersPreview;
 use rollsafe_kube::RestartEngine;
 
 use crate::kube_args::KubeArgs;
-use crate::process;
+use crate::restart_consumers::read_secret;
 use crate::restart_exit::{self, OutputFormat};
 use crate::target::Target;
+use crate::{process, stdout};
 
 /// Show which Deployments, StatefulSets and DaemonSets reference a Secret (dry run).
 #[derive(Debug, clap::Args)]
@@ -59,12 +64,59 @@ pub(crate) struct Args {
     pub secret: String,
 }
 
-fn text(preview: &ConsumersPreview) -> String {
+/// The exit codes, for `--help`.
+pub(crate) const EXIT_CODES: &str = "Exit codes: 0 every inventory is complete (the consumers listed are \
+    all of them, possibly none); 2 some kinds could not be listed, 3 none could (the result is \
+    printed, but consumers may be missing); 1 the Secret or its namespace does not exist or \
+    cannot be read, or another error (message on stderr, nothing on stdout).";
+
+/// 0 when every inventory is complete, 2 when some are not, 3 when none is (as `partial` and
+/// `failed` for the restart commands).
+fn exit_code(preview: &ConsumersPreview) -> ExitCode {
+    let unlisted = preview.inventories.values().filter(|i| !i.complete).count();
+    if unlisted == 0 {
+        ExitCode::SUCCESS
+    } else if unlisted < preview.inventories.len() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::from(3)
+    }
+}
+
+/// What to check when a kind could not be listed, for a command that patches nothing. The
+/// API's `message` speaks of patches and the server; this is the command line's wording.
+fn guidance(code: FailureCode, through_server: bool) -> &'static str {
+    match code {
+        FailureCode::Unauthenticated if through_server => {
+            "Kubernetes rejected the server's credentials; check the server's Kubernetes credentials"
+        }
+        FailureCode::Unauthenticated => {
+            "Kubernetes rejected the credentials; check the kubeconfig's user and its token"
+        }
+        FailureCode::Forbidden => {
+            "the identity may not list this kind; check its RBAC (list in the namespace)"
+        }
+        FailureCode::NotFound => "check that the namespace and the apps/v1 API exist",
+        FailureCode::InvalidRequest => "check the cluster's Kubernetes version",
+        FailureCode::RateLimited => "Kubernetes is rate limiting requests; wait before retrying",
+        FailureCode::Conflict | FailureCode::Unavailable | FailureCode::Unconfirmed => {
+            "the list did not complete; retry later"
+        }
+        FailureCode::IncompleteList => {
+            "the list was incomplete, inconsistent or over budget; retry later"
+        }
+    }
+}
+
+fn text(preview: &ConsumersPreview, through_server: bool) -> String {
     let mut out = format!("Secret {}/{}", preview.namespace, preview.secret);
     for (kind, inventory) in &preview.inventories {
         match inventory.code {
             None => out.push_str(&format!("\nlisted     {kind}")),
-            Some(code) => out.push_str(&format!("\nunlisted   {kind}: {code}")),
+            Some(code) => out.push_str(&format!(
+                "\nunlisted   {kind}: {code}: its consumers are unknown; {}",
+                guidance(code, through_server)
+            )),
         }
     }
     for workload in &preview.workloads {
@@ -93,10 +145,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             match process::runtime()?.block_on(client.consumers(&namespace, &secret)) {
                 Ok(preview) => preview,
                 Err(ClientError::Api(error)) => {
-                    eprintln!("rollsafe: {error}");
+                    eprintln!("{}", restart_exit::api_error(&error));
                     return Ok(ExitCode::FAILURE);
                 }
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(restart_exit::client_error(server, error)),
             }
         }
         None => {
@@ -107,7 +159,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                     Some(namespace) => namespace,
                     None => args.kube.context_namespace(&connection)?,
                 };
-                let discovery = RestartEngine::new(&connection)
+                let engine = RestartEngine::new(&connection);
+                let client = connection.client(identity.as_ref());
+                read_secret(&client, &engine, &namespace, &secret).await?;
+                let discovery = engine
                     .discover(&namespace, &secret, identity.as_ref())
                     .await;
                 anyhow::Ok(discovery.preview())
@@ -116,9 +171,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let text = match args.output {
         OutputFormat::Json => restart_exit::json(&preview)?,
-        OutputFormat::Text => text(&preview),
+        OutputFormat::Text => text(&preview, args.server.is_some()),
     };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")?;
-    Ok(ExitCode::SUCCESS)
+    stdout::line(&text)?;
+    let code = exit_code(&preview);
+    if !preview.is_complete() {
+        eprintln!(
+            "rollsafe: the inventory is incomplete, so consumers may be missing from the list"
+        );
+    }
+    Ok(code)
 }

@@ -63,7 +63,10 @@ impl KubeArgs {
     pub(crate) fn context_namespace(&self, connection: &Connection) -> anyhow::Result<Namespace> {
         let namespace = connection.default_namespace();
         namespace.parse().map_err(|_| {
-            anyhow::anyhow!("invalid namespace {namespace:?} in the kubeconfig context")
+            anyhow::anyhow!(
+                "invalid namespace {namespace:?} in the kubeconfig context: a namespace must be a \
+                 lowercase RFC 1123 label"
+            )
         })
     }
 }

@@ -18,6 +18,7 @@ mod restart_consumers;
 mod restart_exit;
 mod sandbox;
 mod serve;
+mod stdout;
 mod target;
 mod token;
 mod watch;
@@ -45,6 +46,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show which workloads reference a Secret, patching nothing (dry run of restart-consumers).
+    #[command(after_help = consumers::EXIT_CODES)]
     Consumers(consumers::Args),
     /// Run a Kubernetes API emulator (test substrate and sandbox cluster).
     Emulator(emulator::Args),
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
     process::flush_logs();
     match result {
         Ok(code) => code,
+        Err(error) if error.is::<stdout::Closed>() => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("rollsafe: {}", process::one_line(&error));
             ExitCode::FAILURE

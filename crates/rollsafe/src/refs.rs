@@ -1,7 +1,6 @@
 //! `rollsafe refs`: the Secrets and ConfigMaps each workload in a manifest stream references.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -13,12 +12,17 @@ use serde_json::Value;
 use anyhow::Context as _;
 use rollsafe_manifest::Manifest;
 
-use crate::input;
+use crate::restart_exit::{self, OutputFormat};
+use crate::{input, stdout};
 
 /// Print, as one JSON array, every Deployment, StatefulSet and DaemonSet in the manifests with
 /// the Secrets and ConfigMaps its pod template references.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
+    /// How to print the result (`json`: the array, by the output rule; `text`: one line per
+    /// workload).
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: OutputFormat,
     /// Manifest files (multi-document YAML, a YAML list or a `kind: List`); `-` or none reads stdin.
     pub files: Vec<PathBuf>,
 }
@@ -69,6 +73,46 @@ impl WorkloadReferences {
     }
 }
 
+/// One line per workload: `KIND NAMESPACE/NAME: secrets A, B; config ConfigMap/C` (`-` for none).
+fn text(workloads: &[WorkloadReferences]) -> String {
+    let list = |items: Vec<&str>| {
+        if items.is_empty() {
+            "-".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    workloads
+        .iter()
+        .map(|workload| {
+            let name = workload.name.as_deref().unwrap_or("-");
+            let target = match &workload.namespace {
+                Some(namespace) => format!("{namespace}/{name}"),
+                None => name.to_owned(),
+            };
+            format!(
+                "{} {target}: secrets {}; config {}",
+                workload.kind,
+                list(
+                    workload
+                        .secret_consumers
+                        .iter()
+                        .map(String::as_str)
+                        .collect()
+                ),
+                list(
+                    workload
+                        .referenced_config
+                        .iter()
+                        .map(String::as_str)
+                        .collect()
+                ),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // One input's text and one parsed document at a time: only the references are kept.
     let mut workloads: Vec<WorkloadReferences> = Vec::new();
@@ -83,8 +127,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &workloads)?;
-    writeln!(out)?;
+    let text = match args.output {
+        OutputFormat::Json => restart_exit::json(&workloads)?,
+        OutputFormat::Text => text(&workloads),
+    };
+    stdout::write(|out| {
+        if !text.is_empty() {
+            writeln!(out, "{text}")?;
+        }
+        Ok(())
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -141,14 +141,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let stream = render_inputs(&args.files, &args.kube, args.request_timeout, options)?;
-    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut write = || -> std::io::Result<()> {
+    crate::stdout::write(|out| {
         for piece in &stream {
-            stdout.write_all(piece.as_bytes())?;
+            out.write_all(piece.as_bytes())?;
         }
-        stdout.flush()
-    };
-    write().context("cannot write to stdout")?;
+        Ok(())
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

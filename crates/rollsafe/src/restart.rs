@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use rollsafe_client::{Client, ClientError, Token};
 
 use crate::process;
-use crate::restart_exit::{OutputFormat, exit_code, render_result};
+use crate::restart_exit::{self, OutputFormat, exit_code, render_result};
 use crate::target::Target;
 
 /// Request a rollout of every workload consuming a Secret, through a rollsafe server.
@@ -52,9 +52,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(exit_code(report.status()))
         }
         Err(ClientError::Api(error)) => {
-            eprintln!("rollsafe: {error}");
+            eprintln!("{}", restart_exit::api_error(&error));
             Ok(ExitCode::FAILURE)
         }
-        Err(error) => Err(error.into()),
+        Err(error) => Err(restart_exit::client_error(&args.server, error)),
     }
 }

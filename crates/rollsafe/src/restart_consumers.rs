@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use rollsafe_core::contract::RESTART_ANNOTATION;
-use rollsafe_core::name::AnnotationKey;
+use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_kube::{RestartEngine, RestartRequest, read_secret_metadata};
 
 use crate::kube_args::KubeArgs;
@@ -31,6 +31,26 @@ pub(crate) struct Args {
     pub output: OutputFormat,
     /// The Secret, as `NAME` (namespace from `-n` or the context) or `NAMESPACE/NAME`.
     pub secret: String,
+}
+
+/// The preflight of the kube commands: the Secret must exist and be readable by the identity
+/// (a missing namespace reads as a missing Secret). An error here is exit 1.
+pub(crate) async fn read_secret(
+    client: &kube::Client,
+    engine: &RestartEngine,
+    namespace: &Namespace,
+    secret: &SecretName,
+) -> anyhow::Result<()> {
+    match read_secret_metadata(client, namespace, secret, engine.timeouts().get).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => bail!("Secret \"{secret}\" not found in namespace \"{namespace}\""),
+        Err(error) if error.is_forbidden() => {
+            bail!("not allowed to read Secret \"{secret}\" in namespace \"{namespace}\"")
+        }
+        Err(error) => {
+            bail!("cannot read Secret \"{secret}\" in namespace \"{namespace}\": {error}")
+        }
+    }
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -55,18 +75,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let engine = RestartEngine::new(&connection);
         let client = connection.client(identity.as_ref());
-        match read_secret_metadata(&client, &namespace, &secret, engine.timeouts().get).await {
-            Ok(Some(_)) => {}
-            Ok(None) => bail!(
-                "Secret {:?} not found in namespace {namespace:?}",
-                args.secret
-            ),
-            Err(error) if error.is_forbidden() => bail!(
-                "not allowed to read Secret {:?} in namespace {namespace:?}",
-                args.secret
-            ),
-            Err(error) => bail!("cannot read Secret {:?}: {error}", args.secret),
-        }
+        read_secret(&client, &engine, &namespace, &secret).await?;
         let request = RestartRequest::new(namespace, secret)
             .annotation(annotation)
             .acting_as(identity);

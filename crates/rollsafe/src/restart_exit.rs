@@ -7,6 +7,7 @@
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
+use rollsafe_client::{ClientError, ErrorResponse};
 use rollsafe_core::contract::{RestartResult, RestartStatus};
 use serde::Serialize;
 
@@ -16,6 +17,44 @@ pub(crate) fn exit_code(status: RestartStatus) -> ExitCode {
         RestartStatus::Requested | RestartStatus::NoTargets => ExitCode::SUCCESS,
         RestartStatus::Partial => ExitCode::from(2),
         RestartStatus::Failed => ExitCode::from(3),
+    }
+}
+
+/// The line for an `{ error }` response from a server, on stderr. A 401 says how to
+/// authenticate; the token itself is never printed.
+pub(crate) fn api_error(error: &ErrorResponse) -> String {
+    if error.is_authentication_required() {
+        format!(
+            "rollsafe: {error}: pass a session token with --token or ROLLSAFE_TOKEN (`rollsafe \
+             token` mints one), or check that the one given has not expired"
+        )
+    } else {
+        format!("rollsafe: {error}")
+    }
+}
+
+/// A call to a server that got no `{ error }` envelope, as the command's error: a transport
+/// failure names the server (scheme, host and port only: no user information, path or query)
+/// and its fixed cause.
+pub(crate) fn client_error(server: &str, error: ClientError) -> anyhow::Error {
+    match error {
+        ClientError::Transport(cause) => {
+            anyhow::anyhow!("no response from the server at {}: {cause}", origin(server))
+        }
+        error => error.into(),
+    }
+}
+
+/// `scheme://host[:port]` of a URL the client accepted.
+fn origin(url: &str) -> String {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return "the given URL".to_owned();
+    };
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let host = uri.host().unwrap_or("");
+    match uri.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
     }
 }
 

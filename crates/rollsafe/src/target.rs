@@ -7,6 +7,15 @@
 
 use rollsafe_core::name::{Namespace, SecretName};
 
+/// The rule a Secret name follows, for its error message.
+const SECRET_NAME_RULE: &str = "a Secret name must be a lowercase RFC 1123 subdomain: lower-case \
+    letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 \
+    characters";
+
+/// The rule a namespace follows, for its error message.
+const NAMESPACE_RULE: &str = "a namespace must be a lowercase RFC 1123 label: lower-case letters, \
+    digits and '-', starting and ending with a letter or digit, at most 63 characters";
+
 /// A Secret named on the command line; the namespace may still be the context's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Target {
@@ -24,15 +33,15 @@ impl Target {
             None => (None, text),
         };
         let Ok(secret) = name.parse::<SecretName>() else {
-            anyhow::bail!("invalid Secret name {name:?}");
+            anyhow::bail!("invalid Secret name {name:?}: {SECRET_NAME_RULE}");
         };
         let namespace = match (flag, prefix) {
             (Some(flag), Some(prefix)) if flag != prefix => anyhow::bail!(
-                "the namespace is given twice and differs: -n {flag:?} and {prefix:?}/"
+                "the namespace is given twice and differs: -n {flag} and {text}; give one of the two"
             ),
             (Some(namespace), _) | (None, Some(namespace)) => {
                 let Ok(namespace) = namespace.parse::<Namespace>() else {
-                    anyhow::bail!("invalid namespace {namespace:?}");
+                    anyhow::bail!("invalid namespace {namespace:?}: {NAMESPACE_RULE}");
                 };
                 Some(namespace)
             }

@@ -251,3 +251,30 @@ items:
         json!(["ConfigMap/cfg"])
     );
 }
+
+#[test]
+fn output_json_or_text_as_the_other_commands() {
+    let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\n\
+        spec:\n  template:\n    spec:\n      containers:\n      - name: app\n        envFrom:\n        \
+        - secretRef: {name: db-creds}\n        - configMapRef: {name: settings}\n---\n\
+        apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec:\n  template:\n    \
+        spec:\n      containers: [{name: agent}]\n";
+    let (ok, default, _) = refs(&[], Some(manifest));
+    let (json_ok, json, _) = refs(&["-o", "json"], Some(manifest));
+    assert!(ok && json_ok);
+    assert_eq!(json, default);
+    assert_eq!(default.as_array().map(Vec::len), Some(2));
+
+    let output = Command::cargo_bin("rollsafe")
+        .unwrap()
+        .args(["refs", "-o", "text"])
+        .write_stdin(manifest)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "Deployment shop/api: secrets db-creds; config ConfigMap/settings, Secret/db-creds\n\
+         DaemonSet agent: secrets -; config -\n"
+    );
+}

@@ -121,8 +121,9 @@ fn consumers_prints_inventories_and_matches_and_patches_nothing() {
 
     env.emu
         .add_fault(Fault::on("list", "statefulsets").then(FaultAction::status(403)));
-    let (code, out, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
-    assert_eq!(code, 0);
+    let (code, out, stderr) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
+    assert_eq!(code, 2, "an incomplete inventory is not 'no consumers'");
+    assert!(stderr.contains("consumers may be missing"), "{stderr}");
     let statefulsets = &out["inventories"]["StatefulSet"];
     assert_eq!(
         (
@@ -139,6 +140,67 @@ fn consumers_prints_inventories_and_matches_and_patches_nothing() {
         "{statefulsets}"
     );
     assert_eq!(out["workloads"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn consumers_exit_codes_say_whether_the_list_is_the_whole_answer() {
+    let env = start();
+    // A Secret, or a namespace, that does not exist.
+    for target in [&["-n", NS, "missing"][..], &["nowhere/db-creds"]] {
+        let (code, out, stderr) = env.rollsafe(&[&["consumers"], target].concat());
+        assert_eq!((code, &out), (1, &Value::Null), "{target:?}: {stderr}");
+        assert!(stderr.contains("not found in namespace \""), "{stderr}");
+        assert!(!stderr.contains("Namespace("), "{stderr}");
+    }
+    let (code, out, _) = env.rollsafe(&["consumers", "-n", NS, "unused"]);
+    assert_eq!((code, &out["workloads"]), (0, &json!([])));
+
+    env.emu
+        .add_fault(Fault::on("list", "statefulsets").then(FaultAction::status(403)));
+    let output = Command::cargo_bin("rollsafe")
+        .unwrap()
+        .args([
+            "consumers",
+            "-o",
+            "text",
+            "-n",
+            NS,
+            "db-creds",
+            "--kubeconfig",
+        ])
+        .arg(&env.kubeconfig)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("unlisted   StatefulSet: forbidden: its consumers are unknown; the identity may not list this kind"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("patched") && !text.contains("server"),
+        "{text}"
+    );
+
+    // Each fault answers one list.
+    for resource in ["deployments", "statefulsets", "daemonsets"] {
+        env.emu
+            .add_fault(Fault::on("list", resource).then(FaultAction::status(401)));
+    }
+    let (code, out, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
+    assert_eq!((code, &out["workloads"]), (3, &json!([])));
+
+    let help = Command::cargo_bin("rollsafe")
+        .unwrap()
+        .args(["consumers", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("Exit codes: 0 every inventory is complete"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -217,6 +279,40 @@ fn preflight_errors_exit_1_before_anything_is_listed() {
             .all(|r| r.verb.as_deref() == Some("get")),
         "only the Secret read"
     );
+}
+
+#[test]
+fn target_errors_read_as_sentences_and_name_the_rule() {
+    let env = start();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["-n", NS, "missing"],
+            "rollsafe: Secret \"missing\" not found in namespace \"shop\"\n",
+        ),
+        (
+            &["-n", NS, "other/db"],
+            "rollsafe: the namespace is given twice and differs: -n shop and other/db; give one \
+             of the two\n",
+        ),
+        (
+            &["-n", NS, "Bad_Name"],
+            "rollsafe: invalid Secret name \"Bad_Name\": a Secret name must be a lowercase RFC \
+             1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending with a \
+             letter or digit, at most 253 characters\n",
+        ),
+        (
+            &["-n", "Bad_NS", "db"],
+            "rollsafe: invalid namespace \"Bad_NS\": a namespace must be a lowercase RFC 1123 \
+             label: lower-case letters, digits and '-', starting and ending with a letter or \
+             digit, at most 63 characters\n",
+        ),
+    ];
+    for command in ["consumers", "restart-consumers"] {
+        for (args, expected) in cases {
+            let (code, out, stderr) = env.rollsafe(&[&[command], *args].concat());
+            assert_eq!((code, &out, stderr.as_str()), (1, &Value::Null, *expected));
+        }
+    }
 }
 
 #[test]

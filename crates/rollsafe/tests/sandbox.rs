@@ -171,6 +171,13 @@ fn sandbox_end_to_end() {
         stderr.contains("HTTP 401: Authentication required"),
         "{stderr}"
     );
+    assert!(stderr.contains("--token or ROLLSAFE_TOKEN"), "{stderr}");
+    let (code, _, stderr) = run(
+        &rollsafe(),
+        &["consumers", "--server", url, "demo/db-credentials"],
+    );
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--token or ROLLSAFE_TOKEN"), "{stderr}");
 
     // The emulator recorded the rollouts; the paused Deployment's template changed without rolling.
     let (code, rollouts, stderr) = run(
