@@ -386,6 +386,21 @@ pub static EVENTS: Printer = Printer::new(
         .iter()
         .find_map(|p| o.pointer(p).and_then(Value::as_str))
         .unwrap_or("");
+        // An Event series (what kube's recorder and client-go's new events API write) is
+        // shown by its own count and last observation, as `printEvent` does.
+        let series = o.get("series").filter(|s| s.is_object());
+        let last = series
+            .and_then(|s| s.get("lastObservedTime"))
+            .and_then(Value::as_str)
+            .unwrap_or(last);
+        let count = match series {
+            Some(s) => s.get("count").and_then(Value::as_i64).unwrap_or(0),
+            None => o
+                .get("count")
+                .and_then(Value::as_i64)
+                .filter(|c| *c != 0)
+                .unwrap_or(1),
+        };
         vec![
             json!(since(last, now)),
             text(o, "/type"),
@@ -395,7 +410,7 @@ pub static EVENTS: Printer = Printer::new(
             json!(source),
             text(o, "/message"),
             json!(since(first, now)),
-            json!(o.get("count").and_then(Value::as_i64).unwrap_or(1)),
+            json!(count),
             name(o),
         ]
     },
@@ -581,6 +596,39 @@ pub fn human_duration(seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_series_shows_its_own_count_and_last_observation() {
+        let now: jiff::Timestamp = "2026-12-02T12:00:00Z".parse().unwrap_or_default();
+        let event = |extra: Value| {
+            let mut e = json!({
+                "metadata": {"name": "web.1", "creationTimestamp": "2026-12-02T11:00:00Z"},
+                "involvedObject": {"kind": "Deployment", "name": "web"},
+                "type": "Normal", "reason": "Rolled", "message": "m",
+                "firstTimestamp": "2026-12-02T11:00:00Z",
+                "lastTimestamp": "2026-12-02T11:00:00Z",
+            });
+            if let (Some(map), Value::Object(more)) = (e.as_object_mut(), extra) {
+                map.extend(more);
+            }
+            (EVENTS.cells)(&e, now)
+        };
+        // (extra fields, LAST SEEN, COUNT)
+        let cases = [
+            (json!({}), "60m", 1),
+            (json!({"count": 3}), "60m", 3),
+            (
+                json!({"count": 1, "series": {"count": 5, "lastObservedTime": "2026-12-02T11:59:30.000000Z"}}),
+                "30s",
+                5,
+            ),
+        ];
+        for (extra, last_seen, count) in cases {
+            let cells = event(extra.clone());
+            assert_eq!(cells[0], json!(last_seen), "{extra}");
+            assert_eq!(cells[8], json!(count), "{extra}");
+        }
+    }
 
     #[test]
     fn human_durations_match_the_real_rounding() {

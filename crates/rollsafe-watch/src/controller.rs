@@ -624,8 +624,8 @@ impl Controller {
                 self.skipped(key, reason, requeue);
                 requeue
             }
-            Outcome::DryRun { decision } => {
-                info!(workload = %key, decision, "dry run: patch not sent");
+            Outcome::DryRun { decision, changed } => {
+                info!(workload = %key, decision, changed, "dry run: patch not sent");
                 self.metrics.roll(key.kind.as_str(), "dry_run");
                 self.count(|s| s.dry_run += 1);
                 None

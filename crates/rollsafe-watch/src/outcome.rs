@@ -44,6 +44,9 @@ pub enum Outcome {
     DryRun {
         /// The decision, as a static label ([`RollDecision::as_str`]).
         decision: &'static str,
+        /// The objects whose changes it is for (`Secret/db, ConfigMap/settings`; empty for an
+        /// adoption or when nothing was seen to change), as the Event would name them.
+        changed: String,
     },
     /// A patch to send, once.
     Patch(Box<Write>),
@@ -223,6 +226,7 @@ impl Evaluator<'_> {
         if self.dry_run {
             return Some(Outcome::DryRun {
                 decision: decision.as_str(),
+                changed: self.changed.get(key).map(names).unwrap_or_default(),
             });
         }
         let Some(deadline) = self.deadline else {

@@ -21,6 +21,7 @@ const DEADLINE: Duration = Duration::from_secs(60);
 struct Env {
     emu: RunningEmulator,
     connection: Connection,
+    kubeconfig: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -74,12 +75,13 @@ impl Env {
         let TestCluster {
             emu,
             connection,
+            kubeconfig,
             dir,
-            ..
         } = TestCluster::start(seeds).await;
         Env {
             emu,
             connection,
+            kubeconfig,
             _dir: dir,
         }
     }
@@ -597,7 +599,56 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
         .map(|e| e["related"]["name"].clone())
         .collect();
     assert!(related.contains(&json!("other")), "{related:?}");
+
+    // What a user debugging the roll reads: `kubectl describe` lists each cause's Event.
+    if let Some(kubectl) = kubectl() {
+        // On a blocking thread: the emulator answers on this test's runtime.
+        let kubeconfig = env.kubeconfig.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(kubectl)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["-n", NS, "describe", "deployment", "pair"])
+                .output()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let described = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{described}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for note in [
+            "Rolled for changes to Secret/db",
+            "Rolled for changes to Secret/other",
+        ] {
+            assert!(described.contains(note), "{note} in: {described}");
+        }
+        assert!(!described.contains("s3cr3t"), "{described}");
+    }
     running.stop().await;
+}
+
+/// kubectl on PATH or under the Cloud SDK; without one the read-back is skipped, saying so,
+/// unless `CI` is set: then a missing kubectl fails.
+fn kubectl() -> Option<std::path::PathBuf> {
+    let fallback = std::path::PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl");
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("kubectl"))
+        .find(|p| p.is_file())
+        .or_else(|| fallback.is_file().then(|| fallback.clone()));
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "CI is set but kubectl is missing"
+        );
+        eprintln!("skipping the kubectl read-back: kubectl is not installed");
+    }
+    found
 }
 
 #[tokio::test]

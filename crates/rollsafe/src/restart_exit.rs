@@ -102,5 +102,7 @@ fn text(result: &RestartResult) -> String {
     for failure in &result.discovery_failures {
         out.push_str(&format!("\nunlisted   {}: {}", failure.kind, failure.code));
     }
+    // The result's own caveat, which the JSON carries too: what "requested" does not promise.
+    out.push_str(&format!("\nnote: {}", result.note));
     out
 }

@@ -379,7 +379,11 @@ fn one_target_form_everywhere_and_one_output_rule() {
     assert!(lines[0].starts_with("requested: "), "{text}");
     assert_eq!(
         &lines[1..],
-        ["requested  Deployment/api", "requested  StatefulSet/worker"],
+        [
+            "requested  Deployment/api",
+            "requested  StatefulSet/worker",
+            "note: Only acknowledged pod-template patches are reported as requested. Rollout completion, readiness, and credential uptake are not verified."
+        ],
         "{text}"
     );
 }

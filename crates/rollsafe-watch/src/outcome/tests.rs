@@ -291,10 +291,22 @@ fn an_object_that_cannot_be_patched_is_skipped() {
 fn a_dry_run_decides_and_sends_nothing() {
     let mut world = World::new().after_a_change();
     world.dry_run = true;
-    assert_eq!(world.evaluate(), Some(Outcome::DryRun { decision: "roll" }));
+    assert_eq!(
+        world.evaluate(),
+        Some(Outcome::DryRun {
+            decision: "roll",
+            changed: "Secret/db".to_owned()
+        })
+    );
     // Not even a follower's dry run is sent; it is counted as decided.
     world.budget = None;
-    assert_eq!(world.evaluate(), Some(Outcome::DryRun { decision: "roll" }));
+    assert_eq!(
+        world.evaluate(),
+        Some(Outcome::DryRun {
+            decision: "roll",
+            changed: "Secret/db".to_owned()
+        })
+    );
 }
 
 #[tokio::test(start_paused = true)]
