@@ -165,6 +165,14 @@ impl Default for Store {
 
 pub use rollsafe_emulator_types::util::{meta_mut, meta_str};
 
+/// The TTL bookkeeping's key of an Event: namespace and name.
+fn event_key(ns: &str, object: &Value) -> (String, String) {
+    (
+        ns.to_owned(),
+        meta_str(object, "name").unwrap_or("").to_owned(),
+    )
+}
+
 impl Store {
     /// An empty store.
     pub fn new() -> Self {
@@ -219,10 +227,8 @@ impl Store {
         expired
     }
 
-    /// Starts or renews the TTL of the Event `object` just written.
-    fn renew_event_ttl(&mut self, ns: &str, object: &Value) {
-        let name = meta_str(object, "name").unwrap_or("").to_owned();
-        let key = (ns.to_owned(), name);
+    /// Starts or renews the TTL of the Event just written under `key`.
+    fn renew_event_ttl(&mut self, key: (String, String)) {
         let deadline = Instant::now() + self.event_ttl;
         self.event_expiry.insert(key.clone(), deadline);
         self.event_deadlines.push_back((deadline, key));
@@ -433,13 +439,11 @@ impl Store {
         rv: u64,
     ) {
         if res == ids::EVENTS {
+            let key = event_key(ns, &object);
             if kind == EventType::Deleted {
-                self.event_expiry.remove(&(
-                    ns.to_owned(),
-                    meta_str(&object, "name").unwrap_or("").to_owned(),
-                ));
+                self.event_expiry.remove(&key);
             } else {
-                self.renew_event_ttl(ns, &object);
+                self.renew_event_ttl(key);
             }
         }
         let event = Arc::new(Event {

@@ -6,10 +6,11 @@
 mod common;
 
 use common::*;
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
 /// Creates Deployment `shop/web` with 3 replicas; its Deployments API.
@@ -201,31 +202,31 @@ async fn events_expire_after_their_ttl_and_watchers_see_them_go() {
         }))
         .unwrap()
     };
-    events
+    let created = events
         .create(&PostParams::default(), &event("old"))
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let names: Vec<String> = events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|e| e.metadata.name)
-            .collect();
-        if names.is_empty() {
-            break;
+    let rv = created.metadata.resource_version.unwrap();
+    // A watcher from the creation on sees the expiry as a deletion, within a deadline.
+    let stream = events
+        .watch(&WatchParams::default().timeout(10), &rv)
+        .await
+        .unwrap();
+    let mut stream = std::pin::pin!(stream);
+    let deleted = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(event) = stream.next().await {
+            if let WatchEvent::Deleted(e) = event.unwrap() {
+                return e.metadata.name;
+            }
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still there: {names:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    // The expiry was a deletion: the request log's watchers would have seen it, and the
-    // default TTL is kube-apiserver's hour.
+        None
+    })
+    .await
+    .expect("the Event expired within the deadline");
+    assert_eq!(deleted.as_deref(), Some("old"));
+    let left = events.list(&ListParams::default()).await.unwrap().items;
+    assert!(left.is_empty(), "{left:?}");
+    // The default TTL is kube-apiserver's hour.
     assert_eq!(
         rollsafe_emulator::EVENT_TTL,
         std::time::Duration::from_secs(3600)

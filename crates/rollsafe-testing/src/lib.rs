@@ -1,6 +1,7 @@
 //! Test support for rollsafe's test suites and benchmarks (never published): a [`TestCluster`]
 //! (an in-process emulator, its kubeconfig on disk and a connection from it) and builders for
-//! the objects the suites seed ([`Workload`], [`secret`], [`rbac_for_group`]).
+//! the objects the suites seed ([`Workload`], [`secret`], [`rbac_for_group`]), and where the
+//! real `kubectl` the suites read back through is ([`kubectl`]).
 //!
 //! Set-up failures panic with a message: this crate is only used where a panic is a failed test.
 
@@ -218,4 +219,33 @@ pub fn rbac_for_group(namespace: &str, group: &str, read_secrets: bool) -> Vec<V
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]
         }),
     ]
+}
+
+/// kubectl: `$KUBECTL`, else on `PATH`, else the Cloud SDK's. `None` (saying why) when absent
+/// and `CI` is not set; under `CI` a missing kubectl fails the test.
+pub fn kubectl() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("KUBECTL").map(PathBuf::from)
+        && path.is_file()
+    {
+        return Some(path);
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("kubectl"))
+        .find(|p| p.is_file());
+    if on_path.is_some() {
+        return on_path;
+    }
+    let sdk = PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl");
+    if sdk.is_file() {
+        return Some(sdk);
+    }
+    assert!(
+        std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+        "CI is set but kubectl is missing: not in $KUBECTL, on PATH nor at {}",
+        sdk.display()
+    );
+    eprintln!("skipping: kubectl is not installed");
+    None
 }

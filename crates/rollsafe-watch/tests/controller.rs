@@ -601,7 +601,7 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
     assert!(related.contains(&json!("other")), "{related:?}");
 
     // What a user debugging the roll reads: `kubectl describe` lists each cause's Event.
-    if let Some(kubectl) = kubectl() {
+    if let Some(kubectl) = rollsafe_testing::kubectl() {
         // On a blocking thread: the emulator answers on this test's runtime.
         let kubeconfig = env.kubeconfig.clone();
         let output = tokio::task::spawn_blocking(move || {
@@ -629,26 +629,6 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
         assert!(!described.contains("s3cr3t"), "{described}");
     }
     running.stop().await;
-}
-
-/// kubectl on PATH or under the Cloud SDK; without one the read-back is skipped, saying so,
-/// unless `CI` is set: then a missing kubectl fails.
-fn kubectl() -> Option<std::path::PathBuf> {
-    let fallback = std::path::PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl");
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("kubectl"))
-        .find(|p| p.is_file())
-        .or_else(|| fallback.is_file().then(|| fallback.clone()));
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-            "CI is set but kubectl is missing"
-        );
-        eprintln!("skipping the kubectl read-back: kubectl is not installed");
-    }
-    found
 }
 
 #[tokio::test]

@@ -137,12 +137,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         instance,
         ..ControllerSettings::default()
     };
-    let shared = |name: &str| std::env::var_os(name);
     let kube = KubeArgs {
-        kubeconfig: kubeconfig
-            .or_else(|| shared_setting(SHARED_KUBECONFIG, shared).map(PathBuf::from)),
+        kubeconfig: kubeconfig.or_else(|| shared_setting(SHARED_KUBECONFIG).map(PathBuf::from)),
         context: context
-            .or_else(|| shared_setting(SHARED_CONTEXT, shared).and_then(|c| c.into_string().ok())),
+            .or_else(|| shared_setting(SHARED_CONTEXT).and_then(|c| c.into_string().ok())),
         as_user: None,
         as_group: Vec::new(),
         namespace: None,
@@ -157,11 +155,8 @@ const SHARED_KUBECONFIG: &str = "ROLLSAFE_KUBECONFIG";
 const SHARED_CONTEXT: &str = "ROLLSAFE_CONTEXT";
 
 /// A shared variable's value, unless unset or empty (as clap treats an empty variable).
-fn shared_setting(
-    name: &str,
-    env: impl Fn(&str) -> Option<std::ffi::OsString>,
-) -> Option<std::ffi::OsString> {
-    env(name).filter(|value| !value.is_empty())
+fn shared_setting(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name).filter(|value| !value.is_empty())
 }
 
 /// The Lease `--leader-elect` competes for.

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use install_common::*;
 use rollsafe_emulator::{Emulator, RequestLogEntry, RunningEmulator};
-use rollsafe_testing::TestCluster;
+use rollsafe_testing::{TestCluster, kubectl};
 use serde_json::{Value, json};
 
 const DEADLINE: Duration = Duration::from_secs(60);

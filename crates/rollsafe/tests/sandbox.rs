@@ -10,36 +10,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use rollsafe_testing::kubectl;
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn rollsafe() -> PathBuf {
     assert_cmd::cargo::cargo_bin("rollsafe")
-}
-
-/// kubectl on PATH or under the Cloud SDK. Without one the test skips, saying why, unless `CI`
-/// is set: then a missing kubectl fails.
-fn kubectl() -> Option<PathBuf> {
-    let fallback = PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl");
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("kubectl"))
-        .find(|p| p.is_file())
-        .or_else(|| fallback.is_file().then(|| fallback.clone()));
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-            "CI is set but kubectl is missing: not on PATH nor at {}",
-            fallback.display()
-        );
-        eprintln!(
-            "skipping: kubectl is not installed (not on PATH nor at {})",
-            fallback.display()
-        );
-    }
-    found
 }
 
 struct Sandbox {

@@ -152,28 +152,3 @@ pub fn rules(objects: &[Value]) -> Vec<(String, String, Value)> {
     }
     rules
 }
-
-/// kubectl: `$KUBECTL`, else on `PATH`, else the newest in the Cloud SDK directory. `None`
-/// (with a reason) when absent and CI is not set.
-pub fn kubectl() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("KUBECTL").map(PathBuf::from)
-        && path.is_file()
-    {
-        return Some(path);
-    }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("kubectl"))
-        .find(|p| p.is_file());
-    if on_path.is_some() {
-        return on_path;
-    }
-    let sdk = PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl");
-    if sdk.is_file() {
-        return Some(sdk);
-    }
-    assert!(!required(), "CI is set but kubectl is missing");
-    eprintln!("skipping: kubectl is not installed");
-    None
-}
