@@ -10,6 +10,8 @@
 //! - [`patch`]: the optimistic-concurrency JSON Patch that requests a rollout.
 //! - [`preview`]: the consumers preview — references, whether each workload rolls now, and the
 //!   inventories — shared by the API, the client and the CLI.
+//! - [`rollout`]: where a workload's rollout stands (pending, progressing, complete, stalled,
+//!   deferred, superseded, gone), following it, and the waves of a progressive restart.
 //! - [`name`]: validated Kubernetes names ([`name::Namespace`], [`name::SecretName`],
 //!   [`name::AnnotationKey`], …), parsed once at the edges.
 //! - [`envelope`]: the `{ "error" }` envelope and its fixed texts, shared by server and client.
@@ -29,6 +31,7 @@ pub mod patch;
 pub mod preview;
 pub mod reference;
 pub mod render;
+pub mod rollout;
 pub mod time;
 pub mod uri;
 pub mod validation;
