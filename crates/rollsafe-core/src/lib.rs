@@ -8,6 +8,8 @@
 //! - [`contract`]: the Restart Consumers result contract — its JSON, status and messages.
 //! - [`failure`]: classifying an HTTP status or a transport failure into a contract code.
 //! - [`patch`]: the optimistic-concurrency JSON Patch that requests a rollout.
+//! - [`opt_in`]: whether `rollsafe watch` watches a workload (`rollsafe.dev/watch`), and its
+//!   flap-stop halt mark.
 //! - [`preview`]: the consumers preview — references, whether each workload rolls now, and the
 //!   inventories — shared by the API, the client and the CLI.
 //! - [`rollout`]: where a workload's rollout stands (pending, progressing, complete, stalled,
@@ -27,6 +29,7 @@ pub mod duration;
 pub mod envelope;
 pub mod failure;
 pub mod name;
+pub mod opt_in;
 pub mod patch;
 pub mod preview;
 pub mod reference;

@@ -13,7 +13,8 @@
 //!                    "DaemonSet": { "complete": true } },
 //!   "workloads": [ { "kind": "Deployment", "name": "api", "references": [ … ],
 //!                    "rollsNow": false, "deferral": "paused",
-//!                    "deferralReason": "the Deployment is paused" } ] }
+//!                    "deferralReason": "the Deployment is paused",
+//!                    "watch": "opted_in", "halted": "flapping: …" } ] }
 //! ```
 //!
 //! `workloads` holds the matches of the complete inventories only — exactly the workloads a
@@ -25,7 +26,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::failure::{Failure, FailureCode};
-use crate::reference::Reference;
+use crate::opt_in::{self, WatchState};
+use crate::reference::{ConfigRef, Reference, TargetKind};
 use crate::workload::{Deferral, WorkloadKind};
 
 /// The preview of one Secret's consumers.
@@ -120,17 +122,30 @@ pub struct Consumer {
         skip_serializing_if = "Option::is_none"
     )]
     pub deferral_reason: Option<String>,
+    /// Whether `rollsafe watch` rolls it when this Secret changes, as its own
+    /// `rollsafe.dev/watch` annotation says.
+    #[serde(default)]
+    pub watch: WatchState,
+    /// Why the controller's flap stop halted it (`rollsafe.dev/halted`), if it did: the
+    /// controller rolls it for nothing until the annotation is removed. A restart still rolls it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
 }
 
 impl Consumer {
-    /// A consumer of `kind` read from its listed `object`.
+    /// A consumer of `kind` of the Secret `secret`, read from its listed `object`.
     pub fn new(
         kind: WorkloadKind,
         name: String,
+        secret: &str,
         references: Vec<Reference>,
         object: &serde_json::Value,
     ) -> Self {
         let deferral = Deferral::of(kind, object);
+        let target = ConfigRef {
+            kind: TargetKind::Secret,
+            name: secret.to_owned(),
+        };
         Self {
             kind,
             name,
@@ -138,6 +153,8 @@ impl Consumer {
             rolls_now: deferral.is_none(),
             deferral,
             deferral_reason: deferral.map(|d| d.reason().to_owned()),
+            watch: WatchState::of(object, &target),
+            halted: opt_in::halted(object),
         }
     }
 }
@@ -149,7 +166,9 @@ mod tests {
     use serde_json::json;
 
     fn example() -> ConsumersPreview {
-        let paused = json!({"spec": {"paused": true, "template": {"spec": {
+        let paused = json!({"metadata": {"annotations": {"rollsafe.dev/watch": "true",
+            "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume"}},
+            "spec": {"paused": true, "template": {"spec": {
             "imagePullSecrets": [{"name": "db-creds"}],
             "containers": [{"name": "app", "envFrom": [{"secretRef": {"name": "db-creds"}}]}]}}}});
         let worker = json!({"spec": {"template": {"spec": {"containers": [{"name": "w",
@@ -178,12 +197,14 @@ mod tests {
                 Consumer::new(
                     WorkloadKind::Deployment,
                     "api".into(),
+                    "db-creds",
                     refs(&paused),
                     &paused,
                 ),
                 Consumer::new(
                     WorkloadKind::DaemonSet,
                     "worker".into(),
+                    "db-creds",
                     refs(&worker),
                     &worker,
                 ),

@@ -116,6 +116,15 @@ impl Deferral {
         }
     }
 
+    /// Fixed words for people: when its pods do roll.
+    pub fn when_it_rolls(self) -> &'static str {
+        match self {
+            Deferral::Paused => "it rolls when it is resumed",
+            Deferral::OnDelete => "each pod is replaced only when that pod is deleted",
+            Deferral::Partition => "it rolls only when its rollingUpdate partition is lowered",
+        }
+    }
+
     /// Reads a workload object of `kind` as the API server holds it (`spec.replicas` unset is
     /// 1, a partition unset is 0).
     pub fn of(kind: WorkloadKind, object: &serde_json::Value) -> Option<Deferral> {

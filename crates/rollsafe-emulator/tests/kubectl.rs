@@ -1623,9 +1623,17 @@ async fn every_kubectl_release_reads_rollout_history_and_undoes() {
             }
             emu.put_object(workload).unwrap();
             let reference = format!("{}/{workload_name}", kind.to_lowercase());
+            run(&[
+                "annotate",
+                &reference,
+                "kubernetes.io/change-cause=to app 2",
+            ]);
             run(&["set", "image", &reference, "app=registry.example/app:2"]);
             let history = run(&["rollout", "history", &reference]);
             assert_eq!(revisions(&history), ["1", "2"], "{label} {kind}: {history}");
+            // A new revision carries the workload's annotations, as the real controllers copy
+            // them: CHANGE-CAUSE of the revision the annotation was set for.
+            assert!(history.contains("to app 2"), "{label} {kind}: {history}");
             run(&["rollout", "undo", &reference]);
             let image = emu
                 .get_object(

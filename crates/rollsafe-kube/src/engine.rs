@@ -37,7 +37,7 @@ use rollsafe_core::failure::{Failure, FailureCode, TransportFailure};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_core::patch::{Preconditions, RestartPatch};
 use rollsafe_core::preview::{Consumer, ConsumersPreview, InventoryState};
-use rollsafe_core::workload::WorkloadKind;
+use rollsafe_core::workload::{Deferral, WorkloadKind};
 use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -157,7 +157,15 @@ impl Discovery {
                 .collect(),
             workloads: self
                 .matches()
-                .map(|m| Consumer::new(m.kind, m.name.clone(), m.references.clone(), &m.object))
+                .map(|m| {
+                    Consumer::new(
+                        m.kind,
+                        m.name.clone(),
+                        self.secret.as_str(),
+                        m.references.clone(),
+                        &m.object,
+                    )
+                })
                 .collect(),
         }
     }
@@ -292,7 +300,11 @@ impl RestartEngine {
                     name: found.name.clone(),
                 };
                 match RestartPatch::inspect(&found.object) {
-                    Ok(patch) => targets.push(PlannedPatch { target, patch }),
+                    Ok(patch) => targets.push(PlannedPatch {
+                        target,
+                        patch,
+                        deferral: Deferral::of(found.kind, &found.object),
+                    }),
                     Err(error) => {
                         span.in_scope(|| {
                             warn!(
@@ -372,7 +384,7 @@ impl RestartEngine {
         let send = |planned: PlannedPatch| {
             let (client, namespace, annotation, value) = (&client, &namespace, &annotation, &value);
             async move {
-                let PlannedPatch { target, patch } = planned;
+                let PlannedPatch { target, patch, .. } = planned;
                 let document = patch.document(annotation, value);
                 let sent = Instant::now();
                 let expected = Expected {
@@ -473,6 +485,8 @@ where
 struct PlannedPatch {
     target: WorkloadName,
     patch: RestartPatch,
+    /// Why its pods would not roll now, as listed.
+    deferral: Option<Deferral>,
 }
 
 /// A run between its two phases: what discovery found and what [`RestartEngine::execute`] will
@@ -513,6 +527,14 @@ impl RestartPlan {
     /// The workloads [`RestartEngine::execute`] will send a patch to, by kind then name.
     pub fn targets(&self) -> impl ExactSizeIterator<Item = &WorkloadName> {
         self.targets.iter().map(|planned| &planned.target)
+    }
+
+    /// The targets whose pods will not roll now though their patch is accepted (a paused
+    /// Deployment, `OnDelete`, a partition covering every replica), as listed, with why.
+    pub fn deferrals(&self) -> impl Iterator<Item = (&WorkloadName, Deferral)> {
+        self.targets
+            .iter()
+            .filter_map(|planned| Some((&planned.target, planned.deferral?)))
     }
 
     /// Matches that will not be patched because the listed object was malformed (reported as

@@ -303,7 +303,9 @@ async fn check_narrow_table(client: &Client) {
              const line = parseFloat(getComputedStyle(c).lineHeight);
              return { table: t.getBoundingClientRect().width, caption: c.getBoundingClientRect().width,
                       lines: Math.round(c.getBoundingClientRect().height / line),
-                      labels: Array.from(document.querySelectorAll('#consumer-rows td:last-child'))
+                      labels: Array.from(document.querySelectorAll('#consumer-rows td:nth-child(3)'))
+                        .map(td => getComputedStyle(td, '::before').content),
+                      watched: Array.from(document.querySelectorAll('#consumer-rows td:nth-child(4)'))
                         .map(td => getComputedStyle(td, '::before').content) };",
             vec![],
         )
@@ -322,6 +324,14 @@ async fn check_narrow_table(client: &Client) {
         assert_eq!(
             label, "\"Rolls now: \"",
             "each Yes/No cell is labelled: {layout}"
+        );
+    }
+    let watched = layout["watched"].as_array().unwrap();
+    assert_eq!(watched.len(), 3, "{layout}");
+    for label in watched {
+        assert_eq!(
+            label, "\"Watched: \"",
+            "each watch cell is labelled: {layout}"
         );
     }
     client.set_window_rect(0, 0, 1280, 1000).await.unwrap();
@@ -412,6 +422,9 @@ fn cluster() -> Vec<Value> {
         "roleRef": {"kind": "ClusterRole", "name": "secret-lister", "apiGroup": "rbac.authorization.k8s.io"}}));
     let mut paused = workload("Deployment", "paused", "db");
     paused["spec"]["paused"] = json!(true);
+    // Opted in to the controller, and halted by its flap stop.
+    paused["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "true",
+        "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume"});
     objects.push(paused);
     objects
 }
@@ -496,6 +509,15 @@ async fn a_person_restarts_consumers_from_the_page() {
     assert!(rows.contains("Deployment api"), "{rows}");
     assert!(rows.contains("envFrom"), "reference paths: {rows}");
     assert!(rows.contains("No: the Deployment is paused"), "{rows}");
+    // What the controller does with each: the opt-in, and the halt with how to resume.
+    assert!(
+        rows.contains("Yes. Halted by rollsafe watch: flapping: 5 rolls within 600s; remove this annotation to resume Remove the rollsafe.dev/halted annotation to resume."),
+        "{rows}"
+    );
+    assert!(
+        rows.contains("Not opted in (watched only when rollsafe watch runs with --all)."),
+        "{rows}"
+    );
     wait_for_text(&client, "#detail-status", "1 will not roll now").await;
     screenshot(&client, "3-consumers").await;
     check_view(
@@ -536,6 +558,13 @@ async fn a_person_restarts_consumers_from_the_page() {
     wait_for_text(&client, "#report-title", "Result: requested").await;
     let report = wait_for_text(&client, "#report-body", "Requested").await;
     assert!(report.contains("Deployment api"), "{report}");
+    // The report marks the one the patch does not roll now, as the preview said.
+    assert!(
+        report.contains(
+            "Deployment paused — will not roll now: Deployment paused is paused: it rolls when it is resumed."
+        ),
+        "{report}"
+    );
     let focused = client
         .active_element()
         .await

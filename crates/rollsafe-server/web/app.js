@@ -175,6 +175,13 @@ async function showDetail(namespace, name) {
     const rolls = workload.rollsNow ? el("td", "Yes") : el("td", `No: ${workload.deferralReason}`, "no-roll");
     rolls.dataset.label = "Rolls now";
     row.append(rolls);
+    // What rollsafe watch does with it: the opt-in, and the flap stop's halt.
+    const watched = el("td", watchText(workload.watch), workload.halted ? "no-roll" : undefined);
+    if (workload.halted) {
+      watched.textContent += ` Halted by rollsafe watch: ${workload.halted} Remove the rollsafe.dev/halted annotation to resume.`;
+    }
+    watched.dataset.label = "Watched";
+    row.append(watched);
     row.dataset.workload = `${workload.kind}/${workload.name}`;
     rows.append(row);
   }
@@ -188,6 +195,17 @@ async function showDetail(namespace, name) {
   $("restart").hidden = !config.restartEnabled;
   $("restart").disabled = count === 0;
   $("restart-disabled").hidden = config.restartEnabled;
+}
+
+// Whether rollsafe watch rolls a workload when this Secret changes (the preview's `watch`).
+function watchText(watch) {
+  switch (watch) {
+    case "opted_in": return "Yes.";
+    case "not_listed": return "Not for this Secret: its rollsafe.dev/watch list does not name it.";
+    case "opted_out": return "No: opted out (rollsafe.dev/watch: \"false\").";
+    case "invalid": return "No: its rollsafe.dev/watch value is not understood.";
+    default: return "Not opted in (watched only when rollsafe watch runs with --all).";
+  }
 }
 
 // What happens to a workload that is patched but does not roll now, in words.
@@ -247,7 +265,16 @@ function showReport(result) {
   if (r.requested.length) {
     body.append(el("h3", "Requested"));
     const list = el("ul");
-    for (const w of r.requested) list.append(el("li", `${w.kind} ${w.name}`));
+    for (const w of r.requested) {
+      // The preview knows which ones the patch does not roll now; the result does not say.
+      const previewed = current.workloads.find((c) => c.kind === w.kind && c.name === w.name);
+      const item = el("li", `${w.kind} ${w.name}`);
+      if (previewed && !previewed.rollsNow) {
+        item.append(" ", el("span", `— will not roll now: ${whenItRolls(previewed)}`, "no-roll"));
+        item.dataset.deferred = previewed.deferral;
+      }
+      list.append(item);
+    }
     body.append(list);
   }
   if (r.failures.length) {

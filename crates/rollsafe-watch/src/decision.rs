@@ -15,8 +15,10 @@ use serde_json::{Map, Value};
 use crate::annotations::{CONFIG_HASH, CONFIG_RECORD};
 use crate::digest::parse_record;
 
-/// The annotation that halts a workload (written by the flap stop; removing it resumes).
-pub const HALTED: &str = "rollsafe.dev/halted";
+pub use crate::annotations::HALTED;
+
+/// Where `kubectl rollout history` reads why a revision was made.
+pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
 /// What the decision needs to know of a workload besides its digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,10 +146,12 @@ impl Plan {
         self.restart.preconditions().resource_version()
     }
 
-    /// The patch: `test` uid, `test` resourceVersion, then (when `roll`) the pod-template
+    /// The patch: `test` uid, `test` resourceVersion, then (for a roll) the pod-template
     /// `rollsafe.dev/config-hash`, then the metadata `rollsafe.dev/config-record`, both set to
-    /// `digest`. `None` when `decision` writes nothing.
-    pub fn document(&self, decision: &RollDecision) -> Option<Patch> {
+    /// `digest`, and (for a roll) `kubernetes.io/change-cause` set to `cause`, which the
+    /// workload's controller copies to the new ReplicaSet or ControllerRevision, where
+    /// `kubectl rollout history` reads it. `None` when `decision` writes nothing.
+    pub fn document(&self, decision: &RollDecision, cause: &str) -> Option<Patch> {
         let (digest, roll) = match decision {
             RollDecision::Adopt { digest } => (digest, false),
             RollDecision::Roll { digest, .. } => (digest, true),
@@ -157,11 +161,14 @@ impl Plan {
         // The pod template carries the workload digest; the record adds the per-object part.
         let (template_value, _) = parse_record(digest);
         let Patch(mut operations) = self.restart.document(&template_key, template_value);
-        if !roll {
+        if roll {
+            operations
+                .extend(self.metadata_adds(&[(CONFIG_RECORD, digest), (CHANGE_CAUSE, cause)]));
+        } else {
             // Keep the two tests only: the record alone, no pod-template change.
             operations.truncate(2);
+            operations.extend(self.metadata_adds(&[(CONFIG_RECORD, digest)]));
         }
-        operations.push(self.metadata_add(CONFIG_RECORD, digest));
         Some(Patch(operations))
     }
 
@@ -171,24 +178,35 @@ impl Plan {
         let template_key: AnnotationKey = CONFIG_HASH.parse().ok()?;
         let Patch(mut operations) = self.restart.document(&template_key, "");
         operations.truncate(2);
-        operations.push(self.metadata_add(HALTED, reason));
+        operations.extend(self.metadata_adds(&[(HALTED, reason)]));
         Some(Patch(operations))
     }
 
-    fn metadata_add(&self, key: &str, value: &str) -> PatchOperation {
-        let value = Value::String(value.to_owned());
-        let (path, value) = if self.metadata_annotations {
-            (
-                PointerBuf::from_tokens(["metadata", "annotations", key]),
-                value,
-            )
+    /// Sets metadata annotations: one `add` per key when the object has an annotations map,
+    /// else one `add` of the map holding them all (a second `add` of the map would replace the
+    /// first).
+    fn metadata_adds(&self, entries: &[(&str, &str)]) -> Vec<PatchOperation> {
+        let add = |path, value| PatchOperation::Add(AddOperation { path, value });
+        if self.metadata_annotations {
+            entries
+                .iter()
+                .map(|(key, value)| {
+                    add(
+                        PointerBuf::from_tokens(["metadata", "annotations", key]),
+                        Value::String((*value).to_owned()),
+                    )
+                })
+                .collect()
         } else {
-            (
+            let map = entries
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), Value::String((*value).to_owned())))
+                .collect::<Map<_, _>>();
+            vec![add(
                 PointerBuf::from_tokens(["metadata", "annotations"]),
-                Value::Object(Map::from_iter([(key.to_owned(), value)])),
-            )
-        };
-        PatchOperation::Add(AddOperation { path, value })
+                Value::Object(map),
+            )]
+        }
     }
 }
 
@@ -305,24 +323,32 @@ mod tests {
         };
         let with = Plan::inspect(&workload(Some(json!({"a": "b"})))).unwrap();
         assert_eq!(
-            serde_json::to_value(with.document(&roll).unwrap()).unwrap(),
+            serde_json::to_value(with.document(&roll, "cause").unwrap()).unwrap(),
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
                 {"op": "add", "path": "/spec/template/metadata/annotations/rollsafe.dev~1config-hash", "value": "v1:d"},
-                {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-record", "value": "v1:d;11=aa"}
+                {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-record", "value": "v1:d;11=aa"},
+                {"op": "add", "path": "/metadata/annotations/kubernetes.io~1change-cause", "value": "cause"}
             ])
         );
         let without = Plan::inspect(&workload(None)).unwrap();
         assert_eq!(
-            serde_json::to_value(without.document(&adopt).unwrap()).unwrap(),
+            serde_json::to_value(without.document(&adopt, "cause").unwrap()).unwrap(),
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
                 {"op": "add", "path": "/metadata/annotations", "value": {"rollsafe.dev/config-record": "v1:d;11=aa"}}
             ])
         );
-        assert!(with.document(&RollDecision::Unchanged).is_none());
+        // Without an annotations map, the record and the cause go in one map.
+        let mut object = workload(None);
+        json_patch::patch(&mut object, &without.document(&roll, "cause").unwrap()).unwrap();
+        assert_eq!(
+            object["metadata"]["annotations"],
+            json!({CONFIG_RECORD: "v1:d;11=aa", CHANGE_CAUSE: "cause"})
+        );
+        assert!(with.document(&RollDecision::Unchanged, "").is_none());
         assert_eq!(
             serde_json::to_value(with.halt_document("flapping").unwrap()).unwrap(),
             json!([
@@ -334,7 +360,7 @@ mod tests {
         // Applied to the object, the adoption leaves the pod template alone.
         let mut object = workload(Some(json!({"a": "b"})));
         let before = object["spec"].clone();
-        json_patch::patch(&mut object, &with.document(&adopt).unwrap()).unwrap();
+        json_patch::patch(&mut object, &with.document(&adopt, "").unwrap()).unwrap();
         assert_eq!(object["spec"], before);
         assert_eq!(
             object["metadata"]["annotations"][CONFIG_RECORD],

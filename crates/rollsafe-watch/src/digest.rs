@@ -243,6 +243,29 @@ impl Fingerprinter {
     }
 }
 
+/// The objects of `consumed` whose state in `record` differs from their state in `current`
+/// (both records of one workload; objects on one side only are not changes): the causes of a
+/// roll, read from the records alone when no watch event named them (a roll after a restart of
+/// the controller, for a change it did not see arrive).
+pub fn changed_objects<'a>(
+    record: &str,
+    current: &str,
+    consumed: impl Iterator<Item = &'a ConfigRef>,
+) -> Vec<&'a ConfigRef> {
+    let (Some(recorded), Some(current)) = (parse_record(record).1, parse_record(current).1) else {
+        return Vec::new();
+    };
+    consumed
+        .filter(|config| {
+            let id = record_id(config);
+            matches!(
+                (recorded.get(id.as_str()), current.get(id.as_str())),
+                (Some(was), Some(now)) if was != now
+            )
+        })
+        .collect()
+}
+
 /// An object's id in a record.
 fn record_id(config: &ConfigRef) -> String {
     let mut out = Vec::with_capacity(64);

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::cache::{Cache, SourceKey, WorkloadKey};
 use crate::decision::{self, RollDecision};
-use crate::digest::Fingerprinter;
+use crate::digest::{self, Fingerprinter};
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 
 /// The most object names an Event note lists.
@@ -220,13 +220,35 @@ impl Evaluator<'_> {
         let Some(plan) = entry.plan.as_ref() else {
             return Some(skip(SkipReason::Unpatchable));
         };
-        let Some(document) = plan.document(&decision) else {
+        let changed = match self.changed.get(key) {
+            Some(changed) if !changed.is_empty() => changed.clone(),
+            // No watch event named the change (it happened while this replica was not
+            // watching): the records say which objects it was.
+            _ => entry
+                .facts
+                .record
+                .as_deref()
+                .map(|record| {
+                    digest::changed_objects(record, &digest, entry.consumption.objects())
+                        .into_iter()
+                        .map(|config| SourceKey {
+                            kind: config.kind,
+                            namespace: key.namespace.clone(),
+                            name: config.name.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let names = names(&changed);
+        let related = changed.first().cloned();
+        let Some(document) = plan.document(&decision, &change_cause(&names)) else {
             return Some(nothing());
         };
         if self.dry_run {
             return Some(Outcome::DryRun {
                 decision: decision.as_str(),
-                changed: self.changed.get(key).map(names).unwrap_or_default(),
+                changed: names,
             });
         }
         let Some(deadline) = self.deadline else {
@@ -262,9 +284,6 @@ impl Evaluator<'_> {
                 requeue: Some(wait),
             });
         }
-        let changed = self.changed.get(key);
-        let names = changed.map(names).unwrap_or_default();
-        let related = changed.and_then(|c| c.first().cloned());
         Some(write(
             document,
             purpose,
@@ -335,6 +354,15 @@ fn halted(limit: FlapLimit) -> Announcement {
 }
 
 /// `Secret/db, ConfigMap/settings`, at most [`MAX_NAMES_IN_NOTE`] names, then a count.
+/// The `kubernetes.io/change-cause` of a roll: the objects, never their values.
+fn change_cause(names: &str) -> String {
+    if names.is_empty() {
+        "rollsafe watch: what it consumes changed while rollsafe was not watching".to_owned()
+    } else {
+        format!("rollsafe watch: rolled for changes to {names}")
+    }
+}
+
 fn names(changed: &BTreeSet<SourceKey>) -> String {
     let mut listed: Vec<String> = changed
         .iter()

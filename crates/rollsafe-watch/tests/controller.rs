@@ -604,8 +604,9 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
     if let Some(kubectl) = rollsafe_testing::kubectl() {
         // On a blocking thread: the emulator answers on this test's runtime.
         let kubeconfig = env.kubeconfig.clone();
+        let describe = kubectl.clone();
         let output = tokio::task::spawn_blocking(move || {
-            std::process::Command::new(kubectl)
+            std::process::Command::new(describe)
                 .arg("--kubeconfig")
                 .arg(&kubeconfig)
                 .args(["-n", NS, "describe", "deployment", "pair"])
@@ -627,8 +628,60 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
             assert!(described.contains(note), "{note} in: {described}");
         }
         assert!(!described.contains("s3cr3t"), "{described}");
+        // `kubectl rollout history` shows each roll's cause (`kubernetes.io/change-cause`,
+        // set in the roll's own patch).
+        let kubeconfig = env.kubeconfig.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(kubectl)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["-n", NS, "rollout", "history", "deployment", "pair"])
+                .output()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let history = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{history}");
+        for cause in [
+            "rollsafe watch: rolled for changes to Secret/db",
+            "rollsafe watch: rolled for changes to Secret/other",
+        ] {
+            assert!(history.contains(cause), "{cause} in: {history}");
+        }
     }
     running.stop().await;
+
+    // A change made while no controller runs: the next one names it from the records.
+    env.put(secret(
+        "db",
+        &[("password", "s3cr3t-third"), ("user", "app")],
+        json!({}),
+    ));
+    let mut restarted = env.controller(ControllerSettings::default());
+    restarted
+        .until("the rolls for the unseen change", |s| {
+            s.rolls == 2 && s.events >= 2 && s.pending == 0
+        })
+        .await;
+    for name in ["web", "pair"] {
+        let notes: Vec<Value> = events(&env, name, "Rolled")
+            .iter()
+            .map(|e| e["message"].clone())
+            .collect();
+        assert!(
+            notes
+                .iter()
+                .all(|note| note
+                    != "Rolled: what it consumes changed while rollsafe was not watching"),
+            "{name}: {notes:?}"
+        );
+        assert!(
+            notes.contains(&json!("Rolled for changes to Secret/db")),
+            "{name}: {notes:?}"
+        );
+    }
+    restarted.stop().await;
 }
 
 #[tokio::test]

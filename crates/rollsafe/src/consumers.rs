@@ -124,6 +124,12 @@ fn text(preview: &ConsumersPreview, through_server: bool) -> String {
         if let Some(reason) = &workload.deferral_reason {
             out.push_str(&format!(" (does not roll now: {reason})"));
         }
+        out.push_str(&format!("; watch: {}", workload.watch.describe()));
+        if let Some(reason) = &workload.halted {
+            out.push_str(&format!(
+                "; halted by rollsafe watch ({reason}): remove the rollsafe.dev/halted annotation to resume"
+            ));
+        }
     }
     out
 }

@@ -7,10 +7,12 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use rollsafe_client::{Client, ClientError, Token};
+use rollsafe_core::contract::WorkloadName;
+use rollsafe_core::preview::ConsumersPreview;
 
-use crate::process;
-use crate::restart_exit::{self, OutputFormat, exit_code, render_result};
+use crate::restart_exit::{self, Deferrals, OutputFormat, exit_code, render_result};
 use crate::target::Target;
+use crate::{process, stdout};
 
 /// Request a rollout of every workload consuming a Secret, through a rollsafe server.
 #[derive(Debug, clap::Args)]
@@ -45,10 +47,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let client =
         Client::new(&args.server, args.token.map(Token::new)).context("invalid --server URL")?;
-    let outcome = process::runtime()?.block_on(client.restart_consumers(&namespace, &secret));
+    let runtime = process::runtime()?;
+    let outcome = runtime.block_on(client.restart_consumers(&namespace, &secret));
     match outcome {
         Ok(report) => {
-            println!("{}", render_result(&report.result, args.output)?);
+            // The text marks the requested workloads that will not roll now; the result does
+            // not say, so the server's preview is read for it. Without the preview the marks
+            // are left out: the result itself stands.
+            let deferrals =
+                if args.output == OutputFormat::Text && !report.result.requested.is_empty() {
+                    runtime
+                        .block_on(client.consumers(&namespace, &secret))
+                        .map(|preview| deferrals(&preview))
+                        .unwrap_or_default()
+                } else {
+                    Deferrals::new()
+                };
+            stdout::result_line(&render_result(&report.result, args.output, &deferrals)?)?;
             Ok(exit_code(report.status()))
         }
         Err(ClientError::Api(error)) => {
@@ -57,4 +72,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(error) => Err(restart_exit::client_error(&args.server, error)),
     }
+}
+
+/// Why each consumer in a preview would not roll now.
+fn deferrals(preview: &ConsumersPreview) -> Deferrals {
+    preview
+        .workloads
+        .iter()
+        .filter_map(|consumer| {
+            let workload = WorkloadName {
+                kind: consumer.kind,
+                name: consumer.name.clone(),
+            };
+            Some((workload, consumer.deferral?))
+        })
+        .collect()
 }

@@ -14,9 +14,9 @@ use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_kube::{RestartEngine, RestartRequest, read_secret_metadata};
 
 use crate::kube_args::KubeArgs;
-use crate::process;
-use crate::restart_exit::{OutputFormat, exit_code, render_result};
+use crate::restart_exit::{Deferrals, OutputFormat, exit_code, render_result};
 use crate::target::Target;
+use crate::{process, stdout};
 
 /// Request a rollout of every Deployment, StatefulSet and DaemonSet that references a Secret.
 #[derive(Debug, clap::Args)]
@@ -79,8 +79,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         let request = RestartRequest::new(namespace, secret)
             .annotation(annotation)
             .acting_as(identity);
-        anyhow::Ok(engine.run(&request).await)
+        let plan = engine.plan(&request).await;
+        let deferrals: Deferrals = plan
+            .deferrals()
+            .map(|(workload, deferral)| (workload.clone(), deferral))
+            .collect();
+        anyhow::Ok((engine.execute(plan).await, deferrals))
     })?;
-    println!("{}", render_result(&result, args.output)?);
+    let (result, deferrals) = result;
+    stdout::result_line(&render_result(&result, args.output, &deferrals)?)?;
     Ok(exit_code(result.status))
 }

@@ -4,11 +4,13 @@
 //! result exactly as the API returns it, indented when stdout is a terminal and one line
 //! otherwise; `text` is a summary for people, one line per workload.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use rollsafe_client::{ClientError, ErrorResponse};
-use rollsafe_core::contract::{RestartResult, RestartStatus};
+use rollsafe_core::contract::{RestartResult, RestartStatus, WorkloadName};
+use rollsafe_core::workload::Deferral;
 use serde::Serialize;
 
 /// 0 for `requested` and `no_targets`, 2 for `partial`, 3 for `failed`.
@@ -77,21 +79,33 @@ pub(crate) fn json(value: &impl Serialize) -> anyhow::Result<String> {
     })
 }
 
+/// Why requested workloads will not roll now, where known (the text marks them; the JSON is the
+/// contract's and carries nothing more).
+pub(crate) type Deferrals = BTreeMap<WorkloadName, Deferral>;
+
 /// A restart result in `format`.
 pub(crate) fn render_result(
     result: &RestartResult,
     format: OutputFormat,
+    deferrals: &Deferrals,
 ) -> anyhow::Result<String> {
     match format {
         OutputFormat::Json => json(result),
-        OutputFormat::Text => Ok(text(result)),
+        OutputFormat::Text => Ok(text(result, deferrals)),
     }
 }
 
-fn text(result: &RestartResult) -> String {
+fn text(result: &RestartResult, deferrals: &Deferrals) -> String {
     let mut out = format!("{}: {}", result.status.as_str(), result.message);
     for workload in &result.requested {
         out.push_str(&format!("\nrequested  {}/{}", workload.kind, workload.name));
+        if let Some(deferral) = deferrals.get(workload) {
+            out.push_str(&format!(
+                " (will not roll now: {}; {})",
+                deferral.reason(),
+                deferral.when_it_rolls()
+            ));
+        }
     }
     for failure in &result.failures {
         out.push_str(&format!(

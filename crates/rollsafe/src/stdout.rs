@@ -4,7 +4,8 @@
 //! write fails with `EPIPE` (Rust ignores `SIGPIPE`). That is not a failure of the command:
 //! [`write`] turns it into [`Closed`], and `main` ends the process quietly with exit 0, as Unix
 //! tools do. Only these writes produce [`Closed`]; an `EPIPE` on a connection to Kubernetes or to
-//! a server stays an error.
+//! a server stays an error. The restart commands write with [`result_line`]: their exit code
+//! says what was patched, and a closed stdout does not change it.
 
 use std::io::{self, BufWriter, Write};
 
@@ -26,4 +27,14 @@ pub(crate) fn write(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> any
 /// Writes `text` and a newline to stdout.
 pub(crate) fn line(text: &str) -> anyhow::Result<()> {
     write(|out| writeln!(out, "{text}"))
+}
+
+/// Writes the result of a command whose exit code carries its outcome (the restart commands'
+/// `partial` and `failed`): a closed stdout is not an error and the caller's exit code stands,
+/// so a script reading `$?` after `| head` still sees what happened.
+pub(crate) fn result_line(text: &str) -> anyhow::Result<()> {
+    match line(text) {
+        Err(error) if error.is::<Closed>() => Ok(()),
+        other => other,
+    }
 }

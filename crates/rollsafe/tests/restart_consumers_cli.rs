@@ -109,11 +109,11 @@ fn consumers_prints_inventories_and_matches_and_patches_nothing() {
                 {"kind": "Deployment", "name": "api", "references": [
                     {"kind": "Secret", "name": "db-creds", "via": "envFrom",
                      "containerList": "container", "container": "app", "optional": false}
-                ], "rollsNow": true},
+                ], "rollsNow": true, "watch": "unset"},
                 {"kind": "StatefulSet", "name": "worker", "references": [
                     {"kind": "Secret", "name": "db-creds", "via": "envFrom",
                      "containerList": "container", "container": "app", "optional": false}
-                ], "rollsNow": true}
+                ], "rollsNow": true, "watch": "unset"}
             ]
         })
     );
@@ -386,4 +386,100 @@ fn one_target_form_everywhere_and_one_output_rule() {
         ],
         "{text}"
     );
+}
+
+/// Runs `rollsafe ARGS --kubeconfig …`, returning the exit code, stdout as text and stderr.
+fn rollsafe_text(env: &Env, args: &[&str]) -> (i32, String, String) {
+    let output = Command::cargo_bin("rollsafe")
+        .unwrap()
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .env_remove("RUST_LOG")
+        .env_remove("ROLLSAFE_ANNOTATION")
+        .env_remove("ROLLSAFE_NAMESPACE")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_text_says_what_will_not_roll_now_and_what_the_controller_does() {
+    let env = start();
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "true",
+        "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume"});
+    api["spec"]["paused"] = json!(true);
+    env.emu.put_object(api).unwrap();
+    let mut worker = env
+        .emu
+        .get_object("statefulsets", Some(NS), "worker")
+        .unwrap();
+    worker["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "configmap/settings"});
+    env.emu.put_object(worker).unwrap();
+    let (code, text, stderr) =
+        rollsafe_text(&env, &["consumers", "-o", "text", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        &lines[4..],
+        [
+            "consumer   Deployment/api (does not roll now: the Deployment is paused); watch: \
+             watched; halted by rollsafe watch (flapping: 5 rolls within 600s; remove this \
+             annotation to resume): remove the rollsafe.dev/halted annotation to resume",
+            "consumer   StatefulSet/worker; watch: not for this object (its rollsafe.dev/watch \
+             list does not name it)",
+        ],
+        "{text}"
+    );
+    let (code, text, stderr) = rollsafe_text(
+        &env,
+        &["restart-consumers", "-o", "text", "-n", NS, "db-creds"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        &lines[1..3],
+        [
+            "requested  Deployment/api (will not roll now: the Deployment is paused; it rolls \
+             when it is resumed)",
+            "requested  StatefulSet/worker",
+        ],
+        "{text}"
+    );
+    // The JSON stays the contract's: no mark in it.
+    let (_, out, _) = env.rollsafe(&["restart-consumers", "-n", NS, "db-creds"]);
+    assert_eq!(
+        out["requested"],
+        json!([{"kind": "Deployment", "name": "api"}, {"kind": "StatefulSet", "name": "worker"}])
+    );
+}
+
+#[test]
+fn a_closed_stdout_keeps_the_restart_status_as_the_exit_code() {
+    let env = start();
+    env.emu
+        .add_fault(Fault::on("patch", "statefulsets").then(FaultAction::status(409)));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rollsafe"))
+        .args(["restart-consumers", "-n", NS, "db-creds", "--kubeconfig"])
+        .arg(&env.kubeconfig)
+        .env_remove("RUST_LOG")
+        .env_remove("ROLLSAFE_ANNOTATION")
+        .env_remove("ROLLSAFE_NAMESPACE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the result is written.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // partial → 2, as with an open stdout; the patch went out; nothing on stderr.
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr, "");
+    assert!(env.annotations("deployments", "api")["krypton.io/restarted-at"].is_string());
 }

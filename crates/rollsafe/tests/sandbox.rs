@@ -122,6 +122,29 @@ fn sandbox_end_to_end() {
         ]
     );
 
+    // For people: the paused one is marked, from the server's preview (the JSON has no mark).
+    let (code, stdout, stderr) = run(
+        &rollsafe(),
+        &[
+            "restart",
+            "--server",
+            url,
+            "--token",
+            token,
+            "-o",
+            "text",
+            "demo/db-credentials",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            "requested  Deployment/batch-reports (will not roll now: the Deployment is paused; \
+             it rolls when it is resumed)\nrequested  StatefulSet/worker\n"
+        ),
+        "{stdout}"
+    );
+
     // The history snapshot answers like a missing Secret; the ACL refuses bob on payments-key.
     let (code, _, stderr) = run(
         &rollsafe(),
@@ -180,7 +203,8 @@ fn sandbox_end_to_end() {
             )
         })
         .collect();
-    assert_eq!(summary.len(), 4);
+    // Two restarts (JSON, then text), four workloads each.
+    assert_eq!(summary.len(), 8);
     assert!(
         summary.contains(&("batch-reports".to_owned(), false)),
         "{summary:?}"

@@ -8,7 +8,8 @@
 //! On every write of the workload, the revision of its current template becomes the newest —
 //! created, or renumbered when an older template came back (a rollback); beyond
 //! `revisionHistoryLimit` (default 10) the oldest are deleted. Deleting the workload deletes its
-//! revisions.
+//! revisions. A new revision carries the workload's annotations, as the real controllers copy
+//! them (so `kubectl rollout history` shows `kubernetes.io/change-cause`).
 
 use std::sync::Arc;
 
@@ -85,6 +86,14 @@ impl Store {
             .cloned()
             .unwrap_or_else(|| json!({}));
         labels[HASH_LABEL] = json!(hash);
+        // As the StatefulSet and DaemonSet controllers do, a new revision carries the
+        // workload's annotations (`kubernetes.io/change-cause` is what `rollout history`
+        // shows); a revision brought back keeps its own.
+        let annotations = existing
+            .map_or(workload, |r| r)
+            .pointer("/metadata/annotations")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
         let revision = json!({
             "apiVersion": "apps/v1",
             "kind": "ControllerRevision",
@@ -92,6 +101,7 @@ impl Store {
                 "name": revision_name,
                 "namespace": ns,
                 "labels": labels,
+                "annotations": annotations,
                 "ownerReferences": [{
                     "apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
                     "controller": true, "blockOwnerDeletion": true,

@@ -210,6 +210,7 @@ fn planned(names: &[&str]) -> Vec<PlannedPatch> {
                 name: (*name).to_owned(),
             },
             patch: inspected("1"),
+            deferral: None,
         })
         .collect()
 }

@@ -225,8 +225,15 @@ fn a_change_rolls_and_names_the_changed_objects() {
         additions(&write),
         [
             "/spec/template/metadata/annotations/rollsafe.dev~1config-hash",
-            "/metadata/annotations/rollsafe.dev~1config-record"
+            "/metadata/annotations/rollsafe.dev~1config-record",
+            "/metadata/annotations/kubernetes.io~1change-cause"
         ]
+    );
+    // What `kubectl rollout history` shows: the cause, names only.
+    let document = serde_json::to_value(&write.document).unwrap();
+    assert_eq!(
+        document[4]["value"],
+        "rollsafe watch: rolled for changes to Secret/db"
     );
     assert_eq!(
         write.event,
@@ -238,8 +245,25 @@ fn a_change_rolls_and_names_the_changed_objects() {
             related: Some(db()),
         })
     );
-    // A change seen before this process watched names nothing.
+    // A change made before this process watched: the records name it.
     world.changed.clear();
+    let write = world.write();
+    assert_eq!(
+        write.event.as_ref().map(|event| event.note.as_str()),
+        Some("Rolled for changes to Secret/db")
+    );
+    assert_eq!(write.event.and_then(|event| event.related), Some(db()));
+}
+
+#[test]
+fn a_record_without_per_object_entries_cannot_name_its_cause() {
+    let mut world = World::new();
+    let record = world.record();
+    let (bare, _) = record.split_once(';').unwrap();
+    world.object(deployment(
+        json!({"rollsafe.dev/watch": "true", "rollsafe.dev/config-record": bare}),
+    ));
+    world.cache.apply_source(db(), secret("rotated"));
     assert_eq!(
         world.write().event.map(|event| event.note),
         Some("Rolled: what it consumes changed while rollsafe was not watching".to_owned())
