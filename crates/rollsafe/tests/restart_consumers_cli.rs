@@ -483,3 +483,152 @@ fn a_closed_stdout_keeps_the_restart_status_as_the_exit_code() {
     assert_eq!(stderr, "");
     assert!(env.annotations("deployments", "api")["krypton.io/restarted-at"].is_string());
 }
+
+#[test]
+fn wait_follows_each_requested_rollout_to_its_end() {
+    let env = start();
+    let mut worker = env
+        .emu
+        .get_object("statefulsets", Some(NS), "worker")
+        .unwrap();
+    worker["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+    env.emu.put_object(worker).unwrap();
+    let (code, out, stderr) = env.rollsafe(&["restart-consumers", "--wait", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0, "{stderr}");
+    // The contract result, unchanged, and each rollout's end.
+    assert_eq!(out["result"]["status"], "requested");
+    assert_eq!(out["rollout"]["ended"], "done");
+    assert_eq!(
+        out["rollout"]["counts"],
+        json!({"complete": 1, "deferred": 1})
+    );
+    let workloads = &out["rollout"]["workloads"];
+    assert_eq!(workloads[0]["name"], "api");
+    assert_eq!(workloads[0]["state"], "complete");
+    assert_eq!(workloads[1]["name"], "worker");
+    assert_eq!(workloads[1]["state"], "deferred");
+    assert_eq!(workloads[1]["deferral"], "on_delete");
+    // Not a terminal: timestamped lines on stderr, one per change.
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.ends_with(" Deployment/api complete: 1 updated, 1 ready of 1")),
+        "{stderr}"
+    );
+    // Following lists each kind, never one workload at a time.
+    assert!(
+        env.emu
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET")
+            .all(|r| !r.path.contains("/deployments/api")),
+        "no per-workload reads"
+    );
+}
+
+#[test]
+fn wait_flags_are_checked_before_anything_is_patched() {
+    let env = start();
+    for (args, message) in [
+        (
+            &[
+                "restart-consumers",
+                "--wait",
+                "--timeout",
+                "soon",
+                "-n",
+                NS,
+                "db-creds",
+            ][..],
+            "invalid --timeout \"soon\": not a duration",
+        ),
+        (
+            &["restart-consumers", "--timeout", "5m", "-n", NS, "db-creds"][..],
+            "--timeout and --progress-deadline apply to --wait",
+        ),
+        (
+            &[
+                "restart-consumers",
+                "--progressive",
+                "--wait=false",
+                "-n",
+                NS,
+                "db-creds",
+            ][..],
+            "--progressive follows each wave to its end: it cannot run with --wait=false",
+        ),
+    ] {
+        let (code, out, stderr) = env.rollsafe(args);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert_eq!(out, Value::Null, "{args:?}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    assert_eq!(env.annotations("deployments", "api"), Value::Null);
+}
+
+#[test]
+fn progressive_rolls_the_canary_first_and_holds_the_rest_when_it_does_not_complete() {
+    let env = start();
+    // No wave annotations: the canary is the first by kind and name (Deployment/api). Its
+    // patch is refused, so the rest must never be patched.
+    env.emu.add_fault(
+        Fault::on("patch", "deployments")
+            .namespace(NS)
+            .name("api")
+            .then(FaultAction::status(409)),
+    );
+    let (code, out, stderr) =
+        env.rollsafe(&["restart-consumers", "--progressive", "-n", NS, "db-creds"]);
+    // The stopping wave's own code: its one patch failed.
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(out["waves"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(out["waves"][0]["wave"], json!({"kind": "canary"}));
+    assert_eq!(out["waves"][0]["result"]["status"], "failed");
+    assert_eq!(out["stopped"]["cause"], "not_requested");
+    assert_eq!(
+        out["heldBack"],
+        json!([{"kind": "StatefulSet", "name": "worker"}])
+    );
+    assert_eq!(env.annotations("statefulsets", "worker"), Value::Null);
+
+    // Annotated waves roll in ascending order; the unannotated go last; a bad value is said and
+    // goes last too.
+    let env = start();
+    let mut worker = env
+        .emu
+        .get_object("statefulsets", Some(NS), "worker")
+        .unwrap();
+    worker["metadata"]["annotations"] = json!({"rollsafe.dev/rollout-wave": "0"});
+    env.emu.put_object(worker).unwrap();
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["metadata"]["annotations"] = json!({"rollsafe.dev/rollout-wave": "first"});
+    env.emu.put_object(api).unwrap();
+    let (code, out, stderr) =
+        env.rollsafe(&["restart-consumers", "--progressive", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0, "{stderr}");
+    let waves: Vec<Value> = out["waves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| json!([w["wave"], w["result"]["requested"]]))
+        .collect();
+    assert_eq!(
+        waves,
+        [
+            json!([{"kind": "annotated", "number": 0}, [{"kind": "StatefulSet", "name": "worker"}]]),
+            json!([{"kind": "rest"}, [{"kind": "Deployment", "name": "api"}]]),
+        ]
+    );
+    assert_eq!(out["heldBack"], json!([]));
+    assert_eq!(out["invalidWaves"][0]["error"], "not_a_number");
+    assert!(
+        stderr.contains("Deployment/api: rollsafe.dev/rollout-wave is not used"),
+        "{stderr}"
+    );
+    // One timestamp for the whole run.
+    assert_eq!(
+        env.annotations("deployments", "api")["krypton.io/restarted-at"],
+        env.annotations("statefulsets", "worker")["krypton.io/restarted-at"]
+    );
+}
