@@ -269,7 +269,10 @@ pub fn classify(kind: WorkloadKind, object: &Value) -> RolloutStatus {
             let partition = object
                 .pointer("/spec/updateStrategy/rollingUpdate/partition")
                 .and_then(Value::as_i64);
-            if object.pointer("/spec/updateStrategy/rollingUpdate").is_some() {
+            if object
+                .pointer("/spec/updateStrategy/rollingUpdate")
+                .is_some()
+            {
                 if let Some(partition) = partition
                     && progress.updated < progress.desired - partition
                 {
@@ -290,7 +293,8 @@ pub fn classify(kind: WorkloadKind, object: &Value) -> RolloutStatus {
             if generation > observed {
                 return status(RolloutState::Pending);
             }
-            let done = progress.updated >= progress.desired && progress.available >= progress.desired;
+            let done =
+                progress.updated >= progress.desired && progress.available >= progress.desired;
             match (done, deferral) {
                 (true, _) => status(RolloutState::Complete),
                 (false, Some(d)) => deferred(d),

@@ -138,9 +138,9 @@ impl Follower {
             return status;
         }
         let progress = status.progress.unwrap_or_default();
-        let moved = self.movement.is_none_or(|m| {
-            m.observed_generation != observed_generation || m.progress != progress
-        });
+        let moved = self
+            .movement
+            .is_none_or(|m| m.observed_generation != observed_generation || m.progress != progress);
         if moved {
             self.movement = Some(Movement {
                 observed_generation,

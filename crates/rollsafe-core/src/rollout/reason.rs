@@ -131,7 +131,10 @@ fn pod_ready(pod: &Value) -> bool {
 fn container_reason(pod: &Value) -> Option<String> {
     let statuses = ["initContainerStatuses", "containerStatuses"]
         .into_iter()
-        .filter_map(|list| pod.pointer(&format!("/status/{list}")).and_then(Value::as_array))
+        .filter_map(|list| {
+            pod.pointer(&format!("/status/{list}"))
+                .and_then(Value::as_array)
+        })
         .flatten();
     let mut not_ready = false;
     for status in statuses {
@@ -219,7 +222,10 @@ mod tests {
         let cases: [(Vec<Value>, Option<&str>); 6] = [
             (vec![], None),
             (vec![healthy.clone()], None),
-            (vec![crash(1), pull.clone(), crash(2)], Some("CrashLoopBackOff")),
+            (
+                vec![crash(1), pull.clone(), crash(2)],
+                Some("CrashLoopBackOff"),
+            ),
             (vec![pull.clone(), crash(1)], Some("ImagePullBackOff")),
             (vec![healthy, unready.clone()], Some(NOT_READY)),
             (
@@ -253,7 +259,11 @@ mod tests {
             "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "password=hunter2"}}}]),
         )];
         let reason = reason.with_pods(&pods);
-        let text = format!("{} {}", reason.describe(), serde_json::to_string(&reason).unwrap());
+        let text = format!(
+            "{} {}",
+            reason.describe(),
+            serde_json::to_string(&reason).unwrap()
+        );
         assert!(text.contains("CrashLoopBackOff"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
 

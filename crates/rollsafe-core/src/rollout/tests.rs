@@ -22,41 +22,57 @@ const ROLLING: &str = "RollingUpdate";
 fn classification_table() {
     use RolloutState::*;
     use WorkloadKind::*;
-    let rolling = |partition: i64| json!({"type": ROLLING, "rollingUpdate": {"partition": partition}});
+    let rolling =
+        |partition: i64| json!({"type": ROLLING, "rollingUpdate": {"partition": partition}});
     let cases: Vec<(&str, WorkloadKind, Value, RolloutState, Option<Deferral>)> = vec![
         // Deployments (kubectl: DeploymentStatusViewer).
         (
             "not observed",
             Deployment,
-            deployment(json!({"replicas": 2}), json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2})),
+            deployment(
+                json!({"replicas": 2}),
+                json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
+            ),
             Pending,
             None,
         ),
         (
             "new replicas not all updated",
             Deployment,
-            deployment(json!({"replicas": 3}), json!({"observedGeneration": 3, "replicas": 4, "updatedReplicas": 1, "readyReplicas": 3, "availableReplicas": 3})),
+            deployment(
+                json!({"replicas": 3}),
+                json!({"observedGeneration": 3, "replicas": 4, "updatedReplicas": 1, "readyReplicas": 3, "availableReplicas": 3}),
+            ),
             Progressing,
             None,
         ),
         (
             "old replicas pending termination",
             Deployment,
-            deployment(json!({"replicas": 3}), json!({"observedGeneration": 3, "replicas": 4, "updatedReplicas": 3, "availableReplicas": 3})),
+            deployment(
+                json!({"replicas": 3}),
+                json!({"observedGeneration": 3, "replicas": 4, "updatedReplicas": 3, "availableReplicas": 3}),
+            ),
             Progressing,
             None,
         ),
         (
             "updated but not available",
             Deployment,
-            deployment(json!({"replicas": 3}), json!({"observedGeneration": 3, "replicas": 3, "updatedReplicas": 3, "availableReplicas": 2})),
+            deployment(
+                json!({"replicas": 3}),
+                json!({"observedGeneration": 3, "replicas": 3, "updatedReplicas": 3, "availableReplicas": 2}),
+            ),
             Progressing,
             None,
         ),
         (
             "rolled out",
             Deployment,
-            deployment(json!({"replicas": 3}), json!({"observedGeneration": 3, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3})),
+            deployment(
+                json!({"replicas": 3}),
+                json!({"observedGeneration": 3, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3}),
+            ),
             Complete,
             None,
         ),
@@ -70,22 +86,31 @@ fn classification_table() {
         (
             "past its progress deadline",
             Deployment,
-            deployment(json!({"replicas": 3}), json!({"observedGeneration": 3, "replicas": 4, "updatedReplicas": 1, "availableReplicas": 3,
-                "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"a-1\" has timed out progressing."}]})),
+            deployment(
+                json!({"replicas": 3}),
+                json!({"observedGeneration": 3, "replicas": 4, "updatedReplicas": 1, "availableReplicas": 3,
+                "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"a-1\" has timed out progressing."}]}),
+            ),
             Stalled,
             None,
         ),
         (
             "paused with the change waiting",
             Deployment,
-            deployment(json!({"replicas": 2, "paused": true}), json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 0, "availableReplicas": 2})),
+            deployment(
+                json!({"replicas": 2, "paused": true}),
+                json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 0, "availableReplicas": 2}),
+            ),
             Deferred,
             Some(Deferral::Paused),
         ),
         (
             "paused after it rolled out",
             Deployment,
-            deployment(json!({"replicas": 2, "paused": true}), json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2})),
+            deployment(
+                json!({"replicas": 2, "paused": true}),
+                json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
+            ),
             Complete,
             None,
         ),
@@ -93,63 +118,90 @@ fn classification_table() {
         (
             "never observed",
             StatefulSet,
-            sts(json!({"replicas": 3, "updateStrategy": rolling(0)}), json!({})),
+            sts(
+                json!({"replicas": 3, "updateStrategy": rolling(0)}),
+                json!({}),
+            ),
             Pending,
             None,
         ),
         (
             "pods not ready",
             StatefulSet,
-            sts(json!({"replicas": 3, "updateStrategy": rolling(0)}), json!({"observedGeneration": 2, "readyReplicas": 2, "updatedReplicas": 1, "currentRevision": "a", "updateRevision": "b"})),
+            sts(
+                json!({"replicas": 3, "updateStrategy": rolling(0)}),
+                json!({"observedGeneration": 2, "readyReplicas": 2, "updatedReplicas": 1, "currentRevision": "a", "updateRevision": "b"}),
+            ),
             Progressing,
             None,
         ),
         (
             "partition 0, not all updated",
             StatefulSet,
-            sts(json!({"replicas": 3, "updateStrategy": rolling(0)}), json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 2, "currentRevision": "a", "updateRevision": "b"})),
+            sts(
+                json!({"replicas": 3, "updateStrategy": rolling(0)}),
+                json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 2, "currentRevision": "a", "updateRevision": "b"}),
+            ),
             Progressing,
             None,
         ),
         (
             "partition 0, all updated",
             StatefulSet,
-            sts(json!({"replicas": 3, "updateStrategy": rolling(0)}), json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 3, "currentReplicas": 3, "currentRevision": "b", "updateRevision": "b"})),
+            sts(
+                json!({"replicas": 3, "updateStrategy": rolling(0)}),
+                json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 3, "currentReplicas": 3, "currentRevision": "b", "updateRevision": "b"}),
+            ),
             Complete,
             None,
         ),
         (
             "partition 1 of 3, the two above it updated",
             StatefulSet,
-            sts(json!({"replicas": 3, "updateStrategy": rolling(1)}), json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 2, "currentRevision": "a", "updateRevision": "b"})),
+            sts(
+                json!({"replicas": 3, "updateStrategy": rolling(1)}),
+                json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 2, "currentRevision": "a", "updateRevision": "b"}),
+            ),
             Complete,
             None,
         ),
         (
             "partition covering every replica",
             StatefulSet,
-            sts(json!({"replicas": 3, "updateStrategy": rolling(3)}), json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 0, "currentRevision": "a", "updateRevision": "b"})),
+            sts(
+                json!({"replicas": 3, "updateStrategy": rolling(3)}),
+                json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 0, "currentRevision": "a", "updateRevision": "b"}),
+            ),
             Deferred,
             Some(Deferral::Partition),
         ),
         (
             "OnDelete with old pods",
             StatefulSet,
-            sts(json!({"replicas": 2, "updateStrategy": {"type": "OnDelete"}}), json!({"observedGeneration": 2, "readyReplicas": 2, "updatedReplicas": 0, "currentRevision": "a", "updateRevision": "b"})),
+            sts(
+                json!({"replicas": 2, "updateStrategy": {"type": "OnDelete"}}),
+                json!({"observedGeneration": 2, "readyReplicas": 2, "updatedReplicas": 0, "currentRevision": "a", "updateRevision": "b"}),
+            ),
             Deferred,
             Some(Deferral::OnDelete),
         ),
         (
             "OnDelete with every pod replaced",
             StatefulSet,
-            sts(json!({"replicas": 2, "updateStrategy": {"type": "OnDelete"}}), json!({"observedGeneration": 2, "readyReplicas": 2, "updatedReplicas": 2, "currentRevision": "b", "updateRevision": "b"})),
+            sts(
+                json!({"replicas": 2, "updateStrategy": {"type": "OnDelete"}}),
+                json!({"observedGeneration": 2, "readyReplicas": 2, "updatedReplicas": 2, "currentRevision": "b", "updateRevision": "b"}),
+            ),
             Complete,
             None,
         ),
         (
             "no rollingUpdate block, revisions differ",
             StatefulSet,
-            sts(json!({"replicas": 1, "updateStrategy": {"type": ROLLING}}), json!({"observedGeneration": 2, "readyReplicas": 1, "updatedReplicas": 1, "currentRevision": "a", "updateRevision": "b"})),
+            sts(
+                json!({"replicas": 1, "updateStrategy": {"type": ROLLING}}),
+                json!({"observedGeneration": 2, "readyReplicas": 1, "updatedReplicas": 1, "currentRevision": "a", "updateRevision": "b"}),
+            ),
             Progressing,
             None,
         ),
@@ -157,35 +209,50 @@ fn classification_table() {
         (
             "not observed",
             DaemonSet,
-            ds(json!({"updateStrategy": {"type": ROLLING}}), json!({"observedGeneration": 1, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberAvailable": 3})),
+            ds(
+                json!({"updateStrategy": {"type": ROLLING}}),
+                json!({"observedGeneration": 1, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberAvailable": 3}),
+            ),
             Pending,
             None,
         ),
         (
             "nodes not all updated",
             DaemonSet,
-            ds(json!({"updateStrategy": {"type": ROLLING}}), json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 1, "numberAvailable": 2})),
+            ds(
+                json!({"updateStrategy": {"type": ROLLING}}),
+                json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 1, "numberAvailable": 2}),
+            ),
             Progressing,
             None,
         ),
         (
             "updated, not all available",
             DaemonSet,
-            ds(json!({"updateStrategy": {"type": ROLLING}}), json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberAvailable": 2})),
+            ds(
+                json!({"updateStrategy": {"type": ROLLING}}),
+                json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberAvailable": 2}),
+            ),
             Progressing,
             None,
         ),
         (
             "rolled out",
             DaemonSet,
-            ds(json!({"updateStrategy": {"type": ROLLING}}), json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberReady": 3, "numberAvailable": 3})),
+            ds(
+                json!({"updateStrategy": {"type": ROLLING}}),
+                json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberReady": 3, "numberAvailable": 3}),
+            ),
             Complete,
             None,
         ),
         (
             "OnDelete with old pods",
             DaemonSet,
-            ds(json!({"updateStrategy": {"type": "OnDelete"}}), json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 0, "numberAvailable": 3})),
+            ds(
+                json!({"updateStrategy": {"type": "OnDelete"}}),
+                json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 0, "numberAvailable": 3}),
+            ),
             Deferred,
             Some(Deferral::OnDelete),
         ),
@@ -237,6 +304,13 @@ fn the_wire_shape_is_pinned() {
         status.describe(),
         "stalled: progress deadline exceeded — ReplicaSet \"a-1\" has timed out progressing. (1 updated, 3 ready of 3)"
     );
-    let counts = StateCounts::of(&[RolloutState::Complete, RolloutState::Complete, RolloutState::Stalled]);
-    assert_eq!(serde_json::to_value(&counts).unwrap(), json!({"complete": 2, "stalled": 1}));
+    let counts = StateCounts::of(&[
+        RolloutState::Complete,
+        RolloutState::Complete,
+        RolloutState::Stalled,
+    ]);
+    assert_eq!(
+        serde_json::to_value(&counts).unwrap(),
+        json!({"complete": 2, "stalled": 1})
+    );
 }

@@ -55,7 +55,11 @@ pub struct WorkloadRollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferral: Option<Deferral>,
     /// The same, in words.
-    #[serde(rename = "deferralReason", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "deferralReason",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub deferral_reason: Option<String>,
     /// Why a stalled workload does not move.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,7 +68,11 @@ pub struct WorkloadRollout {
     #[serde(rename = "observedGeneration", default)]
     pub observed_generation: i64,
     /// The restart annotation's value on the pod template, if it has one.
-    #[serde(rename = "restartedAt", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "restartedAt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub restarted_at: Option<String>,
 }
 
@@ -128,7 +136,10 @@ mod tests {
         };
         let value = serde_json::to_value(&view).unwrap();
         let text = value.to_string();
-        assert!(!text.contains("secret-uid") && !text.contains("\"77\""), "{text}");
+        assert!(
+            !text.contains("secret-uid") && !text.contains("\"77\""),
+            "{text}"
+        );
         insta::assert_json_snapshot!("consumers_rollout", value);
         let back: ConsumersRollout = serde_json::from_value(value).unwrap();
         assert_eq!(back, view);
