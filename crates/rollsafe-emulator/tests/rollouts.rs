@@ -593,6 +593,7 @@ async fn status_steps_are_writes_watchers_see_without_a_generation_bump() {
     let client = client(&emu, "admin").await;
     let api: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
         kube::Api::namespaced(client, "shop");
+    let rv = emu.resource_version().to_string();
     emu.put_object(deployment(
         "shop",
         "web",
@@ -600,11 +601,6 @@ async fn status_steps_are_writes_watchers_see_without_a_generation_bump() {
         json!({"type": "RollingUpdate"}),
     ))
     .unwrap();
-    let created = emu.get_object("deployments", Some("shop"), "web").unwrap();
-    let rv = created["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
     eventually(Duration::from_secs(10), "two ready pods", || {
         ready_pods(&emu, "shop", "web") == 2
     })
@@ -618,7 +614,8 @@ async fn status_steps_are_writes_watchers_see_without_a_generation_bump() {
     let params = kube::api::WatchParams::default().timeout(1);
     let mut stream = api.watch(&params, &rv).await.unwrap().boxed();
     let mut seen = Vec::new();
-    while let Some(Ok(event)) = stream.next().await {
+    while let Some(event) = stream.next().await {
+        let Ok(event) = event else { break };
         if let kube::core::WatchEvent::Modified(d) = event {
             let status = d.status.clone().unwrap_or_default();
             seen.push((

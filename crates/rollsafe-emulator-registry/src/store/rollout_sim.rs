@@ -126,6 +126,8 @@ pub(crate) struct RolloutSim {
     created: std::collections::HashSet<Key>,
     /// Wakes the server's rollout task.
     waker: Option<Arc<Notify>>,
+    /// Set while that task advances the rollouts: it reads the next due time itself.
+    advancing: bool,
 }
 
 impl RolloutSim {
@@ -231,6 +233,7 @@ impl Store {
         if self.sim.manual_clock.is_some() {
             self.sim.manual_clock = Some(now);
         }
+        self.sim.advancing = true;
         let keys: Vec<Key> = self.sim.active.keys().cloned().collect();
         for key in keys {
             let pace = Pace {
@@ -255,10 +258,12 @@ impl Store {
             };
             self.reconcile(&key, pace);
         }
+        self.sim.advancing = false;
     }
 
+    /// Wakes the rollout task for what a write started (not for what it does itself).
     fn wake(&self) {
-        if let Some(waker) = &self.sim.waker {
+        if let Some(waker) = self.sim.waker.as_ref().filter(|_| !self.sim.advancing) {
             waker.notify_one();
         }
     }

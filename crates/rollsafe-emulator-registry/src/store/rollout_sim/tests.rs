@@ -369,3 +369,31 @@ fn with_no_delay_status_is_final_in_the_write_and_pods_follow() {
     );
     assert!(pods(&s).is_empty());
 }
+
+#[test]
+fn every_status_step_is_a_watch_event_without_a_generation_bump() {
+    let mut s = store();
+    let since = s.current_rv();
+    create(
+        &mut s,
+        workload("Deployment", "web", 2, json!({"type": "RollingUpdate"})),
+    );
+    tick(&mut s);
+    let (_, replay) = s.watch_from(since);
+    let events: Vec<(EventType_, i64, i64)> = replay
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.res == ids::DEPLOYMENTS)
+        .map(|e| {
+            (
+                e.kind,
+                e.object["metadata"]["generation"].as_i64().unwrap_or(0),
+                e.object["status"]["readyReplicas"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    use crate::store::EventType::{Added, Modified};
+    assert_eq!(events, [(Added, 1, -1), (Modified, 1, 0), (Modified, 1, 2)]);
+}
+
+type EventType_ = crate::store::EventType;
