@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use assert_cmd::Command;
-use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
+use rollsafe_emulator::{Fault, FaultAction, RunningEmulator, SettingsChange};
 use rollsafe_testing::{TestCluster, Workload, rbac_for_group, secret};
 use serde_json::{Value, json};
 
@@ -631,4 +631,136 @@ fn progressive_rolls_the_canary_first_and_holds_the_rest_when_it_does_not_comple
         env.annotations("deployments", "api")["krypton.io/restarted-at"],
         env.annotations("statefulsets", "worker")["krypton.io/restarted-at"]
     );
+}
+
+/// Slow pods, and every progress deadline a hundredth of its spec.
+fn slow_rollouts(env: &Env) {
+    env.emu
+        .change_settings(SettingsChange {
+            pod_ready_millis: Some(300),
+            progress_deadline_scale: Some(0.01),
+        })
+        .unwrap();
+}
+
+#[test]
+fn wait_shows_a_slow_rollout_move_and_a_failing_one_stall_with_its_reason() {
+    let env = start();
+    slow_rollouts(&env);
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["spec"]["replicas"] = json!(3);
+    env.emu.put_object(api).unwrap();
+    let (code, out, stderr) = env.rollsafe(&["restart-consumers", "--wait", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(out["rollout"]["counts"], json!({"complete": 2}), "{out}");
+    // It was seen moving before it was complete.
+    let api_lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(" Deployment/api "))
+        .collect();
+    assert!(
+        api_lines.iter().any(|l| l.contains(" progressing: ")),
+        "{stderr}"
+    );
+    assert!(
+        api_lines
+            .last()
+            .unwrap()
+            .ends_with("complete: 3 updated, 3 ready of 3"),
+        "{stderr}"
+    );
+
+    // The StatefulSet's next revision crash-loops: no progress within --progress-deadline.
+    env.emu.add_fault(
+        Fault::on("patch", "statefulsets").then(FaultAction::rollout_fails(
+            "CrashLoopBackOff",
+            "password authentication failed",
+        )),
+    );
+    let (code, out, stderr) = env.rollsafe(&[
+        "restart-consumers",
+        "--wait",
+        "--progress-deadline",
+        "2s",
+        "-o",
+        "json",
+        "-n",
+        NS,
+        "db-creds",
+    ]);
+    assert_eq!(code, 4, "{stderr}");
+    let worker = &out["rollout"]["workloads"][1];
+    assert_eq!(worker["state"], "stalled", "{out}");
+    assert_eq!(worker["reason"]["reason"], "NoProgress");
+    assert_eq!(worker["reason"]["podReason"], "CrashLoopBackOff");
+    assert_eq!(out["rollout"]["workloads"][0]["state"], "complete");
+
+    // A timeout is its own exit code.
+    env.emu.add_fault(
+        Fault::on("patch", "statefulsets").then(FaultAction::rollout_fails("CrashLoopBackOff", "")),
+    );
+    let (code, out, stderr) = env.rollsafe(&[
+        "restart-consumers",
+        "--wait",
+        "--timeout",
+        "1s",
+        "-n",
+        NS,
+        "db-creds",
+    ]);
+    assert_eq!(code, 5, "{stderr}");
+    assert_eq!(out["rollout"]["ended"], "timeout");
+}
+
+#[test]
+fn a_failing_canary_leaves_every_other_consumer_unpatched_and_a_fix_completes_the_rest() {
+    let env = start();
+    slow_rollouts(&env);
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["spec"]["progressDeadlineSeconds"] = json!(100);
+    env.emu.put_object(api).unwrap();
+    // The rotated value is wrong: the canary's new pods crash-loop.
+    env.emu.add_fault(
+        Fault::on("patch", "deployments")
+            .namespace(NS)
+            .name("api")
+            .then(FaultAction::rollout_fails(
+                "CrashLoopBackOff",
+                "password authentication failed",
+            )),
+    );
+    env.emu.clear_rollouts();
+    let (code, out, stderr) =
+        env.rollsafe(&["restart-consumers", "--progressive", "-n", NS, "db-creds"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(out["stopped"]["cause"], "stalled", "{out}");
+    assert_eq!(out["stopped"]["workload"]["name"], "api");
+    assert_eq!(
+        out["stopped"]["workload"]["reason"]["reason"],
+        "ProgressDeadlineExceeded"
+    );
+    assert_eq!(
+        out["stopped"]["workload"]["reason"]["podReason"],
+        "CrashLoopBackOff"
+    );
+    assert_eq!(
+        out["heldBack"],
+        json!([{"kind": "StatefulSet", "name": "worker"}])
+    );
+    assert_eq!(env.annotations("statefulsets", "worker"), Value::Null);
+    let rolled = |name: &str| env.emu.rollouts().iter().filter(|r| r.name == name).count();
+    assert_eq!((rolled("api"), rolled("worker")), (1, 0));
+
+    // The fixed Secret: the stalled canary rolls to it and completes, then the rest, once each.
+    let (code, out, stderr) = env.rollsafe(&[
+        "restart-consumers",
+        "--progressive",
+        "-o",
+        "text",
+        "-n",
+        NS,
+        "db-creds",
+    ]);
+    assert_eq!(code, 0, "{stderr}{out}");
+    assert_eq!((rolled("api"), rolled("worker")), (2, 1));
 }
