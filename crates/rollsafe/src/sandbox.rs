@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rollsafe_emulator::Emulator;
+use rollsafe_emulator::{Emulator, SettingsChange};
 use rollsafe_kube::Connection;
 use rollsafe_server::BoundServer;
 use rollsafe_server::Settings;
@@ -105,6 +105,11 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How long each new demo pod takes to become ready.
+const SANDBOX_POD_READY_MILLIS: u64 = 1_000;
+/// Every Deployment's progress deadline in the sandbox, as a share of its spec: 600 s → 9 s.
+const SANDBOX_PROGRESS_DEADLINE_SCALE: f64 = 0.015;
+
 /// The embedded emulator with the demo objects, and the kubeconfig to reach it (in a temporary
 /// directory that lives as long as the cluster).
 struct DemoCluster {
@@ -129,6 +134,14 @@ impl DemoCluster {
         emulator
             .write_kubeconfig(&kubeconfig)
             .context("cannot write the kubeconfig")?;
+        // Rollouts that take time, and fail within seconds when told to: the safe-rollout
+        // story of the banner.
+        emulator
+            .change_settings(SettingsChange {
+                pod_ready_millis: Some(SANDBOX_POD_READY_MILLIS),
+                progress_deadline_scale: Some(SANDBOX_PROGRESS_DEADLINE_SCALE),
+            })
+            .context("cannot set the emulator's rollout pace")?;
         Ok(Self {
             kubeconfig,
             dir,
@@ -312,6 +325,13 @@ Try (from the source tree, `cargo run -q -p rollsafe --` in place of the binary 
   kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} patch secret db-credentials -p '{{"stringData":{{"password":"rotated"}}}}' && sleep 2 && kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} get events
 A workload rolled {rolls} times within {minutes} minutes is halted (annotation rollsafe.dev/halted); resume it with:
   kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} annotate deployment NAME rollsafe.dev/halted-
+
+Safe rollouts (pods take a second to become ready here). Tell the emulator the next rotation is bad for
+api-server — its new pods crash-loop — then roll progressively: the canary stalls, the rest are held back (exit 4):
+  curl -s -X POST {emulator}/_emulator/faults -H 'Content-Type: application/json' -d '{{"verb":"patch","resource":"deployments","namespace":"{NAMESPACE}","name":"api-server","action":{{"type":"rolloutFails","reason":"CrashLoopBackOff","message":"password authentication failed"}}}}'
+  {binary} restart-consumers --kubeconfig {kubeconfig} --progressive -o text {NAMESPACE}/db-credentials
+The fixed rotation rolls the canary again, then every consumer once:
+  {binary} restart-consumers --kubeconfig {kubeconfig} --progressive -o text {NAMESPACE}/db-credentials
 
 Press Ctrl-C to stop.
 "#

@@ -373,3 +373,101 @@ fn the_banner_shows_the_binary_the_ports_and_how_to_resume() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The banner's safe-rollout story, command for command: a bad rotation stops at the canary
+/// (exit 4, every other consumer held back and unpatched), the fixed one completes.
+#[test]
+fn the_banner_story_stops_a_bad_rotation_at_the_canary_then_completes_the_fix() {
+    let Some(kubectl) = kubectl() else {
+        return;
+    };
+    let mut sandbox = start();
+    let kubeconfig = sandbox.ready["kubeconfig"].as_str().unwrap().to_owned();
+    // The emulator's address, as the banner prints it.
+    let (code, emulator, _) = run(
+        &kubectl,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "config",
+            "view",
+            "--minify",
+            "-o",
+            "jsonpath={.clusters[0].cluster.server}",
+        ],
+    );
+    assert_eq!(code, 0);
+    // One port serves both; the banner prints the plain HTTP form.
+    let emulator = emulator.replacen("https://", "http://", 1);
+    let (code, answer, stderr) = run(
+        &PathBuf::from("curl"),
+        &[
+            "-s",
+            "-f",
+            "-X",
+            "POST",
+            &format!("{emulator}/_emulator/faults"),
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            r#"{"verb":"patch","resource":"deployments","namespace":"demo","name":"api-server","action":{"type":"rolloutFails","reason":"CrashLoopBackOff","message":"password authentication failed"}}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{answer}{stderr}");
+    let progressive = |output: &str| {
+        run(
+            &rollsafe(),
+            &[
+                "restart-consumers",
+                "--kubeconfig",
+                &kubeconfig,
+                "--progressive",
+                "-o",
+                output,
+                "demo/db-credentials",
+            ],
+        )
+    };
+    let (code, stdout, stderr) = progressive("json");
+    assert_eq!(code, 4, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["stopped"]["cause"], "stalled", "{report}");
+    assert_eq!(report["stopped"]["workload"]["name"], "api-server");
+    assert_eq!(
+        report["stopped"]["workload"]["reason"]["podReason"],
+        "CrashLoopBackOff"
+    );
+    let held: Vec<&str> = report["heldBack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(held, ["batch-reports", "worker", "log-agent"], "{report}");
+    let (_, annotations, _) = run(
+        &kubectl,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "-n",
+            "demo",
+            "get",
+            "sts",
+            "worker",
+            "-o",
+            "jsonpath={.spec.template.metadata.annotations}",
+        ],
+    );
+    assert!(
+        !annotations.contains("krypton.io/restarted-at"),
+        "{annotations}"
+    );
+
+    let (code, stdout, stderr) = progressive("text");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.starts_with("canary: requested: "), "{stdout}");
+    assert!(stdout.contains("\nthe rest: requested: "), "{stdout}");
+    assert!(!stdout.contains("held back"), "{stdout}");
+    sandbox.child.kill().unwrap();
+    let _ = sandbox.child.wait();
+}
