@@ -764,3 +764,62 @@ fn a_failing_canary_leaves_every_other_consumer_unpatched_and_a_fix_completes_th
     assert_eq!(code, 0, "{stderr}{out}");
     assert_eq!((rolled("api"), rolled("worker")), (2, 1));
 }
+
+/// The cost of following, measured on 500 consumers whose pods take 300 ms: every request the
+/// follow makes is a list of one kind (never a read of one workload), at most one per kind per
+/// poll. The figures are printed for docs/rollouts.md.
+#[test]
+fn following_500_consumers_costs_one_list_per_kind_per_poll() {
+    let env = start();
+    for index in 0..500 {
+        env.emu
+            .put_object(workload(
+                "Deployment",
+                &format!("app-{index:03}"),
+                Some("db-creds"),
+            ))
+            .unwrap();
+    }
+    slow_rollouts(&env);
+    env.emu.clear_requests();
+    let started = std::time::Instant::now();
+    let (code, out, stderr) = env.rollsafe(&["restart-consumers", "--wait", "-n", NS, "db-creds"]);
+    let elapsed = started.elapsed();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        out["rollout"]["counts"]["complete"], 502,
+        "{}",
+        out["rollout"]["counts"]
+    );
+    let requests = env.emu.requests();
+    // Discovery lists each kind; then one patch per workload; what follows is the follow.
+    let last_patch = requests.iter().rposition(|r| r.method == "PATCH").unwrap();
+    let follow: Vec<_> = requests[last_patch + 1..].iter().collect();
+    assert!(
+        follow
+            .iter()
+            .all(|r| r.verb.as_deref() == Some("list") && r.name.is_none()),
+        "only lists: {:?}",
+        follow
+            .iter()
+            .map(|r| (&r.verb, &r.path))
+            .collect::<Vec<_>>()
+    );
+    let lists = |resource: &str| {
+        follow
+            .iter()
+            .filter(|r| r.resource.as_deref() == Some(resource))
+            .count()
+    };
+    let (deployments, statefulsets) = (lists("deployments"), lists("statefulsets"));
+    // Paged by 500: 502 Deployments are two pages a poll.
+    let polls = deployments.div_ceil(2);
+    assert!(statefulsets <= polls, "{statefulsets} > {polls}");
+    assert_eq!(lists("daemonsets"), 0, "no DaemonSet was requested");
+    eprintln!(
+        "following 502 Deployments and 1 StatefulSet: {} requests over {polls} polls in {:.1}s \
+         ({deployments} Deployment list pages, {statefulsets} StatefulSet lists)",
+        follow.len(),
+        elapsed.as_secs_f64()
+    );
+}
