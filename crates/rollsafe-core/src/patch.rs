@@ -88,6 +88,11 @@ impl Preconditions {
     pub fn resource_version(&self) -> &str {
         &self.resource_version
     }
+
+    /// The inspected `metadata.uid` (for an Event's object reference; never printed).
+    pub fn uid(&self) -> &str {
+        &self.uid
+    }
 }
 
 fn well_formed(value: &str) -> bool {

@@ -9,6 +9,8 @@
 //! | `rollsafe.dev/config-hash` | pod template (written) | the digest the pods were rolled for |
 //! | `rollsafe.dev/config-record` | workload metadata (written) | the digest last rolled for or adopted |
 //! | `rollsafe.dev/halted` | workload metadata (written) | the flap stop halted it; removing it resumes |
+//! | `rollsafe.dev/rollout: progressive` | Secret, ConfigMap | its consumers roll in waves, each only once the earlier waves completed |
+//! | `rollsafe.dev/rollout-wave: "N"` | workload | its wave in a progressive roll (ascending; the unannotated last) |
 
 pub use rollsafe_core::opt_in::{
     HALTED, MAX_LIST_ENTRIES, OptIn, OptInError, RESTART_ON_CHANGE, WATCH, source_opted_out,
@@ -21,3 +23,5 @@ pub const CONFIG_HASH: &str = "rollsafe.dev/config-hash";
 pub const CONFIG_RECORD: &str = "rollsafe.dev/config-record";
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "rollsafe-watch";
+/// The `rollsafe.dev/rollout` value that rolls a source's consumers in waves.
+pub const PROGRESSIVE: &str = "progressive";

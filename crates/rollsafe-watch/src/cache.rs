@@ -7,10 +7,11 @@ use std::collections::HashMap;
 
 use base64::Engine as _;
 use rollsafe_core::reference::{ConfigRef, TargetKind};
+use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, classify};
 use rollsafe_core::workload::{Deferral, WorkloadKind};
 use serde_json::Value;
 
-use crate::annotations::{self, CONFIG_RECORD, OptIn, RESTART_ON_CHANGE, WATCH};
+use crate::annotations::{self, CONFIG_RECORD, OptIn, PROGRESSIVE, RESTART_ON_CHANGE, WATCH};
 use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Facts, HALTED, Plan};
 use crate::digest::{Fingerprinter, SourceDigest, value_digest};
@@ -50,6 +51,8 @@ pub struct SourceEntry {
     pub resource_version: String,
     /// uid, opt-out and per-key digests.
     pub digest: SourceDigest,
+    /// `rollsafe.dev/rollout: progressive`: its consumers roll in waves.
+    pub progressive: bool,
 }
 
 impl SourceEntry {
@@ -108,6 +111,8 @@ impl SourceEntry {
                 ),
                 keys,
             },
+            progressive: annotation(ROLLOUT_ANNOTATION)
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
         }
     }
 }
@@ -175,6 +180,10 @@ pub struct WorkloadEntry {
     pub plan: Option<Plan>,
     /// Why its opt-in was not understood, if so (a static code).
     pub opt_in_error: Option<&'static str>,
+    /// Its `rollsafe.dev/rollout-wave` value, if any.
+    pub wave: Option<Box<str>>,
+    /// Where its rollout stands, as its last observed object says.
+    pub rollout: RolloutState,
 }
 
 impl WorkloadEntry {
@@ -201,6 +210,8 @@ impl WorkloadEntry {
             },
             plan: Plan::inspect(object).ok(),
             opt_in_error,
+            wave: annotation(WAVE_ANNOTATION).map(Box::from),
+            rollout: classify(kind, object).state,
         }
     }
 }
@@ -276,6 +287,11 @@ impl Cache {
                 namespace: key.namespace.clone(),
                 name: name.to_string(),
             })
+    }
+
+    /// A source's entry, if it exists.
+    pub fn source_entry(&self, key: &SourceKey) -> Option<&SourceEntry> {
+        self.sources.get(key).and_then(|slot| slot.entry.as_deref())
     }
 
     fn source(&self, namespace: &str, config: &ConfigRef) -> Option<&SourceEntry> {

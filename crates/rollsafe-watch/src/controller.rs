@@ -40,6 +40,7 @@ use crate::leader::Leadership;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::metrics::{ControllerMetrics, ObjectLabels};
 use crate::outcome::{Announcement, Evaluator, Outcome, Purpose, SkipReason, Write};
+use crate::progression;
 use crate::rollouts::{Finished, Rollouts};
 
 /// The default debounce window.
@@ -91,6 +92,9 @@ pub struct ControllerSettings {
     /// After it rolls a workload, how long a StatefulSet or DaemonSet may go without progress
     /// before its rollout is reported stalled (a Deployment has its own deadline).
     pub progress_deadline: Duration,
+    /// `--rollout progressive`: every source's consumers roll in waves, not only those of a
+    /// source annotated `rollsafe.dev/rollout: progressive`.
+    pub progressive_all: bool,
 }
 
 impl Default for ControllerSettings {
@@ -109,6 +113,7 @@ impl Default for ControllerSettings {
             flap_limit: FlapLimit::default(),
             instance: None,
             progress_deadline: DEFAULT_PROGRESS_DEADLINE,
+            progressive_all: false,
         }
     }
 }
@@ -143,6 +148,8 @@ pub struct Status {
     pub withheld: u64,
     /// Workloads halted by the flap stop.
     pub halts: u64,
+    /// Progressive rolls held at a stalled earlier wave (each workload and content once).
+    pub held: u64,
     /// Rolls postponed by the global rate limit.
     pub rate_limited: u64,
     /// Events published.
@@ -237,6 +244,11 @@ pub struct Controller {
     rollouts: Rollouts,
     /// Rollouts that became final, to announce after the step that saw them.
     finished: Vec<Finished>,
+    /// Workloads whose followed rollout stalled (a StatefulSet's or DaemonSet's status cannot
+    /// say so), until they roll again or go.
+    stalled: HashSet<WorkloadKey>,
+    /// Per held workload, the content it was announced held for.
+    held: HashMap<WorkloadKey, String>,
 }
 
 impl Controller {
@@ -261,6 +273,8 @@ impl Controller {
             leading: false,
             rollouts: Rollouts::new(settings.progress_deadline),
             finished: Vec::new(),
+            stalled: HashSet::new(),
+            held: HashMap::new(),
             client,
             settings,
             cache: Cache::default(),
@@ -572,6 +586,8 @@ impl Controller {
                 Ev::Delete(key) => {
                     self.streams[id].seen_workloads.remove(&key);
                     self.rollout_observed(&key, None, now);
+                    self.stalled.remove(&key);
+                    self.held.remove(&key);
                     self.cache.delete_workload(&key);
                     self.flap.forget(&key);
                     self.changed.remove(&key);
@@ -587,6 +603,12 @@ impl Controller {
                 }
             },
         }
+    }
+
+    /// The reference of a cached workload's Events (its uid from the cache).
+    fn reference(&self, key: &WorkloadKey) -> Option<ObjectReference> {
+        let uid = self.cache.workload(key)?.plan.as_ref()?.uid().to_owned();
+        Some(workload_reference(key, Some(uid)))
     }
 
     /// Feeds a watch event of `key` to its followed rollout, if any.
@@ -613,6 +635,9 @@ impl Controller {
                 elapsed,
             } = done;
             let result = status.state.as_str();
+            if status.state == RolloutState::Stalled {
+                self.stalled.insert(key.clone());
+            }
             self.metrics.rollout(key.kind.as_str(), result, elapsed);
             info!(workload = %key, result, seconds = elapsed.as_secs(), "rollout finished");
             let (type_, reason, note) = match status.state {
@@ -636,14 +661,7 @@ impl Controller {
                 ),
                 _ => continue,
             };
-            let reference = ObjectReference {
-                api_version: Some("apps/v1".to_owned()),
-                kind: Some(key.kind.as_str().to_owned()),
-                namespace: Some(key.namespace.clone()),
-                name: Some(key.name.clone()),
-                uid,
-                ..ObjectReference::default()
-            };
+            let reference = workload_reference(&key, uid);
             self.publish_event(
                 &key,
                 reference,
@@ -705,6 +723,8 @@ impl Controller {
             retry_after: FAILURE_RECHECK.max(self.settings.debounce),
             flap: &mut self.flap,
             bucket: &mut self.bucket,
+            progressive_all: self.settings.progressive_all,
+            stalled: &self.stalled,
         };
         if let Some(outcome) = evaluator.evaluate(key, now) {
             self.apply(key, outcome, now).await;
@@ -727,6 +747,21 @@ impl Controller {
                 None
             }
             Outcome::Patch(write) => self.write(key, *write, now).await,
+            Outcome::Held { digest, event } => {
+                self.metrics.skip("held");
+                // Announced once per workload and content; a restart announces it once more.
+                if self.held.get(key) != Some(&digest) {
+                    warn!(workload = %key, note = event.note, "progressive roll held");
+                    if let Some(reference) = self.reference(key) {
+                        self.publish_event(key, reference, event).await;
+                    }
+                    // Counted once its Event is out: whoever waits on the count reads both.
+                    self.metrics.held.inc();
+                    self.count(|s| s.held += 1);
+                    self.held.insert(key.clone(), digest);
+                }
+                Some(progression::HOLD_RECHECK)
+            }
         };
         if let Some(after) = requeue {
             self.debouncer.schedule(key, Instant::now(), after);
@@ -757,6 +792,9 @@ impl Controller {
                 warn!(workload = %key, "workload cannot be patched (uid, resourceVersion or template missing)");
             }
             SkipReason::NotLeader => debug!(workload = %key, "not the leader: patch not sent"),
+            SkipReason::WaitingForWave => {
+                debug!(workload = %key, "progressive roll waits for an earlier wave");
+            }
             SkipReason::RateLimited => {
                 let wait_ms = requeue.unwrap_or_default().as_millis();
                 debug!(workload = %key, wait_ms, "roll postponed by the global rate limit");
@@ -807,6 +845,10 @@ impl Controller {
         };
         let cause = event.as_ref().map_or("", |e| e.note.as_str());
         self.acknowledged(key, purpose, cause, now);
+        if matches!(purpose, Purpose::Roll { .. }) {
+            self.stalled.remove(key);
+            self.held.remove(key);
+        }
         if purpose == (Purpose::Roll { deferred: None })
             && let Ok(value) = serde_json::to_value(&object)
         {
@@ -942,6 +984,18 @@ impl Controller {
                 self.count(|s| s.event_failures += 1);
             }
         }
+    }
+}
+
+/// The object reference of a workload's Events.
+fn workload_reference(key: &WorkloadKey, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("apps/v1".to_owned()),
+        kind: Some(key.kind.as_str().to_owned()),
+        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.clone()),
+        uid,
+        ..ObjectReference::default()
     }
 }
 

@@ -141,6 +141,11 @@ impl Plan {
         })
     }
 
+    /// The uid the patch tests.
+    pub fn uid(&self) -> &str {
+        self.restart.preconditions().uid()
+    }
+
     /// The resourceVersion the patch tests.
     pub fn resource_version(&self) -> &str {
         self.restart.preconditions().resource_version()

@@ -64,6 +64,8 @@ pub struct ControllerMetrics {
     pub rollout_seconds: Family<RolloutLabels, Histogram>,
     /// Rollouts that stalled.
     pub rollouts_stalled: Counter,
+    /// Workloads a progressive roll held back (each workload and content once).
+    pub held: Counter,
 }
 
 impl Default for ControllerMetrics {
@@ -81,6 +83,7 @@ impl Default for ControllerMetrics {
                 Histogram::new(exponential_buckets(1.0, 2.0, 12))
             }),
             rollouts_stalled: Counter::default(),
+            held: Counter::default(),
         }
     }
 }
@@ -136,6 +139,11 @@ impl ControllerMetrics {
             "rollouts_stalled",
             "Rollouts started by this process that stalled",
             self.rollouts_stalled.clone(),
+        );
+        registry.register(
+            "rollouts_held",
+            "Workloads a progressive roll held back at a stalled earlier wave",
+            self.held.clone(),
         );
     }
 

@@ -12,7 +12,7 @@
 //! decided here. The brakes' own bookkeeping is part of deciding: a roll that goes ahead has
 //! taken its token, and the flap stop drops the rolls that left its window.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use json_patch::Patch;
@@ -24,6 +24,7 @@ use crate::cache::{Cache, SourceKey, WorkloadKey};
 use crate::decision::{self, RollDecision};
 use crate::digest::{self, Fingerprinter};
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
+use crate::progression::{self, Gate};
 
 /// The most object names an Event note lists.
 const MAX_NAMES_IN_NOTE: usize = 10;
@@ -50,6 +51,15 @@ pub enum Outcome {
     },
     /// A patch to send, once.
     Patch(Box<Write>),
+    /// A progressive roll held at a stalled workload of an earlier wave: nothing is written;
+    /// the workload is announced once (`RolloutHeld`) and looked at again after
+    /// [`progression::HOLD_RECHECK`].
+    Held {
+        /// The digest it would roll to (to announce each hold once).
+        digest: String,
+        /// Its Event.
+        event: Announcement,
+    },
 }
 
 /// Why an evaluation writes nothing (the `reason` label of `rollsafe_watch_skipped_total`).
@@ -74,6 +84,8 @@ pub enum SkipReason {
     Unpatchable,
     /// Not leading, or the Lease is not confirmed: no patch may be started.
     NotLeader,
+    /// A progressive roll waits for an earlier wave to finish.
+    WaitingForWave,
 }
 
 impl SkipReason {
@@ -87,6 +99,7 @@ impl SkipReason {
             SkipReason::RateLimited => "rate_limited",
             SkipReason::Unpatchable => "unpatchable",
             SkipReason::NotLeader => "not_leader",
+            SkipReason::WaitingForWave => "waiting_for_wave",
         }
     }
 
@@ -190,6 +203,10 @@ pub struct Evaluator<'a> {
     pub flap: &'a mut FlapGuard,
     /// The global token bucket.
     pub bucket: &'a mut TokenBucket,
+    /// `--rollout progressive`: every source's consumers roll in waves.
+    pub progressive_all: bool,
+    /// Workloads whose rollout this replica saw stall.
+    pub stalled: &'a HashSet<WorkloadKey>,
 }
 
 impl Evaluator<'_> {
@@ -240,6 +257,44 @@ impl Evaluator<'_> {
                 })
                 .unwrap_or_default(),
         };
+        // A progressive roll waits for, or is held by, the earlier waves (before the brakes:
+        // a roll that does not go takes no token and counts for no flap).
+        if matches!(purpose, Purpose::Roll { .. }) {
+            match progression::gate(
+                self.cache,
+                self.fingerprinter,
+                key,
+                &changed,
+                self.progressive_all,
+                self.stalled,
+            ) {
+                Gate::Go => {}
+                Gate::Wait => {
+                    return Some(Outcome::Skip {
+                        reason: Some(SkipReason::WaitingForWave),
+                        requeue: Some(progression::WAVE_RECHECK),
+                    });
+                }
+                Gate::Held { stalled, source } => {
+                    return Some(Outcome::Held {
+                        digest,
+                        event: Announcement {
+                            type_: EventType::Warning,
+                            reason: "RolloutHeld",
+                            action: "Roll",
+                            note: format!(
+                                "Not rolled for changes to {}/{}: the progressive rollout stopped at {}/{}, whose rollout stalled",
+                                source.kind.as_str(),
+                                source.name,
+                                stalled.kind.as_str(),
+                                stalled.name
+                            ),
+                            related: Some(source),
+                        },
+                    });
+                }
+            }
+        }
         let names = names(&changed);
         let related = changed.first().cloned();
         let Some(document) = plan.document(&decision, &change_cause(&names)) else {

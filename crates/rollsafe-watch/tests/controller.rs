@@ -1301,3 +1301,108 @@ async fn each_roll_is_followed_to_its_end_and_the_outcome_announced() {
     }
     running.stop().await;
 }
+
+/// A Secret annotated `rollsafe.dev/rollout: progressive`: its consumers roll in waves (here a
+/// canary, Deployment/api, then the rest). A rotation the canary's pods crash on stops there:
+/// the rest keep their record, are never patched and are announced `RolloutHeld`, also after a
+/// controller restart (the progression's state is on the workloads). The fixed Secret rolls the
+/// canary again, then the held ones once each.
+#[tokio::test]
+async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restart() {
+    let consumer = |name: &str| {
+        let mut object = deployment(
+            name,
+            "true",
+            json!([key_ref("P", "db", "password")]),
+            json!([]),
+        );
+        object["spec"]["progressDeadlineSeconds"] = json!(1);
+        object
+    };
+    let seeds = vec![
+        secret(
+            "db",
+            &[("password", "hunter2")],
+            json!({"rollsafe.dev/rollout": "progressive"}),
+        ),
+        consumer("api"),
+        consumer("web"),
+        consumer("worker"),
+    ];
+    let env = Env::start(seeds).await;
+    env.emu
+        .change_settings(rollsafe_emulator::SettingsChange {
+            pod_ready_millis: Some(200),
+            progress_deadline_scale: None,
+        })
+        .unwrap();
+    // The canary's second patch (its first roll) makes a revision whose pods crash-loop.
+    env.emu.add_fault(
+        rollsafe_emulator::Fault::on("patch", "deployments")
+            .name("api")
+            .nth(2)
+            .then(rollsafe_emulator::FaultAction::rollout_fails(
+                "CrashLoopBackOff",
+                "password authentication failed",
+            )),
+    );
+    let settings = || ControllerSettings {
+        debounce: Duration::from_millis(200),
+        ..ControllerSettings::default()
+    };
+    let mut running = env.controller(settings());
+    running.until("adoptions", |s| s.adoptions == 3).await;
+    env.emu.clear_rollouts();
+    let rolled = |name: &str| env.emu.rollouts().iter().filter(|r| r.name == name).count();
+    env.put(secret(
+        "db",
+        &[("password", "bad-s3cr3t")],
+        json!({"rollsafe.dev/rollout": "progressive"}),
+    ));
+    running
+        .until("the canary rolled and the rest held", |s| {
+            s.rolls == 1 && s.held == 2
+        })
+        .await;
+    assert_eq!((rolled("api"), rolled("web"), rolled("worker")), (1, 0, 0));
+    for name in ["web", "worker"] {
+        let held = events(&env, name, "RolloutHeld");
+        assert_eq!(held.len(), 1, "{name}: {held:?}");
+        assert_eq!(held[0]["type"], "Warning");
+        assert_eq!(
+            held[0]["message"],
+            "Not rolled for changes to Secret/db: the progressive rollout stopped at Deployment/api, whose rollout stalled"
+        );
+    }
+    running.stop().await;
+
+    // A new replica (a restart, or another leader) reads the progression off the workloads:
+    // it rolls nothing, and says why once.
+    let mut restarted = env.controller(settings());
+    restarted
+        .until("the held ones held again", |s| s.held == 2)
+        .await;
+    assert_eq!((rolled("api"), rolled("web"), rolled("worker")), (1, 0, 0));
+
+    // The fixed Secret: the canary rolls to it and completes, then the rest, once each.
+    env.put(secret(
+        "db",
+        &[("password", "fixed")],
+        json!({"rollsafe.dev/rollout": "progressive"}),
+    ));
+    restarted
+        .until("every consumer rolled for the fix", |s| s.rolls == 3)
+        .await;
+    let started = std::time::Instant::now();
+    while events(&env, "worker", "RolloutComplete").is_empty()
+        || events(&env, "web", "RolloutComplete").is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the rest never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!((rolled("api"), rolled("web"), rolled("worker")), (2, 1, 1));
+    restarted.stop().await;
+}

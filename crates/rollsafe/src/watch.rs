@@ -55,6 +55,11 @@ pub(crate) struct Args {
     /// progressDeadlineSeconds.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_progress_deadline, env = "ROLLSAFE_WATCH_PROGRESS_DEADLINE")]
     progress_deadline: Duration,
+    /// How a change's consumers roll: `all-at-once`, or `progressive` (in waves, each only once
+    /// the earlier ones completed) for every source — not only those annotated
+    /// `rollsafe.dev/rollout: progressive`.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = RolloutMode::AllAtOnce, env = "ROLLSAFE_WATCH_ROLLOUT")]
+    rollout: RolloutMode,
     /// Decide, log and count, but never patch.
     #[arg(long, env = "ROLLSAFE_WATCH_DRY_RUN")]
     dry_run: bool,
@@ -114,6 +119,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         all,
         debounce,
         progress_deadline,
+        rollout,
         dry_run,
         fingerprint_key_file,
         max_rolls_per_minute,
@@ -142,6 +148,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         flap_limit,
         instance,
         progress_deadline,
+        progressive_all: rollout == RolloutMode::Progressive,
         ..ControllerSettings::default()
     };
     let kube = KubeArgs {
@@ -282,6 +289,16 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err("the debounce window is at most 1h".to_owned());
     }
     Ok(duration)
+}
+
+/// `--rollout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RolloutMode {
+    /// Every consumer of a change at once (a source annotated `rollsafe.dev/rollout:
+    /// progressive` still rolls in waves).
+    AllAtOnce,
+    /// Every source's consumers in waves.
+    Progressive,
 }
 
 /// The progress deadline, in the one duration format: longer than zero.

@@ -1,7 +1,7 @@
 //! The decision step on a cache built by hand: no API server, paused time where the brakes'
 //! windows matter.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -124,6 +124,8 @@ impl World {
             retry_after: Duration::from_secs(10),
             flap: &mut self.flap,
             bucket: &mut self.bucket,
+            progressive_all: false,
+            stalled: &HashSet::new(),
         }
         .evaluate(&web(), now)
     }
