@@ -11,6 +11,7 @@ pub mod authorizer;
 pub mod event_correlation;
 pub mod fieldmanager;
 pub mod identity;
+pub mod nodes;
 pub mod store;
 pub mod strategy;
 

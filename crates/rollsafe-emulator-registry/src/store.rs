@@ -23,6 +23,7 @@ pub mod controller_revisions;
 pub mod definitions;
 pub mod deletion;
 pub mod replica_sets;
+pub mod rollout_sim;
 pub mod rollouts;
 
 use crate::strategy;
@@ -155,6 +156,8 @@ pub struct Store {
     /// The same deadlines in write order; an entry whose Event was written again later is
     /// skipped when it comes up.
     event_deadlines: VecDeque<(Instant, (String, String))>,
+    /// The simulated rollouts' pace, timers and failing revisions.
+    sim: rollout_sim::RolloutSim,
 }
 
 impl Default for Store {
@@ -193,6 +196,7 @@ impl Store {
             event_ttl: EVENT_TTL,
             event_expiry: HashMap::new(),
             event_deadlines: VecDeque::new(),
+            sim: rollout_sim::RolloutSim::default(),
         }
     }
 
@@ -272,6 +276,7 @@ impl Store {
         self.recorder = EventCorrelator::default();
         self.event_expiry.clear();
         self.event_deadlines.clear();
+        self.sim.reset();
     }
 
     /// The latest resourceVersion.
@@ -548,8 +553,15 @@ impl Store {
             }
         }
         fieldmanager::track(d, None, &mut obj, given, tracking);
+        let paced = strategy::is_workload(d) && self.rollout_is_paced(&key, &obj);
         fieldmanager::as_controller(d, None, &mut obj, tracking, |o| {
-            strategy::sync(d, o, None, false)
+            strategy::sync(d, o, None, false);
+            if paced {
+                // The controllers write the status as the rollout moves.
+                if let Some(o) = o.as_object_mut() {
+                    o.remove("status");
+                }
+            }
         });
         check_stored_size(&obj)?;
         if write == Write::DryRun {
@@ -561,7 +573,10 @@ impl Store {
         self.objects.insert(key, stored.clone());
         self.emit(res, &ns, EventType::Added, stored.clone(), None, rv);
         self.record_events(d, &stored, None, false);
-        self.sync_rollout_history(res, &stored);
+        self.sync_rollout_history(res, &stored, paced);
+        if strategy::is_workload(d) {
+            self.after_workload_write(res, &stored, paced);
+        }
         if res == ids::NAMESPACES {
             self.populate_namespace(&name);
         }
@@ -707,9 +722,19 @@ impl Store {
         let template_changed = strategy::is_workload(d)
             && old.pointer("/spec/template") != new.pointer("/spec/template");
         fieldmanager::track(d, Some(&old), &mut new, given, tracking);
+        let paced = strategy::is_workload(d)
+            && mode != UpdateMode::Status
+            && self.rollout_is_paced(&key, &new);
         if mode != UpdateMode::Status {
             fieldmanager::as_controller(d, Some(&old), &mut new, tracking, |o| {
-                strategy::sync(d, o, Some(&old), template_changed)
+                strategy::sync(d, o, Some(&old), template_changed);
+                if paced && let Some(o) = o.as_object_mut() {
+                    // The controllers write the status as the rollout moves.
+                    match old.get("status") {
+                        Some(status) => o.insert("status".into(), status.clone()),
+                        None => o.remove("status"),
+                    };
+                }
             });
         }
         if new == *old {
@@ -742,7 +767,13 @@ impl Store {
         );
         if mode != UpdateMode::Status {
             self.record_events(d, &stored, Some(&old), template_changed);
-            self.sync_rollout_history(res, &stored);
+            if template_changed {
+                self.mark_new_revision(&(res, ns.to_owned(), name.to_owned()), &stored);
+            }
+            self.sync_rollout_history(res, &stored, paced);
+            if strategy::is_workload(d) {
+                self.after_workload_write(res, &stored, paced);
+            }
         }
         if Self::is_definition(res) {
             self.serve_definitions(&stored);
@@ -830,12 +861,14 @@ impl Store {
 
     /// The workload controllers' history after a write of `obj` (a `res`): ReplicaSets of a
     /// Deployment, ControllerRevisions of a StatefulSet or DaemonSet.
-    fn sync_rollout_history(&mut self, res: ResId, obj: &Value) {
+    /// `paced`: the rollout goes step by step (the new ReplicaSet starts at 0 replicas and
+    /// the old ones keep theirs, for the rollout to scale), else it is final at once.
+    fn sync_rollout_history(&mut self, res: ResId, obj: &Value, paced: bool) {
         if !self.rollout_history {
             return;
         }
-        if res == ids::DEPLOYMENTS {
-            self.sync_replica_sets(obj);
+        if res == ids::DEPLOYMENTS && self.sync_replica_sets(obj, paced) && paced {
+            self.note_new_replica_set(obj);
         }
         if let Some(kind) = controller_revisions::revisioned_kind(res) {
             self.sync_controller_revisions(kind, obj);

@@ -119,6 +119,87 @@ pub static STATEFULSETS: Printer = Printer::new(
     },
 );
 
+/// The columns of pods (`printPod`): ready containers, the status kubectl derives from the
+/// phase and the containers' states, restarts (with the last one's age), and for `-o wide`
+/// the IP, node, nominated node and readiness gates.
+pub static PODS: Printer = Printer::new(
+    &[
+        NAME,
+        ("Ready", "string", "", 0),
+        ("Status", "string", "", 0),
+        ("Restarts", "string", "", 0),
+        AGE,
+        ("IP", "string", "", 1),
+        ("Node", "string", "", 1),
+        ("Nominated Node", "string", "", 1),
+        ("Readiness Gates", "string", "", 1),
+    ],
+    pod_cells,
+);
+
+fn pod_cells(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let total = o
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let mut reason = match str_at(o, "/status/reason") {
+        "" => str_at(o, "/status/phase").to_owned(),
+        given => given.to_owned(),
+    };
+    let mut ready = 0;
+    let mut restarts = 0;
+    let mut last_restart: Option<jiff::Timestamp> = None;
+    let statuses = o
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for c in statuses.iter().rev() {
+        restarts += int(c, "/restartCount");
+        if let Ok(finished) = str_at(c, "/lastState/terminated/finishedAt").parse() {
+            last_restart =
+                Some(last_restart.map_or(finished, |t: jiff::Timestamp| t.max(finished)));
+        }
+        let waiting = str_at(c, "/state/waiting/reason");
+        let terminated = str_at(c, "/state/terminated/reason");
+        if !waiting.is_empty() {
+            reason = waiting.to_owned();
+        } else if !terminated.is_empty() {
+            reason = terminated.to_owned();
+        } else if c.get("ready") == Some(&Value::Bool(true))
+            && c.pointer("/state/running").is_some()
+        {
+            ready += 1;
+        }
+    }
+    if o.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+    {
+        reason = "Terminating".to_owned();
+    }
+    let restarts = match last_restart {
+        Some(t) if restarts != 0 => format!(
+            "{restarts} ({} ago)",
+            human_duration(now.as_second() - t.as_second())
+        ),
+        _ => restarts.to_string(),
+    };
+    let or_none = |pointer: &str| match str_at(o, pointer) {
+        "" => json!("<none>"),
+        value => json!(value),
+    };
+    vec![
+        name(o),
+        json!(format!("{ready}/{total}")),
+        json!(reason),
+        json!(restarts),
+        age(o, now),
+        or_none("/status/podIP"),
+        or_none("/spec/nodeName"),
+        or_none("/status/nominatedNodeName"),
+        json!("<none>"),
+    ]
+}
+
 /// The columns of replicasets.
 pub static REPLICASETS: Printer = Printer::new(
     &[
@@ -628,6 +709,41 @@ mod tests {
             assert_eq!(cells[0], json!(last_seen), "{extra}");
             assert_eq!(cells[8], json!(count), "{extra}");
         }
+    }
+
+    #[test]
+    fn a_pod_row_shows_ready_containers_and_the_waiting_reason() {
+        let now: jiff::Timestamp = "2026-12-01T10:00:00Z".parse().unwrap();
+        let pod = json!({
+            "metadata": {"name": "web-abc-x1", "creationTimestamp": "2026-12-01T09:59:00Z"},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "app"}]},
+            "status": {"phase": "Running", "podIP": "10.244.0.5", "containerStatuses": [{
+                "name": "app", "ready": false, "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"finishedAt": "2026-12-01T09:59:50Z"}}}]}
+        });
+        assert_eq!(
+            pod_cells(&pod, now),
+            [
+                json!("web-abc-x1"),
+                json!("0/1"),
+                json!("CrashLoopBackOff"),
+                json!("3 (10s ago)"),
+                json!("60s"),
+                json!("10.244.0.5"),
+                json!("node-1"),
+                json!("<none>"),
+                json!("<none>")
+            ]
+        );
+        let running = json!({"spec": {"containers": [{"name": "app"}]},
+            "status": {"phase": "Running", "containerStatuses": [{
+                "ready": true, "restartCount": 0, "state": {"running": {}}}]}});
+        let cells = pod_cells(&running, now);
+        assert_eq!(
+            (&cells[1], &cells[2], &cells[3]),
+            (&json!("1/1"), &json!("Running"), &json!("0"))
+        );
     }
 
     #[test]

@@ -410,6 +410,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         short_names: &["po"],
         subresources: &["status"],
         go_type: Some(typed::<core::v1::Pod>),
+        printer: &printers::PODS,
         field_labels: POD_FIELD_LABELS,
         ..BASE
     },

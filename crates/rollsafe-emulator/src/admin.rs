@@ -8,6 +8,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use serde_json::{Value, json};
 
+use crate::SettingsChange;
 use crate::faults::Fault;
 use crate::http_util::{error, json, read_body};
 use crate::state::{ADMIN_PREFIX, Body, Shared};
@@ -241,6 +242,20 @@ fn route(
         ("DELETE", "/rollouts") => {
             handle.clear_rollouts();
             Ok(ok())
+        }
+        ("GET", "/settings") => Ok(json(
+            200,
+            &serde_json::to_value(handle.settings()).unwrap_or_default(),
+        )),
+        ("POST", "/settings") => {
+            let change: SettingsChange = parse(body)?;
+            let settings = handle
+                .change_settings(change)
+                .map_err(|e| StatusError::bad_request(&e.to_string()))?;
+            Ok(json(
+                200,
+                &serde_json::to_value(settings).unwrap_or_default(),
+            ))
         }
         ("POST", "/reset") => {
             handle

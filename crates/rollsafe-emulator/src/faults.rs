@@ -197,6 +197,26 @@ pub enum FaultAction {
     /// Just before the request is handled, delete the target object and create it again
     /// (same content, new uid and resourceVersion).
     DeleteAndRecreate,
+    /// The request is handled normally, but the workload revision its template change makes
+    /// never becomes ready: its pods' containers wait with `reason` and `message` (a
+    /// Deployment then exceeds its progress deadline). A request that changes no pod template
+    /// marks nothing.
+    RolloutFails {
+        /// The containers' waiting reason (default `CrashLoopBackOff`).
+        #[serde(default = "crash_loop")]
+        reason: String,
+        /// Its message.
+        #[serde(default = "crash_loop_message")]
+        message: String,
+    },
+}
+
+fn crash_loop() -> String {
+    "CrashLoopBackOff".to_owned()
+}
+
+fn crash_loop_message() -> String {
+    "back-off restarting failed container".to_owned()
 }
 
 impl FaultAction {
@@ -238,6 +258,15 @@ impl FaultAction {
         Self::List { corruption }
     }
 
+    /// The patched workload's new revision never becomes ready, its containers waiting with
+    /// `reason` and `message`.
+    pub fn rollout_fails(reason: &str, message: &str) -> Self {
+        Self::RolloutFails {
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        }
+    }
+
     /// A short description for the request log.
     pub fn describe(&self) -> String {
         match self {
@@ -256,6 +285,7 @@ impl FaultAction {
             Self::List { corruption } => format!("list {corruption:?}"),
             Self::ConcurrentEdit { .. } => "concurrent edit".into(),
             Self::DeleteAndRecreate => "delete and recreate".into(),
+            Self::RolloutFails { reason, .. } => format!("rollout fails ({reason})"),
         }
     }
 }
@@ -406,5 +436,13 @@ mod tests {
             r#"{"verb":"patch","action":{"type":"status","code":429,"retryAfterSeconds":2,"plainText":true}}"#,
         );
         assert!(f.is_ok());
+        let f: Result<Fault, _> = serde_json::from_str(
+            r#"{"verb":"patch","resource":"deployments","namespace":"demo","name":"api-server",
+                "action":{"type":"rolloutFails","reason":"CrashLoopBackOff","message":"no key"}}"#,
+        );
+        assert_eq!(
+            f.ok().map(|f| f.action),
+            Some(FaultAction::rollout_fails("CrashLoopBackOff", "no key"))
+        );
     }
 }

@@ -65,8 +65,10 @@
 //!
 //! - Continued list pages show the state of the first page, reconstructed from the watch
 //!   history (a token older than the history is 410 Expired).
-//! - Workload controllers are simulated: `status` follows `spec` immediately in the same write
-//!   (`observedGeneration == generation`, all replicas ready).
+//! - Workload controllers are simulated, with real Pod objects: by default `status` follows
+//!   `spec` in the same write (`observedGeneration == generation`, all replicas ready); with
+//!   [`Handle::change_settings`] (`podReadyMillis`) rollouts take time, step by step as the
+//!   real controllers take them, and [`FaultAction::RolloutFails`] makes a revision fail.
 //! - Events expire [`EVENT_TTL`] after their last write; the request log and the rollout log
 //!   keep the newest [`MAX_REQUEST_LOG`] and [`MAX_ROLLOUTS`] entries.
 //! - What the emulator owes and what it deliberately does not: `docs/emulator.md`.
@@ -108,6 +110,8 @@ pub use faults::{Fault, FaultAction, FaultMatch, FaultState, ListCorruption};
 pub use handlers::list::ContinueToken;
 pub use observe::{InFlightStat, RequestLogEntry};
 pub use rollsafe_emulator_registry::identity::{Identity, MASTERS_GROUP};
+pub use rollsafe_emulator_registry::nodes::NODES;
+pub use rollsafe_emulator_registry::store::rollout_sim::{Settings, SettingsChange};
 pub use rollsafe_emulator_registry::store::{EVENT_TTL, MAX_ROLLOUTS};
 pub use rollsafe_emulator_registry::{EventType, Rollout};
 pub use rollsafe_emulator_types::patch::{JsonPatchError, apply_json_patch};
@@ -160,6 +164,9 @@ pub enum EmulatorError {
         /// Why.
         source: Box<StatusError>,
     },
+    /// A settings change was refused.
+    #[error("{0}")]
+    Settings(String),
     /// An identity is invalid (reserved name, duplicate token, empty token).
     #[error("identity {name:?}: {reason}")]
     Identity {
@@ -309,6 +316,8 @@ impl EmulatorBuilder {
             .event_ttl
             .unwrap_or(rollsafe_emulator_registry::store::EVENT_TTL);
         store.set_event_ttl(event_ttl);
+        let rollout_waker = Arc::new(tokio::sync::Notify::new());
+        store.set_rollout_waker(rollout_waker.clone());
         load_base(&mut store, &self.seeds)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -328,6 +337,7 @@ impl EmulatorBuilder {
             tls,
         });
         tokio::spawn(server::expire_events(shared.clone(), event_ttl));
+        tokio::spawn(server::advance_rollouts(shared.clone(), rollout_waker));
         let task = tokio::spawn(server::accept_loop(listener, shared.clone()));
         tracing::info!(url = %format!("http://{bound}"), "emulator listening");
         Ok(RunningEmulator {
@@ -669,8 +679,26 @@ impl Handle {
         self.shared.store().clear_rollouts();
     }
 
+    /// How the simulated cluster paces rollouts.
+    pub fn settings(&self) -> Settings {
+        self.shared.store().rollout_settings()
+    }
+
+    /// Changes the settings the change names (the others stay); the new settings, or why the
+    /// change is refused (a `progressDeadlineScale` that is not a number above 0).
+    pub fn change_settings(&self, change: SettingsChange) -> Result<Settings, EmulatorError> {
+        let mut store = self.shared.store();
+        let settings = store
+            .rollout_settings()
+            .with(change)
+            .map_err(EmulatorError::Settings)?;
+        store.set_rollout_settings(settings);
+        Ok(settings)
+    }
+
     /// Back to the start state: objects from the seeds, no faults, empty request log, no
-    /// rollouts, peaks reset. Identities and the resourceVersion counter are kept.
+    /// rollouts, default settings, peaks reset. Identities and the resourceVersion counter are
+    /// kept.
     pub fn reset(&self) -> Result<(), EmulatorError> {
         {
             let mut store = self.shared.store();

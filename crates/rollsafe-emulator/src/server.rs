@@ -98,6 +98,29 @@ pub(crate) async fn expire_events(shared: Arc<Shared>, ttl: Duration) {
     }
 }
 
+/// Advances the simulated rollouts while some are in progress: asleep until the next thing
+/// is due (a pod becoming ready, a progress deadline) or the store wakes it, until shutdown.
+pub(crate) async fn advance_rollouts(shared: Arc<Shared>, waker: Arc<tokio::sync::Notify>) {
+    loop {
+        let due = {
+            let mut store = shared.store();
+            store.advance_rollouts(std::time::Instant::now());
+            store.next_rollout_due()
+        };
+        let sleep = async {
+            match due {
+                Some(due) => tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = sleep => {}
+            () = waker.notified() => {}
+            () = shutdown_signal(shared.shutdown.clone()) => return,
+        }
+    }
+}
+
 /// Accepts connections until shutdown, then waits (up to [`SHUTDOWN_GRACE`]) for them.
 pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();

@@ -185,7 +185,11 @@ impl Store {
             if write == Write::DryRun {
                 return Ok(Deleted::Gone(old));
             }
-            return Ok(self.remove_with_dependents(&key, &old));
+            let deleted = self.remove_with_dependents(&key, &old);
+            if res == ids::PODS {
+                self.after_pod_delete(&old);
+            }
+            return Ok(deleted);
         }
         let mut marked = (*old).clone();
         {

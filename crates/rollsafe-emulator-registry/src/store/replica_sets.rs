@@ -49,7 +49,7 @@ fn owned_by(rs: &Value, uid: &str) -> bool {
 
 /// Whether a ReplicaSet's template is `template`, the hash label aside (compared in place:
 /// this runs on every Deployment write).
-fn same_template(rs: &Value, template: Option<&Value>) -> bool {
+pub(crate) fn same_template(rs: &Value, template: Option<&Value>) -> bool {
     let (Some(Value::Object(own)), Some(Value::Object(template))) =
         (rs.pointer("/spec/template"), template)
     else {
@@ -143,13 +143,17 @@ fn replica_set(deployment: &Value, name: &str, revision: u64, replicas: i64) -> 
 }
 
 impl Store {
-    /// Brings `deployment`'s ReplicaSets in line with it, as its controller would.
-    pub fn sync_replica_sets(&mut self, deployment: &Value) {
+    /// Brings `deployment`'s ReplicaSets in line with it, as its controller would; whether it
+    /// created the ReplicaSet of the current template. `rolling`: the rollout scales them step
+    /// by step (`rollout_sim`), so a new ReplicaSet starts at 0 replicas, the others keep
+    /// theirs, and only old ones scaled to 0 are cleaned up; else the current one has all the
+    /// replicas at once and every other one none.
+    pub fn sync_replica_sets(&mut self, deployment: &Value, rolling: bool) -> bool {
         let (Some(ns), Some(uid)) = (
             meta_str(deployment, "namespace"),
             meta_str(deployment, "uid"),
         ) else {
-            return;
+            return false;
         };
         let ns = ns.to_owned();
         let prefix = format!("{}-", meta_str(deployment, "name").unwrap_or(""));
@@ -169,7 +173,7 @@ impl Store {
             .map_or_else(|| replica_set_name(deployment), str::to_owned);
         let existing = existing.map(|rs| &**rs);
         if paused && existing.is_none() {
-            return;
+            return false;
         }
         // The Deployment's own revision (its strategy counts the rolls) is the current
         // ReplicaSet's, so `rollout history` and the Deployment agree.
@@ -184,37 +188,54 @@ impl Store {
                 .and_then(|a| a.get(CHANGE_CAUSE))
                 .cloned()
         };
+        // Rolling, the rollout scales the ReplicaSets; a new one starts empty.
+        let wanted_replicas = if rolling {
+            existing.map_or(0, replicas)
+        } else {
+            replicas(deployment)
+        };
         let up_to_date = existing.is_some_and(|rs| {
             revision(rs) == wanted_revision
-                && replicas(rs) == replicas(deployment)
+                && replicas(rs) == wanted_replicas
                 && cause(rs) == cause(deployment)
         });
         if !up_to_date {
-            let want = replica_set(deployment, &current, wanted_revision, replicas(deployment));
+            let mut want = replica_set(deployment, &current, wanted_revision, wanted_replicas);
+            if rolling && let Some(rs) = existing {
+                // Its pods are what they are: the rollout writes the status it counts.
+                want["status"] = rs.get("status").cloned().unwrap_or_else(|| json!({}));
+            }
             self.put_controlled(ids::REPLICASETS, &ns, &current, want, existing);
         }
         if paused {
-            return;
+            return existing.is_none();
         }
         let mut old: Vec<&Value> = owned
             .iter()
             .map(|rs| &**rs)
             .filter(|rs| meta_str(rs, "name") != Some(&current))
             .collect();
-        // `revisionHistoryLimit`: the oldest of the old ReplicaSets beyond it are deleted.
+        // `revisionHistoryLimit`: the oldest of the old ReplicaSets beyond it are deleted (only
+        // those scaled to 0, while rolling).
         old.sort_by_key(|rs| revision(rs));
         let limit = deployment
             .pointer("/spec/revisionHistoryLimit")
             .and_then(Value::as_u64)
             .unwrap_or(DEFAULT_HISTORY_LIMIT);
-        let excess = old
+        let (mut cleanable, _scaling): (Vec<&Value>, Vec<&Value>) = old
+            .into_iter()
+            .partition(|rs| !rolling || replicas(rs) == 0);
+        let excess = cleanable
             .len()
             .saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
-        for rs in old.drain(..excess) {
+        for rs in cleanable.drain(..excess) {
             let name = meta_str(rs, "name").unwrap_or("").to_owned();
             self.remove_key(&(ids::REPLICASETS, ns.clone(), name));
         }
-        for rs in old {
+        if rolling {
+            return existing.is_none();
+        }
+        for rs in cleanable {
             if replicas(rs) != 0 {
                 let mut scaled = rs.clone();
                 scaled["spec"]["replicas"] = json!(0);
@@ -230,6 +251,7 @@ impl Store {
                 self.put_controlled(ids::REPLICASETS, &ns, &name, scaled, Some(rs));
             }
         }
+        existing.is_none()
     }
 }
 

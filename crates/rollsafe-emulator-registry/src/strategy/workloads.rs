@@ -511,13 +511,15 @@ fn sync_statefulset(obj: &mut Value, old: Option<&Value>, _template_changed: boo
 }
 
 fn sync_daemonset(obj: &mut Value, old: Option<&Value>, template_changed: bool) {
+    // One pod on each simulated node.
+    let nodes = crate::nodes::NODES.len();
     let status = json!({
         "observedGeneration": generation(obj),
-        "desiredNumberScheduled": 1,
-        "currentNumberScheduled": 1,
-        "numberReady": 1,
-        "numberAvailable": 1,
-        "updatedNumberScheduled": 1,
+        "desiredNumberScheduled": nodes,
+        "currentNumberScheduled": nodes,
+        "numberReady": nodes,
+        "numberAvailable": nodes,
+        "updatedNumberScheduled": nodes,
         "numberMisscheduled": 0,
     });
     let tg = old

@@ -5,8 +5,9 @@ use serde_json::{Value, json};
 
 use crate::faults::{Fault, FaultAction};
 use crate::state::Shared;
+use rollsafe_emulator_registry::store::rollout_sim::Failure;
 use rollsafe_emulator_registry::store::{Preconditions, UpdateMode};
-use rollsafe_emulator_types::resources::ResId;
+use rollsafe_emulator_types::resources::{ResId, def};
 use rollsafe_emulator_types::status::{self, StatusError};
 
 pub(crate) fn fault_target(fault: &Fault, ns: &str, name: &str) -> (String, String) {
@@ -76,6 +77,28 @@ pub(crate) fn concurrent_edit(
     if let Err(e) = store.update(res, ns, name, edited, UpdateMode::Force) {
         tracing::warn!(%e, "concurrent-edit fault failed");
     }
+}
+
+/// Marks the revision the request's template change will make as failing; whether there was
+/// a workload to mark.
+pub(crate) fn fail_next_revision(
+    shared: &Shared,
+    res: ResId,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    message: &str,
+) -> bool {
+    if name.is_empty() || !rollsafe_emulator_registry::strategy::is_workload(def(res)) {
+        tracing::warn!(ns, name, "rollout-fails fault: not a workload");
+        return false;
+    }
+    let failure = Failure {
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+    };
+    shared.store().fail_next_revision(res, ns, name, failure);
+    true
 }
 
 pub(crate) fn delete_and_recreate(shared: &Shared, res: ResId, ns: &str, name: &str) {

@@ -139,6 +139,7 @@ async fn serve_inner(
     let _in_flight = shared.inflight.enter(info.verb.as_str(), &full_resource);
     let mut corruption = None;
     let mut drop_after = false;
+    let mut failing_revision = false;
     for fault in &fired {
         match &fault.action {
             FaultAction::Delay { millis } => {
@@ -158,6 +159,11 @@ async fn serve_inner(
                 let (tns, tname) = fault_injection::fault_target(fault, &ns, &name);
                 fault_injection::delete_and_recreate(shared, info.res, &tns, &tname);
             }
+            FaultAction::RolloutFails { reason, message } => {
+                failing_revision = fault_injection::fail_next_revision(
+                    shared, info.res, &ns, &name, reason, message,
+                );
+            }
         }
     }
     let call = Call {
@@ -172,6 +178,10 @@ async fn serve_inner(
         corruption,
     };
     let resp = handlers::dispatch(&call).unwrap_or_else(|e| error(&e));
+    if failing_revision {
+        // A request that changed no template marks nothing.
+        shared.store().cancel_failing_revision(info.res, &ns, &name);
+    }
     if drop_after {
         return Outcome::Drop;
     }
