@@ -23,6 +23,7 @@
 //! argument is a validated name, so a run cannot fail: every problem is a classified entry of
 //! its result.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -37,6 +38,7 @@ use rollsafe_core::failure::{Failure, FailureCode, TransportFailure};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_core::patch::{Preconditions, RestartPatch};
 use rollsafe_core::preview::{Consumer, ConsumersPreview, InventoryState};
+use rollsafe_core::rollout::{ConsumersRollout, WorkloadRollout};
 use rollsafe_core::workload::{Deferral, WorkloadKind};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -136,25 +138,29 @@ impl Discovery {
         self.inventories.iter().flat_map(Inventory::matches)
     }
 
+    /// Each kind's inventory state, as the preview and the rollout view give it.
+    pub fn inventory_states(&self) -> BTreeMap<WorkloadKind, InventoryState> {
+        self.inventories
+            .iter()
+            .map(|inventory| {
+                let state = match &inventory.status {
+                    InventoryStatus::Complete { .. } => InventoryState::complete(),
+                    InventoryStatus::Incomplete { failure, .. } => {
+                        InventoryState::incomplete(*failure)
+                    }
+                };
+                (inventory.kind, state)
+            })
+            .collect()
+    }
+
     /// The consumers preview: every match with its references and whether a restart would
     /// roll it now, and each kind's inventory state.
     pub fn preview(&self) -> ConsumersPreview {
         ConsumersPreview {
             namespace: self.namespace.to_string(),
             secret: self.secret.to_string(),
-            inventories: self
-                .inventories
-                .iter()
-                .map(|inventory| {
-                    let state = match &inventory.status {
-                        InventoryStatus::Complete { .. } => InventoryState::complete(),
-                        InventoryStatus::Incomplete { failure, .. } => {
-                            InventoryState::incomplete(*failure)
-                        }
-                    };
-                    (inventory.kind, state)
-                })
-                .collect(),
+            inventories: self.inventory_states(),
             workloads: self
                 .matches()
                 .map(|m| {
@@ -165,6 +171,23 @@ impl Discovery {
                         m.references.clone(),
                         &m.object,
                     )
+                })
+                .collect(),
+        }
+    }
+
+    /// The rollout state of every match, read from the listed objects, whose restart
+    /// annotation is `annotation`, and each kind's inventory state: the rollout route's
+    /// answer. No uid, resourceVersion or Secret value is in it.
+    pub fn rollout(&self, annotation: &AnnotationKey) -> ConsumersRollout {
+        ConsumersRollout {
+            namespace: self.namespace.to_string(),
+            secret: self.secret.to_string(),
+            inventories: self.inventory_states(),
+            workloads: self
+                .matches()
+                .map(|m| {
+                    WorkloadRollout::of(m.kind, m.name.clone(), &m.object, annotation.as_str())
                 })
                 .collect(),
         }
