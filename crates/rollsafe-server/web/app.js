@@ -424,13 +424,16 @@ function observeRow(row, view, now) {
   return status;
 }
 
+// The core's display order (RolloutState::ALL).
+const STATE_ORDER = ["waiting", "pending", "progressing", "complete", "stalled", "deferred", "superseded", "gone"];
+
 function countsText(rows) {
   const counts = new Map();
   for (const row of rows) {
     const state = row.item.dataset.state || "waiting";
     counts.set(state, (counts.get(state) || 0) + 1);
   }
-  return Array.from(counts, ([state, n]) => `${n} ${state}`).join(", ");
+  return STATE_ORDER.filter((state) => counts.has(state)).map((state) => `${counts.get(state)} ${state}`).join(", ");
 }
 
 function setIfChanged(node, text) {
