@@ -167,6 +167,11 @@ pub struct RolloutStatus {
 }
 
 impl RolloutStatus {
+    /// Before anything was observed.
+    pub fn pending() -> Self {
+        Self::new(RolloutState::Pending, None)
+    }
+
     fn new(state: RolloutState, progress: Option<Progress>) -> Self {
         Self {
             state,

@@ -500,27 +500,6 @@ async fn a_user_without_rbac_is_denied_with_the_real_message() {
     emu.shutdown().await;
 }
 
-/// Every kubectl release the machine carries (`kubectl.1.27` … under the Cloud SDK), or the one
-/// found on PATH when there are none.
-fn kubectl_releases() -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/google-cloud-sdk/bin")
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("kubectl.1."))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    if found.is_empty() {
-        found.push(kubectl_binary());
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kubectl_release_on_the_machine_rolls_a_deployment() {
     if skip_without_kubectl() {

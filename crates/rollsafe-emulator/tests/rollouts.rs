@@ -8,49 +8,13 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use rollsafe_emulator::RunningEmulator;
 use serde_json::{Value, json};
-
-const SDK: &str = "/usr/lib/google-cloud-sdk/bin";
-
-/// Every kubectl release under the Cloud SDK, else kubectl from PATH; empty (the test skips,
-/// saying why) when there is none and `CI` is not set.
-fn releases() -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(SDK)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("kubectl.1."))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    if found.is_empty()
-        && let Some(paths) = std::env::var_os("PATH")
-    {
-        found.extend(
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join("kubectl"))
-                .find(|p| p.is_file()),
-        );
-    }
-    if found.is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-            "CI is set but kubectl is missing"
-        );
-        eprintln!("skipping: kubectl is not installed (not under {SDK} nor on PATH)");
-    }
-    found
-}
 
 /// A kubeconfig and cache for kubectl against one emulator.
 struct Kubectl {
@@ -209,7 +173,7 @@ async fn settings_are_read_changed_and_refused_with_a_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_status_waits_for_slow_pods_through_a_pause_and_a_resume() {
-    let releases = releases();
+    let releases = kubectl_releases();
     if releases.is_empty() {
         return;
     }
@@ -313,7 +277,7 @@ async fn rollout_status_waits_for_slow_pods_through_a_pause_and_a_resume() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_revision_exceeds_its_progress_deadline_and_a_fix_recovers() {
-    let releases = releases();
+    let releases = kubectl_releases();
     if releases.is_empty() {
         return;
     }
@@ -477,7 +441,7 @@ async fn a_failing_revision_exceeds_its_progress_deadline_and_a_fix_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statefulset_partitions_and_daemonsets_roll_one_pod_at_a_time() {
-    let releases = releases();
+    let releases = kubectl_releases();
     if releases.is_empty() {
         return;
     }

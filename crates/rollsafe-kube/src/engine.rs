@@ -38,7 +38,8 @@ use rollsafe_core::failure::{Failure, FailureCode, TransportFailure};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_core::patch::{Preconditions, RestartPatch};
 use rollsafe_core::preview::{Consumer, ConsumersPreview, InventoryState};
-use rollsafe_core::rollout::{ConsumersRollout, WorkloadRollout};
+use rollsafe_core::rollout::waves::WavePlan;
+use rollsafe_core::rollout::{ConsumersRollout, WAVE_ANNOTATION, WorkloadRollout};
 use rollsafe_core::workload::{Deferral, WorkloadKind};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -308,13 +309,12 @@ impl RestartEngine {
             .discover_with(&client, namespace, secret)
             .instrument(span.clone())
             .await;
-        let mut outcome = RestartOutcome::new();
         let mut targets = Vec::new();
         let mut unpatchable = Vec::new();
         let mut discovery_failures = Vec::new();
+        let mut waves = BTreeMap::new();
         for inventory in &discovery.inventories {
             if let InventoryStatus::Incomplete { failure, .. } = inventory.status {
-                outcome.discovery_failed(inventory.kind, failure);
                 discovery_failures.push((inventory.kind, failure));
             }
             for found in inventory.matches() {
@@ -322,6 +322,13 @@ impl RestartEngine {
                     kind: found.kind,
                     name: found.name.clone(),
                 };
+                let wave = found
+                    .object
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(WAVE_ANNOTATION))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                waves.insert(target.clone(), wave);
                 match RestartPatch::inspect(&found.object) {
                     Ok(patch) => targets.push(PlannedPatch {
                         target,
@@ -337,13 +344,13 @@ impl RestartEngine {
                                 "match not patched: listed object is malformed"
                             );
                         });
-                        outcome.failed(found.kind, &found.name, Failure::incomplete_list(None));
                         unpatchable.push(target);
                     }
                 }
             }
         }
         targets.sort_by(|a, b| a.target.cmp(&b.target));
+        let outcome = planned_outcome(&discovery_failures, &unpatchable);
         RestartPlan {
             namespace: namespace.clone(),
             secret: secret.clone(),
@@ -353,6 +360,7 @@ impl RestartEngine {
             targets,
             unpatchable,
             discovery_failures,
+            waves,
             outcome,
             span,
             started,
@@ -460,6 +468,26 @@ impl RestartEngine {
     }
 }
 
+/// The outcome a plan starts from: its kinds whose inventory failed, and its matches that cannot
+/// be patched (listed malformed, reported as `incomplete_list`).
+fn planned_outcome(
+    discovery_failures: &[(WorkloadKind, Failure)],
+    unpatchable: &[WorkloadName],
+) -> RestartOutcome {
+    let mut outcome = RestartOutcome::new();
+    for (kind, failure) in discovery_failures {
+        outcome.discovery_failed(*kind, *failure);
+    }
+    for workload in unpatchable {
+        outcome.failed(
+            workload.kind,
+            &workload.name,
+            Failure::incomplete_list(None),
+        );
+    }
+    outcome
+}
+
 /// The patch phase, generic over how one patch is sent: at most `in_flight` at once; no patch
 /// starts after `phase` has elapsed — one not started by then was never sent and is
 /// `unavailable`. Results come back in completion order.
@@ -526,6 +554,8 @@ pub struct RestartPlan {
     targets: Vec<PlannedPatch>,
     unpatchable: Vec<WorkloadName>,
     discovery_failures: Vec<(WorkloadKind, Failure)>,
+    /// Each match's `rollsafe.dev/rollout-wave`, as listed.
+    waves: BTreeMap<WorkloadName, Option<String>>,
     outcome: RestartOutcome,
     span: tracing::Span,
     started: Instant,
@@ -572,6 +602,29 @@ impl RestartPlan {
         self.discovery_failures
             .iter()
             .map(|(kind, failure)| (*kind, failure))
+    }
+
+    /// The waves of a progressive restart of every match (targets and unpatchable ones), from
+    /// their `rollsafe.dev/rollout-wave` annotations; without annotations the canary is one
+    /// that rolls now.
+    pub fn waves(&self) -> WavePlan {
+        let rolls = |workload: &WorkloadName| {
+            self.targets
+                .iter()
+                .any(|planned| planned.target == *workload && planned.deferral.is_none())
+        };
+        WavePlan::new(self.waves.clone()).prefer_canary(rolls)
+    }
+
+    /// The plan for the matches `keep` selects only: the other targets are not patched and the
+    /// other unpatchable matches not reported. The kinds whose inventory failed stay in it:
+    /// what this run could not list, it could not list for any part of it.
+    pub fn retain(mut self, keep: impl Fn(&WorkloadName) -> bool) -> Self {
+        self.targets.retain(|planned| keep(&planned.target));
+        self.unpatchable.retain(|workload| keep(workload));
+        self.waves.retain(|workload, _| keep(workload));
+        self.outcome = planned_outcome(&self.discovery_failures, &self.unpatchable);
+        self
     }
 
     /// Whether executing the plan sends no patch at all.

@@ -7,6 +7,8 @@
 //! - [`RestartEngine`]: Restart Consumers — [`RestartEngine::discover`] (dry run) and
 //!   [`RestartEngine::plan`] then [`RestartEngine::execute`] (discover and plan, then patch;
 //!   [`RestartEngine::run`] does both).
+//! - [`follow`]: following requested rollouts to their end ([`RolloutWatch`]): one list per kind
+//!   per poll, the core's rollout model.
 //! - [`inventory`]: the paged, budgeted listing of one workload kind and its consistency rules.
 //! - [`read`]: single-object reads (Secret, ConfigMap) for preflight checks.
 //! - [`review`]: TokenReview, for servers that accept Kubernetes bearer tokens.
@@ -18,6 +20,7 @@
 
 pub mod connection;
 pub mod engine;
+pub mod follow;
 pub mod inventory;
 pub mod read;
 pub mod review;
@@ -28,6 +31,7 @@ pub use engine::{
     Discovery, MAX_PATCHES_IN_FLIGHT, PatchOutcome, RestartEngine, RestartPlan, RestartRequest,
     RunObserver, restart_value,
 };
+pub use follow::{FOLLOW_INTERVAL, FollowError, RolloutWatch};
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
 pub use read::{
     ReadError, SecretSummary, list_secrets, read_config_map, read_secret_metadata, read_workload,

@@ -249,3 +249,24 @@ pub fn kubectl() -> Option<PathBuf> {
     eprintln!("skipping: kubectl is not installed");
     None
 }
+
+/// Every kubectl release the machine carries (`kubectl.1.27` … `kubectl.1.33` under the Cloud
+/// SDK), else [`kubectl`]'s one; empty (saying why) when there is none and `CI` is not set.
+pub fn kubectl_releases() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/google-cloud-sdk/bin")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("kubectl.1."))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    if found.is_empty() {
+        found.extend(kubectl());
+    }
+    found
+}

@@ -20,9 +20,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::Resource as _;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::events::{Event, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use rollsafe_core::reference::TargetKind;
+use rollsafe_core::rollout::follow::Observation;
+use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState};
 use rollsafe_core::workload::WorkloadKind;
 use serde_json::Value;
 use thiserror::Error;
@@ -30,7 +32,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::annotations::FIELD_MANAGER;
+use crate::annotations::{CONFIG_HASH, FIELD_MANAGER};
 use crate::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
 use crate::debounce::Debouncer;
 use crate::digest::Fingerprinter;
@@ -38,6 +40,7 @@ use crate::leader::Leadership;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::metrics::{ControllerMetrics, ObjectLabels};
 use crate::outcome::{Announcement, Evaluator, Outcome, Purpose, SkipReason, Write};
+use crate::rollouts::{Finished, Rollouts};
 
 /// The default debounce window.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
@@ -85,6 +88,9 @@ pub struct ControllerSettings {
     /// 290 s). When it ends, kube's watcher resumes from the last resourceVersion it saw and
     /// relists on a 410.
     pub watch_timeout: Option<u32>,
+    /// After it rolls a workload, how long a StatefulSet or DaemonSet may go without progress
+    /// before its rollout is reported stalled (a Deployment has its own deadline).
+    pub progress_deadline: Duration,
 }
 
 impl Default for ControllerSettings {
@@ -102,6 +108,7 @@ impl Default for ControllerSettings {
             burst: DEFAULT_BURST,
             flap_limit: FlapLimit::default(),
             instance: None,
+            progress_deadline: DEFAULT_PROGRESS_DEADLINE,
         }
     }
 }
@@ -181,7 +188,11 @@ enum Ev<K, V> {
 
 enum Item {
     Source(usize, TargetKind, Ev<SourceKey, SourceEntry>),
-    Workload(usize, WorkloadKind, Ev<WorkloadKey, WorkloadEntry>),
+    Workload(
+        usize,
+        WorkloadKind,
+        Ev<WorkloadKey, (WorkloadEntry, Box<Observation>)>,
+    ),
     Error,
 }
 
@@ -222,6 +233,10 @@ pub struct Controller {
     leader: Option<Leadership>,
     /// What the published status last said about leadership (to notice a lapse or a recovery).
     leading: bool,
+    /// The rollouts this replica started, followed from the workload watch.
+    rollouts: Rollouts,
+    /// Rollouts that became final, to announce after the step that saw them.
+    finished: Vec<Finished>,
 }
 
 impl Controller {
@@ -244,6 +259,8 @@ impl Controller {
             metrics: ControllerMetrics::default(),
             leader: None,
             leading: false,
+            rollouts: Rollouts::new(settings.progress_deadline),
+            finished: Vec::new(),
             client,
             settings,
             cache: Cache::default(),
@@ -312,6 +329,7 @@ impl Controller {
                 .as_ref()
                 .and_then(Leadership::valid_until)
                 .filter(|_| self.leading);
+            let rollout_check = self.rollouts.next_deadline();
             tokio::select! {
                 biased;
                 () = &mut shutdown => {
@@ -329,6 +347,10 @@ impl Controller {
                 () = sleep_until(lapse), if lapse.is_some() => {
                     self.lease_checked();
                 }
+                () = sleep_until(rollout_check), if rollout_check.is_some() => {
+                    let finished = self.rollouts.expire(Instant::now());
+                    self.finished.extend(finished);
+                }
                 renewed = renewal(&mut renewals), if renewals.is_some() => {
                     if !renewed {
                         renewals = None;
@@ -340,6 +362,7 @@ impl Controller {
                     None => return Err(ControllerError::StreamsEnded),
                 },
             }
+            self.finish_rollouts().await;
             self.publish();
         }
     }
@@ -535,17 +558,20 @@ impl Controller {
                     self.relisting(id);
                     self.streams[id].seen_workloads.clear();
                 }
-                Ev::Page(key, entry) => {
+                Ev::Page(key, (entry, observation)) => {
                     self.streams[id].seen_workloads.insert(key.clone());
+                    self.rollout_observed(&key, Some(*observation), now);
                     self.cache.apply_workload(key.clone(), entry);
                     self.debouncer.schedule(&key, now, window);
                 }
-                Ev::Apply(key, entry) => {
+                Ev::Apply(key, (entry, observation)) => {
+                    self.rollout_observed(&key, Some(*observation), now);
                     self.cache.apply_workload(key.clone(), entry);
                     self.debouncer.schedule(&key, now, window);
                 }
                 Ev::Delete(key) => {
                     self.streams[id].seen_workloads.remove(&key);
+                    self.rollout_observed(&key, None, now);
                     self.cache.delete_workload(&key);
                     self.flap.forget(&key);
                     self.changed.remove(&key);
@@ -560,6 +586,76 @@ impl Controller {
                     self.stream_synced(id);
                 }
             },
+        }
+    }
+
+    /// Feeds a watch event of `key` to its followed rollout, if any.
+    fn rollout_observed(
+        &mut self,
+        key: &WorkloadKey,
+        observation: Option<Observation>,
+        now: Instant,
+    ) {
+        if let Some(done) = self.rollouts.observe(key, observation, now) {
+            self.finished.push(done);
+        }
+    }
+
+    /// Announces and counts the rollouts that became final: a `RolloutComplete` Normal Event,
+    /// a `RolloutStalled` Warning Event with Kubernetes' reason; superseded and gone ones are
+    /// counted and logged only (someone else's change, or no workload to write on).
+    async fn finish_rollouts(&mut self) {
+        for done in std::mem::take(&mut self.finished) {
+            let Finished {
+                key,
+                uid,
+                status,
+                elapsed,
+            } = done;
+            let result = status.state.as_str();
+            self.metrics.rollout(key.kind.as_str(), result, elapsed);
+            info!(workload = %key, result, seconds = elapsed.as_secs(), "rollout finished");
+            let (type_, reason, note) = match status.state {
+                RolloutState::Complete => (
+                    EventType::Normal,
+                    "RolloutComplete",
+                    format!(
+                        "Rollout complete after {}: {}",
+                        took(elapsed),
+                        status.describe()
+                    ),
+                ),
+                RolloutState::Stalled => (
+                    EventType::Warning,
+                    "RolloutStalled",
+                    format!(
+                        "Rollout stalled after {}: {}",
+                        took(elapsed),
+                        status.describe()
+                    ),
+                ),
+                _ => continue,
+            };
+            let reference = ObjectReference {
+                api_version: Some("apps/v1".to_owned()),
+                kind: Some(key.kind.as_str().to_owned()),
+                namespace: Some(key.namespace.clone()),
+                name: Some(key.name.clone()),
+                uid,
+                ..ObjectReference::default()
+            };
+            self.publish_event(
+                &key,
+                reference,
+                Announcement {
+                    type_,
+                    reason,
+                    action: "Rollout",
+                    note,
+                    related: None,
+                },
+            )
+            .await;
         }
     }
 
@@ -711,12 +807,20 @@ impl Controller {
         };
         let cause = event.as_ref().map_or("", |e| e.note.as_str());
         self.acknowledged(key, purpose, cause, now);
+        if purpose == (Purpose::Roll { deferred: None })
+            && let Ok(value) = serde_json::to_value(&object)
+        {
+            let acknowledged = Observation::of(key.kind, &value, CONFIG_HASH);
+            if let Some(done) = self.rollouts.follow(key.clone(), acknowledged, now) {
+                self.finished.push(done);
+            }
+        }
         if let Some(event) = event {
             self.announce(&object, key, event).await;
         }
         // The acknowledged object is an observed state: evaluations before its watch event
         // arrives see the new resourceVersion and record.
-        if let Some((key, entry)) = workload(key.kind, &object, self.settings.all) {
+        if let Some((key, (entry, _))) = workload(key.kind, &object, self.settings.all) {
             self.cache.apply_workload(key, entry);
         }
         None
@@ -801,6 +905,16 @@ impl Controller {
     /// Publishes one Event on the workload; a failure is logged and counted, never retried.
     async fn announce(&self, object: &DynamicObject, key: &WorkloadKey, event: Announcement) {
         let reference = object.object_ref(&workload_resource(key.kind));
+        self.publish_event(key, reference, event).await;
+    }
+
+    /// Publishes one Event on `reference`; a failure is logged and counted, never retried.
+    async fn publish_event(
+        &self,
+        key: &WorkloadKey,
+        reference: ObjectReference,
+        event: Announcement,
+    ) {
         let Announcement {
             type_,
             reason,
@@ -828,6 +942,16 @@ impl Controller {
                 self.count(|s| s.event_failures += 1);
             }
         }
+    }
+}
+
+/// A rollout's duration for an Event note: `0.4s`, `42.0s`, `3m12s`.
+fn took(elapsed: Duration) -> String {
+    let seconds = elapsed.as_secs();
+    if seconds < 60 {
+        format!("{:.1}s", elapsed.as_secs_f64())
+    } else {
+        format!("{}m{:02}s", seconds / 60, seconds % 60)
     }
 }
 
@@ -909,16 +1033,22 @@ fn source(kind: TargetKind, object: &DynamicObject) -> Option<(SourceKey, Source
     Some((key, SourceEntry::from_object(kind, &value)))
 }
 
+/// A workload event's key, its cache entry, and its rollout observation (kept only while this
+/// replica follows the workload's rollout).
 fn workload(
     kind: WorkloadKind,
     object: &DynamicObject,
     all: bool,
-) -> Option<(WorkloadKey, WorkloadEntry)> {
+) -> Option<(WorkloadKey, (WorkloadEntry, Box<Observation>))> {
     let key = WorkloadKey {
         kind,
         namespace: object.metadata.namespace.clone()?,
         name: object.metadata.name.clone()?,
     };
     let value: Value = serde_json::to_value(object).ok()?;
-    Some((key, WorkloadEntry::from_object(kind, &value, all)))
+    let observation = Box::new(Observation::of(kind, &value, CONFIG_HASH));
+    Some((
+        key,
+        (WorkloadEntry::from_object(kind, &value, all), observation),
+    ))
 }

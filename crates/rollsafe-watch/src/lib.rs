@@ -24,6 +24,7 @@ pub mod leader;
 pub mod limits;
 pub mod metrics;
 pub mod outcome;
+pub mod rollouts;
 
 pub use controller::{Controller, ControllerError, ControllerSettings, Status};
 pub use digest::Fingerprinter;

@@ -24,6 +24,15 @@ pub struct SkipLabels {
     pub reason: &'static str,
 }
 
+/// Labels of a followed rollout's end.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    /// `Deployment`, `StatefulSet` or `DaemonSet`.
+    pub kind: &'static str,
+    /// `complete`, `stalled`, `superseded` or `gone`.
+    pub result: &'static str,
+}
+
 /// Labels of the cache sizes.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ObjectLabels {
@@ -51,6 +60,10 @@ pub struct ControllerMetrics {
     pub halted: Gauge,
     /// 1 once every watch has listed once.
     pub synced: Gauge,
+    /// From a roll acknowledged to its rollout's end, by kind and result.
+    pub rollout_seconds: Family<RolloutLabels, Histogram>,
+    /// Rollouts that stalled.
+    pub rollouts_stalled: Counter,
 }
 
 impl Default for ControllerMetrics {
@@ -64,6 +77,10 @@ impl Default for ControllerMetrics {
             halts: Counter::default(),
             halted: Gauge::default(),
             synced: Gauge::default(),
+            rollout_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(1.0, 2.0, 12))
+            }),
+            rollouts_stalled: Counter::default(),
         }
     }
 }
@@ -109,6 +126,27 @@ impl ControllerMetrics {
             "1 once every watch has listed once",
             self.synced.clone(),
         );
+        registry.register_with_unit(
+            "rollout",
+            "From a roll acknowledged to its rollout's end, by kind and result",
+            Unit::Seconds,
+            self.rollout_seconds.clone(),
+        );
+        registry.register(
+            "rollouts_stalled",
+            "Rollouts started by this process that stalled",
+            self.rollouts_stalled.clone(),
+        );
+    }
+
+    /// Records a followed rollout's end.
+    pub fn rollout(&self, kind: &'static str, result: &'static str, elapsed: std::time::Duration) {
+        self.rollout_seconds
+            .get_or_create(&RolloutLabels { kind, result })
+            .observe(elapsed.as_secs_f64());
+        if result == "stalled" {
+            self.rollouts_stalled.inc();
+        }
     }
 
     /// Counts a patch outcome.
@@ -142,6 +180,7 @@ mod tests {
             "rollsafe_watch_reaction_seconds_count 1",
             "rollsafe_watch_queue_depth 0",
             "rollsafe_watch_halts_total 0",
+            "rollsafe_watch_rollouts_stalled_total 0",
         ] {
             assert!(text.contains(expected), "{expected} in\n{text}");
         }

@@ -1191,3 +1191,113 @@ async fn toggling_a_sources_opt_out_rolls_nothing() {
     }
     running.stop().await;
 }
+
+#[tokio::test]
+async fn each_roll_is_followed_to_its_end_and_the_outcome_announced() {
+    let mut bad = deployment(
+        "bad",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([]),
+    );
+    bad["spec"]["progressDeadlineSeconds"] = json!(1);
+    let seeds = vec![
+        secret("db", &[("password", "hunter2")], json!({})),
+        deployment(
+            "web",
+            "true",
+            json!([key_ref("P", "db", "password")]),
+            json!([]),
+        ),
+        bad,
+    ];
+    let env = Env::start(seeds).await;
+    // Pods take time; the new revision of `bad` crash-loops past its one-second deadline.
+    env.emu
+        .change_settings(rollsafe_emulator::SettingsChange {
+            pod_ready_millis: Some(200),
+            progress_deadline_scale: None,
+        })
+        .unwrap();
+    env.emu.add_fault(
+        // The first patch of `bad` adopts it (no template change); the second rolls it.
+        rollsafe_emulator::Fault::on("patch", "deployments")
+            .name("bad")
+            .nth(2)
+            .then(rollsafe_emulator::FaultAction::rollout_fails(
+                "CrashLoopBackOff",
+                "password authentication failed",
+            )),
+    );
+    let metrics = rollsafe_watch::metrics::ControllerMetrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let mut running = Running::spawn(
+        Controller::new(env.connection.client(None), ControllerSettings::default())
+            .with_metrics(metrics),
+    );
+    running.until("adoptions", |s| s.adoptions == 2).await;
+    env.put(secret("db", &[("password", "rotated-s3cr3t")], json!({})));
+    running
+        .until("two rolls, their Events and their outcomes", |s| {
+            s.rolls == 2 && s.events >= 4
+        })
+        .await;
+    let complete = events(&env, "web", "RolloutComplete");
+    assert_eq!(complete.len(), 1, "{complete:?}");
+    assert_eq!(complete[0]["type"], "Normal");
+    let note = complete[0]["message"].as_str().unwrap();
+    assert!(note.starts_with("Rollout complete after "), "{note}");
+    assert!(
+        note.ends_with("complete: 1 updated, 1 ready of 1"),
+        "{note}"
+    );
+    let stalled = events(&env, "bad", "RolloutStalled");
+    assert_eq!(
+        stalled.len(),
+        1,
+        "{:?}",
+        env.emu
+            .list_objects("events", Some(NS))
+            .iter()
+            .map(|e| format!(
+                "{} {} {}",
+                e["involvedObject"]["name"], e["reason"], e["message"]
+            ))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(stalled[0]["type"], "Warning");
+    let note = stalled[0]["message"].as_str().unwrap();
+    assert!(note.contains("progress deadline exceeded"), "{note}");
+    assert!(note.contains("has timed out progressing"), "{note}");
+    assert!(events(&env, "bad", "RolloutComplete").is_empty());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for expected in [
+        "rollsafe_watch_rollout_seconds_count{kind=\"Deployment\",result=\"complete\"} 1",
+        "rollsafe_watch_rollout_seconds_count{kind=\"Deployment\",result=\"stalled\"} 1",
+        "rollsafe_watch_rollouts_stalled_total 1",
+    ] {
+        assert!(text.contains(expected), "{expected} in\n{text}");
+    }
+    // What a user reads: kubectl describe shows the stall and Kubernetes' reason.
+    if let Some(kubectl) = rollsafe_testing::kubectl() {
+        let kubeconfig = env.kubeconfig.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(kubectl)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["-n", NS, "describe", "deployment", "bad"])
+                .output()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let described = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{described}");
+        assert!(described.contains("RolloutStalled"), "{described}");
+        assert!(described.contains("Rollout stalled after"), "{described}");
+        assert!(!described.contains("s3cr3t"), "{described}");
+    }
+    running.stop().await;
+}

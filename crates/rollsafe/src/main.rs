@@ -8,9 +8,11 @@
 
 mod consumers;
 mod emulator;
+mod follow;
 mod input;
 mod kube_args;
 mod process;
+mod progressive;
 mod refs;
 mod render;
 mod restart;
@@ -66,7 +68,10 @@ enum Command {
     ///
     /// The engine runs as the kubeconfig's identity (or `--as`), with no ACL and no audit
     /// record. It is a verb of its own, not `restart` without `--server`, so that a restart
-    /// never changes path because `ROLLSAFE_SERVER` is set or unset.
+    /// never changes path because `ROLLSAFE_SERVER` is set or unset. With `--wait` it follows
+    /// each requested rollout to its end; with `--progressive` it rolls wave by wave and stops
+    /// at the first consumer whose rollout does not complete.
+    #[command(after_help = follow::WAIT_EXIT_CODES)]
     RestartConsumers(restart_consumers::Args),
     /// Serve the Restart Consumers API.
     Serve(serve::Args),

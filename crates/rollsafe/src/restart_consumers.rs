@@ -10,11 +10,17 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use rollsafe_core::contract::RESTART_ANNOTATION;
+use rollsafe_core::contract::RestartResult;
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
-use rollsafe_kube::{RestartEngine, RestartRequest, read_secret_metadata};
+use rollsafe_kube::{
+    RestartEngine, RestartPlan, RestartRequest, RolloutWatch, read_secret_metadata,
+};
+use serde::Serialize;
 
+use crate::follow::{self, Follow, FollowArgs, RolloutReport};
 use crate::kube_args::KubeArgs;
-use crate::restart_exit::{Deferrals, OutputFormat, exit_code, render_result};
+use crate::progressive::{self, ProgressiveReport};
+use crate::restart_exit::{self, Deferrals, OutputFormat, exit_code, render_result};
 use crate::target::Target;
 use crate::{process, stdout};
 
@@ -29,8 +35,28 @@ pub(crate) struct Args {
     /// How to print the result.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: OutputFormat,
+    #[command(flatten)]
+    pub follow: FollowArgs,
+    /// Roll in waves: the workloads annotated `rollsafe.dev/rollout-wave: "N"` in ascending N,
+    /// the others last (without annotations: one canary, then the rest), each wave followed to
+    /// its end; stop at the first that does not complete, leaving the rest unpatched. Implies
+    /// --wait.
+    #[arg(long, env = "ROLLSAFE_PROGRESSIVE")]
+    pub progressive: bool,
     /// The Secret, as `NAME` (namespace from `-n` or the context) or `NAMESPACE/NAME`.
     pub secret: String,
+}
+
+/// What a run printed at its end: the contract result, with its rollouts when followed, or a
+/// progression.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Report {
+    Followed {
+        result: RestartResult,
+        rollout: RolloutReport,
+    },
+    Progressive(ProgressiveReport),
 }
 
 /// The preflight of the kube commands: the Secret must exist and be readable by the identity
@@ -66,7 +92,48 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     };
     let Target { namespace, secret } = Target::parse(args.kube.namespace.as_deref(), &args.secret)?;
+    let follow = args
+        .follow
+        .parse(args.progressive.then_some("--progressive"))?;
     let identity = args.kube.identity()?;
+    if let Some(follow) = follow {
+        return process::runtime()?.block_on(async {
+            let connection = args.kube.connect().await?;
+            let namespace = match namespace {
+                Some(namespace) => namespace,
+                None => args.kube.context_namespace(&connection)?,
+            };
+            let engine = RestartEngine::new(&connection);
+            let client = connection.client(identity.as_ref());
+            read_secret(&client, &engine, &namespace, &secret).await?;
+            let request = RestartRequest::new(namespace, secret)
+                .annotation(annotation)
+                .acting_as(identity);
+            let plan = engine.plan(&request).await;
+            let report = if args.progressive {
+                Report::Progressive(
+                    progressive::run(&engine, &client, &request, plan, follow).await,
+                )
+            } else {
+                followed(&engine, &client, &request, plan, follow, args.output).await?
+            };
+            let (code, text) = match &report {
+                Report::Followed { result, rollout } => (
+                    rollout
+                        .exit_code()
+                        .unwrap_or_else(|| exit_code(result.status)),
+                    rollout.text(),
+                ),
+                Report::Progressive(progression) => (progression.exit_code(), progression.text()),
+            };
+            let out = match args.output {
+                OutputFormat::Json => restart_exit::json(&report)?,
+                OutputFormat::Text => text,
+            };
+            stdout::result_line(&out)?;
+            anyhow::Ok(code)
+        });
+    }
     let result = process::runtime()?.block_on(async {
         let connection = args.kube.connect().await?;
         let namespace = match namespace {
@@ -89,4 +156,39 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (result, deferrals) = result;
     stdout::result_line(&render_result(&result, args.output, &deferrals)?)?;
     Ok(exit_code(result.status))
+}
+
+/// Executes `plan`, prints the result at once in text mode, and follows what it requested.
+async fn followed(
+    engine: &RestartEngine,
+    client: &kube::Client,
+    request: &RestartRequest,
+    plan: RestartPlan,
+    follow: Follow,
+    output: OutputFormat,
+) -> anyhow::Result<Report> {
+    let deferrals: Deferrals = plan
+        .deferrals()
+        .map(|(workload, deferral)| (workload.clone(), deferral))
+        .collect();
+    let value = plan.annotation_value().to_owned();
+    let result = engine.execute(plan).await;
+    if output == OutputFormat::Text {
+        stdout::result_line(&render_result(&result, output, &deferrals)?)?;
+    }
+    let mut watch = RolloutWatch::new(
+        client.clone(),
+        request.namespace.clone(),
+        &request.annotation,
+        result
+            .requested
+            .iter()
+            .map(|w| (w.clone(), Some(value.clone()))),
+        follow.progress_deadline,
+    );
+    let ending = follow::run(&mut watch, follow).await;
+    Ok(Report::Followed {
+        result,
+        rollout: RolloutReport::of(&watch, ending),
+    })
 }

@@ -50,6 +50,11 @@ pub(crate) struct Args {
     /// Changes to one workload's inputs within this window become one roll (e.g. 2s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, env = "ROLLSAFE_WATCH_DEBOUNCE")]
     debounce: Duration,
+    /// After a roll, a StatefulSet or DaemonSet rollout without progress for this long is
+    /// reported stalled (a RolloutStalled Event); a Deployment has its own
+    /// progressDeadlineSeconds.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_progress_deadline, env = "ROLLSAFE_WATCH_PROGRESS_DEADLINE")]
+    progress_deadline: Duration,
     /// Decide, log and count, but never patch.
     #[arg(long, env = "ROLLSAFE_WATCH_DRY_RUN")]
     dry_run: bool,
@@ -108,6 +113,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         selector,
         all,
         debounce,
+        progress_deadline,
         dry_run,
         fingerprint_key_file,
         max_rolls_per_minute,
@@ -135,6 +141,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         burst,
         flap_limit,
         instance,
+        progress_deadline,
         ..ControllerSettings::default()
     };
     let kube = KubeArgs {
@@ -275,6 +282,15 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err("the debounce window is at most 1h".to_owned());
     }
     Ok(duration)
+}
+
+/// The progress deadline, in the one duration format: longer than zero.
+fn parse_progress_deadline(text: &str) -> Result<Duration, String> {
+    match rollsafe_core::duration::parse(text) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        Ok(_) => Err("the progress deadline must be longer than zero".to_owned()),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 /// How long the sandbox waits for the controller's first adoptions before it reports ready.

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use assert_cmd::Command;
-use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
+use rollsafe_emulator::{Fault, FaultAction, RunningEmulator, SettingsChange};
 use rollsafe_testing::{TestCluster, Workload, rbac_for_group, secret};
 use serde_json::{Value, json};
 
@@ -482,4 +482,285 @@ fn a_closed_stdout_keeps_the_restart_status_as_the_exit_code() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr, "");
     assert!(env.annotations("deployments", "api")["krypton.io/restarted-at"].is_string());
+}
+
+#[test]
+fn wait_follows_each_requested_rollout_to_its_end() {
+    let env = start();
+    let mut worker = env
+        .emu
+        .get_object("statefulsets", Some(NS), "worker")
+        .unwrap();
+    worker["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+    env.emu.put_object(worker).unwrap();
+    let (code, out, stderr) = env.rollsafe(&["restart-consumers", "--wait", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0, "{stderr}");
+    // The contract result, unchanged, and each rollout's end.
+    assert_eq!(out["result"]["status"], "requested");
+    assert_eq!(out["rollout"]["ended"], "done");
+    assert_eq!(
+        out["rollout"]["counts"],
+        json!({"complete": 1, "deferred": 1})
+    );
+    let workloads = &out["rollout"]["workloads"];
+    assert_eq!(workloads[0]["name"], "api");
+    assert_eq!(workloads[0]["state"], "complete");
+    assert_eq!(workloads[1]["name"], "worker");
+    assert_eq!(workloads[1]["state"], "deferred");
+    assert_eq!(workloads[1]["deferral"], "on_delete");
+    // Not a terminal: timestamped lines on stderr, one per change.
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.ends_with(" Deployment/api complete: 1 updated, 1 ready of 1")),
+        "{stderr}"
+    );
+    // Following lists each kind, never one workload at a time.
+    assert!(
+        env.emu
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET")
+            .all(|r| !r.path.contains("/deployments/api")),
+        "no per-workload reads"
+    );
+}
+
+#[test]
+fn wait_flags_are_checked_before_anything_is_patched() {
+    let env = start();
+    for (args, message) in [
+        (
+            &[
+                "restart-consumers",
+                "--wait",
+                "--timeout",
+                "soon",
+                "-n",
+                NS,
+                "db-creds",
+            ][..],
+            "invalid --timeout \"soon\": not a duration",
+        ),
+        (
+            &["restart-consumers", "--timeout", "5m", "-n", NS, "db-creds"][..],
+            "--timeout and --progress-deadline apply to --wait",
+        ),
+        (
+            &[
+                "restart-consumers",
+                "--progressive",
+                "--wait=false",
+                "-n",
+                NS,
+                "db-creds",
+            ][..],
+            "--progressive follows each wave to its end: it cannot run with --wait=false",
+        ),
+    ] {
+        let (code, out, stderr) = env.rollsafe(args);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert_eq!(out, Value::Null, "{args:?}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    assert_eq!(env.annotations("deployments", "api"), Value::Null);
+}
+
+#[test]
+fn progressive_rolls_the_canary_first_and_holds_the_rest_when_it_does_not_complete() {
+    let env = start();
+    // No wave annotations: the canary is the first by kind and name (Deployment/api). Its
+    // patch is refused, so the rest must never be patched.
+    env.emu.add_fault(
+        Fault::on("patch", "deployments")
+            .namespace(NS)
+            .name("api")
+            .then(FaultAction::status(409)),
+    );
+    let (code, out, stderr) =
+        env.rollsafe(&["restart-consumers", "--progressive", "-n", NS, "db-creds"]);
+    // The stopping wave's own code: its one patch failed.
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(out["waves"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(out["waves"][0]["wave"], json!({"kind": "canary"}));
+    assert_eq!(out["waves"][0]["result"]["status"], "failed");
+    assert_eq!(out["stopped"]["cause"], "not_requested");
+    assert_eq!(
+        out["heldBack"],
+        json!([{"kind": "StatefulSet", "name": "worker"}])
+    );
+    assert_eq!(env.annotations("statefulsets", "worker"), Value::Null);
+
+    // Annotated waves roll in ascending order; the unannotated go last; a bad value is said and
+    // goes last too.
+    let env = start();
+    let mut worker = env
+        .emu
+        .get_object("statefulsets", Some(NS), "worker")
+        .unwrap();
+    worker["metadata"]["annotations"] = json!({"rollsafe.dev/rollout-wave": "0"});
+    env.emu.put_object(worker).unwrap();
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["metadata"]["annotations"] = json!({"rollsafe.dev/rollout-wave": "first"});
+    env.emu.put_object(api).unwrap();
+    let (code, out, stderr) =
+        env.rollsafe(&["restart-consumers", "--progressive", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0, "{stderr}");
+    let waves: Vec<Value> = out["waves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| json!([w["wave"], w["result"]["requested"]]))
+        .collect();
+    assert_eq!(
+        waves,
+        [
+            json!([{"kind": "annotated", "number": 0}, [{"kind": "StatefulSet", "name": "worker"}]]),
+            json!([{"kind": "rest"}, [{"kind": "Deployment", "name": "api"}]]),
+        ]
+    );
+    assert_eq!(out["heldBack"], json!([]));
+    assert_eq!(out["invalidWaves"][0]["error"], "not_a_number");
+    assert!(
+        stderr.contains("Deployment/api: rollsafe.dev/rollout-wave is not used"),
+        "{stderr}"
+    );
+    // One timestamp for the whole run.
+    assert_eq!(
+        env.annotations("deployments", "api")["krypton.io/restarted-at"],
+        env.annotations("statefulsets", "worker")["krypton.io/restarted-at"]
+    );
+}
+
+/// Slow pods, and every progress deadline a hundredth of its spec.
+fn slow_rollouts(env: &Env) {
+    env.emu
+        .change_settings(SettingsChange {
+            pod_ready_millis: Some(300),
+            progress_deadline_scale: Some(0.01),
+        })
+        .unwrap();
+}
+
+#[test]
+fn wait_shows_a_slow_rollout_move_and_a_failing_one_stall_with_its_reason() {
+    let env = start();
+    slow_rollouts(&env);
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["spec"]["replicas"] = json!(3);
+    env.emu.put_object(api).unwrap();
+    let (code, out, stderr) = env.rollsafe(&["restart-consumers", "--wait", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(out["rollout"]["counts"], json!({"complete": 2}), "{out}");
+    // It was seen moving before it was complete.
+    let api_lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(" Deployment/api "))
+        .collect();
+    assert!(
+        api_lines.iter().any(|l| l.contains(" progressing: ")),
+        "{stderr}"
+    );
+    assert!(
+        api_lines
+            .last()
+            .unwrap()
+            .ends_with("complete: 3 updated, 3 ready of 3"),
+        "{stderr}"
+    );
+
+    // The StatefulSet's next revision crash-loops: no progress within --progress-deadline.
+    env.emu.add_fault(
+        Fault::on("patch", "statefulsets").then(FaultAction::rollout_fails(
+            "CrashLoopBackOff",
+            "password authentication failed",
+        )),
+    );
+    let (code, out, stderr) = env.rollsafe(&[
+        "restart-consumers",
+        "--wait",
+        "--progress-deadline",
+        "2s",
+        "-o",
+        "json",
+        "-n",
+        NS,
+        "db-creds",
+    ]);
+    assert_eq!(code, 4, "{stderr}");
+    let worker = &out["rollout"]["workloads"][1];
+    assert_eq!(worker["state"], "stalled", "{out}");
+    assert_eq!(worker["reason"]["reason"], "NoProgress");
+    assert_eq!(worker["reason"]["podReason"], "CrashLoopBackOff");
+    assert_eq!(out["rollout"]["workloads"][0]["state"], "complete");
+
+    // A timeout is its own exit code.
+    env.emu.add_fault(
+        Fault::on("patch", "statefulsets").then(FaultAction::rollout_fails("CrashLoopBackOff", "")),
+    );
+    let (code, out, stderr) = env.rollsafe(&[
+        "restart-consumers",
+        "--wait",
+        "--timeout",
+        "1s",
+        "-n",
+        NS,
+        "db-creds",
+    ]);
+    assert_eq!(code, 5, "{stderr}");
+    assert_eq!(out["rollout"]["ended"], "timeout");
+}
+
+#[test]
+fn a_failing_canary_leaves_every_other_consumer_unpatched_and_a_fix_completes_the_rest() {
+    let env = start();
+    slow_rollouts(&env);
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["spec"]["progressDeadlineSeconds"] = json!(100);
+    env.emu.put_object(api).unwrap();
+    // The rotated value is wrong: the canary's new pods crash-loop.
+    env.emu.add_fault(
+        Fault::on("patch", "deployments")
+            .namespace(NS)
+            .name("api")
+            .then(FaultAction::rollout_fails(
+                "CrashLoopBackOff",
+                "password authentication failed",
+            )),
+    );
+    env.emu.clear_rollouts();
+    let (code, out, stderr) =
+        env.rollsafe(&["restart-consumers", "--progressive", "-n", NS, "db-creds"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(out["stopped"]["cause"], "stalled", "{out}");
+    assert_eq!(out["stopped"]["workload"]["name"], "api");
+    assert_eq!(
+        out["stopped"]["workload"]["reason"]["reason"],
+        "ProgressDeadlineExceeded"
+    );
+    assert_eq!(
+        out["stopped"]["workload"]["reason"]["podReason"],
+        "CrashLoopBackOff"
+    );
+    assert_eq!(
+        out["heldBack"],
+        json!([{"kind": "StatefulSet", "name": "worker"}])
+    );
+    assert_eq!(env.annotations("statefulsets", "worker"), Value::Null);
+    let rolled = |name: &str| env.emu.rollouts().iter().filter(|r| r.name == name).count();
+    assert_eq!((rolled("api"), rolled("worker")), (1, 0));
+
+    // The fixed Secret: the stalled canary rolls to it and completes, then the rest, once each.
+    let (code, out, stderr) = env.rollsafe(&[
+        "restart-consumers",
+        "--progressive",
+        "-o",
+        "text",
+        "-n",
+        NS,
+        "db-creds",
+    ]);
+    assert_eq!(code, 0, "{stderr}{out}");
+    assert_eq!((rolled("api"), rolled("worker")), (2, 1));
 }

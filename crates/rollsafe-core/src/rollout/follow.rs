@@ -10,7 +10,7 @@
 //! [`RolloutState::Stalled`] after the progress deadline without movement. Time is given, never
 //! read: the caller passes a monotonic `now`.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{DefaultHasher, Hasher};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -180,14 +180,25 @@ fn superseded(progress: Progress) -> RolloutStatus {
 }
 
 /// A digest of `object`'s pod template, to notice it changing (in memory only).
+/// The template is written straight into the hasher: no copy of it is made, as this runs for
+/// every watch event of a workload.
 fn template_digest(object: &Value) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    object
-        .pointer("/spec/template")
-        .map(Value::to_string)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
+    struct Hashing(DefaultHasher);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(DefaultHasher::new());
+    if let Some(template) = object.pointer("/spec/template") {
+        // Writing into the hasher cannot fail.
+        let _ = serde_json::to_writer(&mut hashing, template);
+    }
+    hashing.0.finish()
 }
 
 #[cfg(test)]

@@ -120,14 +120,12 @@ impl WavePlan {
         rest.sort();
         let mut waves: Vec<Wave> = Vec::new();
         if annotated.is_empty() {
-            let mut rest = rest.into_iter();
-            if let Some(canary) = rest.next() {
+            if !rest.is_empty() {
                 waves.push(Wave {
                     label: WaveLabel::Canary,
-                    workloads: vec![canary],
+                    workloads: vec![rest.remove(0)],
                 });
             }
-            let rest: Vec<WorkloadName> = rest.collect();
             if !rest.is_empty() {
                 waves.push(Wave {
                     label: WaveLabel::Rest,
@@ -155,6 +153,25 @@ impl WavePlan {
         }
         invalid.sort_by(|a: &InvalidWave, b| a.workload.cmp(&b.workload));
         Self { waves, invalid }
+    }
+
+    /// Without annotations, makes the canary the first workload (by kind, then name) that
+    /// `rolls` says rolls now, if the first does not: a canary that accepts the patch but rolls
+    /// no pod (paused, `OnDelete`, a full partition) would prove nothing about the change.
+    pub fn prefer_canary(mut self, rolls: impl Fn(&WorkloadName) -> bool) -> Self {
+        let [canary, rest] = self.waves.as_mut_slice() else {
+            return self;
+        };
+        if canary.label != WaveLabel::Canary || canary.workloads.iter().any(&rolls) {
+            return self;
+        }
+        if let Some(index) = rest.workloads.iter().position(&rolls) {
+            let chosen = rest.workloads.remove(index);
+            let deferred = std::mem::replace(&mut canary.workloads, vec![chosen]);
+            rest.workloads.extend(deferred);
+            rest.workloads.sort();
+        }
+        self
     }
 }
 
@@ -213,6 +230,18 @@ mod tests {
         );
         assert!(WavePlan::new([(w(Deployment, "solo"), None)]).waves.len() == 1);
         assert!(WavePlan::new([]).waves.is_empty());
+        // A canary that would not roll now gives its place to the first that does.
+        let plan = WavePlan::new([
+            (w(Deployment, "a-paused"), None),
+            (w(Deployment, "b"), None),
+            (w(Deployment, "c"), None),
+        ])
+        .prefer_canary(|workload| workload.name != "a-paused");
+        assert_eq!(plan.waves[0].workloads, [w(Deployment, "b")]);
+        assert_eq!(
+            plan.waves[1].workloads,
+            [w(Deployment, "a-paused"), w(Deployment, "c")]
+        );
     }
 
     #[test]

@@ -511,15 +511,28 @@ fn sync_statefulset(obj: &mut Value, old: Option<&Value>, _template_changed: boo
 }
 
 fn sync_daemonset(obj: &mut Value, old: Option<&Value>, template_changed: bool) {
-    // One pod on each simulated node.
+    // One pod on each simulated node. With `OnDelete`, a template change updates no pod (none
+    // is deleted here); otherwise the updated count stays what it was.
     let nodes = crate::nodes::NODES.len();
+    let on_delete = obj
+        .pointer("/spec/updateStrategy/type")
+        .and_then(Value::as_str)
+        == Some("OnDelete");
+    let updated = match old {
+        Some(_) if on_delete && template_changed => 0,
+        Some(old) if on_delete => old
+            .pointer("/status/updatedNumberScheduled")
+            .and_then(Value::as_u64)
+            .map_or(nodes, |n| usize::try_from(n).unwrap_or(nodes).min(nodes)),
+        _ => nodes,
+    };
     let status = json!({
         "observedGeneration": generation(obj),
         "desiredNumberScheduled": nodes,
         "currentNumberScheduled": nodes,
         "numberReady": nodes,
         "numberAvailable": nodes,
-        "updatedNumberScheduled": nodes,
+        "updatedNumberScheduled": updated,
         "numberMisscheduled": 0,
     });
     let tg = old

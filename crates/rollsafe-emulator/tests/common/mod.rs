@@ -1,6 +1,7 @@
 //! Shared helpers for the emulator's integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -136,4 +137,40 @@ pub async fn exchange(emu: &RunningEmulator, request: &[u8]) -> (u16, String, St
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     (status, head.to_owned(), body.to_owned())
+}
+
+/// Every kubectl release under the Cloud SDK, else kubectl from PATH; empty (the test skips,
+/// saying why) when there is none and `CI` is not set.
+pub fn kubectl_releases() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/google-cloud-sdk/bin")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("kubectl.1."))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    if found.is_empty()
+        && let Some(paths) = std::env::var_os("PATH")
+    {
+        found.extend(
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("kubectl"))
+                .find(|p| p.is_file()),
+        );
+    }
+    if found.is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "CI is set but kubectl is missing"
+        );
+        eprintln!(
+            "skipping: kubectl is not installed (not under /usr/lib/google-cloud-sdk/bin nor on PATH)"
+        );
+    }
+    found
 }
