@@ -5,7 +5,8 @@
 //! `{ "error": … }` response (401, 403, 404, 400, 500, …) is an [`ErrorResponse`] with its HTTP
 //! status; what kind of error it is follows from the status, never from the text.
 //! [`Client::consumers`] returns the [`ConsumersPreview`] of a Secret (200), or the same
-//! [`ErrorResponse`] for a refusal.
+//! [`ErrorResponse`] for a refusal; [`Client::rollout`] the [`ConsumersRollout`] of its
+//! consumers, the same way.
 //! The session token is wrapped so that `Debug` never prints it.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -24,6 +25,7 @@ use rollsafe_core::contract::{RestartResult, RestartStatus};
 use rollsafe_core::envelope::ErrorEnvelope;
 use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::preview::ConsumersPreview;
+use rollsafe_core::rollout::ConsumersRollout;
 use thiserror::Error;
 
 mod connector;
@@ -207,7 +209,30 @@ impl Client {
         namespace: &Namespace,
         name: &SecretName,
     ) -> Result<ConsumersPreview, ClientError> {
-        let (status, body) = self.call(Method::GET, namespace, name, "consumers").await?;
+        self.read(namespace, name, "consumers").await
+    }
+
+    /// `GET /api/namespaces/{namespace}/secrets/{name}/rollout`: where the rollout of each
+    /// workload a restart would patch stands, from one read (its `restartedAt` is the restart
+    /// annotation's current value: pin it with a [`rollsafe_core::rollout::Follower`] to tell a
+    /// later rollout). Nothing is patched.
+    pub async fn rollout(
+        &self,
+        namespace: &Namespace,
+        name: &SecretName,
+    ) -> Result<ConsumersRollout, ClientError> {
+        self.read(namespace, name, "rollout").await
+    }
+
+    /// A `GET` of a Secret's sub-resource `action`: its body as `T` on 200, else the error
+    /// envelope.
+    async fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        namespace: &Namespace,
+        name: &SecretName,
+        action: &str,
+    ) -> Result<T, ClientError> {
+        let (status, body) = self.call(Method::GET, namespace, name, action).await?;
         let code = status.as_u16();
         if status == StatusCode::OK {
             return serde_json::from_slice(&body).map_err(|_| ClientError::Unexpected(code));

@@ -38,8 +38,8 @@ use rollsafe_core::failure::{Failure, FailureCode, TransportFailure};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_core::patch::{Preconditions, RestartPatch};
 use rollsafe_core::preview::{Consumer, ConsumersPreview, InventoryState};
-use rollsafe_core::rollout::WAVE_ANNOTATION;
 use rollsafe_core::rollout::waves::WavePlan;
+use rollsafe_core::rollout::{ConsumersRollout, WAVE_ANNOTATION, WorkloadRollout};
 use rollsafe_core::workload::{Deferral, WorkloadKind};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -139,25 +139,29 @@ impl Discovery {
         self.inventories.iter().flat_map(Inventory::matches)
     }
 
+    /// Each kind's inventory state, as the preview and the rollout view give it.
+    pub fn inventory_states(&self) -> BTreeMap<WorkloadKind, InventoryState> {
+        self.inventories
+            .iter()
+            .map(|inventory| {
+                let state = match &inventory.status {
+                    InventoryStatus::Complete { .. } => InventoryState::complete(),
+                    InventoryStatus::Incomplete { failure, .. } => {
+                        InventoryState::incomplete(*failure)
+                    }
+                };
+                (inventory.kind, state)
+            })
+            .collect()
+    }
+
     /// The consumers preview: every match with its references and whether a restart would
     /// roll it now, and each kind's inventory state.
     pub fn preview(&self) -> ConsumersPreview {
         ConsumersPreview {
             namespace: self.namespace.to_string(),
             secret: self.secret.to_string(),
-            inventories: self
-                .inventories
-                .iter()
-                .map(|inventory| {
-                    let state = match &inventory.status {
-                        InventoryStatus::Complete { .. } => InventoryState::complete(),
-                        InventoryStatus::Incomplete { failure, .. } => {
-                            InventoryState::incomplete(*failure)
-                        }
-                    };
-                    (inventory.kind, state)
-                })
-                .collect(),
+            inventories: self.inventory_states(),
             workloads: self
                 .matches()
                 .map(|m| {
@@ -168,6 +172,23 @@ impl Discovery {
                         m.references.clone(),
                         &m.object,
                     )
+                })
+                .collect(),
+        }
+    }
+
+    /// The rollout state of every match, read from the listed objects, whose restart
+    /// annotation is `annotation`, and each kind's inventory state: the rollout route's
+    /// answer. No uid, resourceVersion or Secret value is in it.
+    pub fn rollout(&self, annotation: &AnnotationKey) -> ConsumersRollout {
+        ConsumersRollout {
+            namespace: self.namespace.to_string(),
+            secret: self.secret.to_string(),
+            inventories: self.inventory_states(),
+            workloads: self
+                .matches()
+                .map(|m| {
+                    WorkloadRollout::of(m.kind, m.name.clone(), &m.object, annotation.as_str())
                 })
                 .collect(),
         }

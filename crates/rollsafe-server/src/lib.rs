@@ -7,7 +7,7 @@
 //!   below imports.
 //! - [`router`]: every route and the middleware that sees every response.
 //! - The handlers: [`restart`] (the gate sequence of a restart, and `restart::run_audited`,
-//!   the audit protocol around the engine), `consumers` (the preview), `browse` (the page's
+//!   the audit protocol around the engine), `consumers` (the preview and the rollout view), `browse` (the page's
 //!   reads), [`login`] (signing a browser in and out, OpenID Connect included), [`web`] (the
 //!   embedded page), `health` (the probes); with `auth` (who the caller is) and
 //!   `request` (request ids, the sanitized 500).

@@ -9,7 +9,8 @@
 //! mode, inside the audit protocol — no patch without a durable intent record, no response
 //! without the result record.
 //!
-//! The consumers preview (`crate::consumers`) runs the same `secret_gates`.
+//! The consumers preview and the rollout view (`crate::consumers`) run the same `secret_gates`,
+//! and the rollout view reads the annotation the restart writes ([`restart_annotation`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rollsafe_core::contract::RestartResult;
-use rollsafe_core::name::{AnnotationPrefix, Namespace, SecretName};
+use rollsafe_core::name::{AnnotationKey, AnnotationPrefix, Namespace, SecretName};
 use rollsafe_kube::{
     Impersonation, ReadError, RestartEngine, RestartRequest, read_secret_metadata,
 };
@@ -39,6 +40,12 @@ use crate::state::AppState;
 
 /// The time limit of the gates before the engine starts. The engine bounds its own calls.
 pub const GATE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The pod-template annotation this server's restarts write (the contract's), which the
+/// rollout view reads back as `restartedAt`.
+pub fn restart_annotation() -> AnnotationKey {
+    AnnotationKey::restarted_at()
+}
 
 /// The restart route.
 pub(crate) async fn restart_consumers(
@@ -100,7 +107,9 @@ async fn handle_restart(
     info!(decision = ?decision, %namespace, secret = %name, "restart allowed");
     // 7. The engine, as the caller, in its own task: once patches may be sent, the run, its
     // metrics and its audit lines complete even if the client hangs up or shutdown begins.
-    let request = RestartRequest::new(namespace, name).acting_as(identity);
+    let request = RestartRequest::new(namespace, name)
+        .annotation(restart_annotation())
+        .acting_as(identity);
     let run = {
         let engine = state.engine.clone();
         let metrics = state.metrics.clone();

@@ -4,7 +4,8 @@
 //! The router imports the state and the handlers; neither imports the router.
 //!
 //! - `POST /api/namespaces/{namespace}/secrets/{name}/restart-consumers`: [`crate::restart`].
-//! - `GET /api/namespaces/{namespace}/secrets/{name}/consumers`: `crate::consumers`.
+//! - `GET /api/namespaces/{namespace}/secrets/{name}/consumers` and `…/rollout`:
+//!   `crate::consumers`.
 //! - `GET /api/config`, `/api/me`, `/api/namespaces`, `/api/namespaces/{namespace}/secrets`:
 //!   `crate::browse`.
 //! - `/auth/*`: [`crate::login`]; the page and its assets: [`crate::web`]; `/healthz`,
@@ -42,6 +43,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/api/namespaces/{namespace}/secrets/{name}/consumers",
             get(consumers::consumers),
         )
+        .route(
+            "/api/namespaces/{namespace}/secrets/{name}/rollout",
+            get(consumers::rollout),
+        )
         .route("/api/config", get(browse::config))
         .route("/api/me", get(browse::me))
         .route("/api/namespaces", get(browse::namespaces))
@@ -67,6 +72,7 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
     {
         Some("/api/namespaces/{namespace}/secrets/{name}/restart-consumers") => "restart",
         Some("/api/namespaces/{namespace}/secrets/{name}/consumers") => "consumers",
+        Some("/api/namespaces/{namespace}/secrets/{name}/rollout") => "rollout",
         Some("/api/config") => "config",
         Some("/api/me") => "me",
         Some("/api/namespaces") => "namespaces",

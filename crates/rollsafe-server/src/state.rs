@@ -18,7 +18,8 @@ use crate::oidc::Oidc;
 use crate::settings::Settings;
 use crate::token_review::TokenReviewer;
 
-/// The most consumers previews in progress at once, server-wide; beyond it, 429.
+/// The most consumers reads (previews and rollout views) in progress at once, server-wide;
+/// beyond it, 429.
 pub const MAX_CONCURRENT_PREVIEWS: usize = 64;
 
 /// Everything a request needs; shared by all requests.
@@ -41,7 +42,7 @@ pub struct AppState {
     pub runs: TaskTracker,
     /// The server-wide cap on concurrent restart runs.
     pub limiter: RunLimiter,
-    /// The server-wide cap on concurrent consumers previews.
+    /// The server-wide cap on concurrent consumers reads (previews and rollout views).
     pub previews: RunLimiter,
     /// The TokenReview of Kubernetes bearer tokens, when enabled.
     pub reviewer: Option<TokenReviewer>,

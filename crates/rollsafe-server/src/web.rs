@@ -2,7 +2,8 @@
 //! binary (no CDN, no build step). It signs a person in, lists the Secrets in scope, shows a
 //! Secret's consumers with their reference paths and whether each rolls now, and restarts them
 //! after a confirmation, showing the typed report — `requested`, `partial`, `failed` — or the
-//! `{ error }` of a refusal.
+//! `{ error }` of a refusal; then it follows each requested workload's rollout by polling the
+//! rollout view until every one is final (or 15 minutes pass).
 //!
 //! Every response of the server carries [`CONTENT_SECURITY_POLICY`] (no inline script or style,
 //! nothing from another origin, no framing) with `X-Content-Type-Options: nosniff` and

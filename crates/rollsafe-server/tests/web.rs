@@ -337,6 +337,44 @@ async fn check_narrow_table(client: &Client) {
     client.set_window_rect(0, 0, 1280, 1000).await.unwrap();
 }
 
+/// What the page shows of one requested workload's bar: WebDriver's displayed state, its
+/// value and max, its accessible name, and the computed colour of the words beside it.
+async fn bar(client: &Client, workload: &str) -> Value {
+    let css = format!("#rollout-list [data-workload=\"{workload}\"] progress");
+    let displayed = match client.find(Locator::Css(&css)).await {
+        Ok(element) => element.is_displayed().await.unwrap_or(false),
+        Err(_) => false,
+    };
+    let mut shown = client
+        .execute(
+            "const row = document.querySelector(`#rollout-list [data-workload=\"${arguments[0]}\"]`);
+             if (!row) return null;
+             const bar = row.querySelector('progress');
+             const words = row.querySelector('.rollout-state');
+             return { value: bar.value, max: bar.max, label: bar.getAttribute('aria-label'),
+                      state: row.dataset.state, text: words.textContent,
+                      color: getComputedStyle(words).color };",
+            vec![json!(workload)],
+        )
+        .await
+        .unwrap();
+    shown["displayed"] = json!(displayed);
+    shown
+}
+
+/// The bar of `workload` is displayed, with a text alternative naming the workload.
+async fn assert_shown_bar(client: &Client, workload: &str) {
+    let shown = bar(client, workload).await;
+    assert_eq!(shown["displayed"], true, "{workload}: {shown}");
+    let name = workload.replace('/', " ");
+    assert!(
+        shown["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with(&name)),
+        "{workload}: {shown}"
+    );
+}
+
 async fn sign_in(client: &Client, url: &str, token: &str) {
     client.goto(&format!("{url}/#/")).await.unwrap();
     wait_for_text(client, "#sign-in-title", "Sign in").await;
@@ -526,6 +564,12 @@ async fn a_person_restarts_consumers_from_the_page() {
         &[("#sign-out", Shown::Enabled), ("#restart", Shown::Enabled)],
     )
     .await;
+    let note = wait_for_text(&client, "#progressive-note", "Progressive restarts").await;
+    assert!(
+        note.contains("rollsafe restart-consumers --progressive")
+            && note.contains("docs/rollouts.md"),
+        "{note}"
+    );
     check_narrow_table(&client).await;
     // The confirmation says what happens to the paused one, in words.
     click(&client, Locator::Css("#restart")).await;
@@ -565,6 +609,24 @@ async fn a_person_restarts_consumers_from_the_page() {
         ),
         "{report}"
     );
+    // The report follows the rollout: in today's emulator status follows spec at once, so
+    // each rolling workload is complete and the paused one deferred, with its reason.
+    let summary = wait_for_text(&client, "#rollout-summary", "Rollout finished").await;
+    assert_eq!(summary, "Rollout finished: 2 complete, 1 deferred.");
+    for (workload, text) in [
+        ("Deployment/api", "complete: 1 of 1 updated, 1 ready"),
+        ("Deployment/web", "complete: 1 of 1 updated, 1 ready"),
+        ("Deployment/paused", "deferred: the Deployment is paused"),
+    ] {
+        let row = format!("#rollout-list [data-workload=\"{workload}\"] .rollout-state");
+        assert_eq!(wait_for_text(&client, &row, text).await, text, "{workload}");
+        assert_shown_bar(&client, workload).await;
+    }
+    let complete = bar(&client, "Deployment/api").await;
+    assert_eq!(
+        (complete["value"].as_f64(), complete["max"].as_f64()),
+        (Some(1.0), Some(1.0))
+    );
     let focused = client
         .active_element()
         .await
@@ -578,6 +640,9 @@ async fn a_person_restarts_consumers_from_the_page() {
         "focus moves to the report"
     );
     screenshot(&client, "4-requested").await;
+    if let Some(axe) = &axe {
+        violations.extend(accessibility_violations(&client, axe).await);
+    }
 
     // A partial result: each failure with its code and guidance.
     f.emulator.add_fault(
@@ -731,5 +796,156 @@ async fn a_person_restarts_consumers_from_the_page() {
     drop(driver);
     drop(provider);
     off.stop().await;
+    f.stop().await;
+}
+
+/// A Secret whose consumers roll out slowly (`slow`) and fail (`failing`, whose new pods wait
+/// in CrashLoopBackOff until its progress deadline passes).
+fn rolling_cluster() -> Vec<Value> {
+    let mut objects = seed();
+    objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "rolling", "namespace": NS}, "stringData": {"k": SECRET_VALUE}}));
+    for (name, deadline) in [("slow", 600), ("failing", 100)] {
+        let mut deployment = workload("Deployment", name, "rolling");
+        deployment["spec"]["replicas"] = json!(3);
+        deployment["spec"]["progressDeadlineSeconds"] = json!(deadline);
+        objects.push(deployment);
+    }
+    objects
+}
+
+/// Polls until `workload`'s row is in `state`, returning every distinct bar value seen on the
+/// way (as WebDriver displayed it) and the row as it is then.
+async fn wait_for_state(client: &Client, workload: &str, state: &str) -> (Vec<f64>, Value) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut values: Vec<f64> = Vec::new();
+    loop {
+        let shown = bar(client, workload).await;
+        if shown["displayed"] == true
+            && let Some(value) = shown["value"].as_f64()
+            && values.last() != Some(&value)
+        {
+            values.push(value);
+        }
+        if shown["state"] == state {
+            return (values, shown);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{workload} never {state}: {values:?} {shown}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_follows_a_slow_and_a_failing_rollout() {
+    let Some(driver_path) = chromedriver() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromedriver is missing; .ci/run installs chromium and chromium-driver"
+        );
+        eprintln!("skipped: no chromedriver at /usr/bin/chromedriver");
+        return;
+    };
+    let f = Fixture::start_seeded(rolling_cluster(), None, |s| {
+        s.admins.groups = vec!["platform".into()];
+    })
+    .await;
+    // Pods take a second to become ready; `failing`'s 100 s deadline becomes one second.
+    f.emulator
+        .change_settings(rollsafe_emulator::SettingsChange {
+            pod_ready_millis: Some(1000),
+            progress_deadline_scale: Some(0.01),
+        })
+        .unwrap();
+    f.emulator.add_fault(
+        Fault::on("patch", "deployments")
+            .namespace(NS)
+            .name("failing")
+            .always()
+            .then(FaultAction::rollout_fails(
+                "CrashLoopBackOff",
+                "back-off restarting failed container",
+            )),
+    );
+    let url = format!("http://{}", f.api);
+    let driver = start_driver(&driver_path).await;
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(&driver, profile.path()).await;
+    sign_in(
+        &client,
+        &url,
+        &token("alice@x.io", &["platform", "developers"]),
+    )
+    .await;
+    wait_for_text(&client, "#who-name", "alice@x.io").await;
+    client.goto(&format!("{url}/#/{NS}/rolling")).await.unwrap();
+    wait_for_text(&client, "#consumer-rows", "Deployment slow").await;
+    restart(&client).await;
+    wait_for_text(&client, "#report-title", "Result: requested").await;
+    assert_shown_bar(&client, "Deployment/slow").await;
+    wait_for_text(&client, "#rollout-summary", "Rolling out").await;
+
+    // The slow one: the bar is seen part-way, then full, and the words say complete.
+    let (values, slow) = wait_for_state(&client, "Deployment/slow", "complete").await;
+    assert!(
+        values.iter().any(|v| *v > 0.0 && *v < 3.0),
+        "a moving bar: {values:?}"
+    );
+    assert!(
+        values.windows(2).all(|w| w[0] <= w[1]),
+        "it only moves up: {values:?}"
+    );
+    assert_eq!(slow["text"], "complete: 3 of 3 updated, 3 ready", "{slow}");
+    assert_eq!(
+        (slow["value"].as_f64(), slow["max"].as_f64()),
+        (Some(3.0), Some(3.0))
+    );
+    assert_eq!(slow["displayed"], true);
+    screenshot(&client, "9-rollout-complete").await;
+
+    // The failing one ends stalled, in red, with Kubernetes' reason in view.
+    let (_, failing) = wait_for_state(&client, "Deployment/failing", "stalled").await;
+    let text = failing["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("stalled: ProgressDeadlineExceeded — ReplicaSet \"failing-")
+            && text.contains("has timed out progressing."),
+        "{failing}"
+    );
+    let words = wait_for_text(
+        &client,
+        "#rollout-list [data-workload=\"Deployment/failing\"] .rollout-state",
+        "ProgressDeadlineExceeded",
+    )
+    .await;
+    assert_eq!(words, text, "the reason is displayed");
+    assert_eq!(
+        failing["color"], "rgb(179, 38, 30)",
+        "stalled is red: {failing}"
+    );
+    assert_eq!(
+        wait_for_text(&client, "#rollout-summary", "Rollout finished").await,
+        "Rollout finished: 1 complete, 1 stalled."
+    );
+    screenshot(&client, "10-rollout-stalled").await;
+    if let Some(axe) = axe_source() {
+        let violations = accessibility_violations(&client, &axe).await;
+        assert!(violations.is_empty(), "accessibility: {violations:#?}");
+    }
+    // Finished: no more reads of the rollout.
+    let reads = || {
+        f.emulator
+            .requests()
+            .iter()
+            .filter(|r| r.is("list", "deployments"))
+            .count()
+    };
+    let before = reads();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(reads(), before, "the page stopped polling");
+
+    client.close().await.unwrap();
+    drop(driver);
     f.stop().await;
 }

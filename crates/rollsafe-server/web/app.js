@@ -137,6 +137,7 @@ function describeReference(reference) {
 let current = null;
 
 async function showDetail(namespace, name) {
+  stopFollowing();
   show("detail");
   current = { namespace, name, workloads: [] };
   $("detail-title").textContent = `${namespace}/${name}`;
@@ -145,6 +146,7 @@ async function showDetail(namespace, name) {
   $("report").hidden = true;
   $("consumers").hidden = true;
   $("restart").hidden = true;
+  $("progressive-note").hidden = true;
   $("restart-disabled").hidden = true;
   $("inventory-warnings").replaceChildren();
   const result = await api("GET", `/api/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}/consumers`);
@@ -193,6 +195,7 @@ async function showDetail(namespace, name) {
       (notNow ? `; ${notNow} will not roll now.` : ".");
   $("consumers").hidden = count === 0;
   $("restart").hidden = !config.restartEnabled;
+  $("progressive-note").hidden = !config.restartEnabled;
   $("restart").disabled = count === 0;
   $("restart-disabled").hidden = config.restartEnabled;
 }
@@ -238,13 +241,14 @@ $("confirm").addEventListener("close", async () => {
     return;
   }
   $("restart").disabled = true;
+  stopFollowing();
   const { namespace, name } = current;
   const result = await api("POST", `/api/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}/restart-consumers`, CSRF);
   $("restart").disabled = false;
-  showReport(result);
+  showReport(result, namespace, name);
 });
 
-function showReport(result) {
+function showReport(result, namespace, name) {
   const report = $("report");
   const body = $("report-body");
   body.replaceChildren();
@@ -264,18 +268,30 @@ function showReport(result) {
   $("report-message").textContent = r.message;
   if (r.requested.length) {
     body.append(el("h3", "Requested"));
-    const list = el("ul");
+    const list = el("ul", null, "rollout-list");
+    list.id = "rollout-list";
+    const followed = [];
     for (const w of r.requested) {
       // The preview knows which ones the patch does not roll now; the result does not say.
       const previewed = current.workloads.find((c) => c.kind === w.kind && c.name === w.name);
-      const item = el("li", `${w.kind} ${w.name}`);
+      const item = el("li");
+      item.append(el("span", `${w.kind} ${w.name}`, "workload"));
       if (previewed && !previewed.rollsNow) {
         item.append(" ", el("span", `— will not roll now: ${whenItRolls(previewed)}`, "no-roll"));
         item.dataset.deferred = previewed.deferral;
       }
+      item.dataset.workload = `${w.kind}/${w.name}`;
       list.append(item);
+      followed.push(rolloutRow(item, w));
     }
     body.append(list);
+    // Announced politely, and only when it changes: the bars themselves are not live.
+    const summary = el("p", "Following the rollout…", "rollout-summary");
+    summary.id = "rollout-summary";
+    summary.setAttribute("role", "status");
+    summary.setAttribute("aria-live", "polite");
+    body.append(summary);
+    follow(namespace, name, followed, summary, list);
   }
   if (r.failures.length) {
     body.append(el("h3", "Failed"));
@@ -295,6 +311,176 @@ function showReport(result) {
   }
   $("report-note").textContent = r.note;
   report.focus();
+}
+
+// ---- following a restart's rollout -------------------------------------------------------------
+//
+// After a restart the report polls GET …/rollout every second and shows each requested
+// workload's state. The route is stateless, so the page keeps what it needs across reads, as the
+// core's Follower does for the CLI: the restart annotation's value (`restartedAt`) from the first
+// read after the restart (a later different value is `superseded`), and when a StatefulSet's or
+// DaemonSet's counts last moved (no progress for the progress deadline is `stalled`). It stops
+// when every requested workload is final, or after FOLLOW_LIMIT_MS, saying so.
+
+const POLL_MS = 1000;
+const FOLLOW_LIMIT_MS = 15 * 60 * 1000;
+// A StatefulSet or DaemonSet has no progress condition: the Deployment default deadline.
+const PROGRESS_DEADLINE_MS = 600 * 1000;
+const FINAL = new Set(["complete", "deferred", "stalled", "superseded", "gone"]);
+
+// Bumped by stopFollowing: a poll of an earlier generation does nothing more.
+let following = 0;
+
+function stopFollowing() {
+  following += 1;
+}
+
+// One requested workload's line: a bar of updated of desired, with words beside it.
+function rolloutRow(item, workload) {
+  const bar = el("progress");
+  bar.max = 1;
+  bar.value = 0;
+  bar.setAttribute("aria-label", `${workload.kind} ${workload.name}: waiting for the first reading`);
+  const state = el("span", "waiting for the first reading…", "rollout-state");
+  const line = el("div", null, "rollout-line");
+  line.append(bar, " ", state);
+  item.append(line);
+  item.dataset.state = "";
+  return { kind: workload.kind, name: workload.name, item, bar, state, pinned: undefined, moved: null, final: false };
+}
+
+// Where one workload stands, in words, from the route's entry and the page's memory.
+function rolloutText(row, w, status) {
+  const p = w && w.progress;
+  const counts = p ? `${Math.max(p.updated, 0)} of ${Math.max(p.desired, 0)} updated, ${Math.max(p.ready, 0)} ready` : "";
+  switch (status) {
+    case "complete": return counts ? `complete: ${counts}` : "complete";
+    case "pending": return "pending: waiting for its controller to observe the change";
+    case "progressing": return `progressing: ${counts}`;
+    case "deferred": return `deferred: ${w.deferralReason || w.deferral || "it rolls on its own trigger"}`;
+    case "superseded": return "superseded: someone else's rollout replaced this one";
+    case "gone": return "gone: deleted or replaced";
+    case "stalled": {
+      const reason = w.reason || {};
+      const parts = [reason.reason || "no progress"];
+      if (reason.message) parts.push(reason.message);
+      if (reason.podReason) parts.push(`pods: ${reason.podReason}`);
+      return `stalled: ${parts.join(" — ")}${counts ? ` (${counts})` : ""}`;
+    }
+    default: return status;
+  }
+}
+
+// Applies one read to a row; returns its state.
+function observeRow(row, view, now) {
+  const inventory = view.inventories[row.kind];
+  const w = view.workloads.find((x) => x.kind === row.kind && x.name === row.name);
+  let status;
+  if (!w) {
+    // Not listed this time because its kind could not be listed: nothing is known.
+    if (inventory && !inventory.complete) {
+      row.state.textContent = `not listed this time: ${inventory.message}`;
+      return row.item.dataset.state;
+    }
+    status = "gone";
+  } else {
+    const marker = w.restartedAt === undefined ? null : w.restartedAt;
+    if (row.pinned === undefined) row.pinned = marker;
+    if (marker !== row.pinned) {
+      status = "superseded";
+    } else {
+      status = w.state;
+      // No progress condition on these kinds: the page keeps when their counts last moved.
+      if (status === "progressing" && row.kind !== "Deployment") {
+        const key = JSON.stringify([w.observedGeneration, w.progress]);
+        if (!row.moved || row.moved.key !== key) row.moved = { key, at: now };
+        else if (now - row.moved.at >= PROGRESS_DEADLINE_MS) {
+          status = "stalled";
+          w.reason = { reason: "NoProgress", message: "no progress within the progress deadline" };
+        }
+      } else {
+        row.moved = null;
+      }
+    }
+  }
+  const p = w && w.progress;
+  const desired = p ? Math.max(p.desired, 0) : 0;
+  const updated = p ? Math.min(Math.max(p.updated, 0), desired) : 0;
+  const text = rolloutText(row, w, status);
+  if (p && desired > 0) {
+    row.bar.max = desired;
+    row.bar.value = status === "complete" ? desired : updated;
+    row.bar.hidden = false;
+  } else {
+    // Nothing to count (gone, or no replicas): the words say it.
+    row.bar.hidden = true;
+  }
+  row.bar.setAttribute("aria-label", `${row.kind} ${row.name}: ${text}`);
+  row.state.textContent = text;
+  row.item.dataset.state = status;
+  row.item.classList.toggle("rollout-stalled", status === "stalled");
+  row.item.classList.toggle("rollout-complete", status === "complete");
+  row.final = FINAL.has(status);
+  return status;
+}
+
+// The core's display order (RolloutState::ALL).
+const STATE_ORDER = ["waiting", "pending", "progressing", "complete", "stalled", "deferred", "superseded", "gone"];
+
+function countsText(rows) {
+  const counts = new Map();
+  for (const row of rows) {
+    const state = row.item.dataset.state || "waiting";
+    counts.set(state, (counts.get(state) || 0) + 1);
+  }
+  return STATE_ORDER.filter((state) => counts.has(state)).map((state) => `${counts.get(state)} ${state}`).join(", ");
+}
+
+function setIfChanged(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+async function follow(namespace, name, rows, summary, list) {
+  stopFollowing();
+  const generation = following;
+  const started = Date.now();
+  const path = `/api/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}/rollout`;
+  list.dataset.following = "yes";
+  for (;;) {
+    let result;
+    try {
+      result = await api("GET", path);
+    } catch (_) {
+      result = { status: 0, body: null };
+    }
+    if (generation !== following) return;
+    const now = Date.now();
+    if (result.status === 200 && result.body && Array.isArray(result.body.workloads)) {
+      for (const row of rows) if (!row.final) observeRow(row, result.body, now);
+      if (rows.every((row) => row.final)) {
+        setIfChanged(summary, `Rollout finished: ${countsText(rows)}.`);
+        list.dataset.following = "done";
+        return;
+      }
+      setIfChanged(summary, `Rolling out: ${countsText(rows)}.`);
+    } else if ([400, 401, 403, 404].includes(result.status)) {
+      // Not something a later read fixes (signed out, refused, the Secret deleted).
+      setIfChanged(summary, `Stopped following the rollout: ${errorText(result)}`);
+      list.dataset.following = "stopped";
+      return;
+    } else {
+      const why = result.status === 0 ? "the server could not be reached" : errorText(result);
+      setIfChanged(summary, `The rollout could not be read (${why}); trying again.`);
+    }
+    if (now - started >= FOLLOW_LIMIT_MS) {
+      setIfChanged(summary, `Stopped following after 15 minutes: ${countsText(rows)}. ` +
+        "Reload the page to see where they stand, or run kubectl rollout status.");
+      list.dataset.following = "timed_out";
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    if (generation !== following) return;
+  }
 }
 
 // ---- routing -----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 use super::*;
 use rollsafe_core::failure::FailureCode;
+use rollsafe_core::rollout::RolloutState;
 use serde_json::json;
 
 fn key() -> AnnotationKey {
@@ -302,4 +303,117 @@ async fn the_patch_timeout_is_the_engines_configured_value() {
     assert_eq!(result, Err(SendError::TimedOut));
     assert_eq!(begin.elapsed(), Timeouts::default().patch);
     server.abort();
+}
+
+fn listed(kind: WorkloadKind, name: &str, object: Value) -> Match {
+    Match {
+        kind,
+        name: name.to_owned(),
+        references: Vec::new(),
+        object,
+    }
+}
+
+fn inventory(kind: WorkloadKind, status: InventoryStatus) -> Inventory {
+    Inventory {
+        kind,
+        pages: 1,
+        objects: 0,
+        bytes: 0,
+        status,
+    }
+}
+
+#[test]
+fn the_rollout_view_reads_each_match_and_names_no_identity() {
+    let rolling = json!({
+        "metadata": {"name": "api", "uid": "uid-api", "resourceVersion": "901", "generation": 4},
+        "spec": {"replicas": 3, "template": {"metadata": {"annotations": {"krypton.io/restarted-at": VALUE}}}},
+        "status": {"observedGeneration": 4, "replicas": 4, "updatedReplicas": 1, "readyReplicas": 3, "availableReplicas": 3}
+    });
+    let stalled = json!({
+        "metadata": {"name": "web", "uid": "uid-web", "resourceVersion": "902", "generation": 2},
+        "spec": {"replicas": 2, "template": {"metadata": {"annotations": {"krypton.io/restarted-at": VALUE}}}},
+        "status": {"observedGeneration": 2, "replicas": 3, "updatedReplicas": 1, "readyReplicas": 2, "availableReplicas": 2,
+                   "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                                   "message": "ReplicaSet \"web-7c9\" has timed out progressing."}]}
+    });
+    let paused = json!({
+        "metadata": {"name": "paused", "uid": "uid-paused", "resourceVersion": "903", "generation": 2},
+        "spec": {"replicas": 1, "paused": true, "template": {"metadata": {}}},
+        "status": {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 0, "availableReplicas": 1}
+    });
+    let failure = Failure::from_status(403);
+    let discovery = Discovery {
+        namespace: "shop".parse().unwrap(),
+        secret: "db".parse().unwrap(),
+        inventories: vec![
+            inventory(
+                WorkloadKind::Deployment,
+                InventoryStatus::Complete {
+                    matches: vec![
+                        listed(WorkloadKind::Deployment, "api", rolling),
+                        listed(WorkloadKind::Deployment, "paused", paused),
+                        listed(WorkloadKind::Deployment, "web", stalled),
+                    ],
+                },
+            ),
+            inventory(
+                WorkloadKind::StatefulSet,
+                InventoryStatus::Incomplete {
+                    reason: crate::inventory::Incomplete::Http(403),
+                    failure,
+                },
+            ),
+            inventory(
+                WorkloadKind::DaemonSet,
+                InventoryStatus::Complete {
+                    matches: Vec::new(),
+                },
+            ),
+        ],
+    };
+    let view = discovery.rollout(&key());
+    assert_eq!(
+        (view.namespace.as_str(), view.secret.as_str()),
+        ("shop", "db")
+    );
+    assert_eq!(view.inventories, discovery.preview().inventories);
+    assert!(!view.inventories[&WorkloadKind::StatefulSet].complete);
+    let states: Vec<(&str, RolloutState, Option<&str>)> = view
+        .workloads
+        .iter()
+        .map(|w| (w.name.as_str(), w.state, w.restarted_at.as_deref()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("api", RolloutState::Progressing, Some(VALUE)),
+            ("paused", RolloutState::Deferred, None),
+            ("web", RolloutState::Stalled, Some(VALUE)),
+        ]
+    );
+    assert_eq!(view.workloads[1].deferral, Some(Deferral::Paused));
+    let reason = view.workloads[2].reason.as_ref().unwrap();
+    assert_eq!(reason.reason, "ProgressDeadlineExceeded");
+    assert_eq!(
+        reason.message.as_deref(),
+        Some("ReplicaSet \"web-7c9\" has timed out progressing.")
+    );
+    let progress = view.workloads[0].progress.unwrap();
+    assert_eq!(
+        (progress.desired, progress.updated, progress.ready),
+        (3, 1, 3)
+    );
+    let text = serde_json::to_string(&view).unwrap();
+    for identity in [
+        "uid-",
+        "\"901\"",
+        "\"902\"",
+        "\"903\"",
+        "resourceVersion",
+        "uid",
+    ] {
+        assert!(!text.contains(identity), "{identity} in {text}");
+    }
 }

@@ -77,15 +77,17 @@ async fn same_origin_cookie_restarts_and_bearer_calls_pass() {
     assert_eq!(status, 200, "{body}");
     let (status, _, body) = f.restart(NS, "db", Some(&admin())).await;
     assert_eq!(status, 200, "bearer calls need no header: {body}");
-    // Reading with the cookie needs no header.
+    // Reading with the cookie needs no header: the preview, and the rollout view the page polls.
     let cookie = format!("krypton_session={}", admin());
-    let (status, _, body) = f
-        .request(
-            Method::GET,
-            &format!("/api/namespaces/{NS}/secrets/db/consumers"),
-            &[("cookie", &cookie), ("sec-fetch-site", "cross-site")],
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    for read in ["consumers", "rollout"] {
+        let (status, _, body) = f
+            .request(
+                Method::GET,
+                &format!("/api/namespaces/{NS}/secrets/db/{read}"),
+                &[("cookie", &cookie), ("sec-fetch-site", "cross-site")],
+            )
+            .await;
+        assert_eq!(status, 200, "{read}: {body}");
+    }
     f.stop().await;
 }

@@ -33,6 +33,7 @@ mod impersonation;
 mod page;
 mod preview;
 mod results;
+mod rollout;
 mod scope;
 mod shutdown;
 mod token_review;

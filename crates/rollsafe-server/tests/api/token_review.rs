@@ -83,15 +83,17 @@ async fn a_service_account_token_restarts_as_that_service_account() {
         "secret read, three lists, two patches"
     );
     assert_eq!(f.audit_lines()[0]["user"], SA);
-    // The answer is cached by digest: the preview reviews nothing again.
-    let (status, _, body) = f
-        .request(
-            Method::GET,
-            &format!("/api/namespaces/{NS}/secrets/db/consumers"),
-            &[("authorization", &format!("Bearer {SA_TOKEN}"))],
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    // The answer is cached by digest: the preview and the rollout view review nothing again.
+    for read in ["consumers", "rollout"] {
+        let (status, _, body) = f
+            .request(
+                Method::GET,
+                &format!("/api/namespaces/{NS}/secrets/db/{read}"),
+                &[("authorization", &format!("Bearer {SA_TOKEN}"))],
+            )
+            .await;
+        assert_eq!(status, 200, "{read}: {body}");
+    }
     assert_eq!(reviews(&f).len(), 1);
     let logs = String::from_utf8_lossy(&captured_logs().lock().unwrap()).into_owned();
     assert!(!logs.contains(SA_TOKEN), "the token is never logged");
