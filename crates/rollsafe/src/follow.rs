@@ -11,8 +11,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rollsafe_client::{Client, ClientError};
 use rollsafe_core::contract::WorkloadName;
 use rollsafe_core::duration;
+use rollsafe_core::name::{Namespace, SecretName};
+use rollsafe_core::rollout::follow::Follower;
 use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState, RolloutStatus};
 use rollsafe_core::workload::WorkloadKind;
 use rollsafe_kube::{FOLLOW_INTERVAL, FollowError, RolloutWatch};
@@ -107,6 +110,124 @@ impl FollowArgs {
     }
 }
 
+/// What a follow polls: Kubernetes directly ([`RolloutWatch`]) or a server's rollout route
+/// ([`ServerWatch`]).
+pub(crate) trait Followable {
+    /// One poll; what could not be read, as fixed one-line texts keyed by what it was.
+    async fn poll(&mut self) -> Vec<(&'static str, String)>;
+    /// Each workload's status, by kind then name.
+    fn statuses(&self) -> Vec<(&WorkloadName, &RolloutStatus)>;
+    /// Whether every rollout is final.
+    fn is_done(&self) -> bool;
+}
+
+impl Followable for RolloutWatch {
+    async fn poll(&mut self) -> Vec<(&'static str, String)> {
+        RolloutWatch::poll(self)
+            .await
+            .into_iter()
+            .map(|(kind, error): (WorkloadKind, FollowError)| {
+                (
+                    kind.plural(),
+                    format!("could not list {}: {error}", kind.plural()),
+                )
+            })
+            .collect()
+    }
+
+    fn statuses(&self) -> Vec<(&WorkloadName, &RolloutStatus)> {
+        RolloutWatch::statuses(self).collect()
+    }
+
+    fn is_done(&self) -> bool {
+        RolloutWatch::is_done(self)
+    }
+}
+
+/// Follows requested workloads through a server's `GET …/secrets/{name}/rollout`: one request
+/// per poll for all of them. Each workload's follower pins the restart annotation's value it
+/// first sees (the server's result does not carry it).
+pub(crate) struct ServerWatch {
+    client: Client,
+    namespace: Namespace,
+    secret: SecretName,
+    followed: BTreeMap<WorkloadName, (Follower, RolloutStatus)>,
+    started: Instant,
+}
+
+impl ServerWatch {
+    pub(crate) fn new(
+        client: Client,
+        namespace: Namespace,
+        secret: SecretName,
+        workloads: impl IntoIterator<Item = WorkloadName>,
+        progress_deadline: Duration,
+    ) -> Self {
+        let followed = workloads
+            .into_iter()
+            .map(|w| {
+                let follower = Follower::new(w.kind, None, progress_deadline);
+                (w, (follower, RolloutStatus::pending()))
+            })
+            .collect();
+        Self {
+            client,
+            namespace,
+            secret,
+            followed,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Followable for ServerWatch {
+    async fn poll(&mut self) -> Vec<(&'static str, String)> {
+        let view = match self.client.rollout(&self.namespace, &self.secret).await {
+            Ok(view) => view,
+            Err(error) => {
+                let text = match error {
+                    ClientError::Api(error) => error.to_string(),
+                    other => other.to_string(),
+                };
+                return vec![(
+                    "server",
+                    format!("could not read the rollout from the server: {text}"),
+                )];
+            }
+        };
+        let now = self.started.elapsed();
+        for (workload, (follower, status)) in &mut self.followed {
+            if status.state.is_final() {
+                continue;
+            }
+            let listed = view
+                .inventories
+                .get(&workload.kind)
+                .is_some_and(|inventory| inventory.complete);
+            let seen = view
+                .workloads
+                .iter()
+                .find(|w| w.kind == workload.kind && w.name == workload.name);
+            match (seen, listed) {
+                (Some(seen), _) => *status = follower.observe(Some(seen.observation()), now),
+                // Not in a complete list: deleted, or it no longer consumes the Secret.
+                (None, true) => *status = follower.observe(None, now),
+                // Its kind could not be listed: nothing is known; keep the last state.
+                (None, false) => {}
+            }
+        }
+        Vec::new()
+    }
+
+    fn statuses(&self) -> Vec<(&WorkloadName, &RolloutStatus)> {
+        self.followed.iter().map(|(w, (_, s))| (w, s)).collect()
+    }
+
+    fn is_done(&self) -> bool {
+        self.followed.values().all(|(_, s)| s.state.is_final())
+    }
+}
+
 /// How a follow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -140,9 +261,10 @@ pub(crate) struct RolloutReport {
 }
 
 impl RolloutReport {
-    pub(crate) fn of(watch: &RolloutWatch, ended: Ending) -> Self {
+    pub(crate) fn of(watch: &impl Followable, ended: Ending) -> Self {
         let workloads: Vec<FollowedWorkload> = watch
             .statuses()
+            .into_iter()
             .map(|(workload, status)| FollowedWorkload {
                 kind: workload.kind,
                 name: workload.name.clone(),
@@ -214,7 +336,7 @@ impl RolloutReport {
 
 /// Follows `watch` until every rollout is final, `follow.timeout` has passed or Ctrl-C,
 /// showing progress on stderr.
-pub(crate) async fn run(watch: &mut RolloutWatch, follow: Follow) -> Ending {
+pub(crate) async fn run(watch: &mut impl Followable, follow: Follow) -> Ending {
     let deadline = Instant::now() + follow.timeout;
     let mut display = Display::new(watch);
     let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
@@ -250,12 +372,12 @@ enum Display {
     },
     Lines {
         last: BTreeMap<WorkloadName, String>,
-        errors: BTreeMap<WorkloadKind, &'static str>,
+        errors: BTreeMap<&'static str, String>,
     },
 }
 
 impl Display {
-    fn new(watch: &RolloutWatch) -> Self {
+    fn new(watch: &impl Followable) -> Self {
         if !std::io::stderr().is_terminal() {
             return Display::Lines {
                 last: BTreeMap::new(),
@@ -268,6 +390,7 @@ impl Display {
             .progress_chars("=> ");
         let bars = watch
             .statuses()
+            .into_iter()
             .map(|(workload, _)| {
                 let bar = group.add(ProgressBar::new(0).with_style(style.clone()));
                 bar.set_prefix(format!("{}/{}", workload.kind, workload.name));
@@ -280,7 +403,7 @@ impl Display {
         }
     }
 
-    fn update(&mut self, watch: &RolloutWatch, errors: &[(WorkloadKind, FollowError)]) {
+    fn update(&mut self, watch: &impl Followable, errors: &[(&'static str, String)]) {
         match self {
             Display::Bars { bars, .. } => {
                 for (workload, status) in watch.statuses() {
@@ -292,8 +415,8 @@ impl Display {
                         bar.set_position(u64::try_from(progress.ready.max(0)).unwrap_or(0));
                     }
                     let mut message = status.describe();
-                    if let Some((_, error)) = errors.iter().find(|(k, _)| *k == workload.kind) {
-                        message.push_str(&format!(" (not listed: {})", error.code()));
+                    if let Some((_, error)) = errors.first() {
+                        message.push_str(&format!(" ({error})"));
                     }
                     bar.set_message(message);
                 }
@@ -303,15 +426,12 @@ impl Display {
                 errors: shown,
             } => {
                 let stamp = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
-                for (kind, error) in errors {
-                    if shown.insert(*kind, error.code()) != Some(error.code()) {
-                        eprintln!(
-                            "{stamp} could not list {}: {error}; trying again",
-                            kind.plural()
-                        );
+                for (what, error) in errors {
+                    if shown.insert(what, error.clone()).as_ref() != Some(error) {
+                        eprintln!("{stamp} {error}; trying again");
                     }
                 }
-                shown.retain(|kind, _| errors.iter().any(|(k, _)| k == kind));
+                shown.retain(|what, _| errors.iter().any(|(w, _)| w == what));
                 for (workload, status) in watch.statuses() {
                     let line = status.describe();
                     if last.get(workload) != Some(&line) {

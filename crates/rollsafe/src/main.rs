@@ -60,7 +60,9 @@ enum Command {
     ///
     /// The server's gates (authentication, scope, the live Secret, the ACL) and its audit
     /// records apply. `--server` is required: without it this is a usage error, never a
-    /// fallback to `restart-consumers`, which would skip the gates and the audit.
+    /// fallback to `restart-consumers`, which would skip the gates and the audit. With `--wait`
+    /// it follows each requested rollout through the server's rollout route.
+    #[command(after_help = follow::WAIT_EXIT_CODES)]
     Restart(restart::Args),
     /// Start an embedded Kubernetes emulator with demo workloads and serve the API against it.
     Sandbox(sandbox::Args),

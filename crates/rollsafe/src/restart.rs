@@ -10,6 +10,7 @@ use rollsafe_client::{Client, ClientError, Token};
 use rollsafe_core::contract::WorkloadName;
 use rollsafe_core::preview::ConsumersPreview;
 
+use crate::follow::{self, FollowArgs, RolloutReport, ServerWatch};
 use crate::restart_exit::{self, Deferrals, OutputFormat, exit_code, render_result};
 use crate::target::Target;
 use crate::{process, stdout};
@@ -34,6 +35,12 @@ pub(crate) struct Args {
     /// How to print the result.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     output: OutputFormat,
+    #[command(flatten)]
+    follow: FollowArgs,
+    /// Not offered here: a progression needs one owner for its whole run (use
+    /// `rollsafe restart-consumers --progressive`).
+    #[arg(long, hide = true)]
+    progressive: bool,
     /// The Secret, as `NAME` (with `-n`) or `NAMESPACE/NAME`.
     secret: String,
 }
@@ -41,6 +48,13 @@ pub(crate) struct Args {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Parsed here rather than by clap: a usage error exits 2, which this command reserves for
     // `partial`.
+    if args.progressive {
+        anyhow::bail!(
+            "rollsafe restart cannot roll progressively: a progression outlives the request and \
+             needs one owner for its whole run; use rollsafe restart-consumers --progressive"
+        );
+    }
+    let follow = args.follow.parse(None)?;
     let Target { namespace, secret } = Target::parse(args.namespace.as_deref(), &args.secret)?;
     let Some(namespace) = namespace else {
         anyhow::bail!("the Secret's namespace is missing: give -n NAMESPACE or NAMESPACE/NAME");
@@ -63,8 +77,34 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 } else {
                     Deferrals::new()
                 };
-            stdout::result_line(&render_result(&report.result, args.output, &deferrals)?)?;
-            Ok(exit_code(report.status()))
+            let Some(follow) = follow else {
+                stdout::result_line(&render_result(&report.result, args.output, &deferrals)?)?;
+                return Ok(exit_code(report.status()));
+            };
+            if args.output == OutputFormat::Text {
+                stdout::result_line(&render_result(&report.result, args.output, &deferrals)?)?;
+            }
+            let mut watch = ServerWatch::new(
+                client,
+                namespace,
+                secret,
+                report.result.requested.iter().cloned(),
+                follow.progress_deadline,
+            );
+            let ending = runtime.block_on(follow::run(&mut watch, follow));
+            let rollout = RolloutReport::of(&watch, ending);
+            let code = rollout
+                .exit_code()
+                .unwrap_or_else(|| exit_code(report.status()));
+            let out = match args.output {
+                OutputFormat::Json => restart_exit::json(&serde_json::json!({
+                    "result": report.result,
+                    "rollout": rollout,
+                }))?,
+                OutputFormat::Text => rollout.text(),
+            };
+            stdout::result_line(&out)?;
+            Ok(code)
         }
         Err(ClientError::Api(error)) => {
             eprintln!("{}", restart_exit::api_error(&error));

@@ -383,6 +383,36 @@ fn the_banner_story_stops_a_bad_rotation_at_the_canary_then_completes_the_fix() 
     };
     let mut sandbox = start();
     let kubeconfig = sandbox.ready["kubeconfig"].as_str().unwrap().to_owned();
+    let (url, token) = (
+        sandbox.ready["url"].as_str().unwrap().to_owned(),
+        sandbox.ready["token"].as_str().unwrap().to_owned(),
+    );
+    // Through the server: the rollouts followed to their end with the rollout route.
+    let server = |extra: &[&str]| {
+        let mut args = vec!["restart", "--server", &url, "--token", &token];
+        args.extend_from_slice(extra);
+        args.push("demo/db-credentials");
+        run(&rollsafe(), &args)
+    };
+    let (code, stdout, stderr) = server(&["--wait"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let waited: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(waited["result"]["status"], "requested");
+    assert_eq!(
+        waited["rollout"]["counts"],
+        serde_json::json!({"complete": 3, "deferred": 1}),
+        "{waited}"
+    );
+    assert!(
+        stderr.contains(" DaemonSet/log-agent "),
+        "progress lines: {stderr}"
+    );
+    let (code, _, stderr) = server(&["--progressive"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("use rollsafe restart-consumers --progressive"),
+        "{stderr}"
+    );
     // The emulator's address, as the banner prints it.
     let (code, emulator, _) = run(
         &kubectl,
@@ -428,6 +458,24 @@ fn the_banner_story_stops_a_bad_rotation_at_the_canary_then_completes_the_fix() 
             ],
         )
     };
+    let worker_template = || {
+        run(
+            &kubectl,
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "-n",
+                "demo",
+                "get",
+                "sts",
+                "worker",
+                "-o",
+                "jsonpath={.spec.template.metadata.annotations}",
+            ],
+        )
+        .1
+    };
+    let worker_before = worker_template();
     let (code, stdout, stderr) = progressive("json");
     assert_eq!(code, 4, "{stdout}{stderr}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
@@ -444,23 +492,10 @@ fn the_banner_story_stops_a_bad_rotation_at_the_canary_then_completes_the_fix() 
         .map(|w| w["name"].as_str().unwrap())
         .collect();
     assert_eq!(held, ["batch-reports", "worker", "log-agent"], "{report}");
-    let (_, annotations, _) = run(
-        &kubectl,
-        &[
-            "--kubeconfig",
-            &kubeconfig,
-            "-n",
-            "demo",
-            "get",
-            "sts",
-            "worker",
-            "-o",
-            "jsonpath={.spec.template.metadata.annotations}",
-        ],
-    );
-    assert!(
-        !annotations.contains("krypton.io/restarted-at"),
-        "{annotations}"
+    assert_eq!(
+        worker_template(),
+        worker_before,
+        "the held-back StatefulSet was not patched"
     );
 
     let (code, stdout, stderr) = progressive("text");
