@@ -20,10 +20,10 @@ use rollsafe_core::rollout::follow::{Follower, Observation};
 use rollsafe_core::rollout::{RolloutState, RolloutStatus};
 use rollsafe_core::workload::WorkloadKind;
 use serde_json::Value;
-use thiserror::Error;
 use tokio::time::Instant;
 use tracing::debug;
 
+use crate::read::ReadError;
 use crate::transport::{self, BodyError};
 
 /// How long to wait between two polls of a [`RolloutWatch`] (the CLI's default interval).
@@ -40,36 +40,6 @@ pub const FOLLOW_PAGE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const REASON_PODS: usize = 100;
 /// The largest body of the pod list read for a reason.
 pub const MAX_POD_LIST_BODY: u64 = 8 * 1024 * 1024;
-
-/// Why a poll could not list a kind. Carries no upstream text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum FollowError {
-    /// Kubernetes answered this status.
-    #[error("Kubernetes answered HTTP {0}")]
-    Status(u16),
-    /// No response.
-    #[error("no response from Kubernetes")]
-    Transport(TransportFailure),
-    /// No answer in time.
-    #[error("Kubernetes did not answer in time")]
-    Timeout,
-    /// Not a list, or over the page or byte budget.
-    #[error("Kubernetes sent an unreadable or oversized list")]
-    Decode,
-}
-
-impl FollowError {
-    /// A static code for logs and output.
-    pub fn code(&self) -> &'static str {
-        match self {
-            FollowError::Status(403) => "forbidden",
-            FollowError::Status(_) => "status",
-            FollowError::Transport(_) => "transport",
-            FollowError::Timeout => "timeout",
-            FollowError::Decode => "decode",
-        }
-    }
-}
 
 /// One followed workload: its follower and what it said last.
 #[derive(Debug, Clone)]
@@ -145,7 +115,7 @@ impl RolloutWatch {
 
     /// Lists each kind that has a workload not final yet and classifies its workloads. A kind
     /// that could not be listed keeps its states; its error is returned with the kind.
-    pub async fn poll(&mut self) -> Vec<(WorkloadKind, FollowError)> {
+    pub async fn poll(&mut self) -> Vec<(WorkloadKind, ReadError)> {
         let mut errors = Vec::new();
         for kind in WorkloadKind::ALL {
             let open = self
@@ -232,7 +202,7 @@ async fn list_all(
     client: &kube::Client,
     kind: WorkloadKind,
     namespace: &Namespace,
-) -> Result<BTreeMap<String, Value>, FollowError> {
+) -> Result<BTreeMap<String, Value>, ReadError> {
     let mut objects = BTreeMap::new();
     let mut token: Option<String> = None;
     let mut bytes = 0;
@@ -247,11 +217,11 @@ async fn list_all(
         }
         let body = get(client, &path, FOLLOW_MAX_BYTES.saturating_sub(bytes)).await?;
         bytes += body.len() as u64;
-        let mut list: Value = serde_json::from_slice(&body).map_err(|_| FollowError::Decode)?;
+        let mut list: Value = serde_json::from_slice(&body).map_err(|_| ReadError::Decode)?;
         let items = match list.get_mut("items").map(Value::take) {
             Some(Value::Array(items)) => items,
             Some(Value::Null) => Vec::new(),
-            _ => return Err(FollowError::Decode),
+            _ => return Err(ReadError::Decode),
         };
         for item in items {
             if let Some(name) = item.pointer("/metadata/name").and_then(Value::as_str) {
@@ -267,7 +237,7 @@ async fn list_all(
             return Ok(objects);
         }
     }
-    Err(FollowError::Decode)
+    Err(ReadError::Decode)
 }
 
 /// The first page of the pods matching `selector` in `namespace`.
@@ -275,44 +245,44 @@ async fn list_pods(
     client: &kube::Client,
     namespace: &Namespace,
     selector: &str,
-) -> Result<Vec<Value>, FollowError> {
+) -> Result<Vec<Value>, ReadError> {
     let path = format!(
         "/api/v1/namespaces/{namespace}/pods?limit={REASON_PODS}&labelSelector={}",
         transport::encode_query_value(selector)
     );
     let body = get(client, &path, MAX_POD_LIST_BODY).await?;
-    let list: Value = serde_json::from_slice(&body).map_err(|_| FollowError::Decode)?;
+    let list: Value = serde_json::from_slice(&body).map_err(|_| ReadError::Decode)?;
     match list.get("items") {
         Some(Value::Array(items)) => Ok(items.clone()),
         Some(Value::Null) => Ok(Vec::new()),
-        _ => Err(FollowError::Decode),
+        _ => Err(ReadError::Decode),
     }
 }
 
 /// One GET within [`FOLLOW_PAGE_TIMEOUT`], its body read within `limit` bytes.
-async fn get(client: &kube::Client, path: &str, limit: u64) -> Result<Vec<u8>, FollowError> {
+async fn get(client: &kube::Client, path: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
     let request = Request::builder()
         .method(Method::GET)
         .uri(path)
         .header(http::header::ACCEPT, "application/json")
         .body(Body::empty())
-        .map_err(|_| FollowError::Transport(TransportFailure::NotSent))?;
+        .map_err(|_| ReadError::Transport(TransportFailure::NotSent))?;
     let read = async {
         let response = transport::send_once(client, request)
             .await
-            .map_err(FollowError::Transport)?;
+            .map_err(ReadError::Transport)?;
         let status = response.status();
         if status != StatusCode::OK {
             transport::drain(response.into_body()).await;
-            return Err(FollowError::Status(status.as_u16()));
+            return Err(ReadError::Status(status.as_u16()));
         }
         transport::read_limited(response.into_body(), limit)
             .await
             .map_err(|error| match error {
-                BodyError::OverLimit { .. } | BodyError::Broken => FollowError::Decode,
+                BodyError::OverLimit { .. } | BodyError::Broken => ReadError::Decode,
             })
     };
     tokio::time::timeout(FOLLOW_PAGE_TIMEOUT, read)
         .await
-        .unwrap_or(Err(FollowError::Timeout))
+        .unwrap_or(Err(ReadError::Timeout))
 }

@@ -31,7 +31,7 @@ pub use engine::{
     Discovery, MAX_PATCHES_IN_FLIGHT, PatchOutcome, RestartEngine, RestartPlan, RestartRequest,
     RunObserver, restart_value,
 };
-pub use follow::{FOLLOW_INTERVAL, FollowError, RolloutWatch};
+pub use follow::{FOLLOW_INTERVAL, RolloutWatch};
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
 pub use read::{
     ReadError, SecretSummary, list_secrets, read_config_map, read_secret_metadata, read_workload,

@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rollsafe_client::{Client, ClientError};
+use rollsafe_core::contract::RestartResult;
 use rollsafe_core::contract::WorkloadName;
 use rollsafe_core::duration;
 use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::rollout::follow::Follower;
 use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState, RolloutStatus};
 use rollsafe_core::workload::WorkloadKind;
-use rollsafe_kube::{FOLLOW_INTERVAL, FollowError, RolloutWatch};
+use rollsafe_kube::{FOLLOW_INTERVAL, ReadError, RestartRequest, RolloutWatch};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -126,7 +127,7 @@ impl Followable for RolloutWatch {
         RolloutWatch::poll(self)
             .await
             .into_iter()
-            .map(|(kind, error): (WorkloadKind, FollowError)| {
+            .map(|(kind, error): (WorkloadKind, ReadError)| {
                 (
                     kind.plural(),
                     format!("could not list {}: {error}", kind.plural()),
@@ -226,6 +227,26 @@ impl Followable for ServerWatch {
     fn is_done(&self) -> bool {
         self.followed.values().all(|(_, s)| s.state.is_final())
     }
+}
+
+/// A watch of what `result` requested for `request`, each workload expected to carry `value`.
+pub(crate) fn requested(
+    client: &kube::Client,
+    request: &RestartRequest,
+    result: &RestartResult,
+    value: &str,
+    follow: Follow,
+) -> RolloutWatch {
+    RolloutWatch::new(
+        client.clone(),
+        request.namespace.clone(),
+        &request.annotation,
+        result
+            .requested
+            .iter()
+            .map(|w| (w.clone(), Some(value.to_owned()))),
+        follow.progress_deadline,
+    )
 }
 
 /// How a follow ended.

@@ -13,7 +13,7 @@
 use rollsafe_core::contract::{RestartResult, RestartStatus, WorkloadName};
 use rollsafe_core::rollout::RolloutState;
 use rollsafe_core::rollout::waves::{InvalidWave, WaveLabel};
-use rollsafe_kube::{RestartEngine, RestartPlan, RestartRequest, RolloutWatch};
+use rollsafe_kube::{RestartEngine, RestartPlan, RestartRequest};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -154,16 +154,7 @@ pub(crate) async fn run(
             }
         );
         let result = engine.execute(planned).await;
-        let mut watch = RolloutWatch::new(
-            client.clone(),
-            request.namespace.clone(),
-            &request.annotation,
-            result
-                .requested
-                .iter()
-                .map(|w| (w.clone(), Some(value.clone()))),
-            follow.progress_deadline,
-        );
+        let mut watch = follow::requested(client, request, &result, &value, follow);
         let remaining = deadline.saturating_duration_since(Instant::now());
         let ending = follow::run(
             &mut watch,

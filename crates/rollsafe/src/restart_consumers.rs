@@ -12,9 +12,7 @@ use anyhow::bail;
 use rollsafe_core::contract::RESTART_ANNOTATION;
 use rollsafe_core::contract::RestartResult;
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
-use rollsafe_kube::{
-    RestartEngine, RestartPlan, RestartRequest, RolloutWatch, read_secret_metadata,
-};
+use rollsafe_kube::{RestartEngine, RestartPlan, RestartRequest, read_secret_metadata};
 use serde::Serialize;
 
 use crate::follow::{self, Follow, FollowArgs, RolloutReport};
@@ -96,45 +94,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .follow
         .parse(args.progressive.then_some("--progressive"))?;
     let identity = args.kube.identity()?;
-    if let Some(follow) = follow {
-        return process::runtime()?.block_on(async {
-            let connection = args.kube.connect().await?;
-            let namespace = match namespace {
-                Some(namespace) => namespace,
-                None => args.kube.context_namespace(&connection)?,
-            };
-            let engine = RestartEngine::new(&connection);
-            let client = connection.client(identity.as_ref());
-            read_secret(&client, &engine, &namespace, &secret).await?;
-            let request = RestartRequest::new(namespace, secret)
-                .annotation(annotation)
-                .acting_as(identity);
-            let plan = engine.plan(&request).await;
-            let report = if args.progressive {
-                Report::Progressive(
-                    progressive::run(&engine, &client, &request, plan, follow).await,
-                )
-            } else {
-                followed(&engine, &client, &request, plan, follow, args.output).await?
-            };
-            let (code, text) = match &report {
-                Report::Followed { result, rollout } => (
-                    rollout
-                        .exit_code()
-                        .unwrap_or_else(|| exit_code(result.status)),
-                    rollout.text(),
-                ),
-                Report::Progressive(progression) => (progression.exit_code(), progression.text()),
-            };
-            let out = match args.output {
-                OutputFormat::Json => restart_exit::json(&report)?,
-                OutputFormat::Text => text,
-            };
-            stdout::result_line(&out)?;
-            anyhow::Ok(code)
-        });
-    }
-    let result = process::runtime()?.block_on(async {
+    process::runtime()?.block_on(async {
         let connection = args.kube.connect().await?;
         let namespace = match namespace {
             Some(namespace) => namespace,
@@ -147,15 +107,40 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             .annotation(annotation)
             .acting_as(identity);
         let plan = engine.plan(&request).await;
-        let deferrals: Deferrals = plan
-            .deferrals()
-            .map(|(workload, deferral)| (workload.clone(), deferral))
-            .collect();
-        anyhow::Ok((engine.execute(plan).await, deferrals))
-    })?;
-    let (result, deferrals) = result;
-    stdout::result_line(&render_result(&result, args.output, &deferrals)?)?;
-    Ok(exit_code(result.status))
+        let Some(follow) = follow else {
+            let deferrals = deferrals(&plan);
+            let result = engine.execute(plan).await;
+            stdout::result_line(&render_result(&result, args.output, &deferrals)?)?;
+            return Ok(exit_code(result.status));
+        };
+        let report = if args.progressive {
+            Report::Progressive(progressive::run(&engine, &client, &request, plan, follow).await)
+        } else {
+            followed(&engine, &client, &request, plan, follow, args.output).await?
+        };
+        let (code, text) = match &report {
+            Report::Followed { result, rollout } => (
+                rollout
+                    .exit_code()
+                    .unwrap_or_else(|| exit_code(result.status)),
+                rollout.text(),
+            ),
+            Report::Progressive(progression) => (progression.exit_code(), progression.text()),
+        };
+        let out = match args.output {
+            OutputFormat::Json => restart_exit::json(&report)?,
+            OutputFormat::Text => text,
+        };
+        stdout::result_line(&out)?;
+        anyhow::Ok(code)
+    })
+}
+
+/// Why each target of `plan` will not roll now, for the text.
+fn deferrals(plan: &RestartPlan) -> Deferrals {
+    plan.deferrals()
+        .map(|(workload, deferral)| (workload.clone(), deferral))
+        .collect()
 }
 
 /// Executes `plan`, prints the result at once in text mode, and follows what it requested.
@@ -167,25 +152,13 @@ async fn followed(
     follow: Follow,
     output: OutputFormat,
 ) -> anyhow::Result<Report> {
-    let deferrals: Deferrals = plan
-        .deferrals()
-        .map(|(workload, deferral)| (workload.clone(), deferral))
-        .collect();
+    let deferrals = deferrals(&plan);
     let value = plan.annotation_value().to_owned();
     let result = engine.execute(plan).await;
     if output == OutputFormat::Text {
         stdout::result_line(&render_result(&result, output, &deferrals)?)?;
     }
-    let mut watch = RolloutWatch::new(
-        client.clone(),
-        request.namespace.clone(),
-        &request.annotation,
-        result
-            .requested
-            .iter()
-            .map(|w| (w.clone(), Some(value.clone()))),
-        follow.progress_deadline,
-    );
+    let mut watch = follow::requested(client, request, &result, &value, follow);
     let ending = follow::run(&mut watch, follow).await;
     Ok(Report::Followed {
         result,
