@@ -31,13 +31,6 @@ pub(crate) const NAMESPACE: &str = "demo";
 const DEMO: &str = include_str!("sandbox/demo.yaml");
 /// Lifetime of the printed tokens.
 const TOKEN_TTL: Duration = Duration::from_secs(8 * 3_600);
-/// The sandbox controller's flap stop: looser than the default (5 in 10 minutes), so a few
-/// minutes of play do not halt a demo workload; the banner says how to resume one.
-pub(crate) const SANDBOX_FLAP_LIMIT: rollsafe_watch::limits::FlapLimit =
-    rollsafe_watch::limits::FlapLimit {
-        rolls: 20,
-        window: Duration::from_secs(600),
-    };
 
 /// Start an embedded Kubernetes emulator with demo workloads and serve the API against it.
 #[derive(Debug, clap::Args)]
@@ -298,8 +291,8 @@ fn banner(b: &Banner<'_>) -> String {
         emulator,
     } = *b;
     let (rolls, minutes) = (
-        SANDBOX_FLAP_LIMIT.rolls,
-        SANDBOX_FLAP_LIMIT.window.as_secs() / 60,
+        crate::watch::SANDBOX_FLAP_LIMIT.rolls,
+        crate::watch::SANDBOX_FLAP_LIMIT.window.as_secs() / 60,
     );
     format!(
         r#"

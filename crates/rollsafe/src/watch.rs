@@ -310,6 +310,14 @@ fn parse_progress_deadline(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// The sandbox controller's flap stop: looser than the default (5 in 10 minutes), so a few
+/// minutes of play do not halt a demo workload; the banner says how to resume one.
+pub(crate) const SANDBOX_FLAP_LIMIT: rollsafe_watch::limits::FlapLimit =
+    rollsafe_watch::limits::FlapLimit {
+        rolls: 20,
+        window: Duration::from_secs(600),
+    };
+
 /// How long the sandbox waits for the controller's first adoptions before it reports ready.
 const SANDBOX_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -329,7 +337,7 @@ pub(crate) async fn start_for_sandbox(
             namespaces: vec![namespace.to_owned()],
             all: true,
             debounce: Duration::from_secs(1),
-            flap_limit: crate::sandbox::SANDBOX_FLAP_LIMIT,
+            flap_limit: SANDBOX_FLAP_LIMIT,
             ..ControllerSettings::default()
         },
     );
