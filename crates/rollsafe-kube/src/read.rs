@@ -269,7 +269,10 @@ pub async fn list_workload_events(
     timeout: std::time::Duration,
 ) -> Result<Vec<EventSummary>, ReadError> {
     let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), namespace.as_str());
-    let fields = format!("involvedObject.kind={},involvedObject.name={name}", kind.as_str());
+    let fields = format!(
+        "involvedObject.kind={},involvedObject.name={name}",
+        kind.as_str()
+    );
     let params = kube::api::ListParams::default()
         .fields(&fields)
         .limit(EVENT_PAGE_SIZE);

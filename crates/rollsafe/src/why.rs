@@ -38,8 +38,8 @@ use rollsafe_core::reference::{self, ConfigRef, ContainerList, Origin, Reference
 use rollsafe_core::rollout;
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::workload::WorkloadKind;
-use rollsafe_kube::transport::{GET_TIMEOUT, LIST_PAGE_TIMEOUT};
 use rollsafe_kube::EventSummary;
+use rollsafe_kube::transport::{GET_TIMEOUT, LIST_PAGE_TIMEOUT};
 use rollsafe_watch::Fingerprinter;
 use rollsafe_watch::annotations::CONFIG_RECORD;
 use rollsafe_watch::cache::{Cache, SourceEntry, WorkloadEntry, WorkloadKey};
@@ -145,7 +145,9 @@ impl WatchState {
             WatchState::Listed => {
                 "watched: rollsafe.dev/watch lists the objects it rolls for (every key of each)"
             }
-            WatchState::OptedOut => "not watched: rollsafe.dev/watch is \"false\", even under --all",
+            WatchState::OptedOut => {
+                "not watched: rollsafe.dev/watch is \"false\", even under --all"
+            }
             WatchState::Unset => "not opted in: no rollsafe.dev/watch (watched only under --all)",
             WatchState::Invalid => {
                 "not watched: its rollsafe.dev/watch value is not understood (secret/NAME or configmap/NAME entries, \"true\" or \"false\")"
@@ -341,15 +343,16 @@ async fn explain(
     fingerprinter: &Fingerprinter,
 ) -> anyhow::Result<Why> {
     let WorkloadTarget { kind, name } = target;
-    let object =
-        match rollsafe_kube::read_workload(client, *kind, namespace, name, GET_TIMEOUT).await {
-            Ok(Some(object)) => object,
-            Ok(None) => bail!("{kind} \"{name}\" not found in namespace \"{namespace}\""),
-            Err(error) if error.is_forbidden() => {
-                bail!("not allowed to read {kind} \"{name}\" in namespace \"{namespace}\"")
-            }
-            Err(error) => bail!("cannot read {kind} \"{name}\" in namespace \"{namespace}\": {error}"),
-        };
+    let object = match rollsafe_kube::read_workload(client, *kind, namespace, name, GET_TIMEOUT)
+        .await
+    {
+        Ok(Some(object)) => object,
+        Ok(None) => bail!("{kind} \"{name}\" not found in namespace \"{namespace}\""),
+        Err(error) if error.is_forbidden() => {
+            bail!("not allowed to read {kind} \"{name}\" in namespace \"{namespace}\"")
+        }
+        Err(error) => bail!("cannot read {kind} \"{name}\" in namespace \"{namespace}\": {error}"),
+    };
     let annotation = |key: &str| {
         object
             .pointer("/metadata/annotations")
@@ -423,9 +426,7 @@ async fn explain(
         .then(|| cache.record(&key, fingerprinter))
         .flatten();
     let changed: Vec<&ConfigRef> = match (&record, &now) {
-        (Some(record), Some(now)) => {
-            digest::changed_objects(record, now, consumption.keys())
-        }
+        (Some(record), Some(now)) => digest::changed_objects(record, now, consumption.keys()),
         _ => Vec::new(),
     };
     let per_object_known = record
@@ -474,9 +475,7 @@ async fn explain(
         .into_iter()
         .map(|(config, references)| {
             let source = sources.get(&config);
-            let keys = consumption
-                .get(&config)
-                .or_else(|| referenced.get(&config));
+            let keys = consumption.get(&config).or_else(|| referenced.get(&config));
             let opted_out_by = source.and_then(|s| s.opted_out_by);
             Consumed {
                 exists: source.and_then(|s| s.exists.ok()),
@@ -498,13 +497,18 @@ async fn explain(
         })
         .collect();
 
-    let (event, events_error) =
-        match rollsafe_kube::list_workload_events(client, namespace, *kind, name, LIST_PAGE_TIMEOUT)
-            .await
-        {
-            Ok(events) => (last_event(events), None),
-            Err(error) => (None, Some(error.code())),
-        };
+    let (event, events_error) = match rollsafe_kube::list_workload_events(
+        client,
+        namespace,
+        *kind,
+        name,
+        LIST_PAGE_TIMEOUT,
+    )
+    .await
+    {
+        Ok(events) => (last_event(events), None),
+        Err(error) => (None, Some(error.code())),
+    };
     let all_objects: Vec<ConfigRef> = consumption.keys().cloned().collect();
     let last_roll = LastRoll {
         change_cause: annotation(CHANGE_CAUSE)
@@ -809,7 +813,9 @@ fn text(why: &Why) -> String {
             event.note
         )),
         None => match last.events_error {
-            Some(code) => out.push_str(&format!("\nlast:      the Events could not be listed ({code})")),
+            Some(code) => out.push_str(&format!(
+                "\nlast:      the Events could not be listed ({code})"
+            )),
             None => out.push_str("\nlast:      no Rolled, RolloutDeferred or Halted Event"),
         },
     }

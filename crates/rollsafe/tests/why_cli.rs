@@ -256,10 +256,15 @@ fn a_changed_secret_would_roll_and_is_named() {
         "{text}"
     );
     assert!(
-        text.contains("at spec.template.spec.containers[app].env[DB_PASSWORD].valueFrom.secretKeyRef"),
+        text.contains(
+            "at spec.template.spec.containers[app].env[DB_PASSWORD].valueFrom.secretKeyRef"
+        ),
         "{text}"
     );
-    assert!(text.contains("last:      RolloutDeferred at 2026-12-01T09:30:00Z"), "{text}");
+    assert!(
+        text.contains("last:      RolloutDeferred at 2026-12-01T09:30:00Z"),
+        "{text}"
+    );
     assert!(!text.contains("ScalingReplicaSet"), "{text}");
 }
 
@@ -279,9 +284,34 @@ fn an_unchanged_workload_would_not_roll() {
     let (code, text, _) = env.why(&["-n", NS, "-o", "text", "deployment/steady"]);
     assert_eq!(code, 0);
     assert!(
-        text.contains("roll now:  would not roll: what it consumes matches its rollsafe.dev/config-record"),
+        text.contains(
+            "roll now:  would not roll: what it consumes matches its rollsafe.dev/config-record"
+        ),
         "{text}"
     );
+
+    // The ConfigMap opts out: it leaves the record, which is rewritten without a roll.
+    let mut settings = env
+        .emu
+        .get_object("configmaps", Some(NS), "settings")
+        .unwrap();
+    settings["metadata"]["annotations"] = json!({"openchoreo.dev/restart-on-change": "false"});
+    env.emu.put_object(settings).unwrap();
+    let why = env.why_json(&["-n", NS, "deployment/steady"]);
+    let settings = &why["consumes"][0];
+    assert_eq!(
+        (
+            &settings["name"],
+            &settings["optedOutBy"],
+            &settings["watched"]
+        ),
+        (
+            &json!("settings"),
+            &json!("openchoreo.dev/restart-on-change"),
+            &json!(false)
+        )
+    );
+    assert_eq!(why["rollNow"]["decision"], "adopt");
 }
 
 #[test]
@@ -351,10 +381,22 @@ fn a_missing_workload_or_a_bad_target_is_one_line_and_exit_1() {
             &["-n", "nowhere", "sts/api"],
             "rollsafe: StatefulSet \"api\" not found in namespace \"nowhere\"",
         ),
-        (&["-n", NS, "api"], "rollsafe: invalid workload \"api\": give KIND/NAME"),
-        (&["-n", NS, "pod/api"], "rollsafe: invalid workload kind \"pod\""),
-        (&["-n", NS, "deployment/Api"], "rollsafe: invalid Deployment name \"Api\""),
-        (&["-n", "Bad_NS", "deployment/api"], "rollsafe: invalid namespace \"Bad_NS\""),
+        (
+            &["-n", NS, "api"],
+            "rollsafe: invalid workload \"api\": give KIND/NAME",
+        ),
+        (
+            &["-n", NS, "pod/api"],
+            "rollsafe: invalid workload kind \"pod\"",
+        ),
+        (
+            &["-n", NS, "deployment/Api"],
+            "rollsafe: invalid Deployment name \"Api\"",
+        ),
+        (
+            &["-n", "Bad_NS", "deployment/api"],
+            "rollsafe: invalid namespace \"Bad_NS\"",
+        ),
     ];
     for (args, expected) in cases {
         let (code, stdout, stderr) = env.why(args);
