@@ -9,7 +9,7 @@
 //! never logged or printed; every other object is read as metadata only.
 //!
 //! Output (`-o json`, the default, by the output rule; the shape is stable, pinned by a
-//! snapshot in `tests/why_cli.rs`, and documented in docs/why.md):
+//! snapshot in `tests/why_cli.rs`, and documented in `docs/why.md`):
 //!
 //! ```json
 //! { "kind": "Deployment", "namespace": "shop", "name": "api",
@@ -42,8 +42,8 @@ use rollsafe_kube::EventSummary;
 use rollsafe_kube::transport::{GET_TIMEOUT, LIST_PAGE_TIMEOUT};
 use rollsafe_watch::Fingerprinter;
 use rollsafe_watch::annotations::CONFIG_RECORD;
-use rollsafe_watch::cache::{Cache, SourceEntry, WorkloadEntry, WorkloadKey};
-use rollsafe_watch::consumption::{self, Keys};
+use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
+use rollsafe_watch::consumption::{self, Consumption, Keys};
 use rollsafe_watch::decision::{self, CHANGE_CAUSE, RollDecision};
 use rollsafe_watch::digest;
 use serde::Serialize;
@@ -299,7 +299,7 @@ struct Rollout {
 
 /// What was read of one consumed object.
 struct Source {
-    /// `None`: unknown (read error), with its code.
+    /// Whether it exists, or why that is unknown (a read error's code).
     exists: Result<bool, &'static str>,
     opted_out_by: Option<&'static str>,
     /// The digests, when its values were read.
@@ -343,25 +343,11 @@ async fn explain(
     fingerprinter: &Fingerprinter,
 ) -> anyhow::Result<Why> {
     let WorkloadTarget { kind, name } = target;
-    let object = match rollsafe_kube::read_workload(client, *kind, namespace, name, GET_TIMEOUT)
-        .await
-    {
-        Ok(Some(object)) => object,
-        Ok(None) => bail!("{kind} \"{name}\" not found in namespace \"{namespace}\""),
-        Err(error) if error.is_forbidden() => {
-            bail!("not allowed to read {kind} \"{name}\" in namespace \"{namespace}\"")
-        }
-        Err(error) => bail!("cannot read {kind} \"{name}\" in namespace \"{namespace}\": {error}"),
-    };
-    let annotation = |key: &str| {
-        object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(key))
-            .and_then(Value::as_str)
-    };
+    let object = read_workload(client, namespace, target).await?;
+    let annotation = |key: &str| annotation(&object, key);
     let state = WatchState::of(annotation(WATCH));
-    let record = annotation(CONFIG_RECORD).map(str::to_owned);
-    let record_state = match &record {
+    let record = annotation(CONFIG_RECORD);
+    let record_state = match record {
         None => RecordState::None,
         Some(r) if digest::is_keyed(r) => RecordState::Keyed,
         Some(_) => RecordState::Unkeyed,
@@ -369,83 +355,26 @@ async fn explain(
     // An unset opt-in is evaluated as the controller would under --all.
     let entry = WorkloadEntry::from_object(*kind, &object, state == WatchState::Unset);
     let consumption = entry.consumption.expand();
-    // Comparable: no record, or one written with the key (or lack of one) given here.
+    // Comparable: no record, or one written with the key (or without one) as given here.
     let comparable = record_state == RecordState::None
         || (record_state == RecordState::Keyed) == fingerprinter.is_keyed();
     let read_values = state.evaluated() && comparable;
-
     let template = reference::pod_template(&object).unwrap_or(&Value::Null);
-    let mut references: BTreeMap<ConfigRef, Vec<ReferenceAt>> = BTreeMap::new();
-    for reference in reference::extract(template) {
-        let config = ConfigRef {
-            kind: reference.kind,
-            name: reference.name.clone(),
-        };
-        references.entry(config).or_default().push(ReferenceAt {
-            path: path_of(&reference.origin, reference.kind),
-            reference,
-        });
-    }
-    for config in consumption.keys() {
-        references.entry(config.clone()).or_default();
-    }
-
+    let references = references_of(template, &consumption);
     let mut sources = BTreeMap::new();
     for config in references.keys() {
         let values = read_values && consumption.contains_key(config);
-        sources.insert(
-            config.clone(),
-            read_source(client, namespace, config, values).await,
-        );
+        let source = read_source(client, namespace, config, values).await;
+        sources.insert(config.clone(), source);
     }
-
     let key = WorkloadKey {
         kind: *kind,
         namespace: namespace.to_string(),
         name: name.clone(),
     };
-    let mut cache = Cache::default();
-    for (config, source) in &sources {
-        if let Some(entry) = &source.entry {
-            cache.apply_source(
-                rollsafe_watch::cache::SourceKey {
-                    kind: config.kind,
-                    namespace: namespace.to_string(),
-                    name: config.name.clone(),
-                },
-                entry.clone(),
-            );
-        }
-    }
-    cache.apply_workload(key.clone(), entry.clone());
-    let unreadable = consumption
-        .keys()
-        .filter_map(|config| sources.get(config))
-        .any(|source| source.exists.is_err());
-    let now = (read_values && !unreadable)
-        .then(|| cache.record(&key, fingerprinter))
-        .flatten();
-    let changed: Vec<&ConfigRef> = match (&record, &now) {
-        (Some(record), Some(now)) => digest::changed_objects(record, now, consumption.keys()),
-        _ => Vec::new(),
-    };
-    let per_object_known = record
-        .as_deref()
-        .is_some_and(|r| digest::parse_record(r).1.is_some())
-        && now.is_some();
-
-    let decision = match &now {
-        Some(now) => match decision::decide(&entry.facts, now) {
-            RollDecision::NotWatched => Decision::NotWatched,
-            RollDecision::Halted => Decision::Halted,
-            RollDecision::Unchanged => Decision::Unchanged,
-            RollDecision::Adopt { .. } => Decision::Adopt,
-            RollDecision::Roll { .. } if !cache.sources_present(&key) => Decision::Withheld,
-            RollDecision::Roll { deferred: None, .. } => Decision::Roll,
-            RollDecision::Roll {
-                deferred: Some(_), ..
-            } => Decision::Deferred,
-        },
+    let evaluation = evaluate(&key, &entry, &sources, read_values.then_some(fingerprinter));
+    let decision = match &evaluation.now {
+        Some(_) => evaluation.decision,
         None if !state.evaluated() => Decision::NotWatched,
         None if entry.facts.halted => Decision::Halted,
         None => Decision::Unknown,
@@ -458,45 +387,23 @@ async fn explain(
             opt_in::HALTED
         ),
     });
-    let changed_names: Vec<String> = changed.iter().map(ToString::to_string).collect();
     let roll_now = roll_now(
         decision,
         state,
         &entry,
         record_state,
         fingerprinter,
-        unreadable,
-        changed_names,
+        evaluation.unreadable,
+        evaluation.changed.iter().map(ToString::to_string).collect(),
     );
-
-    // The keys the pod template consumes, for the objects the controller does not evaluate.
-    let referenced = consumption::consumption(&OptIn::Template, Some(template));
-    let consumes = references
-        .into_iter()
-        .map(|(config, references)| {
-            let source = sources.get(&config);
-            let keys = consumption.get(&config).or_else(|| referenced.get(&config));
-            let opted_out_by = source.and_then(|s| s.opted_out_by);
-            Consumed {
-                exists: source.and_then(|s| s.exists.ok()),
-                read_error: source.and_then(|s| s.exists.err()),
-                keys: match keys {
-                    Some(Keys::Some(keys)) => Some(keys.iter().cloned().collect()),
-                    _ => None,
-                },
-                watched: state.evaluated()
-                    && consumption.contains_key(&config)
-                    && opted_out_by.is_none(),
-                opted_out_by,
-                changed: (per_object_known && consumption.contains_key(&config))
-                    .then(|| changed.contains(&&config)),
-                kind: config.kind,
-                name: config.name,
-                references,
-            }
-        })
-        .collect();
-
+    let consumes = consumed(
+        template,
+        references,
+        &sources,
+        &consumption,
+        state,
+        &evaluation,
+    );
     let (event, events_error) = match rollsafe_kube::list_workload_events(
         client,
         namespace,
@@ -509,16 +416,14 @@ async fn explain(
         Ok(events) => (last_event(events), None),
         Err(error) => (None, Some(error.code())),
     };
-    let all_objects: Vec<ConfigRef> = consumption.keys().cloned().collect();
     let last_roll = LastRoll {
         change_cause: annotation(CHANGE_CAUSE)
             .filter(|cause| cause.starts_with("rollsafe watch:"))
             .map(shown),
         record: record_state,
         recorded: record
-            .as_deref()
             .map(|r| {
-                digest::recorded_objects(r, all_objects.iter())
+                digest::recorded_objects(r, consumption.keys())
                     .into_iter()
                     .map(ToString::to_string)
                     .collect()
@@ -546,6 +451,175 @@ async fn explain(
             status,
         },
     })
+}
+
+/// Reads the workload; a missing or unreadable one is the command's error (exit 1).
+async fn read_workload(
+    client: &kube::Client,
+    namespace: &Namespace,
+    target: &WorkloadTarget,
+) -> anyhow::Result<Value> {
+    let WorkloadTarget { kind, name } = target;
+    match rollsafe_kube::read_workload(client, *kind, namespace, name, GET_TIMEOUT).await {
+        Ok(Some(object)) => Ok(object),
+        Ok(None) => bail!("{kind} \"{name}\" not found in namespace \"{namespace}\""),
+        Err(error) if error.is_forbidden() => {
+            bail!("not allowed to read {kind} \"{name}\" in namespace \"{namespace}\"")
+        }
+        Err(error) => bail!("cannot read {kind} \"{name}\" in namespace \"{namespace}\": {error}"),
+    }
+}
+
+fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// Every object the pod template references, with where, and every object the controller
+/// consumes (a `rollsafe.dev/watch` list may name objects the template does not reference).
+fn references_of(
+    template: &Value,
+    consumption: &Consumption,
+) -> BTreeMap<ConfigRef, Vec<ReferenceAt>> {
+    let mut references: BTreeMap<ConfigRef, Vec<ReferenceAt>> = BTreeMap::new();
+    for reference in reference::extract(template) {
+        let config = ConfigRef {
+            kind: reference.kind,
+            name: reference.name.clone(),
+        };
+        references.entry(config).or_default().push(ReferenceAt {
+            path: path_of(&reference.origin, reference.kind),
+            reference,
+        });
+    }
+    for config in consumption.keys() {
+        references.entry(config.clone()).or_default();
+    }
+    references
+}
+
+/// What the controller would make of the workload now.
+struct Evaluation {
+    /// The record of what it consumes now; `None` when not computed (no fingerprinter to
+    /// compare with, or an object could not be read).
+    now: Option<String>,
+    /// The objects changed since the record.
+    changed: Vec<ConfigRef>,
+    /// Whether per-object changes are known: both records have per-object entries.
+    per_object: bool,
+    /// Whether a consumed object could not be read.
+    unreadable: bool,
+    /// The decision, when `now` is known.
+    decision: Decision,
+}
+
+/// Decides as the controller does: the watch crate's cache of one workload and what it
+/// consumes, its record, [`decision::decide`], and its withholding of a roll while a consumed
+/// object is missing. `fingerprinter` is `None` when the record cannot be compared.
+fn evaluate(
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+    sources: &BTreeMap<ConfigRef, Source>,
+    fingerprinter: Option<&Fingerprinter>,
+) -> Evaluation {
+    let consumption = entry.consumption.expand();
+    let unreadable = consumption
+        .keys()
+        .filter_map(|config| sources.get(config))
+        .any(|source| source.exists.is_err());
+    let mut cache = Cache::default();
+    for (config, source) in sources {
+        if let Some(digests) = &source.entry {
+            let source_key = SourceKey {
+                kind: config.kind,
+                namespace: key.namespace.clone(),
+                name: config.name.clone(),
+            };
+            cache.apply_source(source_key, digests.clone());
+        }
+    }
+    cache.apply_workload(key.clone(), entry.clone());
+    let now = fingerprinter
+        .filter(|_| !unreadable)
+        .and_then(|f| cache.record(key, f));
+    let Some(now) = now else {
+        return Evaluation {
+            now: None,
+            changed: Vec::new(),
+            per_object: false,
+            unreadable,
+            decision: Decision::Unknown,
+        };
+    };
+    let changed = match &entry.facts.record {
+        Some(record) => digest::changed_objects(record, &now, consumption.keys())
+            .into_iter()
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    let decision = match decision::decide(&entry.facts, &now) {
+        RollDecision::NotWatched => Decision::NotWatched,
+        RollDecision::Halted => Decision::Halted,
+        RollDecision::Unchanged => Decision::Unchanged,
+        RollDecision::Adopt { .. } => Decision::Adopt,
+        RollDecision::Roll { .. } if !cache.sources_present(key) => Decision::Withheld,
+        RollDecision::Roll { deferred: None, .. } => Decision::Roll,
+        RollDecision::Roll {
+            deferred: Some(_), ..
+        } => Decision::Deferred,
+    };
+    let per_object = entry
+        .facts
+        .record
+        .as_deref()
+        .is_some_and(|record| digest::parse_record(record).1.is_some());
+    Evaluation {
+        now: Some(now),
+        changed,
+        per_object,
+        unreadable,
+        decision,
+    }
+}
+
+/// The consumed objects as printed.
+fn consumed(
+    template: &Value,
+    references: BTreeMap<ConfigRef, Vec<ReferenceAt>>,
+    sources: &BTreeMap<ConfigRef, Source>,
+    consumption: &Consumption,
+    state: WatchState,
+    evaluation: &Evaluation,
+) -> Vec<Consumed> {
+    // The keys the pod template consumes, for the objects the controller does not evaluate.
+    let referenced = consumption::consumption(&OptIn::Template, Some(template));
+    references
+        .into_iter()
+        .map(|(config, references)| {
+            let source = sources.get(&config);
+            let keys = consumption.get(&config).or_else(|| referenced.get(&config));
+            let opted_out_by = source.and_then(|s| s.opted_out_by);
+            let evaluated = state.evaluated() && consumption.contains_key(&config);
+            Consumed {
+                exists: source.and_then(|s| s.exists.ok()),
+                read_error: source.and_then(|s| s.exists.err()),
+                keys: match keys {
+                    Some(Keys::Some(keys)) => Some(keys.iter().cloned().collect()),
+                    _ => None,
+                },
+                watched: evaluated && opted_out_by.is_none(),
+                opted_out_by,
+                changed: (evaluation.per_object && evaluated && opted_out_by.is_none())
+                    .then(|| evaluation.changed.contains(&config)),
+                kind: config.kind,
+                name: config.name,
+                references,
+            }
+        })
+        .collect()
 }
 
 /// Reads one consumed object: in full when `values` (reduced to digests in the read), else its
@@ -755,7 +829,10 @@ fn path_of(origin: &Origin, kind: TargetKind) -> String {
 fn text(why: &Why) -> String {
     let mut out = format!("{} {}/{}", why.kind, why.namespace, why.name);
     out.push_str(&format!("\nwatch:     {}", why.watch.reason));
-    if let Some(value) = &why.watch.value {
+    // "true" and "false" are in the reason already; a list or a value not understood is shown.
+    if let (WatchState::Listed | WatchState::Invalid, Some(value)) =
+        (why.watch.state, &why.watch.value)
+    {
         out.push_str(&format!(" [rollsafe.dev/watch: {value:?}]"));
     }
     match &why.halted {
