@@ -179,13 +179,21 @@ impl Env {
     /// `rollsafe why ARGS…`: (exit code, stdout, stderr); asserts that no Secret value, plain
     /// or base64, is on either stream.
     fn why(&self, args: &[&str]) -> (i32, String, String) {
-        let output = Command::cargo_bin("rollsafe")
-            .unwrap()
+        self.why_logging(args, None)
+    }
+
+    /// [`Env::why`] with `RUST_LOG` set to `log`, if given.
+    fn why_logging(&self, args: &[&str], log: Option<&str>) -> (i32, String, String) {
+        let mut command = Command::cargo_bin("rollsafe").unwrap();
+        match log {
+            Some(log) => command.env("RUST_LOG", log),
+            None => command.env_remove("RUST_LOG"),
+        };
+        let output = command
             .arg("why")
             .args(args)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
-            .env_remove("RUST_LOG")
             .env_remove("ROLLSAFE_NAMESPACE")
             .env_remove("ROLLSAFE_CONTEXT")
             .env_remove("ROLLSAFE_AS")
@@ -242,6 +250,10 @@ fn a_changed_secret_would_roll_and_is_named() {
     assert_eq!(why["rollNow"]["rolls"], true);
     assert_eq!(why["rollNow"]["changed"], json!(["Secret/db-creds"]));
     insta::assert_json_snapshot!("why_api_roll", stable(why));
+    assert!(
+        env.emu.requests().iter().all(|r| r.method == "GET"),
+        "why patches nothing and writes no Event"
+    );
 
     let (code, text, stderr) = env.why(&["-n", NS, "-o", "text", "deploy/api"]);
     assert_eq!((code, stderr.as_str()), (0, ""));
@@ -358,6 +370,16 @@ fn a_keyed_record_needs_the_key() {
             .contains("--fingerprint-key-file"),
         "{why}"
     );
+    // Without the key the values are of no use: the Secret is read as metadata only.
+    env.emu.clear_requests();
+    let why = env.why_json(&["-n", NS, "deployment/keyed"]);
+    assert_eq!(why["consumes"][1]["exists"], true);
+    let reads = env.emu.requests_for("get", "secrets");
+    assert!(!reads.is_empty());
+    for read in reads {
+        let accept = read.accept.unwrap_or_default();
+        assert!(accept.contains("as=PartialObjectMetadata"), "{accept}");
+    }
     let key = env.dir.path().join("fingerprint-key");
     std::fs::write(&key, format!("{KEY}\n")).unwrap();
     let key = key.to_str().unwrap();
@@ -404,4 +426,13 @@ fn a_missing_workload_or_a_bad_target_is_one_line_and_exit_1() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_trace_log_carries_no_secret_value() {
+    let env = start();
+    env.change_secret();
+    let (code, _, stderr) = env.why_logging(&["-n", NS, "deployment/api"], Some("trace"));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("TRACE"), "the trace log is on: {stderr}");
 }
