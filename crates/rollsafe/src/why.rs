@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use rollsafe_core::name::Namespace;
 use rollsafe_core::opt_in::{self, OptIn, RESTART_ON_CHANGE, WATCH};
 use rollsafe_core::reference::{self, ConfigRef, ContainerList, Origin, Reference, TargetKind};
@@ -52,7 +52,7 @@ use serde_json::Value;
 use crate::kube_args::KubeArgs;
 use crate::restart_exit::{self, OutputFormat};
 use crate::target::{WorkloadTarget, namespace_flag};
-use crate::{process, stdout};
+use crate::{process, stdout, watch};
 
 /// Explain whether `rollsafe watch` watches a workload, and whether it would roll it now.
 #[derive(Debug, clap::Args)]
@@ -310,14 +310,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if std::env::var_os("RUST_LOG").is_some() {
         process::init_logging();
     }
-    // Parsed here rather than by clap: a usage error exits 2; a bad target is exit 1.
+    // Parsed here rather than by clap, whose usage errors exit 2: a malformed target is exit 1
+    // like every other failure of this command.
     let target = WorkloadTarget::parse(&args.workload)?;
     let namespace = namespace_flag(args.kube.namespace.as_deref())?;
-    let fingerprinter = match &args.fingerprint_key_file {
-        Some(path) => Fingerprinter::from_key_file(path)
-            .with_context(|| format!("cannot use the fingerprint key file {}", path.display()))?,
-        None => Fingerprinter::unkeyed(),
-    };
+    let fingerprinter = watch::fingerprinter(args.fingerprint_key_file.as_deref())?;
     let identity = args.kube.identity()?;
     let why = process::runtime()?.block_on(async {
         let connection = args.kube.connect().await?;

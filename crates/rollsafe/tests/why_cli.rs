@@ -394,7 +394,17 @@ fn a_keyed_record_needs_the_key() {
 #[test]
 fn a_missing_workload_or_a_bad_target_is_one_line_and_exit_1() {
     let env = start();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &[
+                "-n",
+                NS,
+                "--fingerprint-key-file",
+                "/nonexistent/key",
+                "deployment/api",
+            ],
+            "rollsafe: cannot use the fingerprint key file /nonexistent/key: cannot read the fingerprint key file",
+        ),
         (
             &["-n", NS, "deployment/nope"],
             "rollsafe: Deployment \"nope\" not found in namespace \"shop\"",
