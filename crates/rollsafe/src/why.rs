@@ -916,3 +916,58 @@ fn text(why: &Why) -> String {
     out.push_str(&format!("\nrollout:   {}", why.rollout.describe));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_origin_has_a_path() {
+        let template = json!({"spec": {
+            "initContainers": [{"name": "init", "envFrom": [{"configMapRef": {"name": "c"}}]}],
+            "volumes": [{"name": "p", "projected": {"sources": [{"secret": {"name": "s"}}]}}],
+            "imagePullSecrets": [{"name": "reg"}]
+        }});
+        let paths: Vec<String> = reference::extract(&template)
+            .iter()
+            .map(|r| path_of(&r.origin, r.kind))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.template.spec.initContainers[init].envFrom[].configMapRef",
+                "spec.template.spec.volumes[p].projected.sources[0].secret",
+                "spec.template.spec.imagePullSecrets[]",
+            ]
+        );
+    }
+
+    #[test]
+    fn opt_outs_and_the_last_event() {
+        assert_eq!(
+            opted_out_by(Some(&json!({RESTART_ON_CHANGE: " False "}))),
+            Some(RESTART_ON_CHANGE)
+        );
+        assert_eq!(opted_out_by(Some(&json!({WATCH: "true"}))), None);
+        assert_eq!(opted_out_by(None), None);
+        let event = |reason: &str, time: &str| EventSummary {
+            reason: reason.to_owned(),
+            type_: "Normal".to_owned(),
+            note: "n\u{7}ote".to_owned(),
+            time: time.parse().ok(),
+            count: 1,
+        };
+        let last = last_event(vec![
+            event("Rolled", "2026-01-01T00:00:00Z"),
+            event("Halted", "2026-01-02T00:00:00Z"),
+            event("ScalingReplicaSet", "2026-01-03T00:00:00Z"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (last.reason.as_str(), last.note.as_str()),
+            ("Halted", "note")
+        );
+        assert!(last_event(vec![event("Killing", "2026-01-01T00:00:00Z")]).is_none());
+    }
+}
