@@ -34,7 +34,8 @@ pub use engine::{
 pub use follow::{FOLLOW_INTERVAL, RolloutWatch};
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
 pub use read::{
-    ReadError, SecretSummary, list_secrets, read_config_map, read_secret_metadata, read_workload,
+    EventSummary, ReadError, SecretSummary, list_secrets, list_workload_events, read_config_map,
+    read_secret_metadata, read_source_metadata, read_source_reduced, read_workload,
 };
 pub use review::{TokenReview, review_token};
 pub use transport::Timeouts;

@@ -2,11 +2,12 @@
 //! limit and the real HTTP status line, for preflight checks and `render --previous-from-cluster`.
 
 use http::{Method, Request, StatusCode};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::client::Body;
 use rollsafe_core::failure::TransportFailure;
 use rollsafe_core::name::{ConfigMapName, Namespace, SecretName};
+use rollsafe_core::reference::TargetKind;
 use rollsafe_core::workload::WorkloadKind;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
@@ -96,6 +97,47 @@ pub async fn read_workload(
     let plural = kind.plural();
     let path = format!("/apis/apps/v1/namespaces/{namespace}/{plural}/{name}");
     read_object(client, path, "application/json", timeout).await
+}
+
+/// Reads a Secret's or ConfigMap's metadata and nothing else (`PartialObjectMetadata`, as
+/// [`read_secret_metadata`]); `Ok(None)` when it does not exist (404). `name` must be a valid
+/// object name (a DNS-1123 subdomain): the caller checks it before asking.
+pub async fn read_source_metadata(
+    client: &kube::Client,
+    kind: TargetKind,
+    namespace: &Namespace,
+    name: &str,
+    timeout: std::time::Duration,
+) -> Result<Option<ObjectMeta>, ReadError> {
+    let path = source_path(kind, namespace, name);
+    let read: Option<MetadataOnly> = read_object(client, path, METADATA_ONLY, timeout).await?;
+    Ok(read.map(|object| object.metadata))
+}
+
+/// Reads a Secret or ConfigMap in full and hands it to `reduce`, returning only what `reduce`
+/// keeps: the object, a Secret's values with it, is dropped before this returns and never
+/// leaves this function (the caller reduces it to digests). `Ok(None)` when it does not exist
+/// (404). `name` must be a valid object name: the caller checks it before asking.
+pub async fn read_source_reduced<T>(
+    client: &kube::Client,
+    kind: TargetKind,
+    namespace: &Namespace,
+    name: &str,
+    timeout: std::time::Duration,
+    reduce: impl FnOnce(&serde_json::Value) -> T,
+) -> Result<Option<T>, ReadError> {
+    let path = source_path(kind, namespace, name);
+    let read: Option<serde_json::Value> =
+        read_object(client, path, "application/json", timeout).await?;
+    Ok(read.map(|object| reduce(&object)))
+}
+
+fn source_path(kind: TargetKind, namespace: &Namespace, name: &str) -> String {
+    let plural = match kind {
+        TargetKind::Secret => "secrets",
+        TargetKind::ConfigMap => "configmaps",
+    };
+    format!("/api/v1/namespaces/{namespace}/{plural}/{name}")
 }
 
 /// Reads the object at `path`, built from validated names so it cannot be malformed, in the
@@ -194,4 +236,69 @@ pub async fn list_secrets(
         }
     }
     Ok(out)
+}
+
+/// One Event about an object, as `kubectl describe` shows it: never more than these fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSummary {
+    /// `reason` (`Rolled`, `Halted` …).
+    pub reason: String,
+    /// `Normal` or `Warning`.
+    pub type_: String,
+    /// The note (core `message`).
+    pub note: String,
+    /// When it last happened: the series' last observation, else `eventTime`, else
+    /// `lastTimestamp`, else `firstTimestamp`, else the object's creation.
+    pub time: Option<jiff::Timestamp>,
+    /// How many times it happened (1 unless the recorder counted repeats into it).
+    pub count: i32,
+}
+
+/// The most Events read about one object.
+const EVENT_PAGE_SIZE: u32 = 500;
+
+/// The Events about workload `name` of `kind` in `namespace` (core `v1` Events selected by
+/// `involvedObject.kind` and `involvedObject.name`, which every API server serves for Events
+/// written through `events.k8s.io/v1` too), at most 500, within `timeout`, in no particular
+/// order.
+pub async fn list_workload_events(
+    client: &kube::Client,
+    namespace: &Namespace,
+    kind: WorkloadKind,
+    name: &str,
+    timeout: std::time::Duration,
+) -> Result<Vec<EventSummary>, ReadError> {
+    let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), namespace.as_str());
+    let fields = format!(
+        "involvedObject.kind={},involvedObject.name={name}",
+        kind.as_str()
+    );
+    let params = kube::api::ListParams::default()
+        .fields(&fields)
+        .limit(EVENT_PAGE_SIZE);
+    let list = match tokio::time::timeout(timeout, api.list(&params)).await {
+        Ok(Ok(list)) => list,
+        Ok(Err(kube::Error::Api(status))) => return Err(ReadError::Status(status.code)),
+        Ok(Err(error)) => return Err(ReadError::Transport(transport::classify_error(&error))),
+        Err(_) => return Err(ReadError::Timeout),
+    };
+    Ok(list.items.into_iter().map(summary).collect())
+}
+
+fn summary(event: Event) -> EventSummary {
+    let series = event.series.as_ref();
+    let time = series
+        .and_then(|s| s.last_observed_time.as_ref())
+        .map(|t| t.0)
+        .or(event.event_time.as_ref().map(|t| t.0))
+        .or(event.last_timestamp.as_ref().map(|t| t.0))
+        .or(event.first_timestamp.as_ref().map(|t| t.0))
+        .or(event.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    EventSummary {
+        reason: event.reason.unwrap_or_default(),
+        type_: event.type_.unwrap_or_default(),
+        note: event.message.unwrap_or_default(),
+        time,
+        count: series.map_or(event.count.unwrap_or(1), |s| s.count.unwrap_or(1)),
+    }
 }

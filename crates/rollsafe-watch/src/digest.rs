@@ -130,6 +130,11 @@ impl Fingerprinter {
         })
     }
 
+    /// Whether it computes keyed digests (`v1k:`).
+    pub fn is_keyed(&self) -> bool {
+        self.key.is_some()
+    }
+
     /// Reads the key from a file.
     pub fn from_key_file(path: &std::path::Path) -> Result<Self, KeyError> {
         let bytes = std::fs::read(path).map_err(KeyError::Read)?;
@@ -264,6 +269,26 @@ pub fn changed_objects<'a>(
             )
         })
         .collect()
+}
+
+/// The objects of `consumed` that have an entry in `record` (what it was last rolled for or
+/// adopted with); empty for a record from before per-object entries.
+pub fn recorded_objects<'a>(
+    record: &str,
+    consumed: impl Iterator<Item = &'a ConfigRef>,
+) -> Vec<&'a ConfigRef> {
+    let Some(recorded) = parse_record(record).1 else {
+        return Vec::new();
+    };
+    consumed
+        .filter(|config| recorded.contains_key(record_id(config).as_str()))
+        .collect()
+}
+
+/// Whether a record (or digest) was computed under a fingerprint key (`v1k:`): only a
+/// [`Fingerprinter`] with that key computes comparable values.
+pub fn is_keyed(record: &str) -> bool {
+    record.starts_with("v1k:")
 }
 
 /// An object's id in a record.
@@ -537,5 +562,22 @@ mod tests {
         assert_eq!(entries.get(id), Some(state), "db's entry is unchanged");
         // `v1:` + 64 hex, `;`, then 12 + 1 + 16 per object and the commas.
         assert_eq!(both.len(), 3 + 64 + 1 + 2 * 29 + 1, "{both}");
+    }
+
+    #[test]
+    fn recorded_objects_are_the_consumed_ones_with_an_entry() {
+        let db = cref(TargetKind::Secret, "db");
+        let settings = cref(TargetKind::ConfigMap, "settings");
+        let consumption: Consumption = BTreeMap::from([(db.clone(), Keys::All)]);
+        let state = source("u-1", &[("password", "x")]);
+        let f = Fingerprinter::unkeyed();
+        let record = f.record(&consumption, |_| Some(&state));
+        let consumed = [db.clone(), settings];
+        assert_eq!(recorded_objects(&record, consumed.iter()), [&db]);
+        assert!(recorded_objects("v1:abc", consumed.iter()).is_empty());
+        assert!(!is_keyed(&record) && !f.is_keyed());
+        let keyed = Fingerprinter::keyed(b"0123456789abcdef").unwrap();
+        assert!(keyed.is_keyed());
+        assert!(is_keyed(&keyed.record(&consumption, |_| Some(&state))));
     }
 }

@@ -24,6 +24,7 @@ mod stdout;
 mod target;
 mod token;
 mod watch;
+mod why;
 
 use std::process::ExitCode;
 
@@ -81,6 +82,10 @@ enum Command {
     Token(token::Args),
     /// Roll opted-in workloads when the live Secrets and ConfigMaps they consume change.
     Watch(watch::Args),
+    /// Explain one workload: what it consumes, whether rollsafe watch watches it, and whether
+    /// it would roll it now.
+    #[command(after_help = why::EXIT_CODES)]
+    Why(why::Args),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Token(args) => token::run(args),
         Command::Watch(args) => watch::run(args),
+        Command::Why(args) => why::run(args),
     };
     process::flush_logs();
     match result {

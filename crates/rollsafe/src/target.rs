@@ -1,11 +1,14 @@
 //! The one target form of the commands that name a Secret (`restart`, `restart-consumers`,
-//! `consumers`), as kubectl users expect: `-n NAMESPACE NAME`, or `NAMESPACE/NAME`.
+//! `consumers`), as kubectl users expect: `-n NAMESPACE NAME`, or `NAMESPACE/NAME`; and the
+//! kubectl form of a workload (`why`): `KIND/NAME` with `-n NAMESPACE` ([`WorkloadTarget`]).
 //!
 //! Without either, the kube commands use the kubeconfig context's namespace; `restart` has no
 //! kubeconfig and needs one of the two. Both forms at once must agree. The text is parsed after
 //! clap, because a usage error exits 2, which the restart commands reserve for `partial`.
 
 use rollsafe_core::name::{Namespace, SecretName};
+use rollsafe_core::validation::is_dns1123_subdomain;
+use rollsafe_core::workload::WorkloadKind;
 
 /// The rule a Secret name follows, for its error message.
 const SECRET_NAME_RULE: &str = "a Secret name must be a lowercase RFC 1123 subdomain: lower-case \
@@ -51,6 +54,72 @@ impl Target {
     }
 }
 
+/// The kinds and their kubectl spellings (singular, plural, short name; case-insensitive, with
+/// or without the `.apps` group).
+const WORKLOAD_KINDS: &[(&str, WorkloadKind)] = &[
+    ("deployment", WorkloadKind::Deployment),
+    ("deployments", WorkloadKind::Deployment),
+    ("deploy", WorkloadKind::Deployment),
+    ("statefulset", WorkloadKind::StatefulSet),
+    ("statefulsets", WorkloadKind::StatefulSet),
+    ("sts", WorkloadKind::StatefulSet),
+    ("daemonset", WorkloadKind::DaemonSet),
+    ("daemonsets", WorkloadKind::DaemonSet),
+    ("ds", WorkloadKind::DaemonSet),
+];
+
+/// A workload named on the command line as kubectl names it: `deployment/NAME`,
+/// `deploy/NAME`, `statefulset/NAME`, `sts/NAME`, `daemonset/NAME`, `ds/NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WorkloadTarget {
+    /// The kind.
+    pub kind: WorkloadKind,
+    /// The name, a valid object name.
+    pub name: String,
+}
+
+impl WorkloadTarget {
+    /// Parses `KIND/NAME`.
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
+        let Some((kind, name)) = text.split_once('/') else {
+            anyhow::bail!(
+                "invalid workload {text:?}: give KIND/NAME, e.g. deployment/api (kinds: \
+                 deployment, statefulset, daemonset, or deploy, sts, ds)"
+            );
+        };
+        let lower = kind.to_ascii_lowercase();
+        let lower = lower.strip_suffix(".apps").unwrap_or(&lower);
+        let Some(&(_, kind)) = WORKLOAD_KINDS.iter().find(|(k, _)| *k == lower) else {
+            anyhow::bail!(
+                "invalid workload kind {kind:?}: rollsafe explains deployment, statefulset and \
+                 daemonset (or deploy, sts, ds)"
+            );
+        };
+        if !is_dns1123_subdomain(name) {
+            anyhow::bail!("invalid {kind} name {name:?}: {OBJECT_NAME_RULE}");
+        }
+        Ok(Self {
+            kind,
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// The rule a workload name follows, for its error message.
+const OBJECT_NAME_RULE: &str = "a name must be a lowercase RFC 1123 subdomain: lower-case \
+    letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 \
+    characters";
+
+/// `-n`, parsed (`None`: the context's namespace).
+pub(crate) fn namespace_flag(flag: Option<&str>) -> anyhow::Result<Option<Namespace>> {
+    flag.map(|namespace| {
+        namespace
+            .parse::<Namespace>()
+            .map_err(|_| anyhow::anyhow!("invalid namespace {namespace:?}: {NAMESPACE_RULE}"))
+    })
+    .transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +158,35 @@ mod tests {
                 (expected, got) => panic!("{flag:?} {text:?}: {expected:?} vs {got:?}"),
             }
         }
+    }
+
+    #[test]
+    fn workload_targets() {
+        let ok = [
+            ("deployment/api", WorkloadKind::Deployment),
+            ("deploy/api", WorkloadKind::Deployment),
+            ("Deployments.apps/api", WorkloadKind::Deployment),
+            ("sts/db", WorkloadKind::StatefulSet),
+            ("statefulset/db", WorkloadKind::StatefulSet),
+            ("ds/agent", WorkloadKind::DaemonSet),
+            ("daemonsets/agent", WorkloadKind::DaemonSet),
+        ];
+        for (text, kind) in ok {
+            let target = WorkloadTarget::parse(text).unwrap();
+            assert_eq!(target.kind, kind, "{text}");
+        }
+        let bad = [
+            ("api", "give KIND/NAME"),
+            ("pod/api", "invalid workload kind"),
+            ("deployment/", "invalid Deployment name"),
+            ("deployment/Api", "invalid Deployment name"),
+            ("deployment/a/b", "invalid Deployment name"),
+        ];
+        for (text, message) in bad {
+            let error = WorkloadTarget::parse(text).unwrap_err().to_string();
+            assert!(error.contains(message), "{text}: {error}");
+        }
+        assert!(namespace_flag(Some("Bad_NS")).is_err());
+        assert_eq!(namespace_flag(None).unwrap(), None);
     }
 }

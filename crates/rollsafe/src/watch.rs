@@ -190,7 +190,8 @@ fn identity(instance: Option<String>) -> String {
         .unwrap_or_else(|| format!("rollsafe-watch-{}", uuid::Uuid::new_v4()))
 }
 
-fn fingerprinter(key_file: Option<&Path>) -> anyhow::Result<Fingerprinter> {
+/// The fingerprinter of `--fingerprint-key-file` (unkeyed without one); `why` reads the same flag.
+pub(crate) fn fingerprinter(key_file: Option<&Path>) -> anyhow::Result<Fingerprinter> {
     match key_file {
         Some(path) => Fingerprinter::from_key_file(path)
             .with_context(|| format!("cannot use the fingerprint key file {}", path.display())),
