@@ -1406,3 +1406,85 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
     assert_eq!((rolled("api"), rolled("web"), rolled("worker")), (2, 1, 1));
     restarted.stop().await;
 }
+
+/// The progression across a leader change: the new leader reads it off the workloads, holds
+/// what the old one held, and completes it for the fixed Secret.
+#[tokio::test]
+async fn a_progression_survives_a_leader_change() {
+    use rollsafe_watch::leader::elect;
+    let consumer = |name: &str| {
+        let mut object = deployment(
+            name,
+            "true",
+            json!([key_ref("P", "db", "password")]),
+            json!([]),
+        );
+        object["spec"]["progressDeadlineSeconds"] = json!(1);
+        object
+    };
+    let progressive = || json!({"rollsafe.dev/rollout": "progressive"});
+    let env = Env::start(vec![
+        secret("db", &[("password", "hunter2")], progressive()),
+        consumer("api"),
+        consumer("web"),
+    ])
+    .await;
+    env.emu
+        .change_settings(rollsafe_emulator::SettingsChange {
+            pod_ready_millis: Some(200),
+            progress_deadline_scale: None,
+        })
+        .unwrap();
+    env.emu.add_fault(
+        rollsafe_emulator::Fault::on("patch", "deployments")
+            .name("api")
+            .nth(2)
+            .then(rollsafe_emulator::FaultAction::rollout_fails(
+                "CrashLoopBackOff",
+                "",
+            )),
+    );
+    let replica = |election: &rollsafe_watch::leader::Election| {
+        let controller = Controller::new(env.connection.client(None), settings())
+            .with_leadership(election.leader.clone());
+        Running::spawn(controller)
+    };
+    let a = elect(env.connection.client(None), &lease("a"))
+        .await
+        .unwrap();
+    let mut first = replica(&a);
+    first
+        .until("a leads and adopts", |s| s.leader && s.adoptions == 2)
+        .await;
+    let b = elect(env.connection.client(None), &lease("b"))
+        .await
+        .unwrap();
+    let mut second = replica(&b);
+    second.settled().await;
+    env.put(secret("db", &[("password", "bad")], progressive()));
+    first
+        .until("the canary rolled and web held", |s| {
+            s.rolls == 1 && s.held == 1
+        })
+        .await;
+    assert_eq!((env.rollouts("api"), env.rollouts("web")), (1, 0));
+
+    // The leader dies; the other takes over and holds web too, rolling nothing.
+    a.task.abort();
+    first.stop().await;
+    drop(a);
+    second
+        .until("the follower takes over and holds web", |s| {
+            s.leader && s.held == 1
+        })
+        .await;
+    assert_eq!((env.rollouts("api"), env.rollouts("web")), (1, 0));
+    assert_eq!(second.status.borrow().rolls, 0);
+
+    env.put(secret("db", &[("password", "fixed")], progressive()));
+    second
+        .until("the fix rolls the canary, then web", |s| s.rolls == 2)
+        .await;
+    assert_eq!((env.rollouts("api"), env.rollouts("web")), (2, 1));
+    second.stop().await;
+}
