@@ -16,6 +16,8 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::reference::{ConfigRef, TargetKind};
+
+pub mod reloader;
 use crate::validation::is_dns1123_subdomain;
 
 /// The annotation that halts a workload (written by the flap stop; removing it resumes). Its
@@ -38,6 +40,16 @@ pub enum OptIn {
     Template,
     /// Exactly these objects, every key.
     List(BTreeSet<ConfigRef>),
+    /// The pod template's references of the chosen kinds, with key precision, and these
+    /// objects, every key (Reloader's per-kind annotations, [`reloader`]).
+    Select {
+        /// The referenced Secrets.
+        secrets: bool,
+        /// The referenced ConfigMaps.
+        config_maps: bool,
+        /// Named objects, referenced or not.
+        listed: BTreeSet<ConfigRef>,
+    },
 }
 
 /// Why a `rollsafe.dev/watch` value on a workload is not understood. The workload is then not
@@ -144,6 +156,21 @@ impl WatchState {
             Ok(OptIn::Template) => WatchState::OptedIn,
             Ok(OptIn::List(listed)) if listed.contains(target) => WatchState::OptedIn,
             Ok(OptIn::List(_)) => WatchState::NotListed,
+            Ok(OptIn::Select {
+                secrets,
+                config_maps,
+                listed,
+            }) => {
+                let by_kind = match target.kind {
+                    TargetKind::Secret => secrets,
+                    TargetKind::ConfigMap => config_maps,
+                };
+                if by_kind || listed.contains(target) {
+                    WatchState::OptedIn
+                } else {
+                    WatchState::NotListed
+                }
+            }
             Ok(OptIn::Off) => WatchState::OptedOut,
             Err(_) => WatchState::Invalid,
         }

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use base64::Engine as _;
+use rollsafe_core::opt_in::reloader;
 use rollsafe_core::reference::{ConfigRef, TargetKind};
 use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, classify};
 use rollsafe_core::workload::{Deferral, WorkloadKind};
@@ -61,6 +62,12 @@ impl SourceEntry {
     /// not valid base64 is hashed as its text. ConfigMap `data` is hashed as UTF-8 text and
     /// `binaryData` decoded.
     pub fn from_object(kind: TargetKind, object: &Value) -> Self {
+        Self::from_object_in(kind, object, false)
+    }
+
+    /// As [`SourceEntry::from_object`]; with `reloader_compat`, Reloader's
+    /// `reloader.stakater.com/ignore: "true"` opts the object out too.
+    pub fn from_object_in(kind: TargetKind, object: &Value, reloader_compat: bool) -> Self {
         let metadata = object.get("metadata");
         let text = |field: &str| {
             metadata
@@ -108,7 +115,12 @@ impl SourceEntry {
                 opted_out: annotations::source_opted_out(
                     annotation(WATCH),
                     annotation(RESTART_ON_CHANGE),
-                ),
+                ) || (reloader_compat
+                    && reloader::reloader_ignored(
+                        metadata
+                            .and_then(|m| m.get("annotations"))
+                            .and_then(Value::as_object),
+                    )),
                 keys,
             },
             progressive: annotation(ROLLOUT_ANNOTATION)
@@ -182,6 +194,8 @@ pub struct WorkloadEntry {
     pub opt_in_error: Option<&'static str>,
     /// Its `rollsafe.dev/rollout-wave` value, if any.
     pub wave: Option<Box<str>>,
+    /// What to say of its Reloader annotations.
+    pub reloader: ReloaderNote,
     /// Where its rollout stands, as its last observed object says.
     pub rollout: RolloutState,
 }
@@ -189,13 +203,48 @@ pub struct WorkloadEntry {
 impl WorkloadEntry {
     /// Reduces a live workload (as JSON) to its entry under `--all` = `all`.
     pub fn from_object(kind: WorkloadKind, object: &Value, all: bool) -> Self {
-        let annotation = |key: &str| {
-            object
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(key))
-                .and_then(Value::as_str)
+        Self::from_object_in(
+            kind,
+            object,
+            Watching {
+                all,
+                reloader_compat: false,
+            },
+        )
+    }
+
+    /// Reduces a live workload (as JSON) to its entry under `watching`. rollsafe's own
+    /// annotation comes first; with `--reloader-compat`, Reloader's annotations decide a
+    /// workload without it; then `--all`.
+    pub fn from_object_in(kind: WorkloadKind, object: &Value, watching: Watching) -> Self {
+        let annotations = object
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object);
+        let annotation = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
+        let reloader = match (annotation(WATCH), annotations) {
+            (None, Some(map)) => reloader::reloader_opt_in(map),
+            _ => None,
         };
-        let (opt_in, opt_in_error) = match annotations::workload_opt_in(annotation(WATCH), all) {
+        let (read, reloader_note) = match reloader {
+            Some(_) if !watching.reloader_compat => (
+                annotations::workload_opt_in(None, watching.all),
+                ReloaderNote::WithoutCompat,
+            ),
+            Some(Ok(read)) => {
+                let note = if read.unsupported.is_some() {
+                    ReloaderNote::Unsupported
+                } else {
+                    ReloaderNote::None
+                };
+                (Ok(read.opt_in), note)
+            }
+            Some(Err(error)) => (Err(error), ReloaderNote::None),
+            None => (
+                annotations::workload_opt_in(annotation(WATCH), watching.all),
+                ReloaderNote::None,
+            ),
+        };
+        let (opt_in, opt_in_error) = match read {
             Ok(opt_in) => (opt_in, None),
             Err(error) => (OptIn::Off, Some(error.code())),
         };
@@ -212,8 +261,30 @@ impl WorkloadEntry {
             opt_in_error,
             wave: annotation(WAVE_ANNOTATION).map(Box::from),
             rollout: classify(kind, object).state,
+            reloader: reloader_note,
         }
     }
+}
+
+/// How workloads opt in: `--all`, `--reloader-compat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Watching {
+    /// Every workload is opted in unless it says `"false"`.
+    pub all: bool,
+    /// Reloader's annotations are honoured with Reloader's meaning.
+    pub reloader_compat: bool,
+}
+
+/// What the controller should say, once, of a workload's Reloader annotations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReloaderNote {
+    /// Nothing.
+    #[default]
+    None,
+    /// It has Reloader's annotations and no rollsafe one, and `--reloader-compat` is off.
+    WithoutCompat,
+    /// Honoured, but one of its Reloader annotations is not implemented.
+    Unsupported,
 }
 
 /// One Secret or ConfigMap slot: its state when it exists, and the workloads consuming it (the
@@ -624,5 +695,47 @@ mod tests {
         assert_eq!(cache.consumers(&skey("db")).count(), 1, "still consumed");
         cache.delete_workload(&wkey("web"));
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn reloader_annotations_need_the_compat_flag_and_rollsafe_wins() {
+        let object = |annotations: Value| {
+            json!({"metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "1",
+                                "annotations": annotations},
+                   "spec": {"template": {"spec": {"containers": [{"name": "c",
+                       "envFrom": [{"secretRef": {"name": "db"}}, {"configMapRef": {"name": "cfg"}}]}]}}}})
+        };
+        let read = |annotations: Value, reloader_compat: bool| {
+            WorkloadEntry::from_object_in(
+                WorkloadKind::Deployment,
+                &object(annotations),
+                Watching {
+                    all: false,
+                    reloader_compat,
+                },
+            )
+        };
+        let auto = json!({"reloader.stakater.com/auto": "true"});
+        let without = read(auto.clone(), false);
+        assert!(!without.facts.watched);
+        assert_eq!(without.reloader, ReloaderNote::WithoutCompat);
+        let with = read(auto, true);
+        assert!(with.facts.watched);
+        assert_eq!(with.consumption.objects().count(), 2);
+        // rollsafe's own annotation decides when both are there.
+        let both = read(
+            json!({"reloader.stakater.com/auto": "true", "rollsafe.dev/watch": "false"}),
+            true,
+        );
+        assert!(!both.facts.watched);
+        let secrets = read(json!({"secret.reloader.stakater.com/auto": "true"}), true);
+        let kinds: Vec<TargetKind> = secrets.consumption.objects().map(|c| c.kind).collect();
+        assert_eq!(kinds, [TargetKind::Secret]);
+        let unsupported = read(
+            json!({"reloader.stakater.com/auto": "true", "reloader.stakater.com/search": "true"}),
+            true,
+        );
+        assert_eq!(unsupported.reloader, ReloaderNote::Unsupported);
+        assert!(unsupported.facts.watched);
     }
 }

@@ -48,26 +48,49 @@ pub fn consumption(opt_in: &OptIn, pod_template: Option<&Value>) -> Consumption 
                 out.insert(config.clone(), Keys::All);
             }
         }
-        OptIn::Template => {
-            let Some(template) = pod_template else {
-                return out;
-            };
-            for reference in reference::extract(template) {
-                let keys = keys_of(template, &reference);
-                let config = ConfigRef {
-                    kind: reference.kind,
-                    name: reference.name,
-                };
-                match out.get_mut(&config) {
-                    Some(existing) => existing.merge(keys),
-                    None => {
-                        out.insert(config, keys);
-                    }
-                }
+        OptIn::Template => referenced(&mut out, pod_template, |_| true),
+        OptIn::Select {
+            secrets,
+            config_maps,
+            listed,
+        } => {
+            referenced(&mut out, pod_template, |kind| match kind {
+                TargetKind::Secret => *secrets,
+                TargetKind::ConfigMap => *config_maps,
+            });
+            for config in listed {
+                out.insert(config.clone(), Keys::All);
             }
         }
     }
     out
+}
+
+/// Adds the pod template's references of the kinds `wanted` selects, with key precision.
+fn referenced(
+    out: &mut Consumption,
+    pod_template: Option<&Value>,
+    wanted: impl Fn(TargetKind) -> bool,
+) {
+    let Some(template) = pod_template else {
+        return;
+    };
+    for reference in reference::extract(template) {
+        if !wanted(reference.kind) {
+            continue;
+        }
+        let keys = keys_of(template, &reference);
+        let config = ConfigRef {
+            kind: reference.kind,
+            name: reference.name,
+        };
+        match out.get_mut(&config) {
+            Some(existing) => existing.merge(keys),
+            None => {
+                out.insert(config, keys);
+            }
+        }
+    }
 }
 
 /// The keys one reference consumes.

@@ -33,7 +33,9 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::annotations::{CONFIG_HASH, FIELD_MANAGER};
-use crate::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
+use crate::cache::{
+    Cache, ReloaderNote, SourceEntry, SourceKey, Watching, WorkloadEntry, WorkloadKey,
+};
 use crate::debounce::Debouncer;
 use crate::digest::Fingerprinter;
 use crate::leader::Leadership;
@@ -95,6 +97,9 @@ pub struct ControllerSettings {
     /// `--rollout progressive`: every source's consumers roll in waves, not only those of a
     /// source annotated `rollsafe.dev/rollout: progressive`.
     pub progressive_all: bool,
+    /// `--reloader-compat`: Stakater Reloader's annotations opt workloads in and sources out,
+    /// with Reloader's meaning (`rollsafe_core::opt_in::reloader`).
+    pub reloader_compat: bool,
 }
 
 impl Default for ControllerSettings {
@@ -114,6 +119,7 @@ impl Default for ControllerSettings {
             instance: None,
             progress_deadline: DEFAULT_PROGRESS_DEADLINE,
             progressive_all: false,
+            reloader_compat: false,
         }
     }
 }
@@ -249,6 +255,8 @@ pub struct Controller {
     stalled: HashSet<WorkloadKey>,
     /// Per held workload, the content it was announced held for.
     held: HashMap<WorkloadKey, String>,
+    /// Workloads whose Reloader annotations were reported (once each).
+    reloader_noted: HashSet<WorkloadKey>,
 }
 
 impl Controller {
@@ -275,6 +283,7 @@ impl Controller {
             finished: Vec::new(),
             stalled: HashSet::new(),
             held: HashMap::new(),
+            reloader_noted: HashSet::new(),
             client,
             settings,
             cache: Cache::default(),
@@ -460,9 +469,12 @@ impl Controller {
                     TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
                 };
                 let api = self.api(&scope, &resource);
+                let compat = self.settings.reloader_compat;
                 let stream = watcher(api, self.watch_config()).default_backoff().map(
                     move |event| match event {
-                        Ok(event) => Item::Source(id, kind, reduce(event, |o| source(kind, o))),
+                        Ok(event) => {
+                            Item::Source(id, kind, reduce(event, |o| source(kind, o, compat)))
+                        }
                         Err(error) => {
                             warn!(error = %error, "source watch error; kube backs off and relists");
                             Item::Error
@@ -483,11 +495,14 @@ impl Controller {
                 if let Some(selector) = &self.settings.selector {
                     config = config.labels(selector);
                 }
-                let all_flag = self.settings.all;
+                let watching = Watching {
+                    all: self.settings.all,
+                    reloader_compat: self.settings.reloader_compat,
+                };
                 let stream = watcher(api, config).default_backoff().map(move |event| {
                     match event {
                         Ok(event) => {
-                            Item::Workload(id, kind, reduce(event, |o| workload(kind, o, all_flag)))
+                            Item::Workload(id, kind, reduce(event, |o| workload(kind, o, watching)))
                         }
                         Err(error) => {
                             warn!(error = %error, "workload watch error; kube backs off and relists");
@@ -574,11 +589,13 @@ impl Controller {
                 }
                 Ev::Page(key, (entry, observation)) => {
                     self.streams[id].seen_workloads.insert(key.clone());
+                    self.note_reloader(&key, entry.reloader);
                     self.rollout_observed(&key, Some(*observation), now);
                     self.cache.apply_workload(key.clone(), entry);
                     self.debouncer.schedule(&key, now, window);
                 }
                 Ev::Apply(key, (entry, observation)) => {
+                    self.note_reloader(&key, entry.reloader);
                     self.rollout_observed(&key, Some(*observation), now);
                     self.cache.apply_workload(key.clone(), entry);
                     self.debouncer.schedule(&key, now, window);
@@ -602,6 +619,30 @@ impl Controller {
                     self.stream_synced(id);
                 }
             },
+        }
+    }
+
+    /// Says once per workload what its Reloader annotations come to, when that is not plain:
+    /// honoured with an annotation rollsafe does not implement (`warn`, counted), or present
+    /// without `--reloader-compat` (`info`: why nothing rolls it).
+    fn note_reloader(&mut self, key: &WorkloadKey, note: ReloaderNote) {
+        if note == ReloaderNote::None || !self.reloader_noted.insert(key.clone()) {
+            return;
+        }
+        match note {
+            ReloaderNote::Unsupported => {
+                warn!(
+                    workload = %key,
+                    code = "reloader_unsupported",
+                    "has a Reloader annotation rollsafe does not implement; the others are honoured"
+                );
+                self.metrics.reloader_unsupported.inc();
+            }
+            ReloaderNote::WithoutCompat => info!(
+                workload = %key,
+                "has Reloader annotations; pass --reloader-compat to honour them"
+            ),
+            ReloaderNote::None => {}
         }
     }
 
@@ -862,7 +903,11 @@ impl Controller {
         }
         // The acknowledged object is an observed state: evaluations before its watch event
         // arrives see the new resourceVersion and record.
-        if let Some((key, (entry, _))) = workload(key.kind, &object, self.settings.all) {
+        let watching = Watching {
+            all: self.settings.all,
+            reloader_compat: self.settings.reloader_compat,
+        };
+        if let Some((key, (entry, _))) = workload(key.kind, &object, watching) {
             self.cache.apply_workload(key, entry);
         }
         None
@@ -1077,14 +1122,21 @@ fn reduce<K, V>(
     }
 }
 
-fn source(kind: TargetKind, object: &DynamicObject) -> Option<(SourceKey, SourceEntry)> {
+fn source(
+    kind: TargetKind,
+    object: &DynamicObject,
+    reloader_compat: bool,
+) -> Option<(SourceKey, SourceEntry)> {
     let key = SourceKey {
         kind,
         namespace: object.metadata.namespace.clone()?,
         name: object.metadata.name.clone()?,
     };
     let value = serde_json::to_value(object).ok()?;
-    Some((key, SourceEntry::from_object(kind, &value)))
+    Some((
+        key,
+        SourceEntry::from_object_in(kind, &value, reloader_compat),
+    ))
 }
 
 /// A workload event's key, its cache entry, and its rollout observation (kept only while this
@@ -1092,7 +1144,7 @@ fn source(kind: TargetKind, object: &DynamicObject) -> Option<(SourceKey, Source
 fn workload(
     kind: WorkloadKind,
     object: &DynamicObject,
-    all: bool,
+    watching: Watching,
 ) -> Option<(WorkloadKey, (WorkloadEntry, Box<Observation>))> {
     let key = WorkloadKey {
         kind,
@@ -1103,6 +1155,9 @@ fn workload(
     let observation = Box::new(Observation::of(kind, &value, CONFIG_HASH));
     Some((
         key,
-        (WorkloadEntry::from_object(kind, &value, all), observation),
+        (
+            WorkloadEntry::from_object_in(kind, &value, watching),
+            observation,
+        ),
     ))
 }

@@ -66,6 +66,8 @@ pub struct ControllerMetrics {
     pub rollouts_stalled: Counter,
     /// Workloads a progressive roll held back (each workload and content once).
     pub held: Counter,
+    /// Workloads with a Reloader annotation rollsafe does not implement (each once).
+    pub reloader_unsupported: Counter,
 }
 
 impl Default for ControllerMetrics {
@@ -84,6 +86,7 @@ impl Default for ControllerMetrics {
             }),
             rollouts_stalled: Counter::default(),
             held: Counter::default(),
+            reloader_unsupported: Counter::default(),
         }
     }
 }
@@ -144,6 +147,11 @@ impl ControllerMetrics {
             "rollouts_held",
             "Workloads a progressive roll held back at a stalled earlier wave",
             self.held.clone(),
+        );
+        registry.register(
+            "reloader_unsupported",
+            "Workloads with a Reloader annotation rollsafe does not implement",
+            self.reloader_unsupported.clone(),
         );
     }
 

@@ -1488,3 +1488,103 @@ async fn a_progression_survives_a_leader_change() {
     assert_eq!((env.rollouts("api"), env.rollouts("web")), (2, 1));
     second.stop().await;
 }
+
+/// A cluster migrating from Stakater Reloader: with `--reloader-compat`, Reloader's annotations
+/// opt workloads in and sources out with Reloader's meaning; the first run adopts with zero
+/// rolls (Reloader's own traces on the workloads change nothing); then each annotation behaves
+/// as documented.
+#[tokio::test]
+async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders() {
+    let annotated = |name: &str, annotations: Value, env: Value, env_from: Value| {
+        let mut object = deployment(name, "true", env, env_from);
+        object["metadata"]["annotations"] = annotations;
+        object
+    };
+    let seeds = vec![
+        secret("db", &[("password", "hunter2")], json!({})),
+        secret(
+            "tls",
+            &[("crt", "c1")],
+            json!({"reloader.stakater.com/ignore": "true"}),
+        ),
+        config_map("settings", &[("mode", "a")]),
+        // Everything referenced, with Reloader's own traces of earlier reloads on it.
+        {
+            let mut object = annotated(
+                "auto",
+                json!({"reloader.stakater.com/auto": "true",
+                       "reloader.stakater.com/last-reloaded-from": "{\"kind\":\"SECRET\",\"name\":\"db\"}"}),
+                json!([key_ref("P", "db", "password"), {"name": "STAKATER_DB_SECRET", "value": "0f3a"}]),
+                json!([{"configMapRef": {"name": "settings"}}]),
+            );
+            object["spec"]["template"]["metadata"]["annotations"] =
+                json!({"reloader.stakater.com/last-reloaded-from": "x"});
+            object
+        },
+        // Only the referenced Secrets.
+        annotated(
+            "secrets-only",
+            json!({"secret.reloader.stakater.com/auto": "true"}),
+            json!([key_ref("P", "db", "password")]),
+            json!([{"configMapRef": {"name": "settings"}}]),
+        ),
+        // A named Secret the template does not reference.
+        annotated(
+            "listed",
+            json!({"secret.reloader.stakater.com/reload": "db"}),
+            json!([]),
+            json!([]),
+        ),
+        // Opted out.
+        annotated(
+            "off",
+            json!({"reloader.stakater.com/auto": "false"}),
+            json!([key_ref("P", "db", "password")]),
+            json!([]),
+        ),
+        // An ignored source.
+        annotated(
+            "uses-tls",
+            json!({"reloader.stakater.com/auto": "true"}),
+            json!([key_ref("T", "tls", "crt")]),
+            json!([]),
+        ),
+    ];
+    let env = Env::start(seeds).await;
+    let mut running = env.controller(ControllerSettings {
+        reloader_compat: true,
+        ..settings()
+    });
+    running
+        .until("the Reloader-annotated workloads adopted", |s| {
+            s.adoptions == 4 && s.pending == 0
+        })
+        .await;
+    let rolls = |name: &str| env.rollouts(name);
+    for name in ["auto", "secrets-only", "listed", "off", "uses-tls"] {
+        assert_eq!(rolls(name), 0, "{name}: migration rolls nothing");
+    }
+    env.put(secret("db", &[("password", "rotated")], json!({})));
+    running
+        .until("db's consumers rolled", |s| s.rolls == 3 && s.pending == 0)
+        .await;
+    assert_eq!(
+        ["auto", "secrets-only", "listed", "off"].map(rolls),
+        [1, 1, 1, 0]
+    );
+    env.put(config_map("settings", &[("mode", "b")]));
+    running
+        .until("settings' consumers rolled", |s| {
+            s.rolls == 4 && s.pending == 0
+        })
+        .await;
+    assert_eq!(["auto", "secrets-only"].map(rolls), [2, 1]);
+    env.put(secret(
+        "tls",
+        &[("crt", "c2")],
+        json!({"reloader.stakater.com/ignore": "true"}),
+    ));
+    running.settled().await;
+    assert_eq!(rolls("uses-tls"), 0, "an ignored Secret rolls nothing");
+    running.stop().await;
+}

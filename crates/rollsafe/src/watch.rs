@@ -60,6 +60,11 @@ pub(crate) struct Args {
     /// `rollsafe.dev/rollout: progressive`.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = RolloutMode::AllAtOnce, env = "ROLLSAFE_WATCH_ROLLOUT")]
     rollout: RolloutMode,
+    /// Honour Stakater Reloader's annotations with Reloader's meaning (reloader.stakater.com/auto,
+    /// secret.reloader.stakater.com/reload, reloader.stakater.com/ignore, …) on workloads and
+    /// sources without a rollsafe.dev/watch annotation.
+    #[arg(long, env = "ROLLSAFE_WATCH_RELOADER_COMPAT")]
+    reloader_compat: bool,
     /// Decide, log and count, but never patch.
     #[arg(long, env = "ROLLSAFE_WATCH_DRY_RUN")]
     dry_run: bool,
@@ -120,6 +125,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         debounce,
         progress_deadline,
         rollout,
+        reloader_compat,
         dry_run,
         fingerprint_key_file,
         max_rolls_per_minute,
@@ -149,6 +155,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         instance,
         progress_deadline,
         progressive_all: rollout == RolloutMode::Progressive,
+        reloader_compat,
         ..ControllerSettings::default()
     };
     let kube = KubeArgs {

@@ -131,7 +131,7 @@ impl WatchState {
         match value.map(|v| opt_in::workload_opt_in(Some(v), false)) {
             None => WatchState::Unset,
             Some(Ok(OptIn::Template)) => WatchState::OptedIn,
-            Some(Ok(OptIn::List(_))) => WatchState::Listed,
+            Some(Ok(OptIn::List(_) | OptIn::Select { .. })) => WatchState::Listed,
             Some(Ok(OptIn::Off)) => WatchState::OptedOut,
             Some(Err(_)) => WatchState::Invalid,
         }

@@ -1,0 +1,217 @@
+//! Stakater Reloader's annotations, read with Reloader's meaning when `rollsafe watch` runs with
+//! `--reloader-compat`: a workload Reloader would reload becomes one rollsafe watches, decided by
+//! rollsafe's engine (its record, key precision, the brakes).
+//!
+//! | Reloader annotation | on | rollsafe meaning |
+//! |---|---|---|
+//! | `reloader.stakater.com/auto: "true"` | workload | every referenced Secret and ConfigMap ([`OptIn::Template`]) |
+//! | `secret.reloader.stakater.com/auto: "true"` | workload | the referenced Secrets only |
+//! | `configmap.reloader.stakater.com/auto: "true"` | workload | the referenced ConfigMaps only |
+//! | `secret.reloader.stakater.com/reload: "a,b"` | workload | these Secrets, whole, referenced or not |
+//! | `configmap.reloader.stakater.com/reload: "x"` | workload | these ConfigMaps, whole |
+//! | `reloader.stakater.com/auto: "false"` | workload | not watched, whatever else it says |
+//! | `reloader.stakater.com/ignore: "true"` | Secret, ConfigMap | changes never roll anything |
+//!
+//! Any other annotation under Reloader's domains (`reloader.stakater.com/search` and `match`,
+//! `reloader.stakater.com/rollout-strategy`, …) is not implemented: [`ReloaderOptIn::unsupported`]
+//! names the first, so the controller reports it — never a silent default.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use super::{MAX_LIST_ENTRIES, OptIn, OptInError};
+use crate::reference::{ConfigRef, TargetKind};
+use crate::validation::is_dns1123_subdomain;
+
+/// Every referenced Secret and ConfigMap.
+pub const AUTO: &str = "reloader.stakater.com/auto";
+/// The referenced Secrets.
+pub const SECRET_AUTO: &str = "secret.reloader.stakater.com/auto";
+/// The referenced ConfigMaps.
+pub const CONFIGMAP_AUTO: &str = "configmap.reloader.stakater.com/auto";
+/// Named Secrets.
+pub const SECRET_RELOAD: &str = "secret.reloader.stakater.com/reload";
+/// Named ConfigMaps.
+pub const CONFIGMAP_RELOAD: &str = "configmap.reloader.stakater.com/reload";
+/// On a Secret or ConfigMap: never reload for it.
+pub const IGNORE: &str = "reloader.stakater.com/ignore";
+
+/// The domains of Reloader's annotations.
+const DOMAINS: [&str; 3] = [
+    "reloader.stakater.com/",
+    "secret.reloader.stakater.com/",
+    "configmap.reloader.stakater.com/",
+];
+
+/// What a workload's Reloader annotations ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReloaderOptIn {
+    /// The opt-in, in rollsafe's terms.
+    pub opt_in: OptIn,
+    /// The first Reloader annotation on it that rollsafe does not implement, if any.
+    pub unsupported: Option<String>,
+}
+
+/// Whether `key` is one of Reloader's annotations.
+pub fn is_reloader_annotation(key: &str) -> bool {
+    DOMAINS.iter().any(|domain| key.starts_with(domain))
+}
+
+/// Reads a workload's Reloader annotations; `None` when it has none.
+pub fn reloader_opt_in(
+    annotations: &Map<String, Value>,
+) -> Option<Result<ReloaderOptIn, OptInError>> {
+    if !annotations.keys().any(|key| is_reloader_annotation(key)) {
+        return None;
+    }
+    let text = |key: &str| annotations.get(key).and_then(Value::as_str).map(str::trim);
+    let flag = |key: &str| text(key).map(|v| v.eq_ignore_ascii_case("true"));
+    let unsupported = annotations
+        .keys()
+        .filter(|key| is_reloader_annotation(key))
+        .find(|key| {
+            ![
+                AUTO,
+                SECRET_AUTO,
+                CONFIGMAP_AUTO,
+                SECRET_RELOAD,
+                CONFIGMAP_RELOAD,
+            ]
+            .contains(&key.as_str())
+        })
+        .cloned();
+    let done = |opt_in| {
+        Some(Ok(ReloaderOptIn {
+            opt_in,
+            unsupported: unsupported.clone(),
+        }))
+    };
+    if flag(AUTO) == Some(false) {
+        return done(OptIn::Off);
+    }
+    let all = flag(AUTO) == Some(true);
+    let secrets = all || flag(SECRET_AUTO) == Some(true);
+    let config_maps = all || flag(CONFIGMAP_AUTO) == Some(true);
+    let mut listed = BTreeSet::new();
+    for (key, kind) in [
+        (SECRET_RELOAD, TargetKind::Secret),
+        (CONFIGMAP_RELOAD, TargetKind::ConfigMap),
+    ] {
+        let Some(value) = text(key) else {
+            continue;
+        };
+        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            // Reloader's regular-expression entries are not names: refused, not guessed.
+            if !is_dns1123_subdomain(name) {
+                return Some(Err(OptInError::Entry));
+            }
+            listed.insert(ConfigRef {
+                kind,
+                name: name.to_owned(),
+            });
+            if listed.len() > MAX_LIST_ENTRIES {
+                return Some(Err(OptInError::TooMany));
+            }
+        }
+    }
+    let opt_in = match (secrets, config_maps, listed.is_empty()) {
+        (true, true, true) => OptIn::Template,
+        (false, false, true) => OptIn::Off,
+        (false, false, false) => OptIn::List(listed),
+        _ => OptIn::Select {
+            secrets,
+            config_maps,
+            listed,
+        },
+    };
+    done(opt_in)
+}
+
+/// Whether a Secret or ConfigMap opted out with Reloader's `ignore`.
+pub fn reloader_ignored(annotations: Option<&Map<String, Value>>) -> bool {
+    annotations
+        .and_then(|a| a.get(IGNORE))
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refs(entries: &[(TargetKind, &str)]) -> BTreeSet<ConfigRef> {
+        entries
+            .iter()
+            .map(|(kind, name)| ConfigRef {
+                kind: *kind,
+                name: (*name).to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reloader_annotations_table() {
+        use TargetKind::{ConfigMap, Secret};
+        let ok = |opt_in| {
+            Some(Ok(ReloaderOptIn {
+                opt_in,
+                unsupported: None,
+            }))
+        };
+        let cases = [
+            (json!({"team": "a"}), None),
+            (json!({AUTO: "true"}), ok(OptIn::Template)),
+            (json!({AUTO: "false", SECRET_RELOAD: "db"}), ok(OptIn::Off)),
+            (
+                json!({SECRET_AUTO: "true"}),
+                ok(OptIn::Select {
+                    secrets: true,
+                    config_maps: false,
+                    listed: BTreeSet::new(),
+                }),
+            ),
+            (
+                json!({CONFIGMAP_AUTO: "true", SECRET_RELOAD: "db, tls"}),
+                ok(OptIn::Select {
+                    secrets: false,
+                    config_maps: true,
+                    listed: refs(&[(Secret, "db"), (Secret, "tls")]),
+                }),
+            ),
+            (
+                json!({SECRET_RELOAD: "db", CONFIGMAP_RELOAD: "settings"}),
+                ok(OptIn::List(refs(&[
+                    (Secret, "db"),
+                    (ConfigMap, "settings"),
+                ]))),
+            ),
+            (
+                json!({SECRET_RELOAD: "db-.*"}),
+                Some(Err(OptInError::Entry)),
+            ),
+            (json!({SECRET_AUTO: "false"}), ok(OptIn::Off)),
+        ];
+        for (annotations, expected) in cases {
+            let map = annotations.as_object().unwrap().clone();
+            assert_eq!(reloader_opt_in(&map), expected, "{annotations}");
+        }
+        let map = json!({AUTO: "true", "reloader.stakater.com/rollout-strategy": "restart"});
+        let read = reloader_opt_in(map.as_object().unwrap()).unwrap().unwrap();
+        assert_eq!(read.opt_in, OptIn::Template);
+        assert_eq!(
+            read.unsupported.as_deref(),
+            Some("reloader.stakater.com/rollout-strategy")
+        );
+    }
+
+    #[test]
+    fn ignore_is_reloaders_opt_out() {
+        let map = |v: &str| json!({IGNORE: v}).as_object().unwrap().clone();
+        assert!(reloader_ignored(Some(&map("true"))));
+        assert!(reloader_ignored(Some(&map(" TRUE "))));
+        assert!(!reloader_ignored(Some(&map("false"))));
+        assert!(!reloader_ignored(None));
+    }
+}
