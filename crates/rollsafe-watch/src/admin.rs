@@ -1,5 +1,6 @@
-//! The admin listener: `/metrics` (Prometheus text), `/healthz` (the process runs) and
-//! `/readyz` (every watch has listed once).
+//! The admin listener: `/metrics` (Prometheus text), `/healthz` and `/livez` (the process runs:
+//! the liveness probe charts expect under either name) and `/readyz` (every watch has listed
+//! once).
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ pub fn router(registry: Arc<Registry>, status: watch::Receiver<Status>) -> Route
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .with_state(AdminState { registry, status })
 }

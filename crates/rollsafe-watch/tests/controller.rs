@@ -866,6 +866,7 @@ async fn the_admin_listener_serves_metrics_and_readiness() {
         std::future::pending(),
     ));
     assert_eq!(get(addr, "/healthz").await.0, 200);
+    assert_eq!(get(addr, "/livez").await.0, 200);
     assert_eq!(get(addr, "/readyz").await.0, 503);
     drop(idle);
 
