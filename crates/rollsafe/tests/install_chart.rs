@@ -64,7 +64,8 @@ fn modes() -> Vec<(&'static str, Value)> {
             json!({"controller": {"enabled": true, "namespaces": ["team-a", "team-b"],
                                   "selector": "tier=web", "all": true, "dryRun": true,
                                   "debounce": "5s", "maxRollsPerMinute": 30, "burst": 5,
-                                  "flapLimit": "3/5m",
+                                  "flapLimit": "3/5m", "progressDeadline": "5m",
+                                  "rollout": "progressive", "reloaderCompat": true,
                                   "fingerprintKey": {"existingSecret": "rollsafe-fingerprint"}}}),
         ),
     ]
@@ -470,6 +471,14 @@ fn the_schema_refuses_bad_values_at_install_time() {
         (
             "a controller debounce without a unit",
             json!({"controller": {"enabled": true, "debounce": "2"}}),
+        ),
+        (
+            "an unknown controller rollout mode",
+            json!({"controller": {"enabled": true, "rollout": "canary"}}),
+        ),
+        (
+            "a zero controller progress deadline",
+            json!({"controller": {"enabled": true, "progressDeadline": "0s"}}),
         ),
         (
             "a controller Lease moved through extraEnv",
