@@ -23,6 +23,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::debug;
 
+use crate::inventory;
 use crate::read::ReadError;
 use crate::transport::{self, BodyError};
 
@@ -207,14 +208,8 @@ async fn list_all(
     let mut token: Option<String> = None;
     let mut bytes = 0;
     for _ in 0..FOLLOW_MAX_PAGES {
-        let mut path = format!(
-            "/apis/apps/v1/namespaces/{namespace}/{}?limit={FOLLOW_PAGE_SIZE}",
-            kind.plural()
-        );
-        if let Some(token) = &token {
-            path.push_str("&continue=");
-            path.push_str(&transport::encode_query_value(token));
-        }
+        let path =
+            inventory::page_path(kind, namespace.as_str(), FOLLOW_PAGE_SIZE, token.as_deref());
         let body = get(client, &path, FOLLOW_MAX_BYTES.saturating_sub(bytes)).await?;
         bytes += body.len() as u64;
         let mut list: Value = serde_json::from_slice(&body).map_err(|_| ReadError::Decode)?;

@@ -478,7 +478,12 @@ impl PageChecker {
 }
 
 /// The list path of one page.
-fn page_path(kind: WorkloadKind, namespace: &str, page_size: usize, token: Option<&str>) -> String {
+pub(crate) fn page_path(
+    kind: WorkloadKind,
+    namespace: &str,
+    page_size: usize,
+    token: Option<&str>,
+) -> String {
     let mut path = format!(
         "/apis/apps/v1/namespaces/{namespace}/{}?limit={page_size}",
         kind.plural()

@@ -217,6 +217,17 @@ impl WorkloadEntry {
     /// annotation comes first; with `--reloader-compat`, Reloader's annotations decide a
     /// workload without it; then `--all`.
     pub fn from_object_in(kind: WorkloadKind, object: &Value, watching: Watching) -> Self {
+        Self::classified(kind, object, watching, classify(kind, object).state)
+    }
+
+    /// As [`WorkloadEntry::from_object_in`], for a caller that classified the rollout already
+    /// (the controller, which keeps the whole verdict for the rollout it follows).
+    pub fn classified(
+        kind: WorkloadKind,
+        object: &Value,
+        watching: Watching,
+        rollout: RolloutState,
+    ) -> Self {
         let annotations = object
             .pointer("/metadata/annotations")
             .and_then(Value::as_object);
@@ -260,7 +271,7 @@ impl WorkloadEntry {
             plan: Plan::inspect(object).ok(),
             opt_in_error,
             wave: annotation(WAVE_ANNOTATION).map(Box::from),
-            rollout: classify(kind, object).state,
+            rollout,
             reloader: reloader_note,
         }
     }

@@ -24,7 +24,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::rollout::follow::Observation;
-use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState};
+use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState, classify};
 use rollsafe_core::workload::WorkloadKind;
 use serde_json::Value;
 use thiserror::Error;
@@ -1152,12 +1152,9 @@ fn workload(
         name: object.metadata.name.clone()?,
     };
     let value: Value = serde_json::to_value(object).ok()?;
-    let observation = Box::new(Observation::of(kind, &value, CONFIG_HASH));
-    Some((
-        key,
-        (
-            WorkloadEntry::from_object_in(kind, &value, watching),
-            observation,
-        ),
-    ))
+    // One classification for both: the cache keeps the state, a followed rollout the verdict.
+    let status = classify(kind, &value);
+    let entry = WorkloadEntry::classified(kind, &value, watching, status.state);
+    let observation = Box::new(Observation::classified(&value, CONFIG_HASH, status));
+    Some((key, (entry, observation)))
 }

@@ -38,6 +38,11 @@ impl Observation {
     /// Reads `object`, a workload of `kind`, whose pod-template annotation `marker_key` rollsafe
     /// set.
     pub fn of(kind: WorkloadKind, object: &Value, marker_key: &str) -> Self {
+        Self::classified(object, marker_key, classify(kind, object))
+    }
+
+    /// As [`Observation::of`], for a caller that classified `object` already.
+    pub fn classified(object: &Value, marker_key: &str, status: RolloutStatus) -> Self {
         Self {
             uid: object
                 .pointer("/metadata/uid")
@@ -49,7 +54,7 @@ impl Observation {
                 .pointer("/status/observedGeneration")
                 .and_then(Value::as_i64)
                 .unwrap_or(0),
-            status: classify(kind, object),
+            status,
         }
     }
 }
