@@ -1,11 +1,14 @@
 //! Fault injection: what can go wrong, and which requests it hits.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::sync::watch;
 
 /// Which requests a fault hits. Unset fields match anything.
 ///
-/// Counting: every request that matches the verb/resource/namespace/name filters is counted.
+/// Counting: every request that matches the verb/resource/namespace/name/user filters is counted.
 /// The fault fires on the `occurrence`-th matching request (1-based) and on the next
 /// `times - 1` matching requests after it; `times: 0` means on every matching request from the
 /// `occurrence`-th on.
@@ -24,6 +27,10 @@ pub struct FaultMatch {
     /// Object name (requests that name no object, such as lists, never match a name filter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The user the request acts as, after authentication and impersonation (the user it is
+    /// authorized as).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// The first matching request the fault fires on (1-based).
     #[serde(default = "one")]
     pub occurrence: u32,
@@ -43,6 +50,7 @@ impl Default for FaultMatch {
             resource: None,
             namespace: None,
             name: None,
+            user: None,
             occurrence: 1,
             times: 1,
         }
@@ -70,6 +78,13 @@ impl FaultMatch {
     #[must_use]
     pub fn name(mut self, name: &str) -> Self {
         self.name = Some(name.to_string());
+        self
+    }
+
+    /// Only for requests acting as this user (after impersonation).
+    #[must_use]
+    pub fn user(mut self, user: &str) -> Self {
+        self.user = Some(user.to_string());
         self
     }
 
@@ -101,12 +116,21 @@ impl FaultMatch {
         }
     }
 
-    /// Whether a request matches the filters (ignoring counting).
-    pub fn filters(&self, verb: &str, resource: &str, namespace: &str, name: &str) -> bool {
+    /// Whether a request matches the filters (ignoring counting); `user` is the user it acts
+    /// as.
+    pub fn filters(
+        &self,
+        verb: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        user: &str,
+    ) -> bool {
         self.verb.as_deref().is_none_or(|v| v == verb)
             && self.resource.as_deref().is_none_or(|r| r == resource)
             && self.namespace.as_deref().is_none_or(|n| n == namespace)
             && self.name.as_deref().is_none_or(|n| n == name)
+            && self.user.as_deref().is_none_or(|u| u == user)
     }
 }
 
@@ -209,6 +233,13 @@ pub enum FaultAction {
         #[serde(default = "crash_loop_message")]
         message: String,
     },
+    /// The stream silently stops, as a half-open connection or a stuck HTTP/2 stream looks to
+    /// a client, for as long as the fault stays registered. A watch is answered (status and
+    /// headers) but its body then delivers nothing — no events, no bookmarks, no end at its
+    /// timeout; once the fault is removed it delivers what it withheld, in order, and goes on
+    /// as a normal watch. Any other request is held before it is handled (nothing applied,
+    /// nothing answered) until the fault is removed, then handled normally.
+    Stall,
 }
 
 fn crash_loop() -> String {
@@ -286,6 +317,7 @@ impl FaultAction {
             Self::ConcurrentEdit { .. } => "concurrent edit".into(),
             Self::DeleteAndRecreate => "delete and recreate".into(),
             Self::RolloutFails { reason, .. } => format!("rollout fails ({reason})"),
+            Self::Stall => "stall".into(),
         }
     }
 }
@@ -323,11 +355,36 @@ pub struct FaultState {
     pub fired: u32,
 }
 
+/// Held by a request a [`FaultAction::Stall`] fired on: [`Release::wait`] resolves once the
+/// fault is removed (its sender in the table is dropped).
+#[derive(Debug, Clone)]
+pub(crate) struct Release(watch::Receiver<()>);
+
+impl Release {
+    /// Waits until the stall fault is removed.
+    pub(crate) async fn wait(mut self) {
+        // Nothing is ever sent: `changed` fails once the sender is dropped.
+        while self.0.changed().await.is_ok() {}
+    }
+}
+
+/// A fault that fired on a request.
+#[derive(Debug)]
+pub(crate) struct Fired {
+    /// The fault.
+    pub(crate) fault: Fault,
+    /// For a stall fault: resolves when the fault is removed.
+    pub(crate) release: Option<Release>,
+}
+
 /// The table of registered faults.
 #[derive(Debug, Default)]
 pub(crate) struct FaultTable {
     next_id: u64,
     faults: Vec<FaultState>,
+    /// Per stall fault that fired: the sender its stalled requests wait on, dropped (which
+    /// releases them) when the fault is removed.
+    stalls: HashMap<u64, watch::Sender<()>>,
 }
 
 impl FaultTable {
@@ -347,12 +404,14 @@ impl FaultTable {
     pub(crate) fn remove(&mut self, id: u64) -> bool {
         let before = self.faults.len();
         self.faults.retain(|f| f.id != id);
+        self.stalls.remove(&id);
         before != self.faults.len()
     }
 
     /// Removes all faults.
     pub(crate) fn clear(&mut self) {
         self.faults.clear();
+        self.stalls.clear();
     }
 
     /// Registered faults.
@@ -360,18 +419,23 @@ impl FaultTable {
         self.faults.clone()
     }
 
-    /// Counts the request against every fault whose filters match, and returns those that
-    /// fire, in registration order.
+    /// Counts the request (acting as `user`) against every fault whose filters match, and
+    /// returns those that fire, in registration order.
     pub(crate) fn hit(
         &mut self,
         verb: &str,
         resource: &str,
         namespace: &str,
         name: &str,
-    ) -> Vec<Fault> {
+        user: &str,
+    ) -> Vec<Fired> {
         let mut out = Vec::new();
         for f in &mut self.faults {
-            if !f.fault.matcher.filters(verb, resource, namespace, name) {
+            if !f
+                .fault
+                .matcher
+                .filters(verb, resource, namespace, name, user)
+            {
                 continue;
             }
             f.matched += 1;
@@ -379,7 +443,17 @@ impl FaultTable {
             let fires = f.matched >= m.occurrence && (m.times == 0 || f.fired < m.times);
             if fires {
                 f.fired += 1;
-                out.push(f.fault.clone());
+                let release = matches!(f.fault.action, FaultAction::Stall).then(|| {
+                    let sender = self
+                        .stalls
+                        .entry(f.id)
+                        .or_insert_with(|| watch::channel(()).0);
+                    Release(sender.subscribe())
+                });
+                out.push(Fired {
+                    fault: f.fault.clone(),
+                    release,
+                });
             }
         }
         out
@@ -399,10 +473,10 @@ mod tests {
                 .nth(2)
                 .then(FaultAction::status(500)),
         );
-        assert!(t.hit("patch", "deployments", "ns", "web").is_empty());
-        assert!(t.hit("patch", "deployments", "ns", "api").is_empty());
-        assert_eq!(t.hit("patch", "deployments", "ns", "web").len(), 1);
-        assert!(t.hit("patch", "deployments", "ns", "web").is_empty());
+        assert!(t.hit("patch", "deployments", "ns", "web", "u").is_empty());
+        assert!(t.hit("patch", "deployments", "ns", "api", "u").is_empty());
+        assert_eq!(t.hit("patch", "deployments", "ns", "web", "u").len(), 1);
+        assert!(t.hit("patch", "deployments", "ns", "web", "u").is_empty());
     }
 
     #[test]
@@ -414,9 +488,9 @@ mod tests {
                 .then(FaultAction::DropBeforeApply),
         );
         for _ in 0..5 {
-            assert_eq!(t.hit("get", "secrets", "ns", "s").len(), 1);
+            assert_eq!(t.hit("get", "secrets", "ns", "s", "u").len(), 1);
         }
-        assert!(t.hit("get", "configmaps", "ns", "s").is_empty());
+        assert!(t.hit("get", "configmaps", "ns", "s", "u").is_empty());
     }
 
     #[test]
@@ -444,5 +518,80 @@ mod tests {
             f.ok().map(|f| f.action),
             Some(FaultAction::rollout_fails("CrashLoopBackOff", "no key"))
         );
+        let text =
+            r#"{"verb":"watch","resource":"secrets","user":"replica-b","action":{"type":"stall"}}"#;
+        let f: Result<Fault, _> = serde_json::from_str(text);
+        let stall = Fault::on("watch", "secrets")
+            .user("replica-b")
+            .then(FaultAction::Stall);
+        assert_eq!(f.as_ref().ok(), Some(&stall));
+        let back = serde_json::to_value(&stall).ok();
+        assert_eq!(
+            back,
+            Some(
+                serde_json::json!({"verb": "watch", "resource": "secrets", "user": "replica-b",
+                "occurrence": 1, "times": 1, "action": {"type": "stall"}})
+            )
+        );
+        // Unset, the user is left out.
+        let any = serde_json::to_value(Fault::on("watch", "secrets").then(FaultAction::Stall));
+        assert!(any.is_ok_and(|v| v.get("user").is_none()));
+        assert_eq!(FaultAction::Stall.describe(), "stall");
+    }
+
+    #[test]
+    fn a_user_filter_matches_and_counts_that_user_only() {
+        let mut t = FaultTable::default();
+        t.add(
+            Fault::on("watch", "secrets")
+                .user("replica-b")
+                .then(FaultAction::Stall),
+        );
+        assert!(t.hit("watch", "secrets", "ns", "", "replica-a").is_empty());
+        assert_eq!(t.list()[0].matched, 0, "another user is not counted");
+        assert_eq!(t.hit("watch", "secrets", "ns", "", "replica-b").len(), 1);
+        assert!(t.hit("watch", "secrets", "ns", "", "replica-b").is_empty());
+        assert_eq!((t.list()[0].matched, t.list()[0].fired), (2, 1));
+    }
+
+    #[test]
+    fn a_stall_is_released_when_its_fault_is_removed() {
+        use futures::FutureExt as _;
+        let mut t = FaultTable::default();
+        let id = t.add(
+            Fault::on("get", "secrets")
+                .always()
+                .then(FaultAction::Stall),
+        );
+        let other = t.add(Fault::on("get", "secrets").then(FaultAction::status(500)));
+        let mut fired = t.hit("get", "secrets", "ns", "s", "u");
+        assert_eq!(fired.len(), 2);
+        assert!(fired[1].release.is_none(), "only stalls are held");
+        let first = fired.remove(0).release;
+        let second = t
+            .hit("get", "secrets", "ns", "s", "u")
+            .pop()
+            .and_then(|f| f.release);
+        let (Some(first), Some(second)) = (first, second) else {
+            panic!("a stall fault fired without a release");
+        };
+        assert!(first.clone().wait().now_or_never().is_none(), "held");
+        assert!(t.remove(other));
+        assert!(first.clone().wait().now_or_never().is_none(), "still held");
+        assert!(t.remove(id));
+        assert!(first.wait().now_or_never().is_some(), "released");
+        assert!(second.wait().now_or_never().is_some(), "released");
+
+        t.add(Fault::on("*", "*").then(FaultAction::Stall));
+        let held = t
+            .hit("get", "secrets", "ns", "s", "u")
+            .pop()
+            .and_then(|f| f.release);
+        assert!(
+            held.as_ref()
+                .is_some_and(|h| h.clone().wait().now_or_never().is_none())
+        );
+        t.clear();
+        assert!(held.is_some_and(|h| h.wait().now_or_never().is_some()));
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! On top of that it lets tests see and steer the server side: a request log, peak in-flight
 //! counters per (verb, resource), recorded rollouts, and fault injection (error statuses, delays,
-//! dropped connections before or after a write, list corruptions, concurrent edits).
+//! dropped connections before or after a write, list corruptions, concurrent edits, stalled
+//! watches and requests).
 //!
 //! # In-process use
 //!

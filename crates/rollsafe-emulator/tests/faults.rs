@@ -6,8 +6,10 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use rollsafe_emulator::{Fault, FaultAction, ListCorruption, RunningEmulator};
 use serde_json::{Value, json};
 
@@ -440,4 +442,207 @@ async fn admin(
     let text = String::from_utf8_lossy(&buf).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     (head.to_string(), body.to_string())
+}
+
+fn secret(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": name, "namespace": "shop"}, "data": {}})
+}
+
+async fn secrets(client: kube::Client) -> Api<Secret> {
+    Api::namespaced(client, "shop")
+}
+
+/// Polls until `cond` holds, failing after 5 s.
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within 5 s: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Whether a pending request is still unanswered after half a second.
+async fn still_held<T>(task: &mut tokio::task::JoinHandle<T>) -> bool {
+    tokio::time::timeout(Duration::from_millis(500), task)
+        .await
+        .is_err()
+}
+
+type SecretEvents = futures::stream::BoxStream<'static, kube::Result<WatchEvent<Secret>>>;
+
+async fn watch(api: &Api<Secret>) -> SecretEvents {
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        api.watch(&WatchParams::default().timeout(20), "0"),
+    )
+    .await
+    .expect("the response head arrives")
+    .expect("status 200")
+    .boxed()
+}
+
+/// Whether the stream stays silent for half a second (no event, no bookmark, no end).
+async fn silent(stream: &mut SecretEvents) -> bool {
+    tokio::time::timeout(Duration::from_millis(500), stream.try_next())
+        .await
+        .is_err()
+}
+
+async fn next_added(stream: &mut SecretEvents) -> Option<String> {
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+            .await
+            .expect("an event within 5 s")
+            .expect("a well-formed event")
+            .expect("the stream goes on");
+        match event {
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Added(s) => return s.metadata.name,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// The `user` filter matches the user a request acts as, after impersonation: bob's own watch
+/// and the admin's watch impersonating bob stall, the admin's own watch does not.
+#[tokio::test]
+async fn a_user_filter_stalls_only_that_users_watch() {
+    let emu = start().await;
+    let id = emu.add_fault(
+        Fault::on("watch", "secrets")
+            .user("bob")
+            .always()
+            .then(FaultAction::Stall),
+    );
+    let mut as_bob = config(&emu, "admin").await;
+    as_bob.auth_info.impersonate = Some("bob".to_owned());
+    let mut admin_watch = watch(&secrets(client(&emu, "admin").await).await).await;
+    let mut bob_watch = watch(&secrets(client(&emu, "bob").await).await).await;
+    let mut impersonated_watch =
+        watch(&secrets(kube::Client::try_from(as_bob).unwrap()).await).await;
+    emu.put_object(secret("db")).unwrap();
+    assert_eq!(next_added(&mut admin_watch).await.as_deref(), Some("db"));
+    assert!(silent(&mut bob_watch).await, "bob's watch stalls");
+    assert!(
+        silent(&mut impersonated_watch).await,
+        "so does one acting as bob"
+    );
+    let state = &emu.faults()[0];
+    assert_eq!(
+        (state.matched, state.fired),
+        (2, 2),
+        "the admin's watch is not counted"
+    );
+    let log = emu.requests_for("watch", "secrets");
+    let stalled: Vec<_> = log
+        .iter()
+        .map(|e| {
+            (
+                e.user.as_deref(),
+                e.impersonated_user.as_deref(),
+                e.faults.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stalled,
+        vec![
+            (Some("system:admin"), None, 0),
+            (Some("bob"), None, 1),
+            (Some("system:admin"), Some("bob"), 1),
+        ]
+    );
+    assert!(emu.remove_fault(id));
+    assert_eq!(next_added(&mut bob_watch).await.as_deref(), Some("db"));
+    assert_eq!(
+        next_added(&mut impersonated_watch).await.as_deref(),
+        Some("db")
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stalled_get_is_answered_only_after_the_fault_is_removed() {
+    let emu = start().await;
+    emu.put_object(secret("db")).unwrap();
+    let fault = json!({"verb": "get", "resource": "secrets", "action": {"type": "stall"}});
+    let (head, body) = admin(&emu, "POST", "/_emulator/faults", Some(fault)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head} {body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["id"].clone();
+    let api = secrets(client(&emu, "admin").await).await;
+    let mut get = tokio::spawn(async move { api.get("db").await });
+    until("the fault fired", || emu.faults()[0].fired == 1).await;
+    assert!(
+        still_held(&mut get).await,
+        "no answer while the fault is registered"
+    );
+    assert!(
+        emu.requests_for("get", "secrets").is_empty(),
+        "still in flight"
+    );
+    let (head, _) = admin(&emu, "DELETE", &format!("/_emulator/faults/{id}"), None).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let got = tokio::time::timeout(Duration::from_secs(5), get)
+        .await
+        .expect("answered once the fault is removed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.metadata.name.as_deref(), Some("db"));
+    let log = emu.requests_for("get", "secrets");
+    assert_eq!(
+        (log[0].status, log[0].faults.clone()),
+        (200, vec!["stall".to_owned()])
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stalled_create_applies_nothing_until_the_fault_is_removed() {
+    let emu = start().await;
+    emu.add_fault(Fault::on("create", "secrets").then(FaultAction::Stall));
+    let api = secrets(client(&emu, "admin").await).await;
+    let object: Secret = serde_json::from_value(secret("db")).unwrap();
+    let mut create = tokio::spawn(async move { api.create(&PostParams::default(), &object).await });
+    until("the fault fired", || emu.faults()[0].fired == 1).await;
+    assert!(still_held(&mut create).await);
+    assert!(
+        emu.get_object("secrets", Some("shop"), "db").is_none(),
+        "nothing applied"
+    );
+    let (head, _) = admin(&emu, "DELETE", "/_emulator/faults", None).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    tokio::time::timeout(Duration::from_secs(5), create)
+        .await
+        .expect("answered once the faults are cleared")
+        .unwrap()
+        .unwrap();
+    assert!(emu.get_object("secrets", Some("shop"), "db").is_some());
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_giving_up_on_a_stalled_request_goes_away() {
+    use tokio::io::AsyncWriteExt;
+    let emu = start().await;
+    emu.put_object(secret("db")).unwrap();
+    emu.add_fault(Fault::on("get", "secrets").then(FaultAction::Stall));
+    let mut s = tokio::net::TcpStream::connect(emu.addr()).await.unwrap();
+    let req = format!(
+        "GET /api/v1/namespaces/shop/secrets/db HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+        emu.admin_token()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    until("the fault fired", || emu.faults()[0].fired == 1).await;
+    drop(s);
+    let entry = emu
+        .wait_for_request(Duration::from_secs(5), |e| e.is("get", "secrets"))
+        .await
+        .expect("the request ends when its client hangs up");
+    assert_eq!((entry.status, entry.faults), (0, vec!["stall".to_owned()]));
+    assert_eq!(emu.faults().len(), 1, "the fault stays registered");
+    emu.shutdown().await;
 }

@@ -8,9 +8,10 @@ use std::time::Duration;
 use common::*;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
-use rollsafe_emulator::Emulator;
-use serde_json::json;
+use rollsafe_emulator::{Emulator, Fault, FaultAction, RunningEmulator};
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn initial_and_live_events() {
@@ -211,4 +212,116 @@ async fn streaming_lists_are_refused_as_by_a_1_33_server() {
         ),
         "{status:?}"
     );
+}
+
+fn secret(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": name, "namespace": "shop"}, "data": {}})
+}
+
+/// A Secret watch in shop from "0", as the admin (bookmarks allowed, kube's default), open once
+/// its response head arrived.
+async fn watch_secrets(
+    emu: &RunningEmulator,
+) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<Secret>>> {
+    let api: Api<Secret> = Api::namespaced(client(emu, "admin").await, "shop");
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        api.watch(&WatchParams::default().timeout(20), "0"),
+    )
+    .await
+    .expect("the response head arrives")
+    .expect("status 200")
+    .boxed()
+}
+
+/// Whether the stream stays silent for half a second (no event, no bookmark, no end).
+async fn silent(
+    stream: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Secret>>>,
+) -> bool {
+    tokio::time::timeout(Duration::from_millis(500), stream.try_next())
+        .await
+        .is_err()
+}
+
+async fn next_event(
+    stream: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Secret>>>,
+) -> WatchEvent<Secret> {
+    tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+        .await
+        .expect("an event within 5 s")
+        .expect("a well-formed event")
+        .expect("the stream goes on")
+}
+
+fn added_name(event: &WatchEvent<Secret>) -> Option<&str> {
+    match event {
+        WatchEvent::Added(s) => s.metadata.name.as_deref(),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_watch_is_answered_then_silent_until_the_fault_is_removed() {
+    let emu = start_with(Emulator::builder().bookmark_interval(Duration::from_millis(50))).await;
+    let fault: Fault = serde_json::from_value(
+        json!({"verb": "watch", "resource": "secrets", "action": {"type": "stall"}}),
+    )
+    .unwrap();
+    let id = emu.add_fault(fault);
+    let mut stream = watch_secrets(&emu).await;
+    let entry = emu
+        .wait_for_request(Duration::from_secs(5), |e| e.is("watch", "secrets"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (entry.status, entry.faults.clone()),
+        (200, vec!["stall".to_owned()])
+    );
+    emu.put_object(secret("db")).unwrap();
+    assert!(
+        silent(&mut stream).await,
+        "no ADDED, no BOOKMARK while the fault is registered"
+    );
+    assert!(emu.remove_fault(id));
+    let event = next_event(&mut stream).await;
+    assert_eq!(
+        added_name(&event),
+        Some("db"),
+        "the withheld event: {event:?}"
+    );
+    let event = next_event(&mut stream).await;
+    assert!(matches!(event, WatchEvent::Bookmark(_)), "{event:?}");
+    emu.put_object(secret("cache")).unwrap();
+    loop {
+        match next_event(&mut stream).await {
+            WatchEvent::Bookmark(_) => continue,
+            event => {
+                assert_eq!(added_name(&event), Some("cache"), "{event:?}");
+                break;
+            }
+        }
+    }
+    emu.shutdown().await;
+}
+
+/// `times: 1` (the default) stalls the first matching watch only: a client that notices the
+/// silence and watches again gets a healthy stream.
+#[tokio::test]
+async fn a_second_watch_after_a_stalled_one_is_healthy() {
+    let emu = start().await;
+    emu.add_fault(Fault::on("watch", "secrets").then(FaultAction::Stall));
+    let mut stalled = watch_secrets(&emu).await;
+    emu.put_object(secret("db")).unwrap();
+    assert!(silent(&mut stalled).await);
+    drop(stalled); // the client gives up …
+    let mut again = watch_secrets(&emu).await; // … and watches again
+    let event = next_event(&mut again).await;
+    assert_eq!(added_name(&event), Some("db"), "{event:?}");
+    emu.put_object(secret("cache")).unwrap();
+    let event = next_event(&mut again).await;
+    assert_eq!(added_name(&event), Some("cache"), "{event:?}");
+    let state = &emu.faults()[0];
+    assert_eq!((state.matched, state.fired), (2, 1));
+    emu.shutdown().await;
 }

@@ -1,5 +1,6 @@
 //! The emulator's own filter, after authorization: faults registered by tests fire here (error
-//! statuses, delays, dropped connections, list corruptions, concurrent edits).
+//! statuses, delays, dropped connections, list corruptions, concurrent edits; a stall holds the
+//! request in `filters/mod.rs`, or the watch stream in `handlers/watch.rs`).
 
 use serde_json::{Value, json};
 

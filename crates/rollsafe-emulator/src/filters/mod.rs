@@ -134,13 +134,15 @@ async fn serve_inner(
 
     let fired = shared
         .faults()
-        .hit(info.verb.as_str(), &full_resource, &ns, &name);
-    entry.faults = fired.iter().map(|f| f.action.describe()).collect();
+        .hit(info.verb.as_str(), &full_resource, &ns, &name, &user.name);
+    entry.faults = fired.iter().map(|f| f.fault.action.describe()).collect();
     let _in_flight = shared.inflight.enter(info.verb.as_str(), &full_resource);
     let mut corruption = None;
     let mut drop_after = false;
     let mut failing_revision = false;
-    for fault in &fired {
+    let mut stalled_watch = None;
+    for fired in fired {
+        let fault = &fired.fault;
         match &fault.action {
             FaultAction::Delay { millis } => {
                 tokio::time::sleep(Duration::from_millis(*millis)).await;
@@ -164,6 +166,18 @@ async fn serve_inner(
                     shared, info.res, &ns, &name, reason, message,
                 );
             }
+            // A watch is answered, and its stream stalls; any other request is held here.
+            FaultAction::Stall if info.verb == Verb::Watch => stalled_watch = fired.release,
+            FaultAction::Stall => {
+                if let Some(release) = fired.release {
+                    tokio::select! {
+                        () = release.wait() => {}
+                        () = crate::state::shutdown_signal(shared.shutdown.clone()) => {
+                            return Outcome::Drop;
+                        }
+                    }
+                }
+            }
         }
     }
     let call = Call {
@@ -176,6 +190,7 @@ async fn serve_inner(
         body: &body,
         user: &user,
         corruption,
+        stall: stalled_watch,
     };
     let resp = handlers::dispatch(&call).unwrap_or_else(|e| error(&e));
     if failing_revision {

@@ -18,7 +18,7 @@ pub(crate) mod watch;
 use hyper::Response;
 use serde_json::{Value, json};
 
-use crate::faults::ListCorruption;
+use crate::faults::{ListCorruption, Release};
 use crate::state::{Body, Shared};
 use rollsafe_emulator_registry::fieldmanager::Manager;
 use rollsafe_emulator_registry::identity::UserInfo;
@@ -50,6 +50,8 @@ pub(crate) struct Call<'a> {
     pub user: &'a UserInfo,
     /// A list corruption a fault asked for.
     pub corruption: Option<ListCorruption>,
+    /// Set when a stall fault fired on a watch: its stream delivers nothing until released.
+    pub stall: Option<Release>,
 }
 
 /// `?dryRun=`: `All` (possibly repeated) or absent; anything else is the real server's 422 on

@@ -1,5 +1,6 @@
 //! WATCH: one JSON event per line, initial events, resumption from the history, bookmarks, and
-//! the 410 ERROR event for a resourceVersion older than the history.
+//! the 410 ERROR event for a resourceVersion older than the history; a stall fault withholds
+//! all of it until the fault is removed.
 
 use std::convert::Infallible;
 use std::io::Write as _;
@@ -14,6 +15,7 @@ use hyper::body::Frame;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
+use crate::faults::Release;
 use crate::handlers::{Call, list_options_invalid, metadata, selectors};
 use crate::state::Body;
 use rollsafe_emulator_registry::store::{Event, EventType};
@@ -203,6 +205,7 @@ pub(crate) fn watch(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     drop(store);
     let (tx, mut body_rx) = mpsc::channel::<Bytes>(WATCH_BUFFER);
     let shutdown = c.shared.shutdown.clone();
+    let stall = c.stall.clone();
     tokio::spawn(async move {
         run_watch(
             tx,
@@ -213,6 +216,7 @@ pub(crate) fn watch(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
             too_old,
             start_rv,
             shutdown,
+            stall,
         )
         .await;
     });
@@ -248,7 +252,19 @@ async fn run_watch(
     too_old: Option<(u64, u64)>,
     mut last_rv: u64,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    stall: Option<Release>,
 ) {
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let stalled = stall.is_some();
+    if let Some(release) = stall {
+        // Nothing at all until the fault is removed, not even the end at the deadline; a
+        // client that hangs up, or shutdown, still ends the watch.
+        tokio::select! {
+            () = release.wait() => {}
+            () = tx.closed() => return,
+            () = crate::state::shutdown_signal(shutdown.clone()) => return,
+        }
+    }
     if let Some((requested, oldest)) = too_old {
         let _ = tx.send(too_old_line(requested, oldest)).await;
         return;
@@ -269,20 +285,31 @@ async fn run_watch(
             return;
         }
     }
-    let deadline = tokio::time::Instant::now() + spec.timeout;
+    if stalled {
+        // The live events withheld meanwhile come first, whether or not the deadline passed.
+        loop {
+            match rx.try_recv() {
+                Ok(e) => {
+                    if !live_event(&tx, &spec, &e, &mut last_rv).await {
+                        return;
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    let _ = tx.send(too_old_line(last_rv, last_rv + 1)).await;
+                    return;
+                }
+                Err(broadcast::error::TryRecvError::Closed) => return,
+            }
+        }
+    }
     let mut ticker = tokio::time::interval(spec.bookmark_interval);
     ticker.tick().await;
     loop {
         tokio::select! {
             received = rx.recv() => match received {
                 Ok(e) => {
-                    if e.rv <= last_rv {
-                        continue;
-                    }
-                    last_rv = e.rv;
-                    if let Some(line) = spec.render(&e)
-                        && tx.send(line).await.is_err()
-                    {
+                    if !live_event(&tx, &spec, &e, &mut last_rv).await {
                         return;
                     }
                 }
@@ -301,5 +328,188 @@ async fn run_watch(
             _ = tokio::time::sleep_until(deadline) => return,
             _ = crate::state::shutdown_signal(shutdown.clone()) => return,
         }
+    }
+}
+
+/// Sends the line a live event makes, if it is newer than `last_rv`; false once the client is
+/// gone.
+async fn live_event(
+    tx: &mpsc::Sender<Bytes>,
+    spec: &WatchSpec,
+    e: &Event,
+    last_rv: &mut u64,
+) -> bool {
+    if e.rv <= *last_rv {
+        return true;
+    }
+    *last_rv = e.rv;
+    match spec.render(e) {
+        Some(line) => tx.send(line).await.is_ok(),
+        None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::{Fault, FaultAction, FaultTable};
+    use rollsafe_emulator_registry::store::EventType;
+
+    fn spec(timeout: Duration) -> WatchSpec {
+        WatchSpec {
+            res: 0,
+            namespace: None,
+            labels: LabelSelector::default(),
+            fields: FieldSelector::default(),
+            bookmarks: true,
+            initial_end_bookmark: false,
+            timeout,
+            bookmark_interval: Duration::from_millis(10),
+            api_version: "v1".into(),
+            kind: "Secret",
+            view: None,
+            metadata_only: None,
+        }
+    }
+
+    fn added(rv: u64) -> Arc<Event> {
+        Arc::new(Event {
+            rv,
+            res: 0,
+            namespace: "ns".into(),
+            kind: EventType::Added,
+            object: Arc::new(json!({"metadata": {"name": format!("s{rv}"), "namespace": "ns"}})),
+            prev: None,
+        })
+    }
+
+    /// A stall fault's table (kept to release it) and the release of one stalled watch.
+    fn stalled() -> (FaultTable, u64, Option<Release>) {
+        let mut table = FaultTable::default();
+        let id = table.add(Fault::on("watch", "*").then(FaultAction::Stall));
+        let release = table
+            .hit("watch", "secrets", "ns", "", "u")
+            .pop()
+            .and_then(|f| f.release);
+        assert!(release.is_some());
+        (table, id, release)
+    }
+
+    /// The next line within `wait`, as text (`None` when none came or the stream ended).
+    async fn next(body: &mut mpsc::Receiver<Bytes>, wait: Duration) -> Option<Option<String>> {
+        tokio::time::timeout(wait, body.recv())
+            .await
+            .ok()
+            .map(|l| l.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    const LONG: Duration = Duration::from_secs(5);
+    const QUIET: Duration = Duration::from_millis(300);
+
+    #[tokio::test]
+    async fn a_stalled_watch_withholds_everything_past_its_deadline_then_delivers_it_in_order() {
+        let (mut table, id, release) = stalled();
+        let (events, rx) = broadcast::channel(16);
+        let (_shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
+        let (tx, mut body) = mpsc::channel(WATCH_BUFFER);
+        let task = tokio::spawn(run_watch(
+            tx,
+            rx,
+            spec(Duration::from_millis(50)),
+            vec![Bytes::from_static(b"initial\n")],
+            Vec::new(),
+            None,
+            1,
+            shutdown,
+            release,
+        ));
+        let _ = events.send(added(2));
+        // Nothing: no initial line, no event, no bookmark, no end at the 50 ms deadline.
+        assert_eq!(next(&mut body, QUIET).await, None);
+        assert!(!task.is_finished());
+        assert!(table.remove(id));
+        assert_eq!(next(&mut body, LONG).await, Some(Some("initial\n".into())));
+        let live = next(&mut body, LONG).await.flatten().unwrap_or_default();
+        assert!(live.starts_with(r#"{"type":"ADDED""#), "{live}");
+        assert!(live.contains(r#""name":"s2""#), "{live}");
+        // The deadline passed meanwhile: the stream ends.
+        assert_eq!(next(&mut body, LONG).await, Some(None));
+        assert!(tokio::time::timeout(LONG, task).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_stalled_watch_that_lagged_ends_with_the_too_old_error() {
+        let (mut table, id, release) = stalled();
+        let (events, rx) = broadcast::channel(1);
+        let (_shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
+        let (tx, mut body) = mpsc::channel(WATCH_BUFFER);
+        let task = tokio::spawn(run_watch(
+            tx,
+            rx,
+            spec(LONG),
+            Vec::new(),
+            Vec::new(),
+            None,
+            1,
+            shutdown,
+            release,
+        ));
+        for rv in 2..5 {
+            let _ = events.send(added(rv));
+        }
+        assert_eq!(next(&mut body, QUIET).await, None);
+        table.clear();
+        let error = next(&mut body, LONG).await.flatten().unwrap_or_default();
+        assert!(error.starts_with(r#"{"type":"ERROR""#), "{error}");
+        assert!(error.contains("too old resource version: 1 (2)"), "{error}");
+        assert_eq!(next(&mut body, LONG).await, Some(None));
+        assert!(tokio::time::timeout(LONG, task).await.is_ok());
+        assert!(!table.remove(id));
+    }
+
+    #[tokio::test]
+    async fn a_client_leaving_a_stalled_watch_ends_its_task() {
+        let (_table, _id, release) = stalled();
+        let (_events, rx) = broadcast::channel::<Arc<Event>>(16);
+        let (_shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
+        let (tx, body) = mpsc::channel(WATCH_BUFFER);
+        let task = tokio::spawn(run_watch(
+            tx,
+            rx,
+            spec(LONG),
+            vec![Bytes::from_static(b"initial\n")],
+            Vec::new(),
+            None,
+            1,
+            shutdown,
+            release,
+        ));
+        drop(body);
+        assert!(
+            tokio::time::timeout(LONG, task).await.is_ok(),
+            "the fault is still registered, yet the task ends"
+        );
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_a_stalled_watch() {
+        let (_table, _id, release) = stalled();
+        let (_events, rx) = broadcast::channel::<Arc<Event>>(16);
+        let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
+        let (tx, mut body) = mpsc::channel(WATCH_BUFFER);
+        let task = tokio::spawn(run_watch(
+            tx,
+            rx,
+            spec(LONG),
+            vec![Bytes::from_static(b"initial\n")],
+            Vec::new(),
+            None,
+            1,
+            shutdown,
+            release,
+        ));
+        let _ = shutdown_tx.send(true);
+        assert!(tokio::time::timeout(LONG, task).await.is_ok());
+        assert_eq!(next(&mut body, LONG).await, Some(None), "nothing was sent");
     }
 }
