@@ -8,6 +8,7 @@
 //! | `openchoreo.dev/restart-on-change` | Secret, ConfigMap | `"false"`: the same as `rollsafe.dev/watch: "false"` |
 //! | `rollsafe.dev/config-hash` | pod template (written) | the digest the pods were rolled for |
 //! | `rollsafe.dev/config-record` | workload metadata (written) | the digest last rolled for or adopted |
+//! | `rollsafe.dev/config-versions` | workload metadata (written) | per recorded object, the resourceVersion the record was read from |
 //! | `rollsafe.dev/halted` | workload metadata (written) | the flap stop halted it; removing it resumes |
 //! | `rollsafe.dev/rollout: progressive` | Secret, ConfigMap | its consumers roll in waves, each only once the earlier waves completed |
 //! | `rollsafe.dev/rollout-wave: "N"` | workload | its wave in a progressive roll (ascending; the unannotated last) |
@@ -21,6 +22,9 @@ pub use rollsafe_core::opt_in::{
 pub const CONFIG_HASH: &str = "rollsafe.dev/config-hash";
 /// The workload-metadata annotation recording the digest last rolled for (or adopted).
 pub const CONFIG_RECORD: &str = "rollsafe.dev/config-record";
+/// The workload-metadata annotation recording, per object of the record, the resourceVersion
+/// its state was read from (`id=resourceVersion,…`; see [`crate::freshness`]).
+pub const CONFIG_VERSIONS: &str = "rollsafe.dev/config-versions";
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "rollsafe-watch";
 /// The `rollsafe.dev/rollout` value that rolls a source's consumers in waves.

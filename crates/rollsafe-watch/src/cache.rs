@@ -12,10 +12,13 @@ use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, 
 use rollsafe_core::workload::{Deferral, WorkloadKind};
 use serde_json::Value;
 
-use crate::annotations::{self, CONFIG_RECORD, OptIn, PROGRESSIVE, RESTART_ON_CHANGE, WATCH};
+use crate::annotations::{
+    self, CONFIG_RECORD, CONFIG_VERSIONS, OptIn, PROGRESSIVE, RESTART_ON_CHANGE, WATCH,
+};
 use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Facts, HALTED, Plan};
-use crate::digest::{Fingerprinter, SourceDigest, value_digest};
+use crate::digest::{Fingerprinter, SourceDigest, record_id, value_digest};
+use crate::freshness::{Currency, version_number, versions_value};
 
 /// A Secret or ConfigMap: kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,6 +29,17 @@ pub struct SourceKey {
     pub namespace: String,
     /// Name.
     pub name: String,
+}
+
+impl SourceKey {
+    /// The key of `config` in `namespace`.
+    pub fn of(namespace: &str, config: &ConfigRef) -> Self {
+        Self {
+            kind: config.kind,
+            namespace: namespace.to_owned(),
+            name: config.name.clone(),
+        }
+    }
 }
 
 /// A workload: kind, namespace, name.
@@ -39,6 +53,12 @@ pub struct WorkloadKey {
     pub name: String,
 }
 
+impl std::fmt::Display for SourceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
 impl std::fmt::Display for WorkloadKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}/{}", self.kind.as_str(), self.namespace, self.name)
@@ -48,8 +68,8 @@ impl std::fmt::Display for WorkloadKey {
 /// What is kept of one Secret or ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceEntry {
-    /// `metadata.resourceVersion`.
-    pub resource_version: String,
+    /// Its resourceVersion and what proves the entry current ([`Currency`]).
+    pub currency: Currency,
     /// uid, opt-out and per-key digests.
     pub digest: SourceDigest,
     /// `rollsafe.dev/rollout: progressive`: its consumers roll in waves.
@@ -109,7 +129,7 @@ impl SourceEntry {
             }
         }
         SourceEntry {
-            resource_version: text("resourceVersion"),
+            currency: Currency::at(version_number(&text("resourceVersion"))),
             digest: SourceDigest {
                 uid: text("uid"),
                 opted_out: annotations::source_opted_out(
@@ -192,6 +212,8 @@ pub struct WorkloadEntry {
     pub plan: Option<Plan>,
     /// Why its opt-in was not understood, if so (a static code).
     pub opt_in_error: Option<&'static str>,
+    /// Its `rollsafe.dev/config-versions`: the resourceVersions its record was written from.
+    pub versions: Option<Box<str>>,
     /// Its `rollsafe.dev/rollout-wave` value, if any.
     pub wave: Option<Box<str>>,
     /// What to say of its Reloader annotations.
@@ -270,6 +292,7 @@ impl WorkloadEntry {
             },
             plan: Plan::inspect(object).ok(),
             opt_in_error,
+            versions: annotation(CONFIG_VERSIONS).map(Box::from),
             wave: annotation(WAVE_ANNOTATION).map(Box::from),
             rollout,
             reloader: reloader_note,
@@ -332,7 +355,8 @@ impl Cache {
         match &mut slot.entry {
             Some(existing) => {
                 let changed = existing.digest != entry.digest;
-                **existing = entry;
+                let currency = existing.currency.moved_to(entry.currency.version);
+                **existing = SourceEntry { currency, ..entry };
                 changed
             }
             empty => {
@@ -371,6 +395,23 @@ impl Cache {
             })
     }
 
+    /// Marks a source's entry confirmed by a consistent read that returned `version`; whether
+    /// the entry is at that version (else the cache is behind, or moved on since the read).
+    pub fn confirm(&mut self, key: &SourceKey, version: u64) -> bool {
+        let Some(entry) = self
+            .sources
+            .get_mut(key)
+            .and_then(|slot| slot.entry.as_mut())
+        else {
+            return false;
+        };
+        let current = version != 0 && entry.currency.version == version;
+        if current {
+            entry.currency.confirmed = true;
+        }
+        current
+    }
+
     /// A source's entry, if it exists.
     pub fn source_entry(&self, key: &SourceKey) -> Option<&SourceEntry> {
         self.sources.get(key).and_then(|slot| slot.entry.as_deref())
@@ -378,7 +419,7 @@ impl Cache {
 
     fn source(&self, namespace: &str, config: &ConfigRef) -> Option<&SourceEntry> {
         self.sources
-            .get(&source_key(namespace, config))
+            .get(&SourceKey::of(namespace, config))
             .and_then(|slot| slot.entry.as_deref())
     }
 
@@ -389,7 +430,7 @@ impl Cache {
         for config in entry.consumption.objects() {
             let list = &mut self
                 .sources
-                .entry(source_key(&key.namespace, config))
+                .entry(SourceKey::of(&key.namespace, config))
                 .or_default()
                 .consumers;
             if let Err(at) = list.binary_search(&member) {
@@ -422,7 +463,7 @@ impl Cache {
         };
         let member = (key.kind, Box::<str>::from(key.name.as_str()));
         for config in old.consumption.objects() {
-            let source = source_key(&key.namespace, config);
+            let source = SourceKey::of(&key.namespace, config);
             if let Some(slot) = self.sources.get_mut(&source) {
                 if let Ok(at) = slot.consumers.binary_search(&member) {
                     slot.consumers.remove(at);
@@ -492,6 +533,18 @@ impl Cache {
         }))
     }
 
+    /// The `rollsafe.dev/config-versions` of what a workload consumes now: per object in the
+    /// record, the resourceVersion its state was read from.
+    pub fn versions(&self, key: &WorkloadKey) -> Option<String> {
+        let entry = self.workloads.get(key)?;
+        Some(versions_value(entry.consumption.objects().filter_map(
+            |config| {
+                let source = self.source(&key.namespace, config)?;
+                (!source.digest.opted_out).then(|| (record_id(config), source.currency.version))
+            },
+        )))
+    }
+
     /// Whether every object a workload consumes exists.
     pub fn sources_present(&self, key: &WorkloadKey) -> bool {
         self.workloads.get(key).is_some_and(|entry| {
@@ -515,14 +568,6 @@ impl Cache {
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.sources.is_empty() && self.workloads.is_empty()
-    }
-}
-
-fn source_key(namespace: &str, config: &ConfigRef) -> SourceKey {
-    SourceKey {
-        kind: config.kind,
-        namespace: namespace.to_owned(),
-        name: config.name.clone(),
     }
 }
 
@@ -571,7 +616,7 @@ mod tests {
             json!({}),
         );
         let entry = SourceEntry::from_object(TargetKind::Secret, &object);
-        assert_eq!(entry.resource_version, "5");
+        assert_eq!(entry.currency, Currency::at(5));
         assert_eq!(entry.digest.uid, "u1");
         assert_eq!(entry.digest.keys["password"], value_digest(b"hunter2"));
         assert!(!format!("{entry:?}").contains("hunter2"));

@@ -18,7 +18,7 @@ use futures::stream::{BoxStream, SelectAll};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::Resource as _;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
@@ -38,9 +38,10 @@ use crate::cache::{
 };
 use crate::debounce::Debouncer;
 use crate::digest::Fingerprinter;
+use crate::freshness::{self, Activity, Restart};
 use crate::leader::Leadership;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
-use crate::metrics::{ControllerMetrics, ObjectLabels};
+use crate::metrics::{ConfirmLabels, ControllerMetrics, ObjectLabels};
 use crate::outcome::{Announcement, Evaluator, Outcome, Purpose, SkipReason, Write};
 use crate::progression;
 use crate::rollouts::{Finished, Rollouts};
@@ -87,10 +88,11 @@ pub struct ControllerSettings {
     pub flap_limit: FlapLimit,
     /// This replica's name in Events (`reportingInstance`); default: the host name.
     pub instance: Option<String>,
-    /// The server-side timeout of each watch request, in seconds (`None`: kube's default,
-    /// 290 s). When it ends, kube's watcher resumes from the last resourceVersion it saw and
-    /// relists on a 410.
-    pub watch_timeout: Option<u32>,
+    /// The server-side timeout of each watch request, in seconds. When it ends, kube's watcher
+    /// resumes from the last resourceVersion it saw (relisting on a 410); a request that
+    /// delivers nothing for this long plus five seconds is abandoned and resumed the same way.
+    /// A stream silent for [`freshness::stall_bound`] of it is stale.
+    pub watch_timeout: u32,
     /// After it rolls a workload, how long a StatefulSet or DaemonSet may go without progress
     /// before its rollout is reported stalled (a Deployment has its own deadline).
     pub progress_deadline: Duration,
@@ -112,7 +114,7 @@ impl Default for ControllerSettings {
             dry_run: false,
             fingerprinter: Fingerprinter::unkeyed(),
             patch_timeout: PATCH_TIMEOUT,
-            watch_timeout: None,
+            watch_timeout: freshness::WATCH_TIMEOUT_SECONDS,
             max_rolls_per_minute: DEFAULT_ROLLS_PER_MINUTE,
             burst: DEFAULT_BURST,
             flap_limit: FlapLimit::default(),
@@ -168,6 +170,18 @@ pub struct Status {
     pub relists: u64,
     /// Watch errors seen (each followed by kube's backoff and relist).
     pub watch_errors: u64,
+    /// Watch streams stale now: silent for longer than the stall bound, or found behind a
+    /// consistent read and relisting. While any is, nothing is patched and `/readyz` says not
+    /// ready.
+    pub stale_watches: usize,
+    /// Watch responses abandoned before their end (a silent stream given up and resumed, or a
+    /// stream restarted).
+    pub abandoned_watches: u64,
+    /// Consistent reads made to confirm the cache before a roll.
+    pub confirmations: u64,
+    /// Of those, reads that found the cache behind (the object's watch is relisted; nothing
+    /// rolled).
+    pub stale_views: u64,
 }
 
 /// Why the controller stopped.
@@ -211,17 +225,29 @@ enum Item {
 
 /// Per watch stream: its namespace scope, whether it has listed once, and what its current
 /// list has seen so far (to drop what disappeared while it was not watching; emptied when the
-/// list is done).
+/// list is done); when it last delivered something, and how to start it over.
 struct StreamState {
     scope: Option<String>,
+    /// The kind of source it watches (`None`: a workload stream).
+    source: Option<TargetKind>,
     synced: bool,
     seen_sources: HashSet<SourceKey>,
     seen_workloads: HashSet<WorkloadKey>,
+    activity: Activity,
+    /// Silent for longer than the stall bound at the last check.
+    silent: bool,
+    /// Found behind a consistent read: restarted, stale until its list is done.
+    behind: bool,
+    restart: Option<Restart>,
 }
 
 impl StreamState {
     fn in_scope(&self, namespace: &str) -> bool {
         self.scope.as_deref().is_none_or(|scope| scope == namespace)
+    }
+
+    fn stale(&self) -> bool {
+        self.silent || self.behind
     }
 }
 
@@ -331,6 +357,8 @@ impl Controller {
     /// Runs until `shutdown` completes.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
         let mut streams = self.watch_streams();
+        let mut stall_check = tokio::time::interval(freshness::STALL_CHECK);
+        stall_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut leadership = self.leader.as_ref().map(Leadership::flag);
         let mut renewals = self.leader.as_ref().map(Leadership::renewals);
         tokio::pin!(shutdown);
@@ -374,6 +402,7 @@ impl Controller {
                     let finished = self.rollouts.expire(Instant::now());
                     self.finished.extend(finished);
                 }
+                _ = stall_check.tick() => self.check_streams(),
                 renewed = renewal(&mut renewals), if renewals.is_some() => {
                     if !renewed {
                         renewals = None;
@@ -463,34 +492,30 @@ impl Controller {
         let mut all = SelectAll::new();
         for scope in scopes {
             for kind in [TargetKind::Secret, TargetKind::ConfigMap] {
-                let id = self.add_stream(&scope);
                 let resource = match kind {
                     TargetKind::Secret => ApiResource::erase::<Secret>(&()),
                     TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
                 };
-                let api = self.api(&scope, &resource);
+                let config = self.watch_config();
                 let compat = self.settings.reloader_compat;
-                let stream = watcher(api, self.watch_config()).default_backoff().map(
-                    move |event| match event {
-                        Ok(event) => {
-                            Item::Source(id, kind, reduce(event, |o| source(kind, o, compat)))
-                        }
-                        Err(error) => {
-                            warn!(error = %error, "source watch error; kube backs off and relists");
-                            Item::Error
-                        }
-                    },
-                );
-                all.push(stream.boxed());
+                let stream = self.add_stream(&scope, Some(kind), &resource, move |api, id| {
+                    watcher(api, config.clone())
+                        .default_backoff()
+                        .map(move |event| match event {
+                            Ok(event) => {
+                                Item::Source(id, kind, reduce(event, |o| source(kind, o, compat)))
+                            }
+                            Err(error) => {
+                                warn!(error = %error, "source watch error; kube backs off and relists");
+                                Item::Error
+                            }
+                        })
+                        .boxed()
+                });
+                all.push(stream);
             }
             for kind in WorkloadKind::ALL {
-                let id = self.add_stream(&scope);
-                let resource = match kind {
-                    WorkloadKind::Deployment => ApiResource::erase::<Deployment>(&()),
-                    WorkloadKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
-                    WorkloadKind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
-                };
-                let api = self.api(&scope, &resource);
+                let resource = workload_resource(kind);
                 let mut config = self.watch_config();
                 if let Some(selector) = &self.settings.selector {
                     config = config.labels(selector);
@@ -499,45 +524,109 @@ impl Controller {
                     all: self.settings.all,
                     reloader_compat: self.settings.reloader_compat,
                 };
-                let stream = watcher(api, config).default_backoff().map(move |event| {
-                    match event {
-                        Ok(event) => {
-                            Item::Workload(id, kind, reduce(event, |o| workload(kind, o, watching)))
-                        }
-                        Err(error) => {
-                            warn!(error = %error, "workload watch error; kube backs off and relists");
-                            Item::Error
-                        }
-                    }
+                let stream = self.add_stream(&scope, None, &resource, move |api, id| {
+                    watcher(api, config.clone())
+                        .default_backoff()
+                        .map(move |event| match event {
+                            Ok(event) => Item::Workload(
+                                id,
+                                kind,
+                                reduce(event, |o| workload(kind, o, watching)),
+                            ),
+                            Err(error) => {
+                                warn!(error = %error, "workload watch error; kube backs off and relists");
+                                Item::Error
+                            }
+                        })
+                        .boxed()
                 });
-                all.push(stream.boxed());
+                all.push(stream);
             }
         }
         all
     }
 
     fn watch_config(&self) -> watcher::Config {
-        let config = watcher::Config::default();
-        match self.settings.watch_timeout {
-            Some(seconds) => config.timeout(seconds),
-            None => config,
-        }
+        watcher::Config::default().timeout(self.settings.watch_timeout)
     }
 
-    fn add_stream(&mut self, scope: &Option<String>) -> usize {
+    /// Registers one watch stream: its requests go through a client that notes their
+    /// deliveries, and it can be started over ([`freshness::restartable`]).
+    fn add_stream(
+        &mut self,
+        scope: &Option<String>,
+        source: Option<TargetKind>,
+        resource: &ApiResource,
+        make: impl Fn(Api<DynamicObject>, usize) -> BoxStream<'static, Item> + Send + 'static,
+    ) -> BoxStream<'static, Item> {
+        let id = self.streams.len();
+        let activity = Activity::new();
+        let client = freshness::observed_client(&self.client, &activity);
+        let api = match scope {
+            Some(namespace) => Api::namespaced_with(client, namespace, resource),
+            None => Api::all_with(client, resource),
+        };
+        let (stream, restart) = freshness::restartable(move || make(api.clone(), id));
         self.streams.push(StreamState {
             scope: scope.clone(),
+            source,
             synced: false,
             seen_sources: HashSet::new(),
             seen_workloads: HashSet::new(),
+            activity,
+            silent: false,
+            behind: false,
+            restart: Some(restart),
         });
-        self.streams.len() - 1
+        stream
     }
 
-    fn api(&self, scope: &Option<String>, resource: &ApiResource) -> Api<DynamicObject> {
-        match scope {
-            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, resource),
-            None => Api::all_with(self.client.clone(), resource),
+    /// Looks at every stream's last delivery: one silent for longer than the stall bound is
+    /// stale (kube's watcher has abandoned its silent request by then and watches again; its
+    /// answer makes the stream fresh). Publishes the count; when the last stale stream is
+    /// fresh again, every workload is evaluated at once (what was not patched meanwhile).
+    fn check_streams(&mut self) {
+        let now = Instant::now();
+        let bound = freshness::stall_bound(self.settings.watch_timeout);
+        let was = self.stale_watches();
+        let mut abandoned = 0;
+        for (id, stream) in self.streams.iter_mut().enumerate() {
+            abandoned += stream.activity.abandoned();
+            let silent = stream.activity.silent_for(now) > bound;
+            if silent && !stream.silent {
+                warn!(
+                    stream = id,
+                    code = "watch_stalled",
+                    seconds = bound.as_secs(),
+                    "a watch delivered nothing (no event, bookmark or page) for longer than the stall bound; not patching until it is fresh"
+                );
+                self.metrics.watch_stalls.inc();
+            } else if !silent && stream.silent {
+                info!(stream = id, "the stalled watch delivers again");
+            }
+            stream.silent = silent;
+        }
+        self.count(|s| s.abandoned_watches = abandoned);
+        self.freshness_changed(was);
+    }
+
+    fn stale_watches(&self) -> usize {
+        self.streams.iter().filter(|s| s.stale()).count()
+    }
+
+    /// Publishes how many streams are stale; when none is any more (and there were), evaluates
+    /// every workload at once.
+    fn freshness_changed(&mut self, was: usize) {
+        let stale = self.stale_watches();
+        self.metrics.stale_watches.set(stale as i64);
+        self.count(|s| s.stale_watches = stale);
+        if was > 0 && stale == 0 && self.status.borrow().synced {
+            info!("every watch is fresh again");
+            let now = Instant::now();
+            let keys: Vec<WorkloadKey> = self.cache.workload_keys().cloned().collect();
+            for key in &keys {
+                self.debouncer.schedule(key, now, Duration::ZERO);
+            }
         }
     }
 
@@ -579,6 +668,7 @@ impl Controller {
                         self.schedule_consumers(&key, now, window);
                     }
                     self.stream_synced(id);
+                    self.caught_up(id);
                 }
             },
             Item::Workload(id, kind, event) => match event {
@@ -617,6 +707,7 @@ impl Controller {
                         seen.contains(key) || !stream.in_scope(&key.namespace)
                     });
                     self.stream_synced(id);
+                    self.caught_up(id);
                 }
             },
         }
@@ -718,6 +809,31 @@ impl Controller {
         }
     }
 
+    /// A stream restarted for being behind has listed again: fresh.
+    fn caught_up(&mut self, id: usize) {
+        if self.streams[id].behind {
+            let was = self.stale_watches();
+            self.streams[id].behind = false;
+            info!(stream = id, "the relisted watch has caught up");
+            self.freshness_changed(was);
+        }
+    }
+
+    /// Starts over the watch of `kind` that covers `namespace` (a consistent read found it
+    /// behind): stale until its new list is done.
+    fn relist(&mut self, kind: TargetKind, namespace: &str) {
+        let was = self.stale_watches();
+        for stream in &mut self.streams {
+            if stream.source == Some(kind) && stream.in_scope(namespace) && !stream.behind {
+                stream.behind = true;
+                if let Some(restart) = &stream.restart {
+                    restart.pull();
+                }
+            }
+        }
+        self.freshness_changed(was);
+    }
+
     fn relisting(&self, id: usize) {
         if self.streams[id].synced {
             self.count(|s| s.relists += 1);
@@ -755,6 +871,7 @@ impl Controller {
     async fn evaluate(&mut self, key: &WorkloadKey) {
         let now = Instant::now();
         let deadline = self.patch_deadline(now);
+        let stale = self.stale_watches() > 0;
         let evaluator = Evaluator {
             cache: &self.cache,
             fingerprinter: &self.settings.fingerprinter,
@@ -766,6 +883,7 @@ impl Controller {
             bucket: &mut self.bucket,
             progressive_all: self.settings.progressive_all,
             stalled: &self.stalled,
+            stale,
         };
         if let Some(outcome) = evaluator.evaluate(key, now) {
             self.apply(key, outcome, now).await;
@@ -788,6 +906,7 @@ impl Controller {
                 None
             }
             Outcome::Patch(write) => self.write(key, *write, now).await,
+            Outcome::Confirm { sources } => self.confirm(key, &sources).await,
             Outcome::Held { digest, event } => {
                 self.metrics.skip("held");
                 // Announced once per workload and content; a restart announces it once more.
@@ -833,6 +952,9 @@ impl Controller {
                 warn!(workload = %key, "workload cannot be patched (uid, resourceVersion or template missing)");
             }
             SkipReason::NotLeader => debug!(workload = %key, "not the leader: patch not sent"),
+            SkipReason::StaleView => {
+                debug!(workload = %key, "a watch is stale: not patching until it is fresh");
+            }
             SkipReason::WaitingForWave => {
                 debug!(workload = %key, "progressive roll waits for an earlier wave");
             }
@@ -955,6 +1077,69 @@ impl Controller {
     fn forget_changes(&mut self, key: &WorkloadKey) {
         self.first_change.remove(key);
         self.changed.remove(key);
+    }
+
+    /// Reads each object once, consistently (a list by name without a resourceVersion, served
+    /// from etcd, metadata only), before a roll the cache alone cannot justify. The cache holding
+    /// the version read confirms it: the workload is evaluated again at once. Another version,
+    /// or none, means the cache is behind: nothing rolls, the object's watch is relisted, and
+    /// its end evaluates every workload. A failed read is tried again later; nothing rolls on
+    /// an unconfirmed view.
+    async fn confirm(&mut self, key: &WorkloadKey, sources: &[SourceKey]) -> Option<Duration> {
+        let mut behind = false;
+        for source in sources {
+            self.count(|s| s.confirmations += 1);
+            let read = self.read_version(source).await;
+            let result = match read {
+                Some(version) if self.cache.confirm(source, version) => "current",
+                Some(_) => "behind",
+                None => "failed",
+            };
+            self.metrics
+                .confirmations
+                .get_or_create(&ConfirmLabels { result })
+                .inc();
+            match result {
+                "current" => debug!(workload = %key, source = %source, "the cache is current"),
+                "behind" => {
+                    warn!(
+                        workload = %key,
+                        source = %source,
+                        code = "stale_view",
+                        "the cache is behind a consistent read of an object this roll is for; not rolling, relisting its watch"
+                    );
+                    self.count(|s| s.stale_views += 1);
+                    self.relist(source.kind, &source.namespace);
+                    behind = true;
+                }
+                _ => {
+                    warn!(workload = %key, source = %source, code = "confirm_failed", "cannot confirm the cache before a roll; trying again later");
+                    return Some(FAILURE_RECHECK.max(self.settings.debounce));
+                }
+            }
+        }
+        (!behind).then_some(Duration::ZERO)
+    }
+
+    /// The resourceVersion of a source as a consistent read returns it now (`0`: it does not
+    /// exist, or the version is not a number); `None` when the read fails or times out.
+    async fn read_version(&self, source: &SourceKey) -> Option<u64> {
+        let resource = match source.kind {
+            TargetKind::Secret => ApiResource::erase::<Secret>(&()),
+            TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &source.namespace, &resource);
+        let params = ListParams::default().fields(&format!("metadata.name={}", source.name));
+        match tokio::time::timeout(freshness::CONFIRM_TIMEOUT, api.list_metadata(&params)).await {
+            Ok(Ok(list)) => Some(
+                list.items
+                    .first()
+                    .and_then(|object| object.metadata.resource_version.as_deref())
+                    .map_or(0, freshness::version_number),
+            ),
+            _ => None,
+        }
     }
 
     /// Sends one patch, once, to end by `deadline`.

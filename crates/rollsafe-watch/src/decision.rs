@@ -12,7 +12,7 @@ use rollsafe_core::patch::{InspectError, RestartPatch};
 use rollsafe_core::workload::Deferral;
 use serde_json::{Map, Value};
 
-use crate::annotations::{CONFIG_HASH, CONFIG_RECORD};
+use crate::annotations::{CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS};
 use crate::digest::parse_record;
 
 pub use crate::annotations::HALTED;
@@ -153,10 +153,12 @@ impl Plan {
 
     /// The patch: `test` uid, `test` resourceVersion, then (for a roll) the pod-template
     /// `rollsafe.dev/config-hash`, then the metadata `rollsafe.dev/config-record`, both set to
-    /// `digest`, and (for a roll) `kubernetes.io/change-cause` set to `cause`, which the
+    /// `digest`, the metadata `rollsafe.dev/config-versions` set to `versions` (the
+    /// resourceVersions the record was read from), and (for a roll) `kubernetes.io/change-cause`
+    /// set to `cause`, which the
     /// workload's controller copies to the new ReplicaSet or ControllerRevision, where
     /// `kubectl rollout history` reads it. `None` when `decision` writes nothing.
-    pub fn document(&self, decision: &RollDecision, cause: &str) -> Option<Patch> {
+    pub fn document(&self, decision: &RollDecision, versions: &str, cause: &str) -> Option<Patch> {
         let (digest, roll) = match decision {
             RollDecision::Adopt { digest } => (digest, false),
             RollDecision::Roll { digest, .. } => (digest, true),
@@ -167,12 +169,17 @@ impl Plan {
         let (template_value, _) = parse_record(digest);
         let Patch(mut operations) = self.restart.document(&template_key, template_value);
         if roll {
-            operations
-                .extend(self.metadata_adds(&[(CONFIG_RECORD, digest), (CHANGE_CAUSE, cause)]));
+            operations.extend(self.metadata_adds(&[
+                (CONFIG_RECORD, digest),
+                (CONFIG_VERSIONS, versions),
+                (CHANGE_CAUSE, cause),
+            ]));
         } else {
             // Keep the two tests only: the record alone, no pod-template change.
             operations.truncate(2);
-            operations.extend(self.metadata_adds(&[(CONFIG_RECORD, digest)]));
+            operations.extend(
+                self.metadata_adds(&[(CONFIG_RECORD, digest), (CONFIG_VERSIONS, versions)]),
+            );
         }
         Some(Patch(operations))
     }
@@ -328,32 +335,37 @@ mod tests {
         };
         let with = Plan::inspect(&workload(Some(json!({"a": "b"})))).unwrap();
         assert_eq!(
-            serde_json::to_value(with.document(&roll, "cause").unwrap()).unwrap(),
+            serde_json::to_value(with.document(&roll, "11=5", "cause").unwrap()).unwrap(),
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
                 {"op": "add", "path": "/spec/template/metadata/annotations/rollsafe.dev~1config-hash", "value": "v1:d"},
                 {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-record", "value": "v1:d;11=aa"},
+                {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-versions", "value": "11=5"},
                 {"op": "add", "path": "/metadata/annotations/kubernetes.io~1change-cause", "value": "cause"}
             ])
         );
         let without = Plan::inspect(&workload(None)).unwrap();
         assert_eq!(
-            serde_json::to_value(without.document(&adopt, "cause").unwrap()).unwrap(),
+            serde_json::to_value(without.document(&adopt, "11=5", "cause").unwrap()).unwrap(),
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
-                {"op": "add", "path": "/metadata/annotations", "value": {"rollsafe.dev/config-record": "v1:d;11=aa"}}
+                {"op": "add", "path": "/metadata/annotations", "value": {"rollsafe.dev/config-record": "v1:d;11=aa", "rollsafe.dev/config-versions": "11=5"}}
             ])
         );
         // Without an annotations map, the record and the cause go in one map.
         let mut object = workload(None);
-        json_patch::patch(&mut object, &without.document(&roll, "cause").unwrap()).unwrap();
+        json_patch::patch(
+            &mut object,
+            &without.document(&roll, "11=5", "cause").unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             object["metadata"]["annotations"],
-            json!({CONFIG_RECORD: "v1:d;11=aa", CHANGE_CAUSE: "cause"})
+            json!({CONFIG_RECORD: "v1:d;11=aa", CONFIG_VERSIONS: "11=5", CHANGE_CAUSE: "cause"})
         );
-        assert!(with.document(&RollDecision::Unchanged, "").is_none());
+        assert!(with.document(&RollDecision::Unchanged, "", "").is_none());
         assert_eq!(
             serde_json::to_value(with.halt_document("flapping").unwrap()).unwrap(),
             json!([
@@ -365,7 +377,7 @@ mod tests {
         // Applied to the object, the adoption leaves the pod template alone.
         let mut object = workload(Some(json!({"a": "b"})));
         let before = object["spec"].clone();
-        json_patch::patch(&mut object, &with.document(&adopt, "").unwrap()).unwrap();
+        json_patch::patch(&mut object, &with.document(&adopt, "11=5", "").unwrap()).unwrap();
         assert_eq!(object["spec"], before);
         assert_eq!(
             object["metadata"]["annotations"][CONFIG_RECORD],

@@ -292,7 +292,7 @@ pub fn is_keyed(record: &str) -> bool {
 }
 
 /// An object's id in a record.
-fn record_id(config: &ConfigRef) -> String {
+pub(crate) fn record_id(config: &ConfigRef) -> String {
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(RECORD_ID_DOMAIN);
     lp(&mut out, config.kind.as_str().as_bytes());

@@ -6,8 +6,8 @@
 //! content-addressed digest), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
 //! patch), [`cache`] (digests and references, never data), [`debounce`] and [`limits`] (per
 //! workload coalescing, the global token bucket, the flap stop), [`outcome`] (one evaluation,
-//! decided without I/O: what to write, count, reschedule and announce), [`controller`] (kube's
-//! watchers, and the one step that carries an outcome out: patches, Events), [`leader`] (the
+//! decided without I/O: what to write, count, reschedule and announce), [`freshness`] (what proves
+//! the view current, and stalled watches), [`controller`] (kube's watchers, and the one step that carries an outcome out: patches, Events), [`leader`] (the
 //! Lease), [`metrics`] and [`admin`] (the admin listener). See docs/watch.md.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -20,6 +20,7 @@ pub mod controller;
 pub mod debounce;
 pub mod decision;
 pub mod digest;
+pub mod freshness;
 pub mod leader;
 pub mod limits;
 pub mod metrics;

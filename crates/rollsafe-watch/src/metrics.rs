@@ -19,8 +19,8 @@ pub struct RollLabels {
 /// Labels of an evaluation that wrote nothing.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SkipLabels {
-    /// `unchanged`, `not_watched`, `halted`, `source_missing`, `rate_limited`, `unpatchable` or
-    /// `not_leader`.
+    /// `unchanged`, `not_watched`, `halted`, `source_missing`, `rate_limited`, `unpatchable`,
+    /// `not_leader`, `waiting_for_wave` or `stale_view`.
     pub reason: &'static str,
 }
 
@@ -30,6 +30,14 @@ pub struct RolloutLabels {
     /// `Deployment`, `StatefulSet` or `DaemonSet`.
     pub kind: &'static str,
     /// `complete`, `stalled`, `superseded` or `gone`.
+    pub result: &'static str,
+}
+
+/// Labels of a consistent read confirming the cache before a roll.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfirmLabels {
+    /// `current` (the cache holds what the read returned), `behind` (it does not: the
+    /// object's watch is relisted, nothing rolls) or `failed` (no answer in time).
     pub result: &'static str,
 }
 
@@ -68,6 +76,12 @@ pub struct ControllerMetrics {
     pub held: Counter,
     /// Workloads with a Reloader annotation rollsafe does not implement (each once).
     pub reloader_unsupported: Counter,
+    /// Watch streams that went silent for longer than the stall bound.
+    pub watch_stalls: Counter,
+    /// Watch streams stale now (nothing is patched while any is).
+    pub stale_watches: Gauge,
+    /// Consistent reads confirming the cache before a roll, by result.
+    pub confirmations: Family<ConfirmLabels, Counter>,
 }
 
 impl Default for ControllerMetrics {
@@ -87,6 +101,9 @@ impl Default for ControllerMetrics {
             rollouts_stalled: Counter::default(),
             held: Counter::default(),
             reloader_unsupported: Counter::default(),
+            watch_stalls: Counter::default(),
+            stale_watches: Gauge::default(),
+            confirmations: Family::default(),
         }
     }
 }
@@ -152,6 +169,21 @@ impl ControllerMetrics {
             "reloader_unsupported",
             "Workloads with a Reloader annotation rollsafe does not implement",
             self.reloader_unsupported.clone(),
+        );
+        registry.register(
+            "watch_stalls",
+            "Watch streams that delivered nothing (no event, bookmark or page) for longer than the stall bound",
+            self.watch_stalls.clone(),
+        );
+        registry.register(
+            "stale_watches",
+            "Watch streams stale now: silent beyond the stall bound, or relisting after a read found them behind",
+            self.stale_watches.clone(),
+        );
+        registry.register(
+            "confirmations",
+            "Consistent reads confirming the cache before a roll, by result",
+            self.confirmations.clone(),
         );
     }
 

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use crate::cache::{Cache, SourceKey, WorkloadKey};
 use crate::decision::{self, RollDecision};
 use crate::digest::{self, Fingerprinter};
+use crate::freshness;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::progression::{self, Gate};
 
@@ -51,6 +52,13 @@ pub enum Outcome {
     },
     /// A patch to send, once.
     Patch(Box<Write>),
+    /// A roll is due, but the cache cannot show that its view of these objects is at least as
+    /// new as the one the workload's record was written from: read each once, consistently
+    /// (see [`crate::freshness`]), then evaluate again. Nothing is written.
+    Confirm {
+        /// The objects to read.
+        sources: Vec<SourceKey>,
+    },
     /// A progressive roll held at a stalled workload of an earlier wave: nothing is written;
     /// the workload is announced once (`RolloutHeld`) and looked at again after
     /// [`progression::HOLD_RECHECK`].
@@ -86,6 +94,9 @@ pub enum SkipReason {
     NotLeader,
     /// A progressive roll waits for an earlier wave to finish.
     WaitingForWave,
+    /// A watch is stale (stalled, or found behind a consistent read and relisting): nothing is
+    /// patched until every watch is fresh again.
+    StaleView,
 }
 
 impl SkipReason {
@@ -100,6 +111,7 @@ impl SkipReason {
             SkipReason::Unpatchable => "unpatchable",
             SkipReason::NotLeader => "not_leader",
             SkipReason::WaitingForWave => "waiting_for_wave",
+            SkipReason::StaleView => "stale_view",
         }
     }
 
@@ -207,6 +219,8 @@ pub struct Evaluator<'a> {
     pub progressive_all: bool,
     /// Workloads whose rollout this replica saw stall.
     pub stalled: &'a HashSet<WorkloadKey>,
+    /// A watch is stale: nothing may be patched.
+    pub stale: bool,
 }
 
 impl Evaluator<'_> {
@@ -237,6 +251,17 @@ impl Evaluator<'_> {
         let Some(plan) = entry.plan.as_ref() else {
             return Some(skip(SkipReason::Unpatchable));
         };
+        // A roll only for a view at least as new as the record's (before the gate and the
+        // brakes: a roll that waits for a read takes no token).
+        if matches!(purpose, Purpose::Roll { .. }) {
+            let unproven = unproven(self.cache, key, entry, &digest);
+            if !unproven.is_empty() {
+                if self.deadline.is_none() && !self.dry_run {
+                    return Some(skip(SkipReason::NotLeader));
+                }
+                return Some(Outcome::Confirm { sources: unproven });
+            }
+        }
         let changed = match self.changed.get(key) {
             Some(changed) if !changed.is_empty() => changed.clone(),
             // No watch event named the change (it happened while this replica was not
@@ -248,11 +273,7 @@ impl Evaluator<'_> {
                 .map(|record| {
                     digest::changed_objects(record, &digest, entry.consumption.objects())
                         .into_iter()
-                        .map(|config| SourceKey {
-                            kind: config.kind,
-                            namespace: key.namespace.clone(),
-                            name: config.name.clone(),
-                        })
+                        .map(|config| SourceKey::of(&key.namespace, config))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -297,7 +318,8 @@ impl Evaluator<'_> {
         }
         let names = names(&changed);
         let related = changed.first().cloned();
-        let Some(document) = plan.document(&decision, &change_cause(&names)) else {
+        let versions = self.cache.versions(key).unwrap_or_default();
+        let Some(document) = plan.document(&decision, &versions, &change_cause(&names)) else {
             return Some(nothing());
         };
         if self.dry_run {
@@ -305,6 +327,9 @@ impl Evaluator<'_> {
                 decision: decision.as_str(),
                 changed: names,
             });
+        }
+        if self.stale {
+            return Some(skip(SkipReason::StaleView));
         }
         let Some(deadline) = self.deadline else {
             return Some(skip(SkipReason::NotLeader));
@@ -345,6 +370,39 @@ impl Evaluator<'_> {
             Some(rolled(deferred, &names, related)),
         ))
     }
+}
+
+/// The objects a roll of `key` (to `current`, its record now) is for whose cached entry is not
+/// proven at least as new as what its record was written from: the objects whose recorded
+/// state differs (every consumed object, for a record without per-object entries), each
+/// without a recorded version the cache held ([`crate::freshness::Currency::proves`]).
+fn unproven(
+    cache: &Cache,
+    key: &WorkloadKey,
+    entry: &crate::cache::WorkloadEntry,
+    current: &str,
+) -> Vec<SourceKey> {
+    let record = entry.facts.record.as_deref().unwrap_or_default();
+    let changed = if digest::parse_record(record).1.is_some() {
+        digest::changed_objects(record, current, entry.consumption.objects())
+    } else {
+        entry.consumption.objects().collect()
+    };
+    let versions = entry
+        .versions
+        .as_deref()
+        .map(freshness::parse_versions)
+        .unwrap_or_default();
+    changed
+        .into_iter()
+        .filter(|config| {
+            let recorded = versions.get(digest::record_id(config).as_str()).copied();
+            cache
+                .source_entry(&SourceKey::of(&key.namespace, config))
+                .is_some_and(|found| !found.currency.proves(recorded))
+        })
+        .map(|config| SourceKey::of(&key.namespace, config))
+        .collect()
 }
 
 fn skip(reason: SkipReason) -> Outcome {

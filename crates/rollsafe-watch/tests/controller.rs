@@ -488,7 +488,7 @@ async fn a_compacted_watch_relists_without_spurious_rolls() {
     // Watches end after a second; kube resumes each from its last resourceVersion, which the
     // compaction made too old: 410, then a relist.
     let mut running = env.controller(ControllerSettings {
-        watch_timeout: Some(1),
+        watch_timeout: 1,
         ..settings()
     });
     running

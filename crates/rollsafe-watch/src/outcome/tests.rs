@@ -34,11 +34,16 @@ fn db() -> SourceKey {
 }
 
 fn secret(password: &str) -> SourceEntry {
+    secret_at(password, "3")
+}
+
+fn secret_at(password: &str, resource_version: &str) -> SourceEntry {
     let value = base64::engine::general_purpose::STANDARD.encode(password);
     SourceEntry::from_object(
         TargetKind::Secret,
         &json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "db", "namespace": NS, "uid": "s-1", "resourceVersion": "3"},
+            "metadata": {"name": "db", "namespace": NS, "uid": "s-1",
+                "resourceVersion": resource_version},
             "data": {"password": value}}),
     )
 }
@@ -63,6 +68,8 @@ struct World {
     dry_run: bool,
     /// How long a patch may take from now; `None`: not leading.
     budget: Option<Duration>,
+    /// A watch is stale.
+    stale: bool,
 }
 
 impl World {
@@ -76,6 +83,7 @@ impl World {
             bucket: TokenBucket::new(0, 1, Instant::now()),
             dry_run: false,
             budget: Some(Duration::from_secs(15)),
+            stale: false,
         };
         world.cache.apply_source(db(), secret("hunter2"));
         world.workload(json!({"rollsafe.dev/watch": "true"}));
@@ -101,14 +109,16 @@ impl World {
         self.after_a_change_to(|_| {})
     }
 
-    /// As [`World::after_a_change`], with `web` edited by `edit` (its record kept).
+    /// As [`World::after_a_change`], with `web` edited by `edit` (its record kept): the record
+    /// and its versions written from `db` at resourceVersion 3, which then moves to 4.
     fn after_a_change_to(mut self, edit: impl FnOnce(&mut Value)) -> Self {
         let record = self.record();
-        let mut object =
-            deployment(json!({"rollsafe.dev/watch": "true", "rollsafe.dev/config-record": record}));
+        let versions = self.cache.versions(&web()).unwrap();
+        let mut object = deployment(json!({"rollsafe.dev/watch": "true",
+            "rollsafe.dev/config-record": record, "rollsafe.dev/config-versions": versions}));
         edit(&mut object);
         self.object(object);
-        self.cache.apply_source(db(), secret("rotated"));
+        self.cache.apply_source(db(), secret_at("rotated", "4"));
         self.changed.entry(web()).or_default().insert(db());
         self
     }
@@ -126,6 +136,7 @@ impl World {
             bucket: &mut self.bucket,
             progressive_all: false,
             stalled: &HashSet::new(),
+            stale: self.stale,
         }
         .evaluate(&web(), now)
     }
@@ -214,7 +225,10 @@ fn first_sight_adopts_without_an_event() {
     assert_eq!(write.retry_after, Duration::from_secs(10));
     assert_eq!(
         additions(&write),
-        ["/metadata/annotations/rollsafe.dev~1config-record"]
+        [
+            "/metadata/annotations/rollsafe.dev~1config-record",
+            "/metadata/annotations/rollsafe.dev~1config-versions"
+        ]
     );
 }
 
@@ -228,13 +242,19 @@ fn a_change_rolls_and_names_the_changed_objects() {
         [
             "/spec/template/metadata/annotations/rollsafe.dev~1config-hash",
             "/metadata/annotations/rollsafe.dev~1config-record",
+            "/metadata/annotations/rollsafe.dev~1config-versions",
             "/metadata/annotations/kubernetes.io~1change-cause"
         ]
     );
-    // What `kubectl rollout history` shows: the cause, names only.
+    // The versions the record was read from: db at 4.
     let document = serde_json::to_value(&write.document).unwrap();
+    assert!(
+        document[4]["value"].as_str().unwrap().ends_with("=4"),
+        "{document}"
+    );
+    // What `kubectl rollout history` shows: the cause, names only.
     assert_eq!(
-        document[4]["value"],
+        document[5]["value"],
         "rollsafe watch: rolled for changes to Secret/db"
     );
     assert_eq!(
@@ -265,7 +285,15 @@ fn a_record_without_per_object_entries_cannot_name_its_cause() {
     world.object(deployment(
         json!({"rollsafe.dev/watch": "true", "rollsafe.dev/config-record": bare}),
     ));
-    world.cache.apply_source(db(), secret("rotated"));
+    world.cache.apply_source(db(), secret_at("rotated", "4"));
+    // No versions to prove the cache newer than the record: a read first.
+    assert_eq!(
+        world.evaluate(),
+        Some(Outcome::Confirm {
+            sources: vec![db()]
+        })
+    );
+    assert!(world.cache.confirm(&db(), 4));
     assert_eq!(
         world.write().event.map(|event| event.note),
         Some("Rolled: what it consumes changed while rollsafe was not watching".to_owned())
@@ -446,4 +474,117 @@ fn an_event_names_at_most_ten_objects() {
     assert!(note.starts_with("Secret/o00, Secret/o01,"), "{note}");
     assert!(note.ends_with(", and 2 more"), "{note}");
     assert_eq!(note.matches('/').count(), 10, "{note}");
+}
+
+/// The stale-view table (docs/watch.md, "Stale views"): a roll goes ahead only when the cache
+/// shows its view of the changed object at least as new as the one the record was read from;
+/// otherwise one read first, and nothing else happens.
+#[test]
+fn a_roll_needs_a_view_at_least_as_new_as_the_records() {
+    let confirm = Some(Outcome::Confirm {
+        sources: vec![db()],
+    });
+    // (recorded version of db, what the cache did since, expected)
+    type Setup = fn(&mut World);
+    let cases: [(&str, Option<&str>, Setup, bool); 6] = [
+        (
+            "recorded at 3, the cache went 3 → 4",
+            Some("3"),
+            |_| {},
+            true,
+        ),
+        (
+            "recorded at 5 by another replica; this cache never held 5",
+            Some("5"),
+            |_| {},
+            false,
+        ),
+        ("no versions (an older record)", None, |_| {}, false),
+        (
+            "no versions, but a read returned the cached 4",
+            None,
+            |world| assert!(world.cache.confirm(&db(), 4)),
+            true,
+        ),
+        (
+            "recorded at 5; a read returned 5: the cache is behind",
+            Some("5"),
+            |world| assert!(!world.cache.confirm(&db(), 5)),
+            false,
+        ),
+        (
+            "recorded at 3, the cache went 3 → 4 → 5 → 6 → 7: 3 forgotten",
+            Some("3"),
+            |world| {
+                for version in ["5", "6", "7"] {
+                    world
+                        .cache
+                        .apply_source(db(), secret_at("rotated", version));
+                }
+            },
+            false,
+        ),
+    ];
+    for (why, recorded, setup, rolls) in cases {
+        let mut world = World::new().after_a_change_to(|object| {
+            let annotations = object["metadata"]["annotations"].as_object_mut().unwrap();
+            let id = annotations["rollsafe.dev/config-versions"]
+                .as_str()
+                .unwrap()
+                .split_once('=')
+                .unwrap()
+                .0
+                .to_owned();
+            match recorded {
+                Some(version) => {
+                    annotations.insert(
+                        "rollsafe.dev/config-versions".into(),
+                        json!(format!("{id}={version}")),
+                    );
+                }
+                None => {
+                    annotations.remove("rollsafe.dev/config-versions");
+                }
+            }
+        });
+        setup(&mut world);
+        let outcome = world.evaluate();
+        if rolls {
+            assert!(
+                matches!(outcome, Some(Outcome::Patch(_))),
+                "{why}: {outcome:?}"
+            );
+        } else {
+            assert_eq!(outcome, confirm, "{why}");
+        }
+    }
+    // A follower reads nothing: it would not patch anyway.
+    let mut world = World::new().after_a_change_to(|object| {
+        object["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove("rollsafe.dev/config-versions");
+    });
+    world.budget = None;
+    assert_eq!(world.evaluate(), skipped(SkipReason::NotLeader));
+}
+
+#[test]
+fn nothing_is_patched_while_a_watch_is_stale() {
+    let mut adopting = World::new();
+    adopting.stale = true;
+    assert_eq!(adopting.evaluate(), skipped(SkipReason::StaleView));
+    let mut rolling = World::new().after_a_change();
+    rolling.stale = true;
+    assert_eq!(rolling.evaluate(), skipped(SkipReason::StaleView));
+    assert!(
+        !SkipReason::StaleView.settles(),
+        "the changes wait for the view"
+    );
+    // A dry run decides as ever: it patches nothing.
+    rolling.dry_run = true;
+    assert!(matches!(rolling.evaluate(), Some(Outcome::DryRun { .. })));
+    rolling.dry_run = false;
+    rolling.stale = false;
+    assert!(matches!(rolling.evaluate(), Some(Outcome::Patch(_))));
 }
