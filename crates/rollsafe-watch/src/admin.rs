@@ -1,6 +1,6 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` and `/livez` (the process runs:
 //! the liveness probe charts expect under either name) and `/readyz` (every watch has listed
-//! once).
+//! once, and none is stale).
 
 use std::sync::Arc;
 
@@ -47,10 +47,13 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
 }
 
 async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
-    if state.status.borrow().synced {
-        (StatusCode::OK, "ok")
-    } else {
+    let status = state.status.borrow();
+    if !status.synced {
         (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+    } else if status.stale_watches > 0 {
+        (StatusCode::SERVICE_UNAVAILABLE, "a watch is stale")
+    } else {
+        (StatusCode::OK, "ok")
     }
 }
 

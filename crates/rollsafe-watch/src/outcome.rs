@@ -259,6 +259,10 @@ impl Evaluator<'_> {
                 if self.deadline.is_none() && !self.dry_run {
                     return Some(skip(SkipReason::NotLeader));
                 }
+                // A stream already relisting (or stalled) answers this when it is fresh.
+                if self.stale && !self.dry_run {
+                    return Some(skip(SkipReason::StaleView));
+                }
                 return Some(Outcome::Confirm { sources: unproven });
             }
         }

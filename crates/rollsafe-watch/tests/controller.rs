@@ -1589,3 +1589,258 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
     assert_eq!(rolls("uses-tls"), 0, "an ignored Secret rolls nothing");
     running.stop().await;
 }
+
+/// Polls `done` until it holds, failing after [`DEADLINE`].
+async fn poll(what: &str, done: impl Fn() -> bool) {
+    let started = tokio::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < DEADLINE, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `n` Deployments `c0`…, each reading `db/password`, beside `db` and the barrier's `other`.
+fn consumers_of_db(n: usize) -> Vec<Value> {
+    let mut seeds = vec![
+        secret("db", &[("password", "hunter2")], json!({})),
+        secret("other", &[("k", "1")], json!({})),
+    ];
+    for i in 0..n {
+        seeds.push(deployment(
+            &format!("c{i}"),
+            "true",
+            json!([key_ref("P", "db", "password")]),
+            json!([]),
+        ));
+    }
+    seeds
+}
+
+fn template_hash(env: &Env, name: &str) -> Value {
+    env.workload("deployments", name)
+        .pointer("/spec/template/metadata/annotations/rollsafe.dev~1config-hash")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Sieve's stale-view failover (docs/watch.md, "Stale views"): the follower's Secret watch is
+/// stalled without an error while its workload watch and Lease stay live; the leader rolls 12
+/// consumers and dies; the follower takes over. Its cache says the old values, every record
+/// the new ones: it reads, finds itself behind, relists — and rolls nothing back, nor again.
+#[tokio::test]
+async fn a_follower_whose_secret_watch_stalled_takes_over_without_rolling_anything_back() {
+    use rollsafe_kube::Impersonation;
+    use rollsafe_watch::leader::elect;
+    const CONSUMERS: usize = 12;
+    let env = Env::start(consumers_of_db(CONSUMERS)).await;
+    let names: Vec<String> = (0..CONSUMERS).map(|i| format!("c{i}")).collect();
+    let a = elect(env.connection.client(None), &lease("a"))
+        .await
+        .unwrap();
+    let mut first = Running::spawn(
+        Controller::new(env.connection.client(None), settings()).with_leadership(a.leader.clone()),
+    );
+    first
+        .until("a leads and adopts", |s| {
+            s.leader && s.adoptions == CONSUMERS as u64 && s.pending == 0
+        })
+        .await;
+    // The follower acts as replica-b; only its Secret watch stalls (the first it makes: it
+    // listed, then watches and hears nothing more).
+    let stall = env.emu.add_fault(
+        Fault::on("watch", "secrets")
+            .user("replica-b")
+            .then(FaultAction::Stall),
+    );
+    let replica_b = Impersonation::new("replica-b", ["system:masters"]).unwrap();
+    let b = elect(env.connection.client(Some(&replica_b)), &lease("b"))
+        .await
+        .unwrap();
+    let mut second = Running::spawn(
+        Controller::new(env.connection.client(Some(&replica_b)), settings())
+            .with_leadership(b.leader.clone()),
+    );
+    second.settled().await;
+    poll("the follower's Secret watch is stalled", || {
+        env.emu
+            .faults()
+            .iter()
+            .any(|f| f.id == stall && f.fired == 1)
+    })
+    .await;
+
+    // The leader rolls every consumer for the new value.
+    let before: Vec<Value> = names.iter().map(|n| template_hash(&env, n)).collect();
+    let evaluated = second.status.borrow().evaluations;
+    env.put(secret("db", &[("password", "rotated")], json!({})));
+    first
+        .until("the leader rolls every consumer", |s| {
+            s.rolls == CONSUMERS as u64 && s.pending == 0
+        })
+        .await;
+    let rolled: Vec<Value> = names.iter().map(|n| template_hash(&env, n)).collect();
+    assert!(rolled.iter().zip(&before).all(|(now, was)| now != was));
+    // The follower has seen every new record (its workload watch is live) and, not leading,
+    // read nothing.
+    second
+        .until("the follower sees the new records", |s| {
+            s.evaluations >= evaluated + CONSUMERS as u64 && s.pending == 0
+        })
+        .await;
+    assert_eq!(second.status.borrow().confirmations, 0);
+
+    // The leader dies without releasing the Lease; the follower takes over when it expires.
+    a.task.abort();
+    first.stop().await;
+    drop(a);
+    let status = second
+        .until(
+            "the follower takes over, finds itself behind and catches up",
+            |s| s.leader && s.stale_views >= 1 && s.stale_watches == 0 && s.pending == 0,
+        )
+        .await;
+    assert_eq!(status.rolls, 0, "nothing rolled back: {status:?}");
+    assert_eq!(status.adoptions, 0, "{status:?}");
+    assert_eq!(
+        status.stale_views, 1,
+        "one read found it behind; the other consumers waited for the relist: {status:?}"
+    );
+    for (name, hash) in names.iter().zip(&rolled) {
+        assert_eq!(env.rollouts(name), 1, "{name} rolled once, by the leader");
+        assert_eq!(
+            &template_hash(&env, name),
+            hash,
+            "{name} keeps the new digest"
+        );
+    }
+
+    // The next change rolls each consumer once, from the caught-up view.
+    env.emu.remove_fault(stall);
+    env.put(secret("db", &[("password", "third")], json!({})));
+    second
+        .until("the new leader rolls the next change", |s| {
+            s.rolls == CONSUMERS as u64 && s.pending == 0
+        })
+        .await;
+    for name in &names {
+        assert_eq!(env.rollouts(name), 2, "{name}: one roll per change");
+    }
+    second.stop().await;
+}
+
+/// A Secret watch that goes silent (no event, no bookmark, no end) is stale after the stall
+/// bound: `/readyz` says so, nothing is patched meanwhile — not even an adoption the live
+/// workload watch asks for — and kube's watcher abandons the silent request. When the stream
+/// delivers again, what was held is done once.
+#[tokio::test]
+async fn a_stalled_watch_is_stale_within_the_bound_and_nothing_is_patched_meanwhile() {
+    use rollsafe_watch::freshness::{STALL_CHECK, stall_bound};
+    let env = Env::start(two_workloads()).await;
+    let metrics = rollsafe_watch::metrics::ControllerMetrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    // Each watch request lasts a second: a healthy stream ends and resumes every second.
+    let controller = Controller::new(
+        env.connection.client(None),
+        ControllerSettings {
+            watch_timeout: 1,
+            ..settings()
+        },
+    )
+    .with_metrics(metrics.clone());
+    let status_rx = controller.status();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_admin, admin_stopped) = oneshot::channel::<()>();
+    let admin = tokio::spawn(rollsafe_watch::admin::serve(
+        listener,
+        Arc::new(registry),
+        status_rx,
+        async {
+            let _ = admin_stopped.await;
+        },
+    ));
+    let mut running = Running::spawn(controller);
+    running
+        .until("adopted", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    assert_eq!(get(addr, "/readyz").await.0, 200);
+
+    // From now on every Secret watch stalls.
+    let stalled_at = tokio::time::Instant::now();
+    env.emu.add_fault(
+        Fault::on("watch", "secrets")
+            .always()
+            .then(FaultAction::Stall),
+    );
+    running
+        .until("the Secret watch is stale", |s| s.stale_watches == 1)
+        .await;
+    let detected = stalled_at.elapsed();
+    // The stream's last delivery was at most one watch timeout (1 s) before the fault; checks
+    // run every second.
+    let bound = stall_bound(1) + Duration::from_secs(1) + 2 * STALL_CHECK;
+    assert!(
+        detected <= bound,
+        "stale after {detected:?}, bound {bound:?}"
+    );
+    assert_eq!(
+        get(addr, "/readyz").await,
+        (503, "a watch is stale".to_owned())
+    );
+
+    // A change the stalled stream withholds.
+    env.put(secret(
+        "db",
+        &[("password", "rotated"), ("user", "app")],
+        json!({}),
+    ));
+    // The workload watch is live: a new workload is seen, but not adopted while stale.
+    env.put(deployment(
+        "late",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([]),
+    ));
+    running
+        .until("late is cached and evaluated", |s| {
+            s.workloads == 3 && s.pending == 0
+        })
+        .await;
+    let text = {
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    };
+    assert!(
+        text.contains("rollsafe_watch_skipped_total{reason=\"stale_view\"}"),
+        "{text}"
+    );
+    assert!(text.contains("rollsafe_watch_stale_watches 1"), "{text}");
+    assert!(
+        text.contains("rollsafe_watch_watch_stalls_total 1"),
+        "{text}"
+    );
+    assert!(env.patches("deployments", "late").is_empty());
+    assert_eq!(env.rollouts("web"), 0);
+    // kube's watcher gave the silent request up (1 s + its 5 s margin) and watched again.
+    running
+        .until("a silent watch abandoned", |s| s.abandoned_watches >= 1)
+        .await;
+
+    // The stream delivers again: fresh; the change rolls web once, late is adopted.
+    env.emu.clear_faults();
+    let status = running
+        .until("fresh again, and done", |s| {
+            s.stale_watches == 0 && s.rolls == 1 && s.adoptions == 3 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("web"), 1, "{status:?}");
+    assert_eq!(env.rollouts("api"), 0, "{status:?}");
+    assert_eq!(get(addr, "/readyz").await.0, 200);
+    running.stop().await;
+    let _ = stop_admin.send(());
+    admin.await.unwrap().unwrap();
+}
