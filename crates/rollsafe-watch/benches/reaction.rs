@@ -131,6 +131,7 @@ async fn main() {
         status.wait_for(|s| s.rolls > rolls).await.unwrap();
         reaction.push(changed.elapsed());
     }
+    let confirmations = status.borrow().confirmations;
     task.abort();
 
     // Baseline: a bare JSON Patch round trip to the same server.
@@ -171,6 +172,9 @@ async fn main() {
         ms(b99),
         r50.as_secs_f64() / b50.as_secs_f64(),
         r99.as_secs_f64() / b99.as_secs_f64()
+    );
+    println!(
+        "  consistent reads before those rolls: {confirmations} (each change was seen arriving)"
     );
     println!(
         "cold start ({listed} objects): controller ready in {:.1} ms; raw paged list {:.1} ms; ratio {:.1}",
