@@ -28,7 +28,10 @@ mod why;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+
+/// The executable name under which kubectl runs rollsafe as its plugin (`kubectl rollsafe …`).
+const KUBECTL_PLUGIN: &str = "kubectl-rollsafe";
 
 /// rollsafe rolls Kubernetes workloads when the Secrets and ConfigMaps they consume change.
 #[derive(Debug, Parser)]
@@ -88,8 +91,32 @@ enum Command {
     Why(why::Args),
 }
 
+/// How the process was invoked: `kubectl rollsafe` when its executable is named
+/// `kubectl-rollsafe` (kubectl finds plugins on `PATH` by that name and passes the rest of the
+/// command line unchanged), else `rollsafe`. Usage, help and error lines use it.
+fn invoked_as(argv0: Option<&std::ffi::OsStr>) -> &'static str {
+    let stem = argv0
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_stem)
+        .and_then(std::ffi::OsStr::to_str);
+    if stem == Some(KUBECTL_PLUGIN) {
+        "kubectl rollsafe"
+    } else {
+        "rollsafe"
+    }
+}
+
+fn parse() -> (Cli, &'static str) {
+    let name = invoked_as(std::env::args_os().next().as_deref());
+    let matches = Cli::command().bin_name(name).get_matches();
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => (cli, name),
+        Err(error) => error.exit(),
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, name) = parse();
     let servers_log_json = matches!(
         cli.command,
         Command::Serve(_) | Command::Watch(_) | Command::Emulator(_)
@@ -117,7 +144,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) if error.is::<stdout::Closed>() => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("rollsafe: {}", process::one_line(&error));
+            eprintln!("{name}: {}", process::one_line(&error));
             ExitCode::FAILURE
         }
     }
@@ -131,5 +158,23 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_plugin_name_is_told_by_the_executable_name() {
+        use std::ffi::OsStr;
+        for (argv0, name) in [
+            (Some("rollsafe"), "rollsafe"),
+            (Some("/usr/local/bin/rollsafe"), "rollsafe"),
+            (
+                Some("/home/me/.krew/bin/kubectl-rollsafe"),
+                "kubectl rollsafe",
+            ),
+            (Some("kubectl-rollsafe.exe"), "kubectl rollsafe"),
+            (Some("kubectl-rollsafe-old"), "rollsafe"),
+            (None, "rollsafe"),
+        ] {
+            assert_eq!(invoked_as(argv0.map(OsStr::new)), name, "{argv0:?}");
+        }
     }
 }
