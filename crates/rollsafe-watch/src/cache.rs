@@ -344,9 +344,37 @@ pub struct Cache {
     /// Cached workloads whose facts say halted (kept with every insert and removal: the count
     /// is published after every watch event).
     halted: usize,
+    /// Kinds whose watch is restricted (`--source-selector`) or off (`--ignore-kind`): an
+    /// object of such a kind that is not cached may exist outside the selection, so it counts
+    /// as not watched — left out of the digest like an opted-out object — never as missing.
+    unwatched_when_absent: Vec<TargetKind>,
 }
 
+/// What an object that is not watched contributes: nothing (it is left out, as opted out).
+static UNWATCHED: SourceDigest = SourceDigest {
+    uid: String::new(),
+    opted_out: true,
+    keys: std::collections::BTreeMap::new(),
+};
+
 impl Cache {
+    /// A cache in which an absent object of these kinds counts as not watched.
+    #[must_use]
+    pub fn with_unwatched_when_absent(mut self, kinds: Vec<TargetKind>) -> Self {
+        self.unwatched_when_absent = kinds;
+        self
+    }
+
+    /// What the digest reads of `config` in `namespace`: its entry's digest; for an absent
+    /// object, nothing (missing) or, for a kind watched only in part, [`UNWATCHED`].
+    fn digest_of(&self, namespace: &str, config: &ConfigRef) -> Option<&SourceDigest> {
+        match self.source(namespace, config) {
+            Some(entry) => Some(&entry.digest),
+            None if self.unwatched_when_absent.contains(&config.kind) => Some(&UNWATCHED),
+            None => None,
+        }
+    }
+
     /// Records a source's current state. Returns whether anything a digest reads changed
     /// (uid, opt-out, a key or a value), i.e. whether its consumers need a new look; a
     /// label- or annotation-only change returns `false`.
@@ -521,7 +549,7 @@ impl Cache {
     pub fn digest(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
         Some(fingerprinter.digest(&entry.consumption.expand(), |config| {
-            self.source(&key.namespace, config).map(|s| &s.digest)
+            self.digest_of(&key.namespace, config)
         }))
     }
 
@@ -529,7 +557,7 @@ impl Cache {
     pub fn record(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
         Some(fingerprinter.record(&entry.consumption.expand(), |config| {
-            self.source(&key.namespace, config).map(|s| &s.digest)
+            self.digest_of(&key.namespace, config)
         }))
     }
 
@@ -551,7 +579,7 @@ impl Cache {
             entry
                 .consumption
                 .objects()
-                .all(|config| self.source(&key.namespace, config).is_some())
+                .all(|config| self.digest_of(&key.namespace, config).is_some())
         })
     }
 

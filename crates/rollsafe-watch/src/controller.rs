@@ -70,6 +70,13 @@ pub struct ControllerSettings {
     pub namespaces: Vec<String>,
     /// A label selector restricting the workloads considered.
     pub selector: Option<String>,
+    /// A label selector restricting the Secrets and ConfigMaps watched (sent to the API
+    /// server). An object outside it counts as not watched, like an opted-out one.
+    pub source_selector: Option<String>,
+    /// Namespaces never watched (a field selector on every watch).
+    pub ignore_namespaces: Vec<String>,
+    /// Kinds of source never watched: their objects count as not watched.
+    pub ignore_kinds: Vec<TargetKind>,
     /// Every workload is opted in unless it says `"false"`.
     pub all: bool,
     /// The per-workload debounce window.
@@ -109,6 +116,9 @@ impl Default for ControllerSettings {
         Self {
             namespaces: Vec::new(),
             selector: None,
+            source_selector: None,
+            ignore_namespaces: Vec::new(),
+            ignore_kinds: Vec::new(),
             all: false,
             debounce: DEFAULT_DEBOUNCE,
             dry_run: false,
@@ -310,9 +320,16 @@ impl Controller {
             stalled: HashSet::new(),
             held: HashMap::new(),
             reloader_noted: HashSet::new(),
+            cache: Cache::default().with_unwatched_when_absent(
+                [TargetKind::Secret, TargetKind::ConfigMap]
+                    .into_iter()
+                    .filter(|kind| {
+                        settings.source_selector.is_some() || settings.ignore_kinds.contains(kind)
+                    })
+                    .collect(),
+            ),
             client,
             settings,
-            cache: Cache::default(),
             debouncer: Debouncer::default(),
             streams: Vec::new(),
             status: watch::Sender::new(Status::default()),
@@ -492,11 +509,17 @@ impl Controller {
         let mut all = SelectAll::new();
         for scope in scopes {
             for kind in [TargetKind::Secret, TargetKind::ConfigMap] {
+                if self.settings.ignore_kinds.contains(&kind) {
+                    continue;
+                }
                 let resource = match kind {
                     TargetKind::Secret => ApiResource::erase::<Secret>(&()),
                     TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
                 };
-                let config = self.watch_config();
+                let mut config = self.watch_config();
+                if let Some(selector) = &self.settings.source_selector {
+                    config = config.labels(selector);
+                }
                 let compat = self.settings.reloader_compat;
                 let stream = self.add_stream(&scope, Some(kind), &resource, move |api, id| {
                     watcher(api, config.clone())
@@ -547,7 +570,11 @@ impl Controller {
     }
 
     fn watch_config(&self) -> watcher::Config {
-        watcher::Config::default().timeout(self.settings.watch_timeout)
+        let config = watcher::Config::default().timeout(self.settings.watch_timeout);
+        match ignored_namespaces(&self.settings.ignore_namespaces) {
+            Some(fields) => config.fields(&fields),
+            None => config,
+        }
     }
 
     /// Registers one watch stream: its requests go through a client that notes their
@@ -1215,6 +1242,18 @@ impl Controller {
             }
         }
     }
+}
+
+/// The field selector leaving out `namespaces` (`metadata.namespace!=a,metadata.namespace!=b`),
+/// or `None` for none.
+fn ignored_namespaces(namespaces: &[String]) -> Option<String> {
+    (!namespaces.is_empty()).then(|| {
+        namespaces
+            .iter()
+            .map(|namespace| format!("metadata.namespace!={namespace}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
 }
 
 /// The object reference of a workload's Events.

@@ -1844,3 +1844,137 @@ async fn a_stalled_watch_is_stale_within_the_bound_and_nothing_is_patched_meanwh
     let _ = stop_admin.send(());
     admin.await.unwrap().unwrap();
 }
+
+/// `--source-selector`, `--ignore-namespace` and `--ignore-kind`: the API server filters what
+/// is watched, so what is left out is neither transferred nor cached; an object outside the
+/// selection counts as not watched (like an opted-out one), never as missing.
+#[tokio::test]
+async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
+    use rollsafe_core::reference::TargetKind;
+    let labelled = |mut object: Value| {
+        object["metadata"]["labels"] = json!({"rollsafe": "yes"});
+        object
+    };
+    let elsewhere = |mut object: Value| {
+        object["metadata"]["namespace"] = json!("skip");
+        object
+    };
+    let mut seeds = vec![
+        labelled(secret("db", &[("password", "hunter2")], json!({}))),
+        secret("other", &[("k", "1")], json!({})),
+        config_map("settings", &[("mode", "a")]),
+        deployment(
+            "web",
+            "true",
+            json!([key_ref("P", "db", "password")]),
+            json!([{"secretRef": {"name": "other"}}, {"configMapRef": {"name": "settings"}}]),
+        ),
+        deployment(
+            "api",
+            "true",
+            json!([]),
+            json!([{"secretRef": {"name": "other"}}]),
+        ),
+        elsewhere(labelled(secret("db", &[("password", "x")], json!({})))),
+        elsewhere(deployment(
+            "far",
+            "true",
+            json!([key_ref("P", "db", "password")]),
+            json!([]),
+        )),
+    ];
+    for i in 0..20 {
+        seeds.push(secret(&format!("unselected-{i}"), &[("k", "v")], json!({})));
+    }
+    let env = Env::start(seeds).await;
+
+    // Everything watched: every Secret and ConfigMap is cached, the far namespace's too.
+    let mut everything = env.controller(settings());
+    let all = everything.settled().await;
+    everything.stop().await;
+    env.emu.reset().unwrap();
+
+    let mut running = env.controller(ControllerSettings {
+        source_selector: Some("rollsafe=yes".to_owned()),
+        ignore_namespaces: vec!["skip".to_owned()],
+        ignore_kinds: vec![TargetKind::ConfigMap],
+        ..settings()
+    });
+    let status = running.settled().await;
+    // (the emulator's namespaces each hold a kube-root-ca.crt ConfigMap, too)
+    assert!(all.sources >= 25 && all.workloads == 3, "{all:?}");
+    assert_eq!(
+        (status.sources, status.workloads),
+        (1, 2),
+        "only db is cached, and no workload of the ignored namespace: {status:?}"
+    );
+    assert_eq!(status.adoptions, 2, "web and api adopted, nothing rolled");
+    let sent = |resource: &str, needle: &str| {
+        let reads: Vec<String> = env
+            .emu
+            .requests()
+            .into_iter()
+            .filter(|r| r.resource.as_deref() == Some(resource))
+            .filter(|r| matches!(r.verb.as_deref(), Some("list" | "watch")))
+            .map(|r| r.query)
+            .collect();
+        !reads.is_empty() && reads.iter().all(|query| query.contains(needle))
+    };
+    assert!(sent("secrets", "labelSelector=rollsafe%3Dyes"));
+    assert!(sent(
+        "deployments",
+        "fieldSelector=metadata.namespace%21%3Dskip"
+    ));
+    assert!(
+        env.emu
+            .requests()
+            .iter()
+            .all(|r| r.resource.as_deref() != Some("configmaps")),
+        "ConfigMaps are not watched"
+    );
+
+    // The selected object rolls its consumer once; the others never.
+    env.put(labelled(secret(
+        "db",
+        &[("password", "rotated")],
+        json!({}),
+    )));
+    running
+        .until("web rolls", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    env.put(secret("other", &[("k", "2")], json!({})));
+    env.put(config_map("settings", &[("mode", "b")]));
+    env.put(elsewhere(labelled(secret(
+        "db",
+        &[("password", "y")],
+        json!({}),
+    ))));
+    // db leaving the selection is not a change: nothing rolls.
+    env.put(secret("db", &[("password", "rotated")], json!({})));
+    running
+        .until("db left the cache", |s| s.sources == 0 && s.pending == 0)
+        .await;
+    // db back in the selection joins the record, as an opt-out removed does: no roll (its
+    // value then is its first seen); its next change rolls web once more.
+    env.put(labelled(secret("db", &[("password", "third")], json!({}))));
+    running
+        .until("db back in the cache", |s| s.sources == 1 && s.pending == 0)
+        .await;
+    assert_eq!(running.status.borrow().rolls, 1);
+    env.put(labelled(secret("db", &[("password", "fourth")], json!({}))));
+    let status = running
+        .until("web rolls for db's next change", |s| {
+            s.rolls == 2 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("web"), 2, "{status:?}");
+    assert_eq!(env.rollouts("api"), 0, "{status:?}");
+    assert!(
+        env.emu
+            .get_object("deployments", Some("skip"), "far")
+            .unwrap()
+            .pointer("/metadata/annotations/rollsafe.dev~1config-record")
+            .is_none()
+    );
+    running.stop().await;
+}

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use prometheus_client::registry::Registry;
+use rollsafe_core::reference::TargetKind;
 use rollsafe_watch::admin;
 use rollsafe_watch::leader::{self, LeaseSettings};
 use rollsafe_watch::limits::FlapLimit;
@@ -44,6 +47,30 @@ pub(crate) struct Args {
     /// Consider only workloads matching this label selector.
     #[arg(long, value_name = "SELECTOR", env = "ROLLSAFE_WATCH_SELECTOR")]
     selector: Option<String>,
+    /// Watch only the Secrets and ConfigMaps matching this label selector (sent to the API
+    /// server, so the others are neither transferred nor held). An object outside it counts
+    /// as not watched, like one annotated rollsafe.dev/watch: "false".
+    #[arg(long, value_name = "SELECTOR", env = "ROLLSAFE_WATCH_SOURCE_SELECTOR")]
+    source_selector: Option<String>,
+    /// Never watch this namespace (repeatable; the variable takes a comma-separated list).
+    #[arg(
+        long = "ignore-namespace",
+        value_name = "NAMESPACE",
+        env = "ROLLSAFE_WATCH_IGNORE_NAMESPACE",
+        value_delimiter = ',',
+        value_parser = parse_namespace
+    )]
+    ignore_namespaces: Vec<String>,
+    /// Never watch this kind of source, `Secret` or `ConfigMap` (repeatable); its objects count
+    /// as not watched.
+    #[arg(
+        long = "ignore-kind",
+        value_name = "KIND",
+        env = "ROLLSAFE_WATCH_IGNORE_KIND",
+        value_delimiter = ',',
+        value_parser = parse_source_kind
+    )]
+    ignore_kinds: Vec<TargetKind>,
     /// Every workload is opted in unless it says rollsafe.dev/watch: "false".
     #[arg(long, env = "ROLLSAFE_WATCH_ALL")]
     all: bool,
@@ -121,6 +148,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         context,
         namespaces,
         selector,
+        source_selector,
+        ignore_namespaces,
+        ignore_kinds,
         all,
         debounce,
         progress_deadline,
@@ -145,6 +175,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = ControllerSettings {
         namespaces,
         selector,
+        source_selector,
+        ignore_namespaces,
+        ignore_kinds,
         all,
         debounce,
         dry_run,
@@ -215,6 +248,11 @@ async fn watch(
     admin_listen: SocketAddr,
 ) -> anyhow::Result<ExitCode> {
     let connection = kube.connect().await?;
+    if let Some(selector) = &settings.source_selector
+        && let Err(code) = check_source_selector(&connection, &settings, selector).await?
+    {
+        return Ok(code);
+    }
     let metrics = ControllerMetrics::default();
     let mut registry = Registry::default();
     metrics.register(&mut registry);
@@ -235,6 +273,59 @@ async fn watch(
     release(election).await;
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Asks the API server whether `--source-selector` parses, with the one request the watches
+/// would make first (a list, here of one object): a selector it refuses would make every
+/// watch fail over and over. Its refusal is a usage error (exit 2), said in our words.
+async fn check_source_selector(
+    connection: &rollsafe_kube::Connection,
+    settings: &ControllerSettings,
+    selector: &str,
+) -> anyhow::Result<Result<(), ExitCode>> {
+    let kind = if settings.ignore_kinds.contains(&TargetKind::Secret) {
+        ApiResource::erase::<ConfigMap>(&())
+    } else {
+        ApiResource::erase::<Secret>(&())
+    };
+    let client = connection.client(None);
+    let api: Api<DynamicObject> = match settings.namespaces.first() {
+        Some(namespace) => Api::namespaced_with(client, namespace, &kind),
+        None => Api::all_with(client, &kind),
+    };
+    let params = ListParams::default().labels(selector).limit(1);
+    match tokio::time::timeout(SELECTOR_CHECK_TIMEOUT, api.list_metadata(&params)).await {
+        Ok(Ok(_)) => Ok(Ok(())),
+        Ok(Err(kube::Error::Api(status))) if status.code == 400 => {
+            eprintln!(
+                "rollsafe: --source-selector {selector:?} is not a label selector the API server accepts (e.g. app=web,tier in (a,b),!legacy)"
+            );
+            Ok(Err(ExitCode::from(2)))
+        }
+        Ok(Err(error)) => Err(anyhow::Error::new(error).context("cannot check --source-selector")),
+        Err(_) => Err(anyhow::anyhow!(
+            "cannot check --source-selector: the API server did not answer in time"
+        )),
+    }
+}
+
+/// How long the startup check of `--source-selector` may take.
+const SELECTOR_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `--ignore-namespace`: a namespace name.
+fn parse_namespace(text: &str) -> Result<String, String> {
+    rollsafe_core::name::Namespace::try_from(text.to_owned())
+        .map(rollsafe_core::name::Namespace::into_string)
+        .map_err(|error| error.to_string())
+}
+
+/// `--ignore-kind`: `Secret` or `ConfigMap` (any case).
+fn parse_source_kind(text: &str) -> Result<TargetKind, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "secret" | "secrets" => Ok(TargetKind::Secret),
+        "configmap" | "configmaps" => Ok(TargetKind::ConfigMap),
+        _ => Err("a kind of source: Secret or ConfigMap".to_owned()),
+    }
 }
 
 /// Starts competing for `lease` (created when missing).

@@ -93,3 +93,50 @@ fn the_kubeconfig_comes_from_the_flag_then_its_own_variable_then_the_shared_one(
         }
     }
 }
+
+/// Bad selection input is a usage error, exit 2, one line that names the flag — before any
+/// watch starts; the API server's own words are not repeated.
+#[test]
+fn bad_selection_input_is_refused_at_startup_with_exit_2() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cluster = runtime.block_on(rollsafe_testing::TestCluster::start(Vec::new()));
+    let kubeconfig = cluster.kubeconfig.to_string_lossy().into_owned();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--source-selector", "tier in (a"],
+            "rollsafe: --source-selector \"tier in (a\" is not a label selector the API server accepts",
+        ),
+        (
+            &["--ignore-kind", "Pod"],
+            "a kind of source: Secret or ConfigMap",
+        ),
+        (
+            &["--ignore-namespace", "Not_A_Namespace"],
+            "--ignore-namespace",
+        ),
+        (
+            &["--source-selector", "app=web,,x"],
+            "rollsafe: --source-selector \"app=web,,x\" is not a label selector",
+        ),
+    ];
+    for (args, named) in cases {
+        let (code, stdout, stderr) = watch(
+            &[&["--kubeconfig", kubeconfig.as_str()][..], args].concat(),
+            &[],
+        );
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
+    let watches = cluster
+        .emu
+        .requests()
+        .iter()
+        .filter(|r| r.query.contains("watch=true"))
+        .count();
+    assert_eq!(watches, 0, "no watch started");
+}
