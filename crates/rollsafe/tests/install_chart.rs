@@ -66,6 +66,9 @@ fn modes() -> Vec<(&'static str, Value)> {
                                   "debounce": "5s", "maxRollsPerMinute": 30, "burst": 5,
                                   "flapLimit": "3/5m", "progressDeadline": "5m",
                                   "rollout": "progressive", "reloaderCompat": true,
+                                  "sourceSelector": "rollsafe.dev/managed=true",
+                                  "ignoreNamespaces": ["kube-system"],
+                                  "ignoreKinds": ["ConfigMap"],
                                   "fingerprintKey": {"existingSecret": "rollsafe-fingerprint"}}}),
         ),
     ]
@@ -370,7 +373,7 @@ fn check_controller(mode: &str, values: &Value, objects: &[Value]) {
         container["securityContext"]["capabilities"]["drop"],
         json!(["ALL"])
     );
-    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/livez");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["livenessProbe"]["httpGet"]["port"], "metrics");
     assert!(container["resources"]["limits"]["memory"].is_string());
@@ -475,6 +478,10 @@ fn the_schema_refuses_bad_values_at_install_time() {
         (
             "an unknown controller rollout mode",
             json!({"controller": {"enabled": true, "rollout": "canary"}}),
+        ),
+        (
+            "an unknown kind of source to ignore",
+            json!({"controller": {"enabled": true, "ignoreKinds": ["Pod"]}}),
         ),
         (
             "a zero controller progress deadline",
