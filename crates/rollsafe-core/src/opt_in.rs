@@ -49,6 +49,9 @@ pub enum OptIn {
         config_maps: bool,
         /// Named objects, referenced or not.
         listed: BTreeSet<ConfigRef>,
+        /// The pod template's other references too, each only while the object carries
+        /// Reloader's `reloader.stakater.com/match: "true"` (Reloader's `search`).
+        matched: bool,
     },
 }
 
@@ -160,6 +163,7 @@ impl WatchState {
                 secrets,
                 config_maps,
                 listed,
+                ..
             }) => {
                 let by_kind = match target.kind {
                     TargetKind::Secret => secrets,

@@ -74,6 +74,9 @@ pub struct SourceEntry {
     pub digest: SourceDigest,
     /// `rollsafe.dev/rollout: progressive`: its consumers roll in waves.
     pub progressive: bool,
+    /// Reloader's `reloader.stakater.com/match: "true"` (read under `--reloader-compat`): a
+    /// workload's `search` watches it.
+    pub reloader_match: bool,
 }
 
 impl SourceEntry {
@@ -145,6 +148,12 @@ impl SourceEntry {
             },
             progressive: annotation(ROLLOUT_ANNOTATION)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
+            reloader_match: reloader_compat
+                && reloader::reloader_matched(
+                    metadata
+                        .and_then(|m| m.get("annotations"))
+                        .and_then(Value::as_object),
+                ),
         }
     }
 }
@@ -218,6 +227,9 @@ pub struct WorkloadEntry {
     pub wave: Option<Box<str>>,
     /// What to say of its Reloader annotations.
     pub reloader: ReloaderNote,
+    /// The consumed objects watched only while they carry Reloader's `match: "true"` (its
+    /// `search`); `None` for most.
+    pub match_only: Option<Box<[ConfigRef]>>,
     /// Where its rollout stands, as its last observed object says.
     pub rollout: RolloutState,
 }
@@ -282,7 +294,9 @@ impl WorkloadEntry {
             Err(error) => (OptIn::Off, Some(error.code())),
         };
         let consumption = consumption::consumption(&opt_in, object.pointer("/spec/template"));
+        let match_only = consumption::match_only(&opt_in, &consumption);
         WorkloadEntry {
+            match_only: (!match_only.is_empty()).then(|| match_only.into_boxed_slice()),
             consumption: Consumed::new(consumption),
             facts: Facts {
                 watched: opt_in != OptIn::Off,
@@ -367,10 +381,21 @@ impl Cache {
 
     /// What the digest reads of `config` in `namespace`: its entry's digest; for an absent
     /// object, nothing (missing) or, for a kind watched only in part, [`UNWATCHED`].
-    fn digest_of(&self, namespace: &str, config: &ConfigRef) -> Option<&SourceDigest> {
+    /// For a `match_only` object (Reloader's `search`): [`UNWATCHED`] unless it exists and
+    /// carries `match: "true"`.
+    fn digest_of(
+        &self,
+        namespace: &str,
+        config: &ConfigRef,
+        match_only: Option<&[ConfigRef]>,
+    ) -> Option<&SourceDigest> {
+        let conditional = match_only.is_some_and(|objects| objects.contains(config));
         match self.source(namespace, config) {
+            Some(entry) if conditional && !entry.reloader_match => Some(&UNWATCHED),
             Some(entry) => Some(&entry.digest),
-            None if self.unwatched_when_absent.contains(&config.kind) => Some(&UNWATCHED),
+            None if conditional || self.unwatched_when_absent.contains(&config.kind) => {
+                Some(&UNWATCHED)
+            }
             None => None,
         }
     }
@@ -382,7 +407,8 @@ impl Cache {
         let slot = self.sources.entry(key).or_default();
         match &mut slot.entry {
             Some(existing) => {
-                let changed = existing.digest != entry.digest;
+                let changed = existing.digest != entry.digest
+                    || existing.reloader_match != entry.reloader_match;
                 let currency = existing.currency.moved_to(entry.currency.version);
                 **existing = SourceEntry { currency, ..entry };
                 changed
@@ -549,7 +575,7 @@ impl Cache {
     pub fn digest(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
         Some(fingerprinter.digest(&entry.consumption.expand(), |config| {
-            self.digest_of(&key.namespace, config)
+            self.digest_of(&key.namespace, config, entry.match_only.as_deref())
         }))
     }
 
@@ -557,7 +583,7 @@ impl Cache {
     pub fn record(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
         Some(fingerprinter.record(&entry.consumption.expand(), |config| {
-            self.digest_of(&key.namespace, config)
+            self.digest_of(&key.namespace, config, entry.match_only.as_deref())
         }))
     }
 
@@ -576,10 +602,10 @@ impl Cache {
     /// Whether every object a workload consumes exists.
     pub fn sources_present(&self, key: &WorkloadKey) -> bool {
         self.workloads.get(key).is_some_and(|entry| {
-            entry
-                .consumption
-                .objects()
-                .all(|config| self.digest_of(&key.namespace, config).is_some())
+            entry.consumption.objects().all(|config| {
+                self.digest_of(&key.namespace, config, entry.match_only.as_deref())
+                    .is_some()
+            })
         })
     }
 
@@ -816,7 +842,7 @@ mod tests {
         let kinds: Vec<TargetKind> = secrets.consumption.objects().map(|c| c.kind).collect();
         assert_eq!(kinds, [TargetKind::Secret]);
         let unsupported = read(
-            json!({"reloader.stakater.com/auto": "true", "reloader.stakater.com/search": "true"}),
+            json!({"reloader.stakater.com/auto": "true", "reloader.stakater.com/rollout-strategy": "restart"}),
             true,
         );
         assert_eq!(unsupported.reloader, ReloaderNote::Unsupported);

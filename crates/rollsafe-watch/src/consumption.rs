@@ -53,10 +53,14 @@ pub fn consumption(opt_in: &OptIn, pod_template: Option<&Value>) -> Consumption 
             secrets,
             config_maps,
             listed,
+            matched,
         } => {
-            referenced(&mut out, pod_template, |kind| match kind {
-                TargetKind::Secret => *secrets,
-                TargetKind::ConfigMap => *config_maps,
+            referenced(&mut out, pod_template, |kind| {
+                *matched
+                    || match kind {
+                        TargetKind::Secret => *secrets,
+                        TargetKind::ConfigMap => *config_maps,
+                    }
             });
             for config in listed {
                 out.insert(config.clone(), Keys::All);
@@ -64,6 +68,32 @@ pub fn consumption(opt_in: &OptIn, pod_template: Option<&Value>) -> Consumption 
         }
     }
     out
+}
+
+/// The objects of `consumption` that `opt_in` watches only while they carry Reloader's
+/// `match: "true"` (Reloader's `search`: neither named nor of an `auto` kind); empty for every
+/// other opt-in.
+pub fn match_only(opt_in: &OptIn, consumption: &Consumption) -> Vec<ConfigRef> {
+    let OptIn::Select {
+        secrets,
+        config_maps,
+        listed,
+        matched: true,
+    } = opt_in
+    else {
+        return Vec::new();
+    };
+    consumption
+        .keys()
+        .filter(|config| {
+            let by_kind = match config.kind {
+                TargetKind::Secret => *secrets,
+                TargetKind::ConfigMap => *config_maps,
+            };
+            !by_kind && !listed.contains(*config)
+        })
+        .cloned()
+        .collect()
 }
 
 /// Adds the pod template's references of the kinds `wanted` selects, with key precision.

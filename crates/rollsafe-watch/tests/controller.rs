@@ -1978,3 +1978,74 @@ async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
     );
     running.stop().await;
 }
+
+/// Reloader's `search` + `match` under `--reloader-compat`: only the referenced objects that
+/// carry `reloader.stakater.com/match: "true"` roll the workload; an object gaining the
+/// annotation joins its record without a roll (like an opt-out removed), then rolls it.
+#[tokio::test]
+async fn reloader_search_rolls_only_for_matched_references() {
+    let matched = json!({"reloader.stakater.com/match": "true"});
+    let mut settings_map = config_map("settings", &[("mode", "a")]);
+    settings_map["metadata"]["annotations"] = matched.clone();
+    let mut searching = deployment(
+        "searching",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([{"secretRef": {"name": "other"}}, {"configMapRef": {"name": "settings"}}]),
+    );
+    searching["metadata"]["annotations"] = json!({"reloader.stakater.com/search": "true"});
+    let env = Env::start(vec![
+        secret("db", &[("password", "hunter2")], matched.clone()),
+        secret("other", &[("k", "1")], json!({})),
+        settings_map.clone(),
+        searching,
+    ])
+    .await;
+    let mut running = env.controller(ControllerSettings {
+        reloader_compat: true,
+        ..settings()
+    });
+    running
+        .until("adopted", |s| s.adoptions == 1 && s.pending == 0)
+        .await;
+    // Waits until the controller has evaluated the workload after a change.
+    async fn evaluated(running: &mut Running) {
+        let before = running.status.borrow().evaluations;
+        running
+            .until("evaluated", |s| s.evaluations > before && s.pending == 0)
+            .await;
+    }
+
+    env.put(secret("db", &[("password", "rotated")], matched.clone()));
+    running
+        .until("a matched Secret rolls", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    env.put(secret("other", &[("k", "2")], json!({})));
+    evaluated(&mut running).await;
+    assert_eq!(
+        env.rollouts("searching"),
+        1,
+        "an unmatched reference rolls nothing"
+    );
+    settings_map["data"]["mode"] = json!("b");
+    env.put(settings_map);
+    running
+        .until("a matched ConfigMap rolls", |s| {
+            s.rolls == 2 && s.pending == 0
+        })
+        .await;
+    // `other` gains match: it joins the record, no roll; its next change rolls.
+    env.put(secret("other", &[("k", "2")], matched.clone()));
+    running
+        .until("other joins the record", |s| {
+            s.adoptions == 2 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("searching"), 2);
+    env.put(secret("other", &[("k", "3")], matched));
+    running
+        .until("now it rolls", |s| s.rolls == 3 && s.pending == 0)
+        .await;
+    assert_eq!(env.rollouts("searching"), 3);
+    running.stop().await;
+}

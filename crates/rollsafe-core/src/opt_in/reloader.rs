@@ -9,11 +9,15 @@
 //! | `configmap.reloader.stakater.com/auto: "true"` | workload | the referenced ConfigMaps only |
 //! | `secret.reloader.stakater.com/reload: "a,b"` | workload | these Secrets, whole, referenced or not |
 //! | `configmap.reloader.stakater.com/reload: "x"` | workload | these ConfigMaps, whole |
+//! | `reloader.stakater.com/search: "true"` | workload | the referenced objects that carry `reloader.stakater.com/match: "true"` |
 //! | `reloader.stakater.com/auto: "false"` | workload | not watched, whatever else it says |
 //! | `reloader.stakater.com/ignore: "true"` | Secret, ConfigMap | changes never roll anything |
+//! | `reloader.stakater.com/match: "true"` | Secret, ConfigMap | eligible for `search` |
 //!
-//! Any other annotation under Reloader's domains (`reloader.stakater.com/search` and `match`,
-//! `reloader.stakater.com/rollout-strategy`, …) is not implemented: [`ReloaderOptIn::unsupported`]
+//! As in Reloader, the annotations add up: an object is watched when it is named, of an `auto`
+//! kind, or (with `search`) matched; `auto: "true"` watches every reference, `search` or not.
+//! Any other annotation under Reloader's domains (`reloader.stakater.com/rollout-strategy`,
+//! `deployment.reloader.stakater.com/pause-period`, …) is not implemented: [`ReloaderOptIn::unsupported`]
 //! names the first, so the controller reports it — never a silent default.
 
 use std::collections::BTreeSet;
@@ -36,6 +40,10 @@ pub const SECRET_RELOAD: &str = "secret.reloader.stakater.com/reload";
 pub const CONFIGMAP_RELOAD: &str = "configmap.reloader.stakater.com/reload";
 /// On a Secret or ConfigMap: never reload for it.
 pub const IGNORE: &str = "reloader.stakater.com/ignore";
+/// On a workload: the referenced objects that carry [`MATCH`].
+pub const SEARCH: &str = "reloader.stakater.com/search";
+/// On a Secret or ConfigMap: eligible for a workload's [`SEARCH`].
+pub const MATCH: &str = "reloader.stakater.com/match";
 
 /// The domains of Reloader's annotations.
 const DOMAINS: [&str; 3] = [
@@ -77,6 +85,7 @@ pub fn reloader_opt_in(
                 CONFIGMAP_AUTO,
                 SECRET_RELOAD,
                 CONFIGMAP_RELOAD,
+                SEARCH,
             ]
             .contains(&key.as_str())
         })
@@ -115,17 +124,27 @@ pub fn reloader_opt_in(
             }
         }
     }
-    let opt_in = match (secrets, config_maps, listed.is_empty()) {
-        (true, true, true) => OptIn::Template,
-        (false, false, true) => OptIn::Off,
-        (false, false, false) => OptIn::List(listed),
+    let matched = flag(SEARCH) == Some(true) && !(secrets && config_maps);
+    let opt_in = match (secrets, config_maps, listed.is_empty(), matched) {
+        (true, true, true, _) => OptIn::Template,
+        (false, false, true, false) => OptIn::Off,
+        (false, false, false, false) => OptIn::List(listed),
         _ => OptIn::Select {
             secrets,
             config_maps,
             listed,
+            matched,
         },
     };
     done(opt_in)
+}
+
+/// Whether a Secret or ConfigMap carries Reloader's `match: "true"`.
+pub fn reloader_matched(annotations: Option<&Map<String, Value>>) -> bool {
+    annotations
+        .and_then(|a| a.get(MATCH))
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 /// Whether a Secret or ConfigMap opted out with Reloader's `ignore`.
@@ -170,6 +189,7 @@ mod tests {
                     secrets: true,
                     config_maps: false,
                     listed: BTreeSet::new(),
+                    matched: false,
                 }),
             ),
             (
@@ -178,6 +198,7 @@ mod tests {
                     secrets: false,
                     config_maps: true,
                     listed: refs(&[(Secret, "db"), (Secret, "tls")]),
+                    matched: false,
                 }),
             ),
             (
@@ -192,6 +213,27 @@ mod tests {
                 Some(Err(OptInError::Entry)),
             ),
             (json!({SECRET_AUTO: "false"}), ok(OptIn::Off)),
+            (
+                json!({SEARCH: "true"}),
+                ok(OptIn::Select {
+                    secrets: false,
+                    config_maps: false,
+                    listed: BTreeSet::new(),
+                    matched: true,
+                }),
+            ),
+            (
+                json!({SEARCH: "true", SECRET_AUTO: "true", CONFIGMAP_RELOAD: "x"}),
+                ok(OptIn::Select {
+                    secrets: true,
+                    config_maps: false,
+                    listed: refs(&[(ConfigMap, "x")]),
+                    matched: true,
+                }),
+            ),
+            (json!({SEARCH: "true", AUTO: "true"}), ok(OptIn::Template)),
+            (json!({SEARCH: "false"}), ok(OptIn::Off)),
+            (json!({SEARCH: "true", AUTO: "false"}), ok(OptIn::Off)),
         ];
         for (annotations, expected) in cases {
             let map = annotations.as_object().unwrap().clone();
