@@ -143,6 +143,9 @@ pub enum WatchState {
     Unset,
     /// A value the controller does not understand: not watched (it fails closed).
     Invalid,
+    /// No `rollsafe.dev/watch`, but Stakater Reloader's annotations: watched as they say when
+    /// the controller runs with `--reloader-compat`, else only under `--all`.
+    Reloader,
 }
 
 impl WatchState {
@@ -153,7 +156,15 @@ impl WatchState {
             .and_then(|a| a.get(WATCH))
             .and_then(Value::as_str);
         if value.is_none() {
-            return WatchState::Unset;
+            let reloader = object
+                .pointer("/metadata/annotations")
+                .and_then(Value::as_object)
+                .is_some_and(|map| map.keys().any(|key| reloader::is_reloader_annotation(key)));
+            return if reloader {
+                WatchState::Reloader
+            } else {
+                WatchState::Unset
+            };
         }
         match workload_opt_in(value, false) {
             Ok(OptIn::Template) => WatchState::OptedIn,
@@ -188,6 +199,7 @@ impl WatchState {
             WatchState::OptedOut => "opted_out",
             WatchState::Unset => "unset",
             WatchState::Invalid => "invalid",
+            WatchState::Reloader => "reloader",
         }
     }
 
@@ -201,6 +213,9 @@ impl WatchState {
             WatchState::OptedOut => "opted out (rollsafe.dev/watch: \"false\")",
             WatchState::Unset => "not opted in (watched only under --all)",
             WatchState::Invalid => "not watched: its rollsafe.dev/watch value is not understood",
+            WatchState::Reloader => {
+                "Reloader annotations: watched as they say under --reloader-compat"
+            }
         }
     }
 }
@@ -330,6 +345,14 @@ mod tests {
             };
             assert_eq!(WatchState::of(&object, &target), expected, "{value:?}");
         }
+        // Reloader's annotations without rollsafe's: said so; rollsafe's own still decides.
+        let reloader = serde_json::json!({"metadata": {"annotations":
+            {"reloader.stakater.com/auto": "true"}}});
+        assert_eq!(WatchState::of(&reloader, &target), WatchState::Reloader);
+        let both = serde_json::json!({"metadata": {"annotations":
+            {"reloader.stakater.com/auto": "true", WATCH: "false"}}});
+        assert_eq!(WatchState::of(&both, &target), WatchState::OptedOut);
+        assert_eq!(WatchState::Reloader.as_str(), "reloader");
     }
 
     #[test]

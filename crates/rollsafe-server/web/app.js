@@ -207,6 +207,7 @@ function watchText(watch) {
     case "not_listed": return "Not for this Secret: its rollsafe.dev/watch list does not name it.";
     case "opted_out": return "No: opted out (rollsafe.dev/watch: \"false\").";
     case "invalid": return "No: its rollsafe.dev/watch value is not understood.";
+    case "reloader": return "Reloader annotations: watched as they say when rollsafe watch runs with --reloader-compat.";
     default: return "Not opted in (watched only when rollsafe watch runs with --all).";
   }
 }

@@ -823,3 +823,24 @@ fn following_500_consumers_costs_one_list_per_kind_per_poll() {
         elapsed.as_secs_f64()
     );
 }
+
+#[test]
+fn a_workload_with_reloaders_annotations_is_said_to_need_reloader_compat() {
+    let env = start();
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["metadata"]["annotations"] = json!({"reloader.stakater.com/auto": "true"});
+    env.emu.put_object(api).unwrap();
+    let (code, out, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0);
+    assert_eq!(out["workloads"][0]["name"], "api");
+    assert_eq!(out["workloads"][0]["watch"], "reloader");
+    let (code, text, stderr) =
+        rollsafe_text(&env, &["consumers", "-o", "text", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        text.contains(
+            "consumer   Deployment/api; watch: Reloader annotations: watched as they say under --reloader-compat"
+        ),
+        "{text}"
+    );
+}
