@@ -851,9 +851,7 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 #[tokio::test]
 async fn the_admin_listener_serves_metrics_and_readiness() {
     let env = Env::start(two_workloads()).await;
-    let metrics = rollsafe_watch::metrics::ControllerMetrics::default();
-    let mut registry = prometheus_client::registry::Registry::default();
-    metrics.register(&mut registry);
+    let (metrics, registry) = registered_metrics();
     // Not started yet: not ready.
     let idle = Controller::new(env.connection.client(None), settings());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1230,9 +1228,7 @@ async fn each_roll_is_followed_to_its_end_and_the_outcome_announced() {
                 "password authentication failed",
             )),
     );
-    let metrics = rollsafe_watch::metrics::ControllerMetrics::default();
-    let mut registry = prometheus_client::registry::Registry::default();
-    metrics.register(&mut registry);
+    let (metrics, registry) = registered_metrics();
     let mut running = Running::spawn(
         Controller::new(env.connection.client(None), ControllerSettings::default())
             .with_metrics(metrics),
@@ -1590,6 +1586,17 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
     running.stop().await;
 }
 
+/// The controller's metrics, registered in a fresh registry.
+fn registered_metrics() -> (
+    rollsafe_watch::metrics::ControllerMetrics,
+    prometheus_client::registry::Registry,
+) {
+    let metrics = rollsafe_watch::metrics::ControllerMetrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    (metrics, registry)
+}
+
 /// Polls `done` until it holds, failing after [`DEADLINE`].
 async fn poll(what: &str, done: impl Fn() -> bool) {
     let started = tokio::time::Instant::now();
@@ -1736,9 +1743,7 @@ async fn a_follower_whose_secret_watch_stalled_takes_over_without_rolling_anythi
 async fn a_stalled_watch_is_stale_within_the_bound_and_nothing_is_patched_meanwhile() {
     use rollsafe_watch::freshness::{STALL_CHECK, stall_bound};
     let env = Env::start(two_workloads()).await;
-    let metrics = rollsafe_watch::metrics::ControllerMetrics::default();
-    let mut registry = prometheus_client::registry::Registry::default();
-    metrics.register(&mut registry);
+    let (metrics, registry) = registered_metrics();
     // Each watch request lasts a second: a healthy stream ends and resumes every second.
     let controller = Controller::new(
         env.connection.client(None),
@@ -1747,7 +1752,7 @@ async fn a_stalled_watch_is_stale_within_the_bound_and_nothing_is_patched_meanwh
             ..settings()
         },
     )
-    .with_metrics(metrics.clone());
+    .with_metrics(metrics);
     let status_rx = controller.status();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -1807,13 +1812,8 @@ async fn a_stalled_watch_is_stale_within_the_bound_and_nothing_is_patched_meanwh
             s.workloads == 3 && s.pending == 0
         })
         .await;
-    let text = {
-        let mut registry = prometheus_client::registry::Registry::default();
-        metrics.register(&mut registry);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        text
-    };
+    let (code, text) = get(addr, "/metrics").await;
+    assert_eq!(code, 200);
     assert!(
         text.contains("rollsafe_watch_skipped_total{reason=\"stale_view\"}"),
         "{text}"

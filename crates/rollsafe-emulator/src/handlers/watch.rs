@@ -403,26 +403,62 @@ mod tests {
             .map(|l| l.map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
+    /// A watch stalled from its start: its fault table (kept to release it), the fault's id,
+    /// the event feed, the shutdown switch, the body and the task.
+    struct StalledWatch {
+        table: FaultTable,
+        id: u64,
+        events: broadcast::Sender<Arc<Event>>,
+        shutdown: tokio::sync::watch::Sender<bool>,
+        body: mpsc::Receiver<Bytes>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    /// Starts a stalled watch with `capacity` events of backlog, the server-side `timeout` and
+    /// `initial` lines.
+    fn start_stalled(capacity: usize, timeout: Duration, initial: Vec<Bytes>) -> StalledWatch {
+        let (table, id, release) = stalled();
+        let (events, rx) = broadcast::channel(capacity);
+        let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+        let (tx, body) = mpsc::channel(WATCH_BUFFER);
+        let task = tokio::spawn(run_watch(
+            tx,
+            rx,
+            spec(timeout),
+            initial,
+            Vec::new(),
+            None,
+            1,
+            shutdown_rx,
+            release,
+        ));
+        StalledWatch {
+            table,
+            id,
+            events,
+            shutdown,
+            body,
+            task,
+        }
+    }
+
     const LONG: Duration = Duration::from_secs(5);
     const QUIET: Duration = Duration::from_millis(300);
 
     #[tokio::test]
     async fn a_stalled_watch_withholds_everything_past_its_deadline_then_delivers_it_in_order() {
-        let (mut table, id, release) = stalled();
-        let (events, rx) = broadcast::channel(16);
-        let (_shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
-        let (tx, mut body) = mpsc::channel(WATCH_BUFFER);
-        let task = tokio::spawn(run_watch(
-            tx,
-            rx,
-            spec(Duration::from_millis(50)),
+        let StalledWatch {
+            mut table,
+            id,
+            events,
+            mut body,
+            task,
+            shutdown: _shutdown,
+        } = start_stalled(
+            16,
+            Duration::from_millis(50),
             vec![Bytes::from_static(b"initial\n")],
-            Vec::new(),
-            None,
-            1,
-            shutdown,
-            release,
-        ));
+        );
         let _ = events.send(added(2));
         // Nothing: no initial line, no event, no bookmark, no end at the 50 ms deadline.
         assert_eq!(next(&mut body, QUIET).await, None);
@@ -439,21 +475,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_stalled_watch_that_lagged_ends_with_the_too_old_error() {
-        let (mut table, id, release) = stalled();
-        let (events, rx) = broadcast::channel(1);
-        let (_shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
-        let (tx, mut body) = mpsc::channel(WATCH_BUFFER);
-        let task = tokio::spawn(run_watch(
-            tx,
-            rx,
-            spec(LONG),
-            Vec::new(),
-            Vec::new(),
-            None,
-            1,
-            shutdown,
-            release,
-        ));
+        let StalledWatch {
+            mut table,
+            id,
+            events,
+            mut body,
+            task,
+            shutdown: _shutdown,
+        } = start_stalled(1, LONG, Vec::new());
         for rv in 2..5 {
             let _ = events.send(added(rv));
         }
@@ -469,21 +498,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_leaving_a_stalled_watch_ends_its_task() {
-        let (_table, _id, release) = stalled();
-        let (_events, rx) = broadcast::channel::<Arc<Event>>(16);
-        let (_shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
-        let (tx, body) = mpsc::channel(WATCH_BUFFER);
-        let task = tokio::spawn(run_watch(
-            tx,
-            rx,
-            spec(LONG),
-            vec![Bytes::from_static(b"initial\n")],
-            Vec::new(),
-            None,
-            1,
-            shutdown,
-            release,
-        ));
+        let StalledWatch { body, task, .. } =
+            start_stalled(16, LONG, vec![Bytes::from_static(b"initial\n")]);
         drop(body);
         assert!(
             tokio::time::timeout(LONG, task).await.is_ok(),
@@ -493,21 +509,14 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_ends_a_stalled_watch() {
-        let (_table, _id, release) = stalled();
-        let (_events, rx) = broadcast::channel::<Arc<Event>>(16);
-        let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
-        let (tx, mut body) = mpsc::channel(WATCH_BUFFER);
-        let task = tokio::spawn(run_watch(
-            tx,
-            rx,
-            spec(LONG),
-            vec![Bytes::from_static(b"initial\n")],
-            Vec::new(),
-            None,
-            1,
-            shutdown,
-            release,
-        ));
+        let StalledWatch {
+            table: _table,
+            events: _events,
+            shutdown: shutdown_tx,
+            mut body,
+            task,
+            ..
+        } = start_stalled(16, LONG, vec![Bytes::from_static(b"initial\n")]);
         let _ = shutdown_tx.send(true);
         assert!(tokio::time::timeout(LONG, task).await.is_ok());
         assert_eq!(next(&mut body, LONG).await, Some(None), "nothing was sent");
