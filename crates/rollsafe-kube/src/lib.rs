@@ -35,7 +35,7 @@ pub use follow::{FOLLOW_INTERVAL, RolloutWatch};
 pub use inventory::{Budget, Incomplete, Inventory, InventoryStatus, Match};
 pub use read::{
     EventSummary, ReadError, SecretSummary, list_secrets, list_workload_events, read_config_map,
-    read_secret_metadata, read_source_metadata, read_source_reduced, read_workload,
+    read_cron_job, read_secret_metadata, read_source_metadata, read_source_reduced, read_workload,
 };
 pub use review::{TokenReview, review_token};
 pub use transport::Timeouts;

@@ -1,5 +1,6 @@
-//! Single-object reads (a Secret's metadata, a ConfigMap, a workload) with a timeout, a body
-//! limit and the real HTTP status line, for preflight checks and `render --previous-from-cluster`.
+//! Single-object reads (a Secret's metadata, a ConfigMap, a workload, a CronJob) with a
+//! timeout, a body limit and the real HTTP status line, for preflight checks and
+//! `render --previous-from-cluster`.
 
 use http::{Method, Request, StatusCode};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
@@ -96,6 +97,18 @@ pub async fn read_workload(
 ) -> Result<Option<serde_json::Value>, ReadError> {
     let plural = kind.plural();
     let path = format!("/apis/apps/v1/namespaces/{namespace}/{plural}/{name}");
+    read_object(client, path, "application/json", timeout).await
+}
+
+/// Reads a `batch/v1` CronJob as JSON; `Ok(None)` when it does not exist (404). `name` must be
+/// a valid object name (a DNS-1123 subdomain): the caller checks it before asking.
+pub async fn read_cron_job(
+    client: &kube::Client,
+    namespace: &Namespace,
+    name: &str,
+    timeout: std::time::Duration,
+) -> Result<Option<serde_json::Value>, ReadError> {
+    let path = format!("/apis/batch/v1/namespaces/{namespace}/cronjobs/{name}");
     read_object(client, path, "application/json", timeout).await
 }
 

@@ -22,8 +22,8 @@ use anyhow::Context;
 use crate::input;
 use crate::kube_args::KubeArgs;
 use rollsafe_core::render::{
-    self, FingerprintKey, PreviousCopy, RenderSettings, ResourceName, Update, WorkloadType, patch,
-    setting,
+    self, AnnotatedKind, FingerprintKey, PreviousCopy, RenderSettings, ResourceName, Update,
+    WorkloadType, patch, setting,
 };
 use rollsafe_core::validation::is_dns1123_label;
 use rollsafe_manifest::ManifestSet;
@@ -36,7 +36,7 @@ const MAX_KEY_BYTES: u64 = 64 * 1024;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Annotate only the first object of this kind, as OpenChoreo's own renderer does.
-    /// Without it, every Deployment and StatefulSet is annotated.
+    /// Without it, every Deployment, StatefulSet, DaemonSet and CronJob is annotated.
     #[arg(long, value_enum, value_name = "TYPE")]
     pub workload_type: Option<WorkloadTypeArg>,
 
@@ -241,8 +241,8 @@ fn read_manifest(path: &Path) -> anyhow::Result<ManifestSet> {
     input::read_one(path)
 }
 
-/// The previous copies in a file: only its Deployments and StatefulSets are kept (the engine
-/// looks up nothing else), one parsed document at a time.
+/// The previous copies in a file: only the objects of the kinds the engine annotates are kept
+/// (it looks up nothing else), one parsed document at a time.
 fn read_previous(path: &Path) -> anyhow::Result<ManifestSet> {
     let (label, reader) = input::open(path)?;
     let mut workloads = Vec::new();
@@ -254,10 +254,11 @@ fn read_previous(path: &Path) -> anyhow::Result<ManifestSet> {
                 document
                     .objects()
                     .filter(|(_, object)| {
-                        matches!(
-                            object.get("kind").and_then(Value::as_str),
-                            Some("Deployment" | "StatefulSet")
-                        )
+                        object
+                            .get("kind")
+                            .and_then(Value::as_str)
+                            .and_then(AnnotatedKind::of)
+                            .is_some()
                     })
                     .map(|(_, object)| object.clone()),
             );
@@ -332,8 +333,11 @@ fn render_inputs(
 
     let referenced = settings.referenced_config_rollout;
     if !referenced {
+        let on_delete = on_delete_daemon_sets(&set, &settings, release_namespace.as_deref());
         // Default mode reads no previous copy: hash beside the writing.
-        return Ok(threads::render_default(set, settings.workload_type)?);
+        let stream = threads::render_default(set, settings.workload_type)?;
+        report_on_delete(&on_delete);
+        return Ok(stream);
     }
     let (release_namespace, previous): (Option<String>, Option<ManifestSet>) = match previous {
         Previous::Cluster if referenced => {
@@ -356,6 +360,7 @@ fn render_inputs(
         Previous::Cluster | Previous::None => (release_namespace, None),
     };
     settings.release_namespace = release_namespace;
+    let on_delete = on_delete_daemon_sets(&set, &settings, settings.release_namespace.as_deref());
 
     let previous_objects: Option<Vec<&Value>> = previous.as_ref().map(ManifestSet::objects);
     let updates = match render::render(
@@ -367,6 +372,7 @@ fn render_inputs(
         Err(error) => return Err(located(&set, error.index(), &error)),
     };
     report_missing_previous(&set, &updates, &settings, strict_previous)?;
+    report_on_delete(&on_delete);
     drop(previous_objects);
     drop(previous);
     let documents = set.into_yaml_documents()?;
@@ -431,9 +437,62 @@ fn has_workload_without_namespace(set: &ManifestSet, settings: &RenderSettings) 
         .any(|index| ResourceName::of(objects[index]).namespace.is_none())
 }
 
-/// One workload rendered without a previous copy, as reported on stderr.
+/// The DaemonSets the render annotates whose `updateStrategy` is `OnDelete`: a new annotation
+/// changes their pod template, but their pods are replaced only as they are deleted. Named as
+/// applied (the release namespace when they have none and one is known).
+fn on_delete_daemon_sets(
+    set: &ManifestSet,
+    settings: &RenderSettings,
+    release_namespace: Option<&str>,
+) -> Vec<ResourceName> {
+    let objects = set.objects();
+    let on_delete = |object: &Value| {
+        object.get("kind").and_then(Value::as_str) == Some("DaemonSet")
+            && object
+                .pointer("/spec/updateStrategy/type")
+                .and_then(Value::as_str)
+                == Some("OnDelete")
+    };
+    // Only when there is one: the workloads are then found as the plan finds them.
+    if settings.workload_type.is_some() || !objects.iter().any(|o| on_delete(o)) {
+        return Vec::new();
+    }
+    render::workloads(&objects, settings)
+        .into_iter()
+        .filter(|&index| on_delete(objects[index]))
+        .map(|index| {
+            let mut resource = ResourceName::of(objects[index]);
+            if resource.namespace.is_none() {
+                resource.namespace = release_namespace.map(str::to_owned);
+            }
+            resource
+        })
+        .collect()
+}
+
+/// Says which annotated DaemonSets roll only as their pods are deleted: a warning line and a
+/// JSON line each on stderr.
+fn report_on_delete(resources: &[ResourceName]) {
+    let mut stderr = std::io::stderr().lock();
+    for resource in resources {
+        let record = Warning {
+            warning: "rollsOnDelete",
+            kind: &resource.kind,
+            namespace: resource.namespace.as_deref(),
+            name: resource.name.as_deref(),
+        };
+        let json = serde_json::to_string(&record).unwrap_or_default();
+        // Best effort: a closed stderr does not fail the render.
+        let _ = writeln!(
+            stderr,
+            "rollsafe: warning: {resource} has updateStrategy OnDelete: its pod template's annotation is written, but its pods are replaced only as they are deleted\n{json}"
+        );
+    }
+}
+
+/// A warning about one workload, as its JSON line on stderr says it.
 #[derive(serde::Serialize)]
-struct MissingPrevious<'a> {
+struct Warning<'a> {
     warning: &'static str,
     kind: &'a str,
     namespace: Option<&'a str>,
@@ -475,7 +534,7 @@ fn report_missing_previous(
     }
     let mut stderr = std::io::stderr().lock();
     for resource in &missing {
-        let record = MissingPrevious {
+        let record = Warning {
             warning: "noPreviousCopy",
             kind: &resource.kind,
             namespace: resource.namespace.as_deref(),

@@ -486,3 +486,134 @@ fn a_workload_without_a_template_beside_another_kind_renders_to_a_fixed_point() 
     let twice = run_stdin(&[], &text(&once.stdout));
     assert_eq!(text(&twice.stdout), text(&once.stdout));
 }
+
+// ---- DaemonSets and CronJobs --------------------------------------------------------------------
+
+fn daemon_set_input(creds: &str, unrelated: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: env\ndata:\n  a: \"1\"\n\
+---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: unrelated\ndata:\n  a: \"{unrelated}\"\n\
+---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n  p: {creds}\n\
+---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers: [{{name: app, envFrom: [{{configMapRef: {{name: env}}}}]}}]\n\
+---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\nspec:\n  updateStrategy:\n    type: OnDelete\n  template:\n    metadata:\n      annotations: {{}}\n    spec:\n      containers: [{{name: agent}}]\n      volumes: [{{name: creds, secret: {{secretName: creds}}}}]\n\
+---\napiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: report\nspec:\n  schedule: \"@daily\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          containers: [{{name: job, envFrom: [{{configMapRef: {{name: env}}}}]}}]\n"
+    )
+}
+
+/// The hash annotation of the object of `kind` in a render's output, from its pod template.
+fn stamp(yaml: &str, kind: &str) -> Option<String> {
+    let manifest = rollsafe_manifest::Manifest::parse(yaml).unwrap();
+    let pointer = match kind {
+        "CronJob" => "/spec/jobTemplate/spec/template/metadata/annotations",
+        _ => "/spec/template/metadata/annotations",
+    };
+    manifest
+        .objects()
+        .find(|(_, o)| o["kind"] == kind)
+        .and_then(|(_, o)| o.pointer(pointer)?.get(HASH)?.as_str().map(str::to_owned))
+}
+
+#[test]
+fn daemon_sets_and_cron_jobs_are_annotated_and_deployments_keep_their_value() {
+    let input = daemon_set_input("c2VjcmV0", "u");
+    let output = run_stdin(&["-n", "shop"], &input);
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let stdout = text(&output.stdout);
+    let agent = stamp(&stdout, "DaemonSet");
+    let report = stamp(&stdout, "CronJob");
+    assert!(agent.is_some() && report.is_some(), "{stdout}");
+    assert!(
+        stdout.contains("rollsafe.dev/pod-template-stamp"),
+        "{stdout}"
+    );
+    // The Deployment's value is the one upstream's one-workload mode gives, which leaves the
+    // DaemonSet and CronJob as they are.
+    let upstream = run_stdin(&["--workload-type", "deployment"], &input);
+    assert_eq!(upstream.status.code(), Some(0), "{}", transcript(&upstream));
+    let upstream_stdout = text(&upstream.stdout);
+    assert_eq!(
+        stamp(&stdout, "Deployment"),
+        stamp(&upstream_stdout, "Deployment")
+    );
+    assert_eq!(stamp(&upstream_stdout, "DaemonSet"), None);
+    assert_eq!(stamp(&upstream_stdout, "CronJob"), None);
+    assert!(upstream.stderr.is_empty(), "{}", transcript(&upstream));
+    // A render of the output gives the output.
+    let again = run_stdin(&["-n", "shop"], &stdout);
+    assert_eq!(text(&again.stdout), stdout);
+    // The DaemonSet rolls only as its pods are deleted: said on stderr, for people and
+    // programs.
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("rollsafe: warning: DaemonSet shop/agent has updateStrategy OnDelete"),
+        "{stderr}"
+    );
+    let record: serde_json::Value = stderr
+        .lines()
+        .find_map(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("a JSON line: {stderr}"));
+    assert_eq!(
+        record,
+        serde_json::json!({"warning": "rollsOnDelete", "kind": "DaemonSet", "namespace": "shop", "name": "agent"})
+    );
+    // Without a release namespace, the namespace is unknown.
+    let bare = run_stdin(&[], &input);
+    assert!(
+        text(&bare.stderr).contains(r#""namespace":null"#),
+        "{}",
+        transcript(&bare)
+    );
+    assert_eq!(bare.stdout, output.stdout);
+}
+
+#[test]
+fn referenced_mode_rolls_a_daemon_set_with_the_secret_it_mounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let previous = dir.path().join("previous.yaml");
+    let render = |input: &str, previous_output: &str| {
+        std::fs::write(&previous, previous_output).unwrap();
+        let output = run_stdin(
+            &[
+                "--referenced-config-rollout",
+                "--previous",
+                previous.to_str().unwrap(),
+                "-n",
+                "shop",
+            ],
+            input,
+        );
+        assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+        assert!(
+            !text(&output.stderr).contains("noPreviousCopy"),
+            "{}",
+            transcript(&output)
+        );
+        text(&output.stdout)
+    };
+    let installed = text(&run_stdin(&[], &daemon_set_input("c2VjcmV0", "u")).stdout);
+    let on = render(&daemon_set_input("c2VjcmV0", "u"), &installed);
+    for kind in ["Deployment", "DaemonSet", "CronJob"] {
+        assert_eq!(
+            stamp(&on, kind),
+            stamp(&installed, kind),
+            "{kind}: turning it on"
+        );
+    }
+    let unrelated = render(&daemon_set_input("c2VjcmV0", "v"), &on);
+    for kind in ["Deployment", "DaemonSet", "CronJob"] {
+        assert_eq!(
+            stamp(&unrelated, kind),
+            stamp(&on, kind),
+            "{kind}: an unrelated change"
+        );
+    }
+    let rotated = render(&daemon_set_input("bmV3", "v"), &unrelated);
+    assert_ne!(stamp(&rotated, "DaemonSet"), stamp(&unrelated, "DaemonSet"));
+    assert_eq!(
+        stamp(&rotated, "Deployment"),
+        stamp(&unrelated, "Deployment")
+    );
+    assert_eq!(stamp(&rotated, "CronJob"), stamp(&unrelated, "CronJob"));
+    // The output renders to itself against itself.
+    assert_eq!(render(&rotated, &rotated), rotated);
+}

@@ -750,3 +750,154 @@ fn cluster_failures_stop_the_render_without_upstream_text() {
         1
     );
 }
+
+// ---- DaemonSets and CronJobs ---------------------------------------------------------------------
+
+/// A Deployment reading `cfg`, a DaemonSet mounting the Secret `creds`, a CronJob reading `cfg`,
+/// and the ConfigMap `unused` nobody reads; all in `shop`.
+fn every_kind_manifest(creds: &str, unused: &str) -> String {
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": NS}, "data": {"k": "a"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unused", "namespace": NS}, "data": {"k": unused}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": NS}, "data": {"p": creds}}),
+        {
+            let mut web = workload("Deployment", "web", "app:1");
+            web["metadata"]["namespace"] = json!(NS);
+            web
+        },
+        json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": NS, "labels": {"app": "agent"}},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {
+                        "containers": [{"name": "agent", "image": "agent:1"}],
+                        "volumes": [{"name": "creds", "secret": {"secretName": "creds"}}]
+                    }
+                }
+            }
+        }),
+        json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "report", "namespace": NS},
+            "spec": {
+                "schedule": "@daily",
+                "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "job", "image": "job:1", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]
+                }}}}
+            }
+        }),
+    ];
+    objects
+        .iter()
+        .map(|object| serde_json::to_string_pretty(object).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+#[test]
+fn a_daemon_set_read_from_the_cluster_rolls_with_its_secret_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start();
+    let kubeconfig = cluster.kubeconfig.to_str().unwrap().to_owned();
+    let apply = |output: &Output| {
+        assert_eq!(output.status.code(), Some(0), "{}", transcript(output));
+        let stdout = String::from_utf8(output.stdout.clone()).unwrap();
+        for (_, object) in rollsafe_manifest::Manifest::parse(&stdout)
+            .unwrap()
+            .objects()
+        {
+            if matches!(
+                object["kind"].as_str(),
+                Some("Deployment" | "DaemonSet" | "CronJob")
+            ) {
+                cluster.emu.handle().put_object(object.clone()).unwrap();
+            }
+        }
+        stdout
+    };
+    let rolled = |name: &str, before: usize| cluster.rollouts(name) > before;
+    let on = [
+        "--referenced-config-rollout",
+        "--previous-from-cluster",
+        "--kubeconfig",
+        kubeconfig.as_str(),
+        "--strict-previous",
+    ];
+    // Installed in default mode: every kind annotated.
+    let installed = apply(&render_with(
+        &[],
+        &every_kind_manifest("c2VjcmV0", "u"),
+        dir.path(),
+        &[],
+    ));
+    let live_cron_job = cluster
+        .emu
+        .handle()
+        .get_object("cronjobs", Some(NS), "report")
+        .expect("the CronJob is stored");
+    assert!(
+        live_cron_job
+            .pointer("/spec/jobTemplate/spec/template/metadata/annotations")
+            .and_then(|a| a.get("openchoreo.dev/dp-resource-hash"))
+            .is_some(),
+        "{live_cron_job}"
+    );
+    cluster.emu.handle().clear_requests();
+    let (web, agent) = (cluster.rollouts("web"), cluster.rollouts("agent"));
+    // The setting turned on, then an unrelated ConfigMap changed: nothing rolls.
+    let turned_on = apply(&render_with(
+        &on,
+        &every_kind_manifest("c2VjcmV0", "u"),
+        dir.path(),
+        &[],
+    ));
+    let unrelated = apply(&render_with(
+        &on,
+        &every_kind_manifest("c2VjcmV0", "v"),
+        dir.path(),
+        &[],
+    ));
+    assert!(!rolled("web", web) && !rolled("agent", agent));
+    assert_ne!(turned_on, installed, "the state is written");
+    // Only the workloads were read, one `get` each per render.
+    let requests = cluster.emu.handle().requests();
+    assert_eq!(requests.len(), 6, "{requests:?}");
+    for request in &requests {
+        assert!(
+            request.method == "GET"
+                && [
+                    format!("/apis/apps/v1/namespaces/{NS}/deployments/web"),
+                    format!("/apis/apps/v1/namespaces/{NS}/daemonsets/agent"),
+                    format!("/apis/batch/v1/namespaces/{NS}/cronjobs/report"),
+                ]
+                .contains(&request.path),
+            "{request:?}"
+        );
+    }
+    // The Secret the DaemonSet mounts changes: the DaemonSet rolls, the Deployment does not,
+    // and the CronJob's next Job is unchanged.
+    let rotated = apply(&render_with(
+        &on,
+        &every_kind_manifest("bmV3", "v"),
+        dir.path(),
+        &[],
+    ));
+    assert!(rolled("agent", agent), "{rotated}");
+    assert!(!rolled("web", web), "{rotated}");
+    let stamp = |yaml: &str, kind: &str, pointer: &str| {
+        rollsafe_manifest::Manifest::parse(yaml)
+            .unwrap()
+            .objects()
+            .find(|(_, o)| o["kind"] == kind)
+            .and_then(|(_, o)| o.pointer(pointer).cloned())
+    };
+    let job = "/spec/jobTemplate/spec/template/metadata/annotations";
+    assert_eq!(
+        stamp(&rotated, "CronJob", job),
+        stamp(&unrelated, "CronJob", job)
+    );
+}

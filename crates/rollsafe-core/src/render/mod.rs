@@ -13,16 +13,24 @@
 //!
 //! - With a [`WorkloadType`], the *first* object of that kind (Deployment or StatefulSet) is the
 //!   workload. Every other object is hashed except those of the workload's own kind and
-//!   NetworkPolicies.
-//! - Without one, every Deployment and every StatefulSet is a workload and gets the hash of
-//!   the objects of the other kinds (again without NetworkPolicies). A workload hashed into
-//!   another workload's hash leaves out its pod template's `metadata` too, where this
-//!   feature's own annotation lives, so rendering an output again gives the same output.
+//!   NetworkPolicies. Nothing else is annotated: upstream's one-workload mode, exactly.
+//! - Without one, every Deployment, StatefulSet, DaemonSet and CronJob is a workload and gets
+//!   the hash of the objects of the other kinds (again without NetworkPolicies). A Deployment
+//!   or StatefulSet hashed into another workload's hash leaves out its pod template's
+//!   `metadata` too, where this feature's own annotation lives, so rendering an output again
+//!   gives the same output. A DaemonSet or CronJob is hashed as any object is (upstream hashes
+//!   it so, and the Deployments' and StatefulSets' values must not change), but as it was
+//!   rendered: the annotation written on it, recorded by a marker on its own metadata, is taken
+//!   back before it is hashed ([`stamp`]). A CronJob's annotation is on its Jobs' pod template,
+//!   `spec.jobTemplate.spec.template`.
 //! - Each hashed object leaves out its top-level `metadata`; the objects are stable-sorted by
 //!   kind, apiVersion, namespace and name; the list is dumped as Go's go-spew `%#v` does
 //!   ([`dump`]), numbers as `float64`; FNV-1a 32-bit; decimal digits mapped through the
 //!   safe-encoding alphabet ([`hash`]).
 //! - When nothing is hashed, the annotation is left as it is (upstream's behaviour).
+//! - A DaemonSet or CronJob that cannot take the annotation (no `spec` map, or something other
+//!   than a map on the way) is left as it is, never an error: renders that succeeded before
+//!   these kinds were annotated still succeed.
 //!
 //! # Referenced-config rollout
 //!
@@ -42,14 +50,22 @@
 //! - otherwise the previous annotation is kept unless a resource that matters now changed since
 //!   the previous render, is new and referenced, or mattered before and is no longer rendered;
 //!   then it is chained from the previous value to a new one.
+//!
+//! A DaemonSet or CronJob follows the same rules from its own pod template's references. Two of
+//! one identity are both left as they are (a Deployment or StatefulSet rendered twice is an
+//! error, [`RenderError::DuplicateWorkload`]; a new kind never fails a render). Its
+//! `restart-on-change` mark is read as before: a DaemonSet marked `"true"` still counts for the
+//! Deployments and StatefulSets beside it, as it is rendered (its own annotation taken back).
 
 pub mod dump;
 pub mod hash;
 pub mod patch;
 pub mod pipeline;
 pub mod setting;
+mod stamp;
 mod state;
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
@@ -59,7 +75,10 @@ use thiserror::Error;
 use crate::reference::{self, ConfigRef, TargetKind};
 use dump::{NumberType, Sink, Strip};
 use hash::Fnv32a;
+use stamp::TemplatePath;
 use state::{Digester, State, Tracked};
+
+pub use stamp::STAMP_ANNOTATION;
 
 /// The pod-template annotation that carries the hash.
 pub const HASH_ANNOTATION: &str = "openchoreo.dev/dp-resource-hash";
@@ -71,6 +90,8 @@ pub const STATE_ANNOTATION: &str = "rollsafe.dev/referenced-config-state";
 const NETWORK_POLICY: &str = "NetworkPolicy";
 const DEPLOYMENT: &str = "Deployment";
 const STATEFUL_SET: &str = "StatefulSet";
+const DAEMON_SET: &str = "DaemonSet";
+const CRON_JOB: &str = "CronJob";
 
 /// Upstream's ComponentType workload types that get the annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,9 +105,82 @@ pub enum WorkloadType {
 impl WorkloadType {
     /// The workload's Kubernetes kind.
     pub fn kind(self) -> &'static str {
+        self.annotated().kind()
+    }
+
+    fn annotated(self) -> AnnotatedKind {
         match self {
-            WorkloadType::Deployment => DEPLOYMENT,
-            WorkloadType::StatefulSet => STATEFUL_SET,
+            WorkloadType::Deployment => AnnotatedKind::Deployment,
+            WorkloadType::StatefulSet => AnnotatedKind::StatefulSet,
+        }
+    }
+}
+
+/// The kinds whose pod templates get the annotation (matched by `kind` alone, as upstream
+/// matches its workload kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnnotatedKind {
+    /// Upstream's `deployment` workload: `spec.template`.
+    Deployment,
+    /// Upstream's `statefulset` workload: `spec.template`.
+    StatefulSet,
+    /// `spec.template`, with the [`STAMP_ANNOTATION`] marker; only without a [`WorkloadType`].
+    DaemonSet,
+    /// The Jobs' pod template `spec.jobTemplate.spec.template`, with the [`STAMP_ANNOTATION`]
+    /// marker; only without a [`WorkloadType`].
+    CronJob,
+}
+
+impl AnnotatedKind {
+    const ALL: [AnnotatedKind; 4] = [
+        AnnotatedKind::Deployment,
+        AnnotatedKind::StatefulSet,
+        AnnotatedKind::DaemonSet,
+        AnnotatedKind::CronJob,
+    ];
+
+    /// The Kubernetes kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            AnnotatedKind::Deployment => DEPLOYMENT,
+            AnnotatedKind::StatefulSet => STATEFUL_SET,
+            AnnotatedKind::DaemonSet => DAEMON_SET,
+            AnnotatedKind::CronJob => CRON_JOB,
+        }
+    }
+
+    /// The kind named by an object's `kind` field, exactly.
+    pub fn of(kind: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.kind() == kind)
+    }
+
+    /// Upstream's kinds, annotated as upstream annotates them; the others carry a marker.
+    fn upstream(self) -> bool {
+        matches!(self, AnnotatedKind::Deployment | AnnotatedKind::StatefulSet)
+    }
+
+    /// The maps from `spec` to the pod template's annotations.
+    fn path(self) -> TemplatePath {
+        match self {
+            AnnotatedKind::CronJob => CRON_JOB_PATH,
+            _ => HASH_PATH,
+        }
+    }
+
+    /// The pod template of an object of this kind.
+    fn template(self, object: &Map<String, Value>) -> Option<&Value> {
+        let spec = object.get("spec")?;
+        match self {
+            AnnotatedKind::CronJob => spec.get("jobTemplate")?.get("spec")?.get("template"),
+            _ => spec.get("template"),
+        }
+    }
+
+    /// JSON pointer to the pod template's annotations.
+    fn annotations_pointer(self) -> &'static str {
+        match self {
+            AnnotatedKind::CronJob => "/spec/jobTemplate/spec/template/metadata/annotations",
+            _ => "/spec/template/metadata/annotations",
         }
     }
 }
@@ -155,7 +249,12 @@ pub enum PreviousCopy {
 pub struct Update {
     /// Index of the workload in the input list.
     pub index: usize,
-    /// [`HASH_ANNOTATION`] under `spec.template.metadata.annotations`.
+    /// The workload's kind, which says where its pod template is.
+    pub kind: AnnotatedKind,
+    /// [`HASH_ANNOTATION`] under the pod template's `metadata.annotations`
+    /// (`spec.template`, a CronJob's `spec.jobTemplate.spec.template`). On a DaemonSet or
+    /// CronJob a value is written with its [`STAMP_ANNOTATION`] marker, and a removal takes
+    /// back only a value this feature wrote.
     pub hash: Edit,
     /// [`STATE_ANNOTATION`] under `metadata.annotations`.
     pub state: Edit,
@@ -346,10 +445,59 @@ impl<'a> Object<'a> {
 
 /// The workloads of one kind and what their hash covers.
 struct Group {
+    kind: AnnotatedKind,
     workloads: Vec<usize>,
     /// Indices of the objects hashed, in hash order.
     hashed: Vec<usize>,
-    strips: Vec<Strip>,
+    views: Vec<View>,
+}
+
+/// How an object is seen by every hash and digest of a render (the same in every group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct View {
+    /// What the dump leaves out.
+    strip: Strip,
+    /// A DaemonSet or CronJob: seen with the annotation this feature wrote taken back.
+    unstamp: Option<AnnotatedKind>,
+}
+
+impl View {
+    /// The view of `object`: without a workload type, a Deployment or StatefulSet leaves out
+    /// its pod template's metadata and a DaemonSet or CronJob is seen as it was rendered; with
+    /// one, every object is seen as it is (upstream).
+    fn of(object: &Object<'_>, workload_type: Option<WorkloadType>) -> Self {
+        match (workload_type, AnnotatedKind::of(object.kind)) {
+            (None, Some(kind)) if kind.upstream() => View {
+                strip: Strip::MetadataAndPodTemplateMetadata,
+                unstamp: None,
+            },
+            (None, Some(kind)) => View {
+                strip: Strip::Metadata,
+                unstamp: Some(kind),
+            },
+            _ => View::default(),
+        }
+    }
+
+    /// The view of each object.
+    fn all(parsed: &[Option<Object<'_>>], workload_type: Option<WorkloadType>) -> Vec<Self> {
+        parsed
+            .iter()
+            .map(|o| {
+                o.as_ref()
+                    .map(|o| View::of(o, workload_type))
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// The object as this view sees it (before `strip`).
+    fn seen<'m>(self, object: &'m Map<String, Value>) -> Cow<'m, Map<String, Value>> {
+        match self.unstamp {
+            Some(kind) => stamp::unstamped(object, kind.path()),
+            None => Cow::Borrowed(object),
+        }
+    }
 }
 
 /// Plans the annotation updates for a list of rendered objects.
@@ -363,7 +511,7 @@ pub fn plan(
     settings: &RenderSettings,
 ) -> Result<Vec<Update>, RenderError> {
     let parsed: Vec<Option<Object<'_>>> = objects.iter().map(|v| Object::new(v)).collect();
-    let groups = groups(&parsed, settings.workload_type);
+    let groups = groups(&parsed, settings);
     if settings.referenced_config_rollout {
         Referenced::new(&parsed, previous, settings, &groups)?.plan(objects)
     } else {
@@ -375,7 +523,7 @@ pub fn plan(
 /// workloads whose previous copies referenced-config mode reads.
 pub fn workloads(objects: &[&Value], settings: &RenderSettings) -> Vec<usize> {
     let parsed: Vec<Option<Object<'_>>> = objects.iter().map(|v| Object::new(v)).collect();
-    let mut indices: Vec<usize> = groups(&parsed, settings.workload_type)
+    let mut indices: Vec<usize> = groups(&parsed, settings)
         .into_iter()
         .flat_map(|group| group.workloads)
         .collect();
@@ -441,7 +589,7 @@ where
     Ok(())
 }
 
-fn groups(parsed: &[Option<Object<'_>>], workload_type: Option<WorkloadType>) -> Vec<Group> {
+fn groups(parsed: &[Option<Object<'_>>], settings: &RenderSettings) -> Vec<Group> {
     let kinds_of = |kind: &'static str| -> Vec<usize> {
         parsed
             .iter()
@@ -449,50 +597,76 @@ fn groups(parsed: &[Option<Object<'_>>], workload_type: Option<WorkloadType>) ->
             .filter_map(|(i, o)| o.as_ref().filter(|o| o.kind == kind).map(|_| i))
             .collect()
     };
-    let specs: Vec<(&'static str, Vec<usize>, bool)> = match workload_type {
+    let specs: Vec<(AnnotatedKind, Vec<usize>)> = match settings.workload_type {
         Some(workload_type) => {
-            let kind = workload_type.kind();
-            vec![(kind, kinds_of(kind).into_iter().take(1).collect(), false)]
+            let kind = workload_type.annotated();
+            vec![(kind, kinds_of(kind.kind()).into_iter().take(1).collect())]
         }
-        None => [DEPLOYMENT, STATEFUL_SET]
+        None => AnnotatedKind::ALL
             .into_iter()
-            .map(|kind| (kind, kinds_of(kind), true))
+            .map(|kind| {
+                let mut workloads = kinds_of(kind.kind());
+                if !kind.upstream() {
+                    new_kind_workloads(parsed, &mut workloads, kind, settings);
+                }
+                (kind, workloads)
+            })
             .collect(),
     };
+    let views = View::all(parsed, settings.workload_type);
     specs
         .into_iter()
-        .filter(|(_, workloads, _)| !workloads.is_empty())
-        .map(|(kind, workloads, strip_workloads)| {
+        .filter(|(_, workloads)| !workloads.is_empty())
+        .map(|(kind, workloads)| {
             let mut hashed: Vec<usize> = parsed
                 .iter()
                 .enumerate()
                 .filter_map(|(i, o)| {
                     o.as_ref()
-                        .filter(|o| o.kind != kind && o.kind != NETWORK_POLICY)
+                        .filter(|o| o.kind != kind.kind() && o.kind != NETWORK_POLICY)
                         .map(|_| i)
                 })
                 .collect();
             hashed.sort_by(|&a, &b| hash_order_key(parsed, a).cmp(&hash_order_key(parsed, b)));
-            let strips = hashed
-                .iter()
-                .map(|&i| {
-                    let workload = parsed[i]
-                        .as_ref()
-                        .is_some_and(|o| o.kind == DEPLOYMENT || o.kind == STATEFUL_SET);
-                    if strip_workloads && workload {
-                        Strip::MetadataAndPodTemplateMetadata
-                    } else {
-                        Strip::Metadata
-                    }
-                })
-                .collect();
+            let views = hashed.iter().map(|&i| views[i]).collect();
             Group {
+                kind,
                 workloads,
                 hashed,
-                strips,
+                views,
             }
         })
         .collect()
+}
+
+/// Keeps of the DaemonSets or CronJobs `workloads` those that get the annotation: the ones
+/// that can take it (the others are left as they are, where a Deployment would fail the
+/// render), and in referenced-config mode only those whose identity (kind, namespace as
+/// applied, name) is rendered once, since each keeps one state.
+fn new_kind_workloads(
+    parsed: &[Option<Object<'_>>],
+    workloads: &mut Vec<usize>,
+    kind: AnnotatedKind,
+    settings: &RenderSettings,
+) {
+    if settings.referenced_config_rollout {
+        let release_namespace = settings.release_namespace.as_deref().unwrap_or("");
+        let identity = |index: usize| {
+            parsed[index]
+                .as_ref()
+                .map(|o| (o.applied_namespace(release_namespace), o.name))
+        };
+        let mut seen: HashMap<_, usize> = HashMap::new();
+        for &index in workloads.iter() {
+            *seen.entry(identity(index)).or_default() += 1;
+        }
+        workloads.retain(|&index| seen[&identity(index)] == 1);
+    }
+    workloads.retain(|&index| {
+        parsed[index]
+            .as_ref()
+            .is_some_and(|o| check_map(o.map, kind).is_ok())
+    });
 }
 
 /// Where an object sorts in a hashed list: kind, apiVersion, namespace, name (a stable sort,
@@ -511,11 +685,13 @@ fn default_hash(parsed: &[Option<Object<'_>>], group: &Group) -> Option<String> 
     if group.hashed.is_empty() {
         return None;
     }
-    let objects = group
+    let seen: Vec<(Cow<'_, Map<String, Value>>, Strip)> = group
         .hashed
         .iter()
-        .zip(&group.strips)
-        .filter_map(|(&i, &strip)| parsed[i].as_ref().map(|o| (o.map, strip)));
+        .zip(&group.views)
+        .filter_map(|(&i, &view)| parsed[i].as_ref().map(|o| (view.seen(o.map), view.strip)))
+        .collect();
+    let objects = seen.iter().map(|(object, strip)| (&**object, *strip));
     Some(hash::hash_objects(objects, NumberType::Float64))
 }
 
@@ -546,20 +722,21 @@ pub struct DefaultPlan {
 /// The workloads of one group: index, and whether a state annotation is to be removed.
 #[derive(Debug)]
 struct PlannedGroup {
+    kind: AnnotatedKind,
     workloads: Vec<(usize, bool)>,
     /// Whether the group hashes anything (without, its workloads keep their annotation).
     hashes: bool,
 }
 
-/// An object of the hash order: its index, the groups whose lists hold it and what is left out
-/// of it (the same in every group).
+/// An object of the hash order: its index, the groups whose lists hold it and how it is seen
+/// (the same in every group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HashEntry {
     /// Index of the object in the input.
     pub index: usize,
     /// Bit `g` set: in the list of group `g`.
     groups: u8,
-    strip: Strip,
+    view: View,
 }
 
 impl DefaultPlan {
@@ -567,7 +744,7 @@ impl DefaultPlan {
     /// default mode (the first workload, in plan order, that cannot take the annotation).
     pub fn new(objects: &[&Value], settings: &RenderSettings) -> Result<Self, RenderError> {
         let parsed: Vec<Option<Object<'_>>> = objects.iter().map(|v| Object::new(v)).collect();
-        let groups = groups(&parsed, settings.workload_type);
+        let groups = groups(&parsed, settings);
         Self::of(objects, &parsed, &groups)
     }
 
@@ -582,33 +759,37 @@ impl DefaultPlan {
             let mut workloads = Vec::with_capacity(group.workloads.len());
             for &index in &group.workloads {
                 if hashes {
-                    check_workload(objects[index], index)?;
+                    check_workload(objects[index], index, group.kind)?;
                 }
                 let has_state = parsed[index]
                     .as_ref()
                     .is_some_and(|o| o.annotation(STATE_ANNOTATION).is_some());
                 workloads.push((index, has_state));
             }
-            planned.push(PlannedGroup { workloads, hashes });
+            planned.push(PlannedGroup {
+                kind: group.kind,
+                workloads,
+                hashes,
+            });
         }
         let order = match groups {
             [group] => group
                 .hashed
                 .iter()
-                .zip(&group.strips)
-                .map(|(&index, &strip)| HashEntry {
+                .zip(&group.views)
+                .map(|(&index, &view)| HashEntry {
                     index,
                     groups: 1,
-                    strip,
+                    view,
                 })
                 .collect(),
             // One order for every group: each group's list is the stable sort of its objects,
             // so the stable sort of their union holds each list in its own order.
             groups => {
-                let mut membership: Vec<Option<(u8, Strip)>> = vec![None; parsed.len()];
+                let mut membership: Vec<Option<(u8, View)>> = vec![None; parsed.len()];
                 for (bit, group) in groups.iter().enumerate() {
-                    for (&index, &strip) in group.hashed.iter().zip(&group.strips) {
-                        let (groups, _) = membership[index].get_or_insert((0, strip));
+                    for (&index, &view) in group.hashed.iter().zip(&group.views) {
+                        let (groups, _) = membership[index].get_or_insert((0, view));
                         *groups |= 1 << bit;
                     }
                 }
@@ -616,10 +797,10 @@ impl DefaultPlan {
                     .iter()
                     .enumerate()
                     .filter_map(|(index, member)| {
-                        member.map(|(groups, strip)| HashEntry {
+                        member.map(|(groups, view)| HashEntry {
                             index,
                             groups,
-                            strip,
+                            view,
                         })
                     })
                     .collect();
@@ -668,6 +849,7 @@ impl DefaultPlan {
             for (index, has_state) in group.workloads {
                 updates.push(Update {
                     index,
+                    kind: group.kind,
                     hash: match group.hashes {
                         true => Edit::Set(hash.clone()),
                         false => Edit::Keep,
@@ -699,6 +881,8 @@ impl GroupHashes {
         let Some(map) = object.as_object() else {
             return;
         };
+        let map = entry.view.seen(map);
+        let strip = entry.view.strip;
         let mut lists = self
             .lists
             .iter_mut()
@@ -706,10 +890,10 @@ impl GroupHashes {
             .filter(|(bit, _)| entry.groups & (1 << bit) != 0)
             .map(|(_, list)| list);
         match (lists.next(), entry.groups.count_ones()) {
-            (Some(list), 1) => list.push(map, entry.strip, NumberType::Float64),
+            (Some(list), 1) => list.push(&map, strip, NumberType::Float64),
             (Some(first), _) => {
                 self.dumped.clear();
-                dump::write_top(&mut self.dumped, map, entry.strip, NumberType::Float64);
+                dump::write_top(&mut self.dumped, &map, strip, NumberType::Float64);
                 first.push_dumped(&self.dumped);
                 for list in lists {
                     list.push_dumped(&self.dumped);
@@ -729,10 +913,21 @@ impl GroupHashes {
 }
 
 /// The maps from `spec` to the pod template's annotations: (key, field named in errors).
-const HASH_PATH: [(&str, &str); 3] = [
+const HASH_PATH: TemplatePath = &[
     ("template", "spec.template"),
     ("metadata", "spec.template.metadata"),
     ("annotations", "spec.template.metadata.annotations"),
+];
+/// The maps from a CronJob's `spec` to its Jobs' pod template's annotations.
+const CRON_JOB_PATH: TemplatePath = &[
+    ("jobTemplate", "spec.jobTemplate"),
+    ("spec", "spec.jobTemplate.spec"),
+    ("template", "spec.jobTemplate.spec.template"),
+    ("metadata", "spec.jobTemplate.spec.template.metadata"),
+    (
+        "annotations",
+        "spec.jobTemplate.spec.template.metadata.annotations",
+    ),
 ];
 /// The maps from the object to its own annotations.
 const STATE_PATH: [(&str, &str); 2] = [
@@ -740,29 +935,51 @@ const STATE_PATH: [(&str, &str); 2] = [
     ("annotations", "metadata.annotations"),
 ];
 
-/// Fails unless the annotations can be written on the workload: a `spec` map, and every map
+/// Why a workload cannot take the annotations.
+enum Unwritable {
+    MissingSpec,
+    /// This field is not a map.
+    NotAMap(&'static str),
+}
+
+/// Whether the annotations can be written on an object of `kind`: a `spec` map, and every map
 /// on the two paths a map, missing or null (null is written as a new map).
-fn check_workload(object: &Value, index: usize) -> Result<(), RenderError> {
-    let Some(spec) = object.get("spec").filter(|s| s.is_object()) else {
-        return Err(RenderError::MissingSpec {
+fn check_map(object: &Map<String, Value>, kind: AnnotatedKind) -> Result<(), Unwritable> {
+    let Some(Value::Object(spec)) = object.get("spec") else {
+        return Err(Unwritable::MissingSpec);
+    };
+    check_path(spec, kind.path())
+        .and_then(|()| check_path(object, &STATE_PATH))
+        .map_err(Unwritable::NotAMap)
+}
+
+/// Fails unless the annotations can be written on the workload ([`check_map`]).
+fn check_workload(object: &Value, index: usize, kind: AnnotatedKind) -> Result<(), RenderError> {
+    let checked = match object.as_object() {
+        Some(map) => check_map(map, kind),
+        None => Err(Unwritable::MissingSpec),
+    };
+    checked.map_err(|unwritable| match unwritable {
+        Unwritable::MissingSpec => RenderError::MissingSpec {
             index,
             resource: ResourceName::of(object),
-        });
-    };
-    check_path(spec, &HASH_PATH)
-        .and_then(|()| check_path(object, &STATE_PATH))
-        .map_err(|field| RenderError::NotAMap {
+        },
+        Unwritable::NotAMap(field) => RenderError::NotAMap {
             index,
             resource: ResourceName::of(object),
             field,
-        })
+        },
+    })
 }
 
-fn check_path(mut current: &Value, path: &[(&str, &'static str)]) -> Result<(), &'static str> {
+fn check_path(
+    mut current: &Map<String, Value>,
+    path: &[(&str, &'static str)],
+) -> Result<(), &'static str> {
     for &(key, field) in path {
         match current.get(key) {
             None | Some(Value::Null) => break,
-            Some(next) if next.is_object() => current = next,
+            Some(Value::Object(next)) => current = next,
             Some(_) => return Err(field),
         }
     }
@@ -773,14 +990,15 @@ impl Update {
     /// Fails, writing nothing, when this update cannot be written on `object`.
     pub fn check(&self, object: &Value) -> Result<(), RenderError> {
         match (&self.hash, &self.state) {
-            (Edit::Set(_), _) => check_workload(object, self.index),
-            (_, Edit::Set(_)) => {
-                check_path(object, &STATE_PATH).map_err(|field| RenderError::NotAMap {
+            (Edit::Set(_), _) => check_workload(object, self.index, self.kind),
+            (_, Edit::Set(_)) => object
+                .as_object()
+                .map_or(Ok(()), |map| check_path(map, &STATE_PATH))
+                .map_err(|field| RenderError::NotAMap {
                     index: self.index,
                     resource: ResourceName::of(object),
                     field,
-                })
-            }
+                }),
             _ => Ok(()),
         }
     }
@@ -797,18 +1015,21 @@ impl Update {
         let Some(map) = object.as_object_mut() else {
             return Err(not_a_map("object"));
         };
-        if self.hash != Edit::Keep {
-            match map.get_mut("spec").and_then(Value::as_object_mut) {
-                Some(spec) => edit_annotation(spec, &HASH_PATH, HASH_ANNOTATION, &self.hash),
-                None if self.hash == Edit::Remove => Ok(()),
+        match (&self.hash, self.kind.upstream()) {
+            (Edit::Keep, _) => {}
+            // A DaemonSet or CronJob: with its marker.
+            (_, false) => stamp::write(map, self.kind.path(), &self.hash).map_err(not_a_map)?,
+            (_, true) => match map.get_mut("spec").and_then(Value::as_object_mut) {
+                Some(spec) => edit_annotation(spec, HASH_PATH, HASH_ANNOTATION, &self.hash)
+                    .map_err(not_a_map)?,
+                None if self.hash == Edit::Remove => {}
                 None => {
                     return Err(RenderError::MissingSpec {
                         index: self.index,
                         resource: name,
                     });
                 }
-            }
-            .map_err(not_a_map)?;
+            },
         }
         edit_annotation(map, &STATE_PATH, STATE_ANNOTATION, &self.state).map_err(not_a_map)
     }
@@ -899,6 +1120,8 @@ struct Referenced<'a, 'p> {
     digester: Digester,
     key_id: String,
     digests: Vec<Option<String>>,
+    /// How each object is digested.
+    views: Vec<View>,
 }
 
 /// What one workload's hash covers in referenced-config mode.
@@ -987,6 +1210,7 @@ impl<'a, 'p> Referenced<'a, 'p> {
             key_id: digester.key_id(),
             digester,
             digests: vec![None; parsed.len()],
+            views: View::all(parsed, settings.workload_type),
         })
     }
 
@@ -1013,7 +1237,7 @@ impl<'a, 'p> Referenced<'a, 'p> {
                 };
                 let hash = match hash {
                     Some(hash) => {
-                        check_workload(objects[index], index)?;
+                        check_workload(objects[index], index, group.kind)?;
                         Edit::Set(hash)
                     }
                     None => Edit::Remove,
@@ -1024,6 +1248,7 @@ impl<'a, 'p> Referenced<'a, 'p> {
                 };
                 updates.push(Update {
                     index,
+                    kind: group.kind,
                     hash,
                     state: Edit::Set(state.encode()),
                     previous,
@@ -1038,8 +1263,7 @@ impl<'a, 'p> Referenced<'a, 'p> {
     fn coverage(&self, index: usize, group: &Group) -> Coverage {
         let workload = self.parsed[index].as_ref();
         let references: BTreeSet<ConfigRef> = workload
-            .and_then(|w| w.map.get("spec"))
-            .and_then(|s| s.get("template"))
+            .and_then(|w| group.kind.template(w.map))
             .map(reference::referenced_config)
             .unwrap_or_default();
         let namespace = workload.map_or("", |w| w.namespace);
@@ -1073,9 +1297,10 @@ impl<'a, 'p> Referenced<'a, 'p> {
         if let Some(digest) = &self.digests[index] {
             return digest.clone();
         }
+        let view = self.views[index];
         let digest = self.parsed[index]
             .as_ref()
-            .map(|o| self.digester.digest(o.map))
+            .map(|o| self.digester.digest(&view.seen(o.map)))
             .unwrap_or_default();
         self.digests[index] = Some(digest.clone());
         digest
@@ -1132,7 +1357,7 @@ impl<'a, 'p> Referenced<'a, 'p> {
         tracked: &std::collections::BTreeMap<String, Tracked>,
     ) -> Option<String> {
         let previous_hash = previous
-            .pointer("/spec/template/metadata/annotations")
+            .pointer(group.kind.annotations_pointer())
             .and_then(|a| a.get(HASH_ANNOTATION))
             .and_then(Value::as_str)
             .map(str::to_owned);

@@ -1332,3 +1332,638 @@ fn referenced_mode_refuses_a_workload_rendered_twice() {
     distinct.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}, "spec": {}}));
     render(&mut distinct, Some(&[]), &referenced).expect("distinct workloads");
 }
+
+// ---- DaemonSets and CronJobs ----------------------------------------------------------------
+
+fn daemon_set(name: &str, secret_volumes: &[&str]) -> Value {
+    let volumes: Vec<Value> = secret_volumes
+        .iter()
+        .map(|n| json!({"name": format!("v-{n}"), "secret": {"secretName": n}}))
+        .collect();
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "agent", "image": "agent:1"}], "volumes": volumes}
+            }
+        }
+    })
+}
+
+fn cron_job(name: &str, env_from_configmaps: &[&str]) -> Value {
+    let env_from: Vec<Value> = env_from_configmaps
+        .iter()
+        .map(|n| json!({"configMapRef": {"name": n}}))
+        .collect();
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "schedule": "0 * * * *",
+            "jobTemplate": {"spec": {"template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "job", "image": "job:1", "envFrom": env_from}]}
+            }}}
+        }
+    })
+}
+
+/// Without a workload type, as the command renders by default.
+fn every_kind(referenced: bool) -> RenderSettings {
+    RenderSettings {
+        workload_type: None,
+        referenced_config_rollout: referenced,
+        fingerprint_key: None,
+        release_namespace: Some("ns".to_owned()),
+    }
+}
+
+/// The annotation on the pod template of the object of `kind` named `name`.
+fn stamp_of(objects: &[Value], kind: &str, name: &str) -> Option<String> {
+    let pointer = match kind {
+        "CronJob" => "/spec/jobTemplate/spec/template/metadata/annotations",
+        _ => "/spec/template/metadata/annotations",
+    };
+    objects
+        .iter()
+        .find(|o| o["kind"] == json!(kind) && o["metadata"]["name"] == json!(name))
+        .and_then(|o| o.pointer(pointer))
+        .and_then(|a| a.get(HASH_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// The upstream value over `objects`: each without its top-level metadata, sorted.
+fn upstream_hash(objects: &[Value], strips: &[Strip]) -> String {
+    let mut pairs: Vec<(&Value, Strip)> = objects.iter().zip(strips.iter().copied()).collect();
+    pairs.sort_by_key(|(o, _)| {
+        let text = |p: &str| {
+            o.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        (
+            text("/kind"),
+            text("/apiVersion"),
+            text("/metadata/namespace"),
+            text("/metadata/name"),
+        )
+    });
+    hash::hash_objects(
+        pairs.iter().map(|(o, s)| (o.as_object().unwrap(), *s)),
+        NumberType::Float64,
+    )
+}
+
+#[test]
+fn daemon_sets_and_cron_jobs_are_annotated_without_a_workload_type() {
+    // Beside the ConfigMap of upstream's vector alone, each gets the vector's value, as a
+    // Deployment would; the CronJob on its Jobs' pod template, nowhere else.
+    for (workload, kind) in [
+        (daemon_set("agent", &[]), "DaemonSet"),
+        (cron_job("report", &[]), "CronJob"),
+    ] {
+        let name = workload["metadata"]["name"].as_str().unwrap().to_owned();
+        let out = run(
+            &[configmap("anything", "value"), workload.clone()],
+            None,
+            &every_kind(false),
+        );
+        assert_eq!(
+            stamp_of(&out, kind, &name).as_deref(),
+            Some("74f6bb69b4"),
+            "{kind}"
+        );
+        if kind == "CronJob" {
+            assert!(out[1].pointer("/spec/template").is_none(), "{}", out[1]);
+        }
+        // The marker on the object's own metadata: what was written, what was there.
+        let marker = match kind {
+            "CronJob" => {
+                r#"{"hash":"74f6bb69b4","missing":"spec.jobTemplate.spec.template.metadata.annotations"}"#
+            }
+            _ => r#"{"hash":"74f6bb69b4","missing":"spec.template.metadata.annotations"}"#,
+        };
+        assert_eq!(
+            out[1]["metadata"]["annotations"][STAMP_ANNOTATION],
+            json!(marker)
+        );
+        // Nothing else changes.
+        let mut unstamped = out[1].clone();
+        let pointer = match kind {
+            "CronJob" => "/spec/jobTemplate/spec/template/metadata",
+            _ => "/spec/template/metadata",
+        };
+        unstamped
+            .pointer_mut(pointer)
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("annotations");
+        unstamped["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("annotations");
+        assert_eq!(unstamped, workload, "{kind}");
+    }
+
+    // With every kind: each gets the hash of the objects of the other kinds, NetworkPolicies
+    // left out; Deployments and StatefulSets without their pod template's metadata, DaemonSets
+    // and CronJobs as rendered.
+    let statefulset = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"}, "spec": {"template": {"metadata": {"labels": {"app": "db"}}, "spec": {}}}});
+    let policy = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "np"}, "spec": {}});
+    let input = vec![
+        configmap("env", "a"),
+        secret("creds", "c2VjcmV0"),
+        deployment("app", &["env"], &[]),
+        statefulset.clone(),
+        daemon_set("agent", &["creds"]),
+        cron_job("report", &["env"]),
+        policy,
+    ];
+    let out = run(&input, None, &every_kind(false));
+    let (cm, sec, dep, sts, ds, cj) = (
+        &input[0], &input[1], &input[2], &input[3], &input[4], &input[5],
+    );
+    use Strip::{Metadata as M, MetadataAndPodTemplateMetadata as P};
+    let expected = [
+        (
+            "Deployment",
+            "app",
+            upstream_hash(
+                &[cm.clone(), sec.clone(), sts.clone(), ds.clone(), cj.clone()],
+                &[M, M, P, M, M],
+            ),
+        ),
+        (
+            "StatefulSet",
+            "db",
+            upstream_hash(
+                &[cm.clone(), sec.clone(), dep.clone(), ds.clone(), cj.clone()],
+                &[M, M, P, M, M],
+            ),
+        ),
+        (
+            "DaemonSet",
+            "agent",
+            upstream_hash(
+                &[
+                    cm.clone(),
+                    sec.clone(),
+                    dep.clone(),
+                    sts.clone(),
+                    cj.clone(),
+                ],
+                &[M, M, P, P, M],
+            ),
+        ),
+        (
+            "CronJob",
+            "report",
+            upstream_hash(
+                &[
+                    cm.clone(),
+                    sec.clone(),
+                    dep.clone(),
+                    sts.clone(),
+                    ds.clone(),
+                ],
+                &[M, M, P, P, M],
+            ),
+        ),
+    ];
+    for (kind, name, value) in expected {
+        assert_eq!(stamp_of(&out, kind, name), Some(value), "{kind}");
+    }
+    assert_eq!(
+        workloads(&input.iter().collect::<Vec<_>>(), &every_kind(false)),
+        vec![2, 3, 4, 5]
+    );
+}
+
+#[test]
+fn deployment_and_statefulset_values_do_not_change_beside_daemon_sets_and_cron_jobs() {
+    // The values these inputs had before DaemonSets and CronJobs were annotated (the
+    // DaemonSet and CronJob hashed as ordinary objects, whole bodies but top-level metadata),
+    // pinned: with and without a workload type, in default and referenced-config mode.
+    let input = vec![
+        configmap("env", "a"),
+        secret("creds", "c2VjcmV0"),
+        deployment("app", &["env"], &["creds"]),
+        daemon_set("agent", &["creds"]),
+        cron_job("report", &["env"]),
+    ];
+    let as_upstream = upstream_hash(
+        &[
+            input[0].clone(),
+            input[1].clone(),
+            input[3].clone(),
+            input[4].clone(),
+        ],
+        &[Strip::Metadata; 4],
+    );
+    for settings in [settings(false), every_kind(false)] {
+        let out = run(&input, None, &settings);
+        assert_eq!(app_hash(&out), Some(as_upstream.clone()), "{settings:?}");
+        assert_eq!(
+            app_hash(&out).as_deref(),
+            Some("57bf4464f7"),
+            "{settings:?}"
+        );
+        let stateless = run(
+            &input,
+            None,
+            &RenderSettings {
+                referenced_config_rollout: true,
+                ..settings
+            },
+        );
+        assert_eq!(app_hash(&stateless).as_deref(), Some("c56ff9764"));
+    }
+    // An empty `annotations: {}` on the DaemonSet's pod template (common in charts) is part
+    // of the value, as upstream hashes it.
+    let mut empty_map = input.clone();
+    empty_map[3]["spec"]["template"]["metadata"]["annotations"] = json!({});
+    for settings in [settings(false), every_kind(false)] {
+        let with_empty = app_hash(&run(&empty_map, None, &settings));
+        assert_eq!(with_empty.as_deref(), Some("569844cbc4"), "{settings:?}");
+    }
+    // Referenced-config mode: a DaemonSet marked "true" counts for the Deployment as it is
+    // rendered, in the stateless, the new and the carried value alike.
+    let marked = {
+        let mut objects = input.clone();
+        objects[3] = mark(objects[3].clone(), json!("true"));
+        objects
+    };
+    for settings in [settings(true), every_kind(true)] {
+        let stateless = run(&marked, None, &settings);
+        assert_eq!(
+            app_hash(&stateless).as_deref(),
+            Some("77486db899"),
+            "{settings:?}"
+        );
+        let new = run(&marked, Some(&[]), &settings);
+        assert_eq!(
+            app_hash(&new).as_deref(),
+            Some("57bf4464f7"),
+            "{settings:?}"
+        );
+    }
+}
+
+#[test]
+fn with_a_workload_type_daemon_sets_and_cron_jobs_are_left_alone() {
+    let input = vec![
+        configmap("env", "a"),
+        deployment("app", &["env"], &[]),
+        daemon_set("agent", &[]),
+        cron_job("report", &["env"]),
+    ];
+    for workload_type in [WorkloadType::Deployment, WorkloadType::StatefulSet] {
+        for referenced in [false, true] {
+            let settings = RenderSettings {
+                workload_type: Some(workload_type),
+                ..every_kind(referenced)
+            };
+            let out = run(&input, Some(&[]), &settings);
+            assert_eq!(out[2], input[2], "{settings:?}");
+            assert_eq!(out[3], input[3], "{settings:?}");
+            assert_eq!(
+                workloads(&input.iter().collect::<Vec<_>>(), &settings),
+                match workload_type {
+                    WorkloadType::Deployment => vec![1],
+                    WorkloadType::StatefulSet => vec![],
+                }
+            );
+        }
+    }
+}
+
+/// The pod template shapes a DaemonSet (under `spec`) or CronJob (under
+/// `spec.jobTemplate.spec`) may have.
+fn template_shapes() -> Vec<Option<Value>> {
+    let pod =
+        json!({"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]});
+    vec![
+        None,
+        Some(json!(null)),
+        Some(json!({})),
+        Some(json!({"metadata": null, "spec": pod.clone()})),
+        Some(json!({"metadata": {}, "spec": pod.clone()})),
+        Some(json!({"metadata": {"annotations": null}, "spec": pod.clone()})),
+        Some(json!({"metadata": {"annotations": {}}, "spec": pod.clone()})),
+        Some(json!({"metadata": {"labels": {"a": "b"}}, "spec": pod.clone()})),
+        Some(json!({"metadata": {"annotations": {"x": "y"}}, "spec": pod.clone()})),
+        Some(json!({"metadata": {"annotations": {HASH_ANNOTATION: "the chart's"}}, "spec": pod})),
+    ]
+}
+
+fn daemon_set_with(template: Option<Value>) -> Value {
+    let mut object = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "ns"}, "spec": {"selector": {}}});
+    if let Some(template) = template {
+        object["spec"]["template"] = template;
+    }
+    object
+}
+
+fn cron_job_with(job_template: Value) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "report", "namespace": "ns"}, "spec": {"schedule": "@daily", "jobTemplate": job_template}})
+}
+
+/// Every DaemonSet and CronJob shape, with the other objects of `base_with_every_kind`.
+fn new_kind_shapes() -> Vec<(String, Value)> {
+    let mut shapes = Vec::new();
+    for template in template_shapes() {
+        shapes.push((
+            format!("DaemonSet {template:?}"),
+            daemon_set_with(template.clone()),
+        ));
+        let job_spec = match &template {
+            Some(template) => json!({"spec": {"template": template}}),
+            None => json!({"spec": {}}),
+        };
+        shapes.push((format!("CronJob {template:?}"), cron_job_with(job_spec)));
+    }
+    for job_template in [json!(null), json!({}), json!({"spec": null})] {
+        shapes.push((
+            format!("CronJob jobTemplate {job_template}"),
+            cron_job_with(job_template),
+        ));
+    }
+    shapes
+}
+
+fn all_settings() -> Vec<RenderSettings> {
+    let mut all = Vec::new();
+    for workload_type in [
+        None,
+        Some(WorkloadType::Deployment),
+        Some(WorkloadType::StatefulSet),
+    ] {
+        for referenced in [false, true] {
+            all.push(RenderSettings {
+                workload_type,
+                ..every_kind(referenced)
+            });
+        }
+    }
+    all
+}
+
+#[test]
+fn rendering_again_with_daemon_sets_and_cron_jobs_changes_nothing() {
+    let statefulset = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"}, "spec": {"template": {"spec": {}}}});
+    for (shape, object) in new_kind_shapes() {
+        let input = vec![
+            mark(configmap("cfg", "1"), json!("true")),
+            deployment("app", &["cfg"], &[]),
+            statefulset.clone(),
+            object.clone(),
+        ];
+        for settings in all_settings() {
+            for stateful in [false, true] {
+                let (once, twice) = render_twice(&input, &settings, stateful).expect(&shape);
+                assert_eq!(twice, once, "{shape}, {settings:?}, stateful {stateful}");
+                if settings.referenced_config_rollout {
+                    continue;
+                }
+                // Default mode: the Deployment's value is upstream's, over the DaemonSet or
+                // CronJob as rendered (the StatefulSet, also a workload without a type,
+                // without its pod template's metadata) — in the first render and, since
+                // the second gives the same output, in a render of the output too.
+                let strips = match settings.workload_type {
+                    None => [
+                        Strip::Metadata,
+                        Strip::MetadataAndPodTemplateMetadata,
+                        Strip::Metadata,
+                    ],
+                    Some(_) => [Strip::Metadata; 3],
+                };
+                let others = [input[0].clone(), input[2].clone(), object.clone()];
+                if settings.workload_type != Some(WorkloadType::StatefulSet) {
+                    assert_eq!(
+                        app_hash(&once),
+                        Some(upstream_hash(&others, &strips)),
+                        "{shape}"
+                    );
+                }
+                let kind = object["kind"].as_str().unwrap();
+                let name = object["metadata"]["name"].as_str().unwrap();
+                let stamped = stamp_of(&once, kind, name);
+                match settings.workload_type {
+                    None => assert!(stamped.is_some(), "{shape}"),
+                    Some(_) => assert_eq!(once[3], object, "{shape}"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_daemon_set_changed_after_its_annotation_was_written_is_hashed_as_it_is() {
+    let input = vec![
+        configmap("cfg", "1"),
+        deployment("app", &[], &[]),
+        daemon_set("agent", &[]),
+    ];
+    let once = run(&input, None, &every_kind(false));
+    let value = app_hash(&once);
+    assert_eq!(app_hash(&run(&once, None, &every_kind(false))), value);
+    // Another value in its place (someone else's edit): the Deployment sees it, as upstream
+    // sees any DaemonSet.
+    let mut edited = once.clone();
+    edited[2]["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] = json!("edited");
+    let mut as_rendered = input.clone();
+    as_rendered[2]["spec"]["template"]["metadata"]["annotations"] =
+        json!({HASH_ANNOTATION: "edited"});
+    let seen = app_hash(&run(&edited, None, &every_kind(false)));
+    assert_ne!(seen, value);
+    assert_eq!(seen, app_hash(&run(&as_rendered, None, &settings(false))));
+    // The marker is never part of any value: it sits in top-level metadata.
+    let mut without_marker = once.clone();
+    without_marker[2]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .shift_remove("annotations");
+    assert_eq!(
+        app_hash(&run(&without_marker, None, &settings(false))),
+        app_hash(&run(&once, None, &settings(false)))
+    );
+}
+
+#[test]
+fn referenced_mode_a_daemon_set_rolls_with_the_secret_it_mounts_only() {
+    // The DaemonSet mounts `creds`; the Deployment reads `env`; `unrelated` is read by nobody.
+    let input = |creds: &str, env: &str, unrelated: &str| {
+        vec![
+            configmap("env", env),
+            secret("creds", creds),
+            configmap("unrelated", unrelated),
+            deployment("app", &["env"], &[]),
+            daemon_set("agent", &["creds"]),
+            cron_job("report", &["env"]),
+        ]
+    };
+    for previous_from_output in [true, false] {
+        let mut seq = Sequence::new();
+        let on = every_kind(true);
+        let step = |seq: &mut Sequence, input: &[Value]| {
+            let app = if previous_from_output {
+                seq.render_with(input, &on)
+            } else {
+                // The previous copies as --previous-from-cluster reads them: the workloads only.
+                let previous: Vec<Value> = seq
+                    .last
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|o| o["kind"] != "ConfigMap" && o["kind"] != "Secret")
+                    .collect();
+                let out = run(input, Some(&previous), &on);
+                let app = app_hash(&out);
+                seq.last = Some(out);
+                app
+            };
+            let last = seq.last.as_ref().unwrap();
+            (
+                app,
+                stamp_of(last, "DaemonSet", "agent"),
+                stamp_of(last, "CronJob", "report"),
+            )
+        };
+        // Installed in default mode, then the setting turned on: nothing restarts.
+        let installed = run(&input("c2VjcmV0", "a", "u"), None, &every_kind(false));
+        seq.last = Some(installed.clone());
+        let first = (
+            app_hash(&installed),
+            stamp_of(&installed, "DaemonSet", "agent"),
+            stamp_of(&installed, "CronJob", "report"),
+        );
+        assert!(first.1.is_some() && first.2.is_some());
+        assert_eq!(step(&mut seq, &input("c2VjcmV0", "a", "u")), first);
+        // An unrelated ConfigMap changes: nothing restarts.
+        assert_eq!(step(&mut seq, &input("c2VjcmV0", "a", "v")), first);
+        // The Secret the DaemonSet mounts changes: the DaemonSet only.
+        let (app, agent, report) = step(&mut seq, &input("bmV3", "a", "v"));
+        assert_eq!((&app, &report), (&first.0, &first.2));
+        assert_ne!(agent, first.1);
+        assert!(agent.is_some());
+        // The ConfigMap the Deployment and the CronJob read changes: those two, not the
+        // DaemonSet.
+        let (app2, agent2, report2) = step(&mut seq, &input("bmV3", "b", "v"));
+        assert_ne!(app2, app);
+        assert_ne!(report2, report);
+        assert_eq!(agent2, agent);
+        // And a render of that output again changes nothing.
+        let last = seq.last.clone().unwrap();
+        assert_eq!(run(&last, Some(&last), &on), last);
+    }
+}
+
+#[test]
+fn a_daemon_set_or_cron_job_that_cannot_take_the_annotation_is_left_alone() {
+    let cases = [
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "no-spec"}}),
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "x"}, "spec": {"template": "text"}}),
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "x"}, "spec": {"template": {"metadata": {"annotations": []}}}}),
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": "x", "spec": {}}),
+        json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "x"}, "spec": {"jobTemplate": 5}}),
+        json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "x"}, "spec": {"jobTemplate": {"spec": {"template": {"metadata": 1}}}}}),
+    ];
+    for case in cases {
+        let input = vec![
+            configmap("cfg", "1"),
+            deployment("app", &[], &[]),
+            case.clone(),
+        ];
+        for settings in all_settings() {
+            let out = run(&input, Some(&[]), &settings);
+            assert_eq!(out[2], case, "{settings:?}");
+            assert!(
+                app_hash(&out).is_some()
+                    || settings.workload_type == Some(WorkloadType::StatefulSet)
+            );
+        }
+        assert_eq!(
+            workloads(&input.iter().collect::<Vec<_>>(), &every_kind(false)),
+            vec![1]
+        );
+    }
+}
+
+#[test]
+fn referenced_mode_leaves_a_daemon_set_rendered_twice_alone() {
+    let bare = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"}, "spec": {}});
+    let input = vec![
+        configmap("cfg", "1"),
+        deployment("app", &["cfg"], &[]),
+        daemon_set("agent", &[]),
+        bare,
+    ];
+    for previous in [None, Some(&[][..])] {
+        let out = run(&input, previous, &every_kind(true));
+        assert_eq!(out[2..], input[2..], "neither copy is annotated");
+        assert!(app_hash(&out).is_some());
+    }
+    // Default mode keeps no state: both get the value, as Deployments rendered twice do.
+    let out = run(&input, None, &every_kind(false));
+    assert!(stamp_of(&out[..3], "DaemonSet", "agent").is_some());
+    assert!(
+        out[3]
+            .pointer("/spec/template/metadata/annotations")
+            .is_some()
+    );
+}
+
+fn arb_new_kind() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::select(template_shapes()),
+        prop::sample::select(vec!["DaemonSet", "CronJob"]),
+        "[a-b]",
+        prop::sample::select(vec![None, Some("true"), Some("false")]),
+        any::<bool>(),
+    )
+        .prop_map(|(template, kind, name, restart, namespaced)| {
+            let mut object = match kind {
+                "DaemonSet" => daemon_set_with(template),
+                _ => cron_job_with(match template {
+                    Some(template) => json!({"spec": {"template": template}}),
+                    None => json!({}),
+                }),
+            };
+            object["metadata"]["name"] = json!(name);
+            if !namespaced {
+                object["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .shift_remove("namespace");
+            }
+            match restart {
+                Some(value) => mark(object, json!(value)),
+                None => object,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn rendering_an_output_again_changes_nothing_with_every_kind(
+        mut input in arb_rendered_input(),
+        new in prop::collection::vec(arb_new_kind(), 1..4),
+        settings in arb_render_settings(),
+        stateful in any::<bool>(),
+    ) {
+        input.extend(new);
+        if let Some((once, twice)) = render_twice(&input, &settings, stateful) {
+            prop_assert_eq!(twice, once);
+        }
+    }
+}

@@ -1,15 +1,16 @@
 //! `--previous-from-cluster`: the live copies of the workloads the input names.
 //!
 //! Read-only and narrow: one `get` per workload the render annotates
-//! (`/apis/apps/v1/namespaces/<namespace>/<deployments|statefulsets>/<name>`), nothing else — no
-//! list, no watch, no write. A 404 means the workload is new. Every call has a time limit and is
+//! (`/apis/apps/v1/namespaces/<namespace>/<deployments|statefulsets|daemonsets>/<name>`, a
+//! CronJob's `/apis/batch/v1/namespaces/<namespace>/cronjobs/<name>`), nothing else — no list,
+//! no watch, no write. A 404 means the workload is new. Every call has a time limit and is
 //! sent once (the connection never retries). Errors carry the workload and the HTTP status,
 //! never the server's text.
 
 use std::time::Duration;
 
 use rollsafe_core::name::Namespace;
-use rollsafe_core::render::ResourceName;
+use rollsafe_core::render::{AnnotatedKind, ResourceName};
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::workload::WorkloadKind;
 use rollsafe_kube::ReadError;
@@ -20,7 +21,7 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Target {
     /// The workload's kind.
-    pub kind: WorkloadKind,
+    pub kind: AnnotatedKind,
     /// The namespace it is applied into (its own, else the release's).
     pub namespace: Namespace,
     /// Its `metadata.name`.
@@ -37,7 +38,7 @@ impl Target {
         let kind = object
             .get("kind")
             .and_then(Value::as_str)
-            .and_then(WorkloadKind::from_kind)
+            .and_then(AnnotatedKind::of)
             .ok_or_else(|| ClusterError::NotAWorkload(resource.clone()))?;
         let namespace = resource
             .namespace
@@ -60,7 +61,7 @@ impl Target {
 
     fn resource(&self) -> ResourceName {
         ResourceName {
-            kind: self.kind.as_str().to_owned(),
+            kind: self.kind.kind().to_owned(),
             namespace: Some(self.namespace.as_str().to_owned()),
             name: Some(self.name.clone()),
         }
@@ -70,7 +71,7 @@ impl Target {
 /// Why a live copy could not be read.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub(super) enum ClusterError {
-    /// Only Deployments and StatefulSets are read.
+    /// Only the kinds the render annotates are read.
     #[error("{0}: not a workload kind whose live copy can be read")]
     NotAWorkload(ResourceName),
     /// No `metadata.namespace` and no release namespace.
@@ -108,7 +109,8 @@ impl ClusterError {
 }
 
 /// Reads the live copy of each target, one `get` after the other, through
-/// [`rollsafe_kube::read_workload`]; a 404 leaves it out.
+/// [`rollsafe_kube::read_workload`] (a CronJob: [`rollsafe_kube::read_cron_job`]); a 404 leaves
+/// it out.
 pub(super) async fn read_live(
     client: &kube::Client,
     targets: &[Target],
@@ -126,14 +128,21 @@ async fn get(
     target: &Target,
     timeout: Duration,
 ) -> Result<Option<Value>, ClusterError> {
-    let read = rollsafe_kube::read_workload(
-        client,
-        target.kind,
-        &target.namespace,
-        &target.name,
-        timeout,
-    )
-    .await;
+    let workload = match target.kind {
+        AnnotatedKind::Deployment => Some(WorkloadKind::Deployment),
+        AnnotatedKind::StatefulSet => Some(WorkloadKind::StatefulSet),
+        AnnotatedKind::DaemonSet => Some(WorkloadKind::DaemonSet),
+        AnnotatedKind::CronJob => None,
+    };
+    let read = match workload {
+        Some(kind) => {
+            rollsafe_kube::read_workload(client, kind, &target.namespace, &target.name, timeout)
+                .await
+        }
+        None => {
+            rollsafe_kube::read_cron_job(client, &target.namespace, &target.name, timeout).await
+        }
+    };
     let mut object = match read {
         Ok(Some(object)) => object,
         Ok(None) => return Ok(None),
@@ -145,7 +154,7 @@ async fn get(
         return Err(ClusterError::Decode(target.resource()));
     }
     // The object as read is the previous copy; its kind is the one asked for.
-    object["kind"] = Value::String(target.kind.as_str().to_owned());
+    object["kind"] = Value::String(target.kind.kind().to_owned());
     if object.pointer("/metadata/namespace").is_none() {
         object["metadata"]["namespace"] = Value::String(target.namespace.as_str().to_owned());
     }
