@@ -11,6 +11,23 @@ use rollsafe_kube::{Connection, Impersonation};
 /// `ROLLSAFE_NAMESPACE`); `KUBECONFIG` is still read by the client when no path is given.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct KubeArgs {
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+    /// The namespace (default: the context's namespace).
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        env = "ROLLSAFE_NAMESPACE"
+    )]
+    pub namespace: Option<String>,
+}
+
+/// The connection and identity half of [`KubeArgs`], for a command whose `-n` means something
+/// else (several namespaces): `--kubeconfig`, `--context`, `--as` and `--as-group`, with the
+/// same environment variables.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ConnectionArgs {
     /// The kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
     /// ServiceAccount).
     #[arg(long, value_name = "PATH", env = "ROLLSAFE_KUBECONFIG")]
@@ -31,17 +48,9 @@ pub(crate) struct KubeArgs {
         value_delimiter = ','
     )]
     pub as_group: Vec<String>,
-    /// The namespace (default: the context's namespace).
-    #[arg(
-        short = 'n',
-        long,
-        value_name = "NAMESPACE",
-        env = "ROLLSAFE_NAMESPACE"
-    )]
-    pub namespace: Option<String>,
 }
 
-impl KubeArgs {
+impl ConnectionArgs {
     /// A connection from the options.
     pub(crate) async fn connect(&self) -> anyhow::Result<Connection> {
         Connection::from_options(self.kubeconfig.as_deref(), self.context.as_deref())
@@ -57,6 +66,18 @@ impl KubeArgs {
                 .context("invalid --as/--as-group"),
             None => Ok(None),
         }
+    }
+}
+
+impl KubeArgs {
+    /// A connection from the options.
+    pub(crate) async fn connect(&self) -> anyhow::Result<Connection> {
+        self.connection.connect().await
+    }
+
+    /// The identity to impersonate, if `--as` was given.
+    pub(crate) fn identity(&self) -> anyhow::Result<Option<Impersonation>> {
+        self.connection.identity()
     }
 
     /// The kubeconfig context's namespace (when neither `-n` nor `NAMESPACE/` names one).

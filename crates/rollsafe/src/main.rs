@@ -11,6 +11,7 @@ mod emulator;
 mod follow;
 mod input;
 mod kube_args;
+mod migrate;
 mod process;
 mod progressive;
 mod refs;
@@ -56,6 +57,8 @@ enum Command {
     Consumers(consumers::Args),
     /// Run a Kubernetes API emulator (test substrate and sandbox cluster).
     Emulator(emulator::Args),
+    /// Show what moving to rollsafe from another tool changes (Reloader), writing nothing.
+    Migrate(migrate::Args),
     /// List the Secrets and ConfigMaps each workload in a manifest stream references.
     Refs(refs::Args),
     /// Add the config-hash annotation to rendered manifests (usable as a Helm post-renderer).
@@ -129,6 +132,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Consumers(args) => consumers::run(args),
         Command::Emulator(args) => emulator::run(args),
+        Command::Migrate(args) => migrate::run(args),
         Command::Refs(args) => refs::run(args),
         Command::Render(args) => render::run(args),
         Command::Restart(args) => restart::run(args),

@@ -423,10 +423,13 @@ fn context_namespace(kube: &KubeArgs) -> Option<String> {
         .build()
         .ok()?;
     runtime.block_on(async {
-        rollsafe_kube::Connection::from_options(kube.kubeconfig.as_deref(), kube.context.as_deref())
-            .await
-            .ok()
-            .map(|connection| connection.default_namespace().to_owned())
+        rollsafe_kube::Connection::from_options(
+            kube.connection.kubeconfig.as_deref(),
+            kube.connection.context.as_deref(),
+        )
+        .await
+        .ok()
+        .map(|connection| connection.default_namespace().to_owned())
     })
 }
 

@@ -20,7 +20,7 @@ use rollsafe_watch::metrics::ControllerMetrics;
 use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter};
 use tracing::{info, warn};
 
-use crate::kube_args::KubeArgs;
+use crate::kube_args::ConnectionArgs;
 use crate::process;
 
 /// Watch Secrets and ConfigMaps and roll the workloads that opted in when what they consume
@@ -191,13 +191,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         reloader_compat,
         ..ControllerSettings::default()
     };
-    let kube = KubeArgs {
+    let kube = ConnectionArgs {
         kubeconfig: kubeconfig.or_else(|| shared_setting(SHARED_KUBECONFIG).map(PathBuf::from)),
         context: context
             .or_else(|| shared_setting(SHARED_CONTEXT).and_then(|c| c.into_string().ok())),
         as_user: None,
         as_group: Vec::new(),
-        namespace: None,
     };
     process::runtime()?.block_on(watch(kube, settings, lease, admin_listen))
 }
@@ -242,7 +241,7 @@ pub(crate) fn fingerprinter(key_file: Option<&Path>) -> anyhow::Result<Fingerpri
 /// Connects, competes for the Lease when asked, serves the admin listener and runs the
 /// controller until a signal; then releases the Lease.
 async fn watch(
-    kube: KubeArgs,
+    kube: ConnectionArgs,
     settings: ControllerSettings,
     lease: Option<Lease>,
     admin_listen: SocketAddr,

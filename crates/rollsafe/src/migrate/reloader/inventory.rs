@@ -1,0 +1,348 @@
+//! What the migration reads: the workloads (Deployments, StatefulSets, DaemonSets and
+//! CronJobs), keeping only those with Reloader's annotations, and the marks of the Secrets and
+//! ConfigMaps beside them — Reloader's `ignore` and `match`, rollsafe's own opt-outs. Never a
+//! value: of a Secret or ConfigMap only its annotations are looked at.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rollsafe_core::opt_in::reloader::{self, CONFIGMAP_RELOAD, SECRET_RELOAD};
+use rollsafe_core::opt_in::{RESTART_ON_CHANGE, WATCH, source_opted_out};
+use rollsafe_core::reference::{self, TargetKind};
+use rollsafe_core::workload::WorkloadKind;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// On a Secret or ConfigMap: eligible for a workload's `reloader.stakater.com/search`.
+pub(crate) const MATCH: &str = "reloader.stakater.com/match";
+/// Written by Reloader on the pod template (its `annotations` strategy): its output, not an
+/// instruction.
+pub(crate) const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
+
+/// Whether `key` is one of Reloader's annotations: the domains `rollsafe watch` reads
+/// ([`reloader::is_reloader_annotation`]) and their other subdomains, which Reloader uses too
+/// (`secrets.exclude.reloader.stakater.com/reload`, `deployment.reloader.stakater.com/pause-period`,
+/// `secretproviderclass.reloader.stakater.com/auto`).
+pub(crate) fn is_reloaders(key: &str) -> bool {
+    reloader::is_reloader_annotation(key)
+        || key
+            .split_once('/')
+            .is_some_and(|(prefix, _)| prefix.ends_with(".reloader.stakater.com"))
+}
+
+/// A kind of workload Reloader restarts, in report order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub(crate) enum Kind {
+    /// `apps/v1` Deployment.
+    Deployment,
+    /// `apps/v1` StatefulSet.
+    StatefulSet,
+    /// `apps/v1` DaemonSet.
+    DaemonSet,
+    /// `batch/v1` CronJob: not rolled by `rollsafe watch` yet.
+    CronJob,
+}
+
+impl Kind {
+    /// Every kind, in report order.
+    pub(crate) const ALL: [Kind; 4] = [
+        Kind::Deployment,
+        Kind::StatefulSet,
+        Kind::DaemonSet,
+        Kind::CronJob,
+    ];
+
+    /// The `kind` field value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Deployment => "Deployment",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::DaemonSet => "DaemonSet",
+            Kind::CronJob => "CronJob",
+        }
+    }
+
+    /// The kind `rollsafe watch` rolls, or `None` for a CronJob.
+    pub(crate) fn workload(self) -> Option<WorkloadKind> {
+        match self {
+            Kind::Deployment => Some(WorkloadKind::Deployment),
+            Kind::StatefulSet => Some(WorkloadKind::StatefulSet),
+            Kind::DaemonSet => Some(WorkloadKind::DaemonSet),
+            Kind::CronJob => None,
+        }
+    }
+
+    /// The kind of a manifest object: a workload as the core reads it, or a `batch/v1` (or
+    /// `batch/v1beta1`, or unversioned) CronJob.
+    pub(crate) fn of_object(object: &Value) -> Option<Self> {
+        if let Some(kind) = WorkloadKind::of_object(object) {
+            return Some(match kind {
+                WorkloadKind::Deployment => Kind::Deployment,
+                WorkloadKind::StatefulSet => Kind::StatefulSet,
+                WorkloadKind::DaemonSet => Kind::DaemonSet,
+            });
+        }
+        let api_version = object.get("apiVersion").and_then(Value::as_str);
+        let batch = api_version.is_none_or(|v| v == "batch/v1" || v == "batch/v1beta1");
+        (batch && object.get("kind").and_then(Value::as_str) == Some("CronJob"))
+            .then_some(Kind::CronJob)
+    }
+
+    /// The pod template: `spec.template`, or a CronJob's `spec.jobTemplate.spec.template`.
+    pub(crate) fn pod_template(self, object: &Value) -> Option<&Value> {
+        match self {
+            Kind::CronJob => object.pointer("/spec/jobTemplate/spec/template"),
+            _ => reference::pod_template(object),
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one Secret's or ConfigMap's annotations say to the migration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Marks {
+    /// `reloader.stakater.com/ignore: "true"`: neither Reloader nor `rollsafe watch
+    /// --reloader-compat` rolls for it.
+    pub ignore: bool,
+    /// `reloader.stakater.com/match: "true"`: Reloader's `search` rolled for it.
+    pub matched: bool,
+    /// `rollsafe.dev/watch` or `openchoreo.dev/restart-on-change` is `"false"` on it.
+    pub opted_out_by: Option<&'static str>,
+}
+
+impl Marks {
+    /// The marks of an object's annotations.
+    pub(crate) fn of(annotations: Option<&Map<String, Value>>) -> Self {
+        let text = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
+        let is_true = |key: &str| text(key).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        Self {
+            ignore: reloader::reloader_ignored(annotations),
+            matched: is_true(MATCH),
+            opted_out_by: [WATCH, RESTART_ON_CHANGE]
+                .into_iter()
+                .find(|key| source_opted_out(text(key), None)),
+        }
+    }
+
+    fn is_empty(self) -> bool {
+        self == Marks::default()
+    }
+}
+
+/// A Secret or ConfigMap: its namespace (empty when a manifest names none), kind and name.
+pub(crate) type SourceId = (String, TargetKind, String);
+
+/// What was read.
+#[derive(Debug, Default)]
+pub(crate) struct Inventory {
+    /// How many workloads were read, with Reloader's annotations or not.
+    pub read: usize,
+    /// The workloads with Reloader's annotations, as read.
+    pub workloads: Vec<(Kind, Value)>,
+    /// The marks of the Secrets and ConfigMaps read that carry any; the others have none.
+    pub sources: BTreeMap<SourceId, Marks>,
+}
+
+impl Inventory {
+    /// Counts one workload and keeps it when it carries Reloader's annotations.
+    pub(crate) fn add_workload(&mut self, kind: Kind, object: Value) {
+        self.read += 1;
+        if has_reloader_annotations(kind, &object) {
+            self.workloads.push((kind, object));
+        }
+    }
+
+    /// Notes a Secret's or ConfigMap's annotations.
+    pub(crate) fn add_source(
+        &mut self,
+        namespace: &str,
+        kind: TargetKind,
+        name: &str,
+        annotations: Option<&Map<String, Value>>,
+    ) {
+        let marks = Marks::of(annotations);
+        if !marks.is_empty() {
+            self.sources
+                .insert((namespace.to_owned(), kind, name.to_owned()), marks);
+        }
+    }
+
+    /// Adds one manifest object: a workload, a Secret or a ConfigMap (anything else is not
+    /// looked at).
+    pub(crate) fn add_object(&mut self, object: &Value) {
+        if let Some(kind) = Kind::of_object(object) {
+            self.add_workload(kind, object.clone());
+            return;
+        }
+        let kind = match object.get("kind").and_then(Value::as_str) {
+            Some("Secret") => TargetKind::Secret,
+            Some("ConfigMap") => TargetKind::ConfigMap,
+            _ => return,
+        };
+        if object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| v != "v1")
+        {
+            return;
+        }
+        let metadata = object.get("metadata");
+        let text = |field: &str| {
+            metadata
+                .and_then(|m| m.get(field))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let annotations = metadata
+            .and_then(|m| m.get("annotations"))
+            .and_then(Value::as_object);
+        self.add_source(text("namespace"), kind, text("name"), annotations);
+    }
+
+    /// The namespaces whose Secrets' and ConfigMaps' marks the kept workloads need: those of
+    /// the workloads `rollsafe watch` rolls that reference an object or name one.
+    pub(crate) fn namespaces_needing_sources(&self) -> BTreeSet<String> {
+        self.workloads
+            .iter()
+            .filter(|(kind, object)| kind.workload().is_some() && names_sources(*kind, object))
+            .filter_map(|(_, object)| object.pointer("/metadata/namespace")?.as_str())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// Whether the workload's metadata, or its pod template, carries one of Reloader's annotations
+/// (other than the one Reloader writes on the template).
+pub(crate) fn has_reloader_annotations(kind: Kind, object: &Value) -> bool {
+    let keys = |annotations: Option<&Value>| {
+        annotations.and_then(Value::as_object).is_some_and(|map| {
+            map.keys()
+                .any(|key| is_reloaders(key) && key != LAST_RELOADED_FROM)
+        })
+    };
+    keys(object.pointer("/metadata/annotations"))
+        || keys(
+            kind.pod_template(object)
+                .and_then(|t| t.pointer("/metadata/annotations")),
+        )
+}
+
+/// Whether the workload's pod template references a Secret or ConfigMap, or its reload
+/// annotations name one.
+fn names_sources(kind: Kind, object: &Value) -> bool {
+    let annotations = object.pointer("/metadata/annotations");
+    let lists = [SECRET_RELOAD, CONFIGMAP_RELOAD]
+        .into_iter()
+        .any(|key| annotations.and_then(|a| a.get(key)).is_some());
+    lists
+        || kind
+            .pod_template(object)
+            .is_some_and(|template| !reference::extract(template).is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reloaders_annotations_include_its_other_subdomains() {
+        for (key, expected) in [
+            ("reloader.stakater.com/auto", true),
+            ("secret.reloader.stakater.com/reload", true),
+            ("secrets.exclude.reloader.stakater.com/reload", true),
+            ("deployment.reloader.stakater.com/pause-period", true),
+            ("secretproviderclass.reloader.stakater.com/auto", true),
+            ("rollsafe.dev/watch", false),
+            ("notreloader.stakater.com/auto", false),
+            ("example.com/reloader.stakater.com", false),
+        ] {
+            assert_eq!(is_reloaders(key), expected, "{key}");
+        }
+    }
+
+    #[test]
+    fn kinds_of_manifest_objects() {
+        for (object, expected) in [
+            (
+                json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
+                Some(Kind::Deployment),
+            ),
+            (
+                json!({"apiVersion": "batch/v1", "kind": "CronJob"}),
+                Some(Kind::CronJob),
+            ),
+            (json!({"kind": "CronJob"}), Some(Kind::CronJob)),
+            (
+                json!({"apiVersion": "example.com/v1", "kind": "CronJob"}),
+                None,
+            ),
+            (json!({"apiVersion": "batch/v1", "kind": "Job"}), None),
+        ] {
+            assert_eq!(Kind::of_object(&object), expected, "{object}");
+        }
+    }
+
+    #[test]
+    fn only_annotated_workloads_are_kept_and_only_marked_sources() {
+        let mut inventory = Inventory::default();
+        let deployment = |annotations: Value, template: Value| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "a", "namespace": "shop", "annotations": annotations},
+                   "spec": {"template": {"metadata": {"annotations": template},
+                   "spec": {"containers": [{"name": "app",
+                     "envFrom": [{"secretRef": {"name": "db"}}]}]}}}})
+        };
+        inventory.add_object(&deployment(
+            json!({"reloader.stakater.com/auto": "true"}),
+            json!({}),
+        ));
+        inventory.add_object(&deployment(
+            json!({}),
+            json!({"reloader.stakater.com/auto": "true"}),
+        ));
+        // Reloader's own output is not an annotation of the user's.
+        inventory.add_object(&deployment(json!({}), json!({LAST_RELOADED_FROM: "{}"})));
+        inventory.add_object(&deployment(json!({"team": "a"}), json!({})));
+        inventory.add_object(&json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": "shop",
+                         "annotations": {"reloader.stakater.com/ignore": "true"}},
+            "data": {"password": "aHVudGVyMg=="}}));
+        inventory.add_object(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "plain", "namespace": "shop"}}));
+        assert_eq!(inventory.read, 4);
+        assert_eq!(inventory.workloads.len(), 2);
+        assert_eq!(
+            inventory.sources,
+            BTreeMap::from([(
+                ("shop".to_owned(), TargetKind::Secret, "db".to_owned()),
+                Marks {
+                    ignore: true,
+                    ..Marks::default()
+                }
+            )])
+        );
+        assert_eq!(
+            inventory.namespaces_needing_sources(),
+            BTreeSet::from(["shop".to_owned()])
+        );
+    }
+
+    #[test]
+    fn marks_read_every_opt_out() {
+        let marks = |annotations: Value| Marks::of(annotations.as_object());
+        assert_eq!(marks(json!({})), Marks::default());
+        assert_eq!(
+            marks(json!({MATCH: "true", RESTART_ON_CHANGE: "false"})),
+            Marks {
+                ignore: false,
+                matched: true,
+                opted_out_by: Some(RESTART_ON_CHANGE),
+            }
+        );
+    }
+}

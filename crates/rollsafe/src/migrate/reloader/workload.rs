@@ -1,0 +1,915 @@
+//! One workload with Reloader's annotations, as `rollsafe watch --reloader-compat` will see it:
+//! what it watches — the watch crate's own reduction ([`WorkloadEntry`], which reads the
+//! annotations with the core's `reloader_opt_in` and consumes with the watch crate's
+//! consumption) — and every way that differs from what Reloader did.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rollsafe_core::opt_in::reloader::{
+    self, AUTO, CONFIGMAP_AUTO, CONFIGMAP_RELOAD, IGNORE, ReloaderOptIn, SECRET_AUTO, SECRET_RELOAD,
+};
+use rollsafe_core::opt_in::{OptIn, OptInError, WATCH, workload_opt_in};
+use rollsafe_core::reference::{self, ConfigRef, TargetKind};
+use rollsafe_core::validation::is_dns1123_subdomain;
+use rollsafe_watch::cache::{Watching, WorkloadEntry};
+use rollsafe_watch::consumption::{Consumption, Keys};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::inventory::{Kind, LAST_RELOADED_FROM, MATCH, Marks, SourceId, is_reloaders};
+use super::values::Scope;
+
+/// Reloader's annotations `rollsafe watch --reloader-compat` implements.
+const SUPPORTED: [&str; 5] = [
+    AUTO,
+    SECRET_AUTO,
+    CONFIGMAP_AUTO,
+    SECRET_RELOAD,
+    CONFIGMAP_RELOAD,
+];
+/// Reloader's `search`: reload for referenced objects annotated `match`.
+const SEARCH: &str = "reloader.stakater.com/search";
+/// Reloader's per-workload exclusions, by kind.
+const EXCLUDES: [(&str, TargetKind); 2] = [
+    (
+        "secrets.exclude.reloader.stakater.com/reload",
+        TargetKind::Secret,
+    ),
+    (
+        "configmaps.exclude.reloader.stakater.com/reload",
+        TargetKind::ConfigMap,
+    ),
+];
+/// Reloader's Argo Rollouts strategy.
+const ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strategy";
+/// Reloader's pause after a restart (Deployments).
+const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
+/// Reloader's CSI annotations.
+const SECRET_PROVIDER_CLASS: &str = "secretproviderclass.reloader.stakater.com/";
+/// The prefix of the env vars Reloader's `env-vars` strategy adds.
+const STAKATER_ENV: &str = "STAKATER_";
+/// The most characters of an annotation value or name shown.
+const MAX_SHOWN: usize = 512;
+
+/// What is said of one workload.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WorkloadReport {
+    pub kind: Kind,
+    /// `null` for a manifest that names none.
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    /// Its Reloader annotations (on its metadata), by key.
+    pub reloader_annotations: BTreeMap<String, String>,
+    /// Reloader annotations on its pod template, which Reloader falls back to.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub template_annotations: BTreeMap<String, String>,
+    /// Its own `rollsafe.dev/watch`, which takes precedence over Reloader's annotations.
+    pub rollsafe_watch: Option<String>,
+    pub watch: Watch,
+    /// What `rollsafe watch --reloader-compat` rolls it for, sorted by kind and name.
+    pub consumes: Vec<Consumed>,
+    pub differences: Vec<Difference>,
+    /// What Reloader left on it (`reloader.stakater.com/last-reloaded-from`, `STAKATER_*` env
+    /// vars): left as they are, they cause no roll.
+    pub leftovers: Vec<String>,
+}
+
+/// Whether `rollsafe watch --reloader-compat` rolls it, and why.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Watch {
+    pub state: WatchState,
+    pub decided_by: DecidedBy,
+    /// Words for people.
+    pub reason: String,
+    /// Why the opt-in is not understood, if so (`watch_entry`, `watch_too_many`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+}
+
+/// Whether it is rolled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum WatchState {
+    /// Rolled when what it consumes changes.
+    Watched,
+    /// Not rolled.
+    NotWatched,
+    /// A CronJob: `rollsafe watch` does not roll that kind yet.
+    NotRolled,
+}
+
+/// Which annotations decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) enum DecidedBy {
+    /// Its own `rollsafe.dev/watch`.
+    #[serde(rename = "rollsafe.dev/watch")]
+    RollsafeWatch,
+    /// Reloader's annotations, with Reloader's meaning.
+    #[serde(rename = "reloader")]
+    Reloader,
+}
+
+/// One consumed Secret or ConfigMap.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Consumed {
+    pub kind: TargetKind,
+    pub name: String,
+    /// The consumed keys; `null`: every key.
+    pub keys: Option<Vec<String>>,
+    /// Whether its changes roll the workload.
+    pub rolls: bool,
+    /// What opted it out, when something did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opted_out_by: Option<&'static str>,
+}
+
+/// One way `rollsafe watch --reloader-compat` behaves differently from Reloader, or a fact the
+/// migration should know.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Difference {
+    pub code: DifferenceCode,
+    /// The annotation it is about, if one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<String>,
+    /// The objects it is about (`Secret/db`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<String>,
+    /// The keys it is about.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// Words for people.
+    pub message: String,
+}
+
+/// The kinds of difference, as stable codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum DifferenceCode {
+    /// Its `rollsafe.dev/watch` decides; Reloader's annotations are not read.
+    RollsafeWatchFirst,
+    /// Reloader annotations on the pod template, which `rollsafe watch` does not read.
+    TemplateAnnotations,
+    /// An annotation of Reloader's that `rollsafe watch` does not implement.
+    UnsupportedAnnotation,
+    /// `reloader.stakater.com/search` with `match`: not implemented.
+    SearchMatch,
+    /// A reload entry that is a regular expression, not an object name.
+    RegexEntry,
+    /// `reloader.stakater.com/auto: "false"` beside reload lists Reloader still honoured.
+    AutoFalseWithReload,
+    /// A key-level consumer: rolls only when its keys change.
+    KeyLevel,
+    /// Consumed where Reloader did not look (`imagePullSecrets`, ephemeral containers).
+    NotSeenByReloader,
+    /// A consumed object annotated `reloader.stakater.com/ignore`.
+    IgnoredSource,
+    /// A consumed object opted out with rollsafe's own annotation.
+    OptedOutSource,
+    /// A CronJob.
+    NotRolled,
+}
+
+/// What decides a workload's opt-in, read with the core's functions in the controller's order.
+enum Read {
+    /// Its own `rollsafe.dev/watch`, which takes precedence.
+    Rollsafe(String, Result<OptIn, OptInError>),
+    /// Reloader's annotations; `None`: none of those the core reads.
+    Reloader(Option<Result<ReloaderOptIn, OptInError>>),
+}
+
+impl Read {
+    fn of(annotations: Option<&Map<String, Value>>) -> Self {
+        match annotations
+            .and_then(|a| a.get(WATCH))
+            .and_then(Value::as_str)
+        {
+            Some(value) => Read::Rollsafe(shown(value), workload_opt_in(Some(value), false)),
+            None => Read::Reloader(annotations.and_then(reloader::reloader_opt_in)),
+        }
+    }
+
+    fn decided_by(&self) -> DecidedBy {
+        match self {
+            Read::Rollsafe(..) => DecidedBy::RollsafeWatch,
+            Read::Reloader(_) => DecidedBy::Reloader,
+        }
+    }
+
+    /// The opt-in, or why it is not understood.
+    fn opt_in(&self) -> Option<Result<&OptIn, OptInError>> {
+        match self {
+            Read::Rollsafe(_, read) => Some(read.as_ref().map_err(|e| *e)),
+            Read::Reloader(Some(read)) => Some(read.as_ref().map(|r| &r.opt_in).map_err(|e| *e)),
+            Read::Reloader(None) => None,
+        }
+    }
+
+    /// The objects named by a list, watched whole whether referenced or not.
+    fn listed(&self) -> BTreeSet<ConfigRef> {
+        match self.opt_in() {
+            Some(Ok(OptIn::List(listed) | OptIn::Select { listed, .. })) => listed.clone(),
+            _ => BTreeSet::new(),
+        }
+    }
+
+    /// Words for why it is (not) watched, and the static code of an opt-in not understood.
+    fn reason(&self, annotations: Option<&Map<String, Value>>) -> (String, Option<&'static str>) {
+        let rollsafe = |value: &str| format!("rollsafe.dev/watch: {value:?} decides");
+        match self {
+            Read::Rollsafe(value, Ok(OptIn::Template)) => (
+                format!(
+                    "{}: every Secret and ConfigMap its pod template references",
+                    rollsafe(value)
+                ),
+                None,
+            ),
+            Read::Rollsafe(value, Ok(OptIn::List(_) | OptIn::Select { .. })) => (
+                format!("{}: the objects it lists, every key", rollsafe(value)),
+                None,
+            ),
+            Read::Rollsafe(value, Ok(OptIn::Off)) => {
+                (format!("{}: not watched", rollsafe(value)), None)
+            }
+            Read::Rollsafe(value, Err(error)) => (
+                format!(
+                    "{}, but its value is not understood: not watched ({})",
+                    rollsafe(value),
+                    error.code()
+                ),
+                Some(error.code()),
+            ),
+            Read::Reloader(Some(Ok(read))) => (reloader_reason(&read.opt_in, annotations), None),
+            Read::Reloader(Some(Err(OptInError::Entry))) => (
+                "not watched: a reload entry is not an object name (watch_entry)".to_owned(),
+                Some(OptInError::Entry.code()),
+            ),
+            Read::Reloader(Some(Err(OptInError::TooMany))) => (
+                "not watched: its reload annotations name more than 64 objects (watch_too_many)"
+                    .to_owned(),
+                Some(OptInError::TooMany.code()),
+            ),
+            Read::Reloader(None) => (
+                "not watched: none of the Reloader annotations rollsafe watch implements is on \
+                 the workload's metadata"
+                    .to_owned(),
+                None,
+            ),
+        }
+    }
+}
+
+/// Words for a Reloader opt-in.
+fn reloader_reason(opt_in: &OptIn, annotations: Option<&Map<String, Value>>) -> String {
+    let named = "the objects its reload annotations name, every key, referenced or not";
+    match opt_in {
+        OptIn::Template => {
+            format!("every Secret and ConfigMap its pod template references ({AUTO}: \"true\")")
+        }
+        OptIn::List(_) => named.to_owned(),
+        OptIn::Select {
+            secrets,
+            config_maps,
+            listed,
+        } => {
+            let referenced = match (secrets, config_maps) {
+                (true, true) => {
+                    format!("every Secret and ConfigMap its pod template references ({AUTO})")
+                }
+                (true, false) => {
+                    format!("the Secrets its pod template references ({SECRET_AUTO})")
+                }
+                _ => format!("the ConfigMaps its pod template references ({CONFIGMAP_AUTO})"),
+            };
+            if listed.is_empty() {
+                referenced
+            } else {
+                format!("{referenced}, and {named}")
+            }
+        }
+        OptIn::Off if is_false(annotations, AUTO) => {
+            format!("not watched: {AUTO} is \"false\"")
+        }
+        OptIn::Off => "not watched: its Reloader annotations ask for nothing rollsafe watch \
+                       implements"
+            .to_owned(),
+    }
+}
+
+/// The report of one workload, or `None` when it carries no Reloader annotation. `sources`
+/// holds the marks of the Secrets and ConfigMaps read; `scope` what the chart values leave out.
+pub(crate) fn analyse(
+    kind: Kind,
+    object: &Value,
+    sources: &BTreeMap<SourceId, Marks>,
+    scope: &Scope,
+) -> Option<WorkloadReport> {
+    let annotations = object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object);
+    let template = kind.pod_template(object);
+    let template_map = template
+        .and_then(|t| t.pointer("/metadata/annotations"))
+        .and_then(Value::as_object);
+    let reloader_annotations = shown_annotations(annotations, is_reloaders);
+    let template_annotations = shown_annotations(template_map, |key| {
+        is_reloaders(key) && key != LAST_RELOADED_FROM
+    });
+    if reloader_annotations.is_empty() && template_annotations.is_empty() {
+        return None;
+    }
+    let text = |field: &str| {
+        object
+            .get("metadata")
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_str)
+            .map(shown)
+    };
+    let read = Read::of(annotations);
+    let mut report = WorkloadReport {
+        kind,
+        namespace: text("namespace"),
+        name: text("name"),
+        reloader_annotations,
+        template_annotations,
+        rollsafe_watch: match &read {
+            Read::Rollsafe(value, _) => Some(value.clone()),
+            Read::Reloader(_) => None,
+        },
+        watch: Watch {
+            state: WatchState::NotWatched,
+            decided_by: read.decided_by(),
+            reason: String::new(),
+            code: None,
+        },
+        consumes: Vec::new(),
+        differences: Vec::new(),
+        leftovers: leftovers(template),
+    };
+    let Some(workload_kind) = kind.workload() else {
+        report.not_rolled();
+        return Some(report);
+    };
+    if !scope.watches_namespace(report.namespace.as_deref()) {
+        report.watch.reason = "not watched: its namespace is outside what rollsafe watch \
+                               watches (controller.namespaces, controller.ignoreNamespaces)"
+            .to_owned();
+        return Some(report);
+    }
+    let entry = WorkloadEntry::from_object_in(
+        workload_kind,
+        object,
+        Watching {
+            all: false,
+            reloader_compat: true,
+        },
+    );
+    let consumption = entry.consumption.expand();
+    let namespace = report.namespace.clone().unwrap_or_default();
+    let marks = |config: &ConfigRef| {
+        sources
+            .get(&(namespace.clone(), config.kind, config.name.clone()))
+            .copied()
+            .unwrap_or_default()
+    };
+    let (reason, code) = read.reason(annotations);
+    report.watch.state = if entry.facts.watched {
+        WatchState::Watched
+    } else {
+        WatchState::NotWatched
+    };
+    report.watch.reason = if entry.facts.watched {
+        format!("watched: {reason}")
+    } else {
+        reason
+    };
+    report.watch.code = code;
+    report.consumes = consumed(&consumption, &marks, scope);
+    let seen = Seen {
+        annotations,
+        template,
+        consumption: &consumption,
+        watched: entry.facts.watched,
+        marks: &marks,
+    };
+    report.differences = differences(&read, &report, &seen);
+    Some(report)
+}
+
+impl WorkloadReport {
+    /// A CronJob: reported, not rolled.
+    fn not_rolled(&mut self) {
+        self.watch.state = WatchState::NotRolled;
+        self.watch.reason = "not rolled: rollsafe watch does not roll CronJobs yet".to_owned();
+        self.differences.push(difference(
+            DifferenceCode::NotRolled,
+            None,
+            Vec::new(),
+            "on a change Reloader created a Job from this CronJob; rollsafe watch creates \
+             nothing and does not roll CronJobs yet"
+                .to_owned(),
+        ));
+    }
+}
+
+/// What the differences are computed from.
+struct Seen<'a> {
+    annotations: Option<&'a Map<String, Value>>,
+    template: Option<&'a Value>,
+    consumption: &'a Consumption,
+    watched: bool,
+    marks: &'a dyn Fn(&ConfigRef) -> Marks,
+}
+
+/// The consumed objects as reported.
+fn consumed(
+    consumption: &Consumption,
+    marks: &dyn Fn(&ConfigRef) -> Marks,
+    scope: &Scope,
+) -> Vec<Consumed> {
+    consumption
+        .iter()
+        .map(|(config, keys)| {
+            let marks = marks(config);
+            let opted_out_by = if scope.ignore_kinds.contains(&config.kind) {
+                Some("controller.ignoreKinds")
+            } else if let Some(by) = marks.opted_out_by {
+                Some(by)
+            } else {
+                marks.ignore.then_some(IGNORE)
+            };
+            Consumed {
+                kind: config.kind,
+                name: config.name.clone(),
+                keys: match keys {
+                    Keys::All => None,
+                    Keys::Some(keys) => Some(keys.iter().cloned().collect()),
+                },
+                rolls: opted_out_by.is_none(),
+                opted_out_by,
+            }
+        })
+        .collect()
+}
+
+/// Every difference, in a fixed order: what decides, where the annotations are, what is not
+/// implemented, then per consumed object.
+fn differences(read: &Read, report: &WorkloadReport, seen: &Seen<'_>) -> Vec<Difference> {
+    let mut out = Vec::new();
+    if let Read::Rollsafe(value, _) = read {
+        out.push(difference(
+            DifferenceCode::RollsafeWatchFirst,
+            Some(WATCH),
+            Vec::new(),
+            format!(
+                "rollsafe.dev/watch: {value:?} takes precedence: rollsafe watch does not read \
+                 its Reloader annotations"
+            ),
+        ));
+    }
+    template_annotations(report, &mut out);
+    if matches!(read, Read::Reloader(_)) {
+        unsupported(seen, &mut out);
+        regex_entries(seen.annotations, report.watch.code, &mut out);
+        auto_false_with_reload(seen.annotations, &mut out);
+        key_level(report, &mut out);
+        not_seen_by_reloader(seen, &read.listed(), &mut out);
+    }
+    source_opt_outs(report, &mut out);
+    out
+}
+
+fn difference(
+    code: DifferenceCode,
+    annotation: Option<&str>,
+    objects: Vec<String>,
+    message: String,
+) -> Difference {
+    Difference {
+        code,
+        annotation: annotation.map(str::to_owned),
+        objects,
+        keys: Vec::new(),
+        message,
+    }
+}
+
+/// Reloader annotations on the pod template: Reloader read them when the workload's metadata
+/// had none of its own; `rollsafe watch` reads the metadata only.
+fn template_annotations(report: &WorkloadReport, out: &mut Vec<Difference>) {
+    if report.template_annotations.is_empty() {
+        return;
+    }
+    let keys = report
+        .template_annotations
+        .keys()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let message = if report.reloader_annotations.is_empty() {
+        format!(
+            "its Reloader annotations are on the pod template ({keys}), where Reloader found \
+             them because its metadata has none; rollsafe watch reads the workload's metadata \
+             only, so it does not watch it: copy them to metadata.annotations (a metadata edit \
+             rolls nothing)"
+        )
+    } else {
+        format!(
+            "the Reloader annotations on its pod template ({keys}) are not read by rollsafe \
+             watch, which reads the workload's metadata only"
+        )
+    };
+    out.push(difference(
+        DifferenceCode::TemplateAnnotations,
+        None,
+        Vec::new(),
+        message,
+    ));
+}
+
+/// Each Reloader annotation on the metadata that `rollsafe watch` does not implement.
+fn unsupported(seen: &Seen<'_>, out: &mut Vec<Difference>) {
+    let Some(annotations) = seen.annotations else {
+        return;
+    };
+    // Sorted, as the API server sends them: a manifest's order would make the report differ.
+    let sorted: BTreeMap<&String, &Value> = annotations.iter().collect();
+    for (key, value) in sorted {
+        if !is_reloaders(key) || SUPPORTED.contains(&key.as_str()) {
+            continue;
+        }
+        if key == SEARCH && value.as_str().is_some_and(|v| v.trim() == "true") {
+            out.push(search_match(seen));
+            continue;
+        }
+        // The controller logs the annotations of the domains it reads; the others it never sees.
+        let logged = if reloader::is_reloader_annotation(key) {
+            " (rollsafe watch logs it once as reloader_unsupported)"
+        } else {
+            " (rollsafe watch does not read it at all)"
+        };
+        let (objects, message) = match key.as_str() {
+            ROLLOUT_STRATEGY => (
+                Vec::new(),
+                format!(
+                    "{key} is Reloader's for Argo Rollouts only; rollsafe watch rolls by one \
+                     pod-template annotation and does not implement it{logged}"
+                ),
+            ),
+            PAUSE_PERIOD => (
+                Vec::new(),
+                format!(
+                    "{key}: rollsafe watch does not pause a Deployment after a roll; its \
+                     debounce, rate limit and flap stop bound the rolls instead{logged}"
+                ),
+            ),
+            MATCH | IGNORE => (
+                Vec::new(),
+                format!(
+                    "{key} belongs on a Secret or ConfigMap; on a workload neither Reloader nor \
+                     rollsafe watch acts on it"
+                ),
+            ),
+            _ if key.starts_with(SECRET_PROVIDER_CLASS) => (
+                Vec::new(),
+                format!("{key}: SecretProviderClasses (CSI) are not watched by rollsafe{logged}"),
+            ),
+            _ => match EXCLUDES.iter().find(|(exclude, _)| key == exclude) {
+                Some((_, kind)) => excluded(key, *kind, value, seen.consumption, logged),
+                None => (
+                    Vec::new(),
+                    format!(
+                        "{key} is not implemented by rollsafe watch --reloader-compat{logged}; \
+                         the Reloader annotations it implements still apply"
+                    ),
+                ),
+            },
+        };
+        out.push(difference(
+            DifferenceCode::UnsupportedAnnotation,
+            Some(key),
+            objects,
+            message,
+        ));
+    }
+}
+
+/// An exclusion list: the consumed objects it names are rolled for now.
+fn excluded(
+    key: &str,
+    kind: TargetKind,
+    value: &Value,
+    consumption: &Consumption,
+    logged: &str,
+) -> (Vec<String>, String) {
+    let rolled: Vec<String> = entries(value.as_str().unwrap_or_default())
+        .map(|name| ConfigRef {
+            kind,
+            name: name.to_owned(),
+        })
+        .filter(|config| consumption.contains_key(config))
+        .map(|config| config.to_string())
+        .collect();
+    let message = if rolled.is_empty() {
+        format!(
+            "{key}: Reloader did not restart it for the objects it names; rollsafe watch does \
+             not implement exclusions{logged}, though none of them is consumed here"
+        )
+    } else {
+        format!(
+            "{key}: Reloader did not restart it for {list}; rollsafe watch does not implement \
+             exclusions{logged} and rolls it when {list} changes",
+            list = rolled.join(", ")
+        )
+    };
+    (rolled, message)
+}
+
+/// `reloader.stakater.com/search: "true"`: Reloader rolled for the referenced objects annotated
+/// `match`.
+fn search_match(seen: &Seen<'_>) -> Difference {
+    let matched: BTreeSet<ConfigRef> = seen
+        .template
+        .map(reference::extract)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| ConfigRef {
+            kind: r.kind,
+            name: r.name,
+        })
+        .filter(|config| (seen.marks)(config).matched)
+        .collect();
+    let so = if seen.watched {
+        "so it rolls as its other annotations say"
+    } else {
+        "so it is not watched"
+    };
+    let objects: Vec<String> = matched.iter().map(ToString::to_string).collect();
+    let message = if matched.is_empty() {
+        format!(
+            "{SEARCH}: Reloader restarted it when a referenced object annotated {MATCH}: \"true\" \
+             changed (none of those read here is); rollsafe watch does not implement search and \
+             match, {so}"
+        )
+    } else {
+        let list = matched
+            .iter()
+            .map(|c| format!("{}/{}", c.kind.as_str().to_ascii_lowercase(), c.name))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!(
+            "{SEARCH}: Reloader restarted it when a referenced object annotated {MATCH}: \"true\" \
+             changed ({}); rollsafe watch does not implement search and match, {so}: to keep \
+             that, annotate the workload rollsafe.dev/watch: {list:?}",
+            objects.join(", ")
+        )
+    };
+    difference(DifferenceCode::SearchMatch, Some(SEARCH), objects, message)
+}
+
+/// The entries of a reload list.
+fn entries(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|e| !e.is_empty())
+}
+
+/// Each reload entry that is not an object name: a regular expression to Reloader.
+fn regex_entries(
+    annotations: Option<&Map<String, Value>>,
+    code: Option<&'static str>,
+    out: &mut Vec<Difference>,
+) {
+    for (key, kind) in [
+        (SECRET_RELOAD, TargetKind::Secret),
+        (CONFIGMAP_RELOAD, TargetKind::ConfigMap),
+    ] {
+        let value = text(annotations, key).unwrap_or_default();
+        for entry in entries(value).filter(|e| !is_dns1123_subdomain(e)) {
+            let so = if code == Some(OptInError::Entry.code()) {
+                ", so it does not watch this workload (watch_entry)"
+            } else {
+                ""
+            };
+            out.push(difference(
+                DifferenceCode::RegexEntry,
+                Some(key),
+                Vec::new(),
+                format!(
+                    "entry {entry:?} of {key} is a regular expression to Reloader (it restarted \
+                     the workload for every {kind} whose whole name matches); rollsafe watch \
+                     takes object names only{so}: name the objects instead",
+                    entry = shown(entry),
+                    kind = kind.as_str()
+                ),
+            ));
+        }
+    }
+}
+
+/// `auto: "false"` beside reload lists: Reloader still restarted for the named objects.
+fn auto_false_with_reload(annotations: Option<&Map<String, Value>>, out: &mut Vec<Difference>) {
+    if !is_false(annotations, AUTO) {
+        return;
+    }
+    let named: Vec<String> = [
+        (SECRET_RELOAD, TargetKind::Secret),
+        (CONFIGMAP_RELOAD, TargetKind::ConfigMap),
+    ]
+    .into_iter()
+    .flat_map(|(key, kind)| {
+        entries(text(annotations, key).unwrap_or_default())
+            .map(move |name| format!("{}/{}", kind.as_str(), shown(name)))
+            .collect::<Vec<_>>()
+    })
+    .collect();
+    if named.is_empty() {
+        return;
+    }
+    let message = format!(
+        "{AUTO} is \"false\", which rollsafe watch reads as not watched whatever else it says; \
+         Reloader still restarted it for the objects its reload annotations name ({})",
+        named.join(", ")
+    );
+    out.push(difference(
+        DifferenceCode::AutoFalseWithReload,
+        Some(AUTO),
+        named,
+        message,
+    ));
+}
+
+/// Each object consumed by some keys only: it rolls for those keys, Reloader for any change.
+fn key_level(report: &WorkloadReport, out: &mut Vec<Difference>) {
+    for consumed in &report.consumes {
+        let Some(keys) = consumed.keys.as_ref().filter(|_| consumed.rolls) else {
+            continue;
+        };
+        let (noun, verb) = if keys.len() == 1 {
+            ("key", "changes")
+        } else {
+            ("keys", "change")
+        };
+        let kind = consumed.kind.as_str();
+        let name = &consumed.name;
+        out.push(Difference {
+            code: DifferenceCode::KeyLevel,
+            annotation: None,
+            objects: vec![format!("{kind}/{name}")],
+            keys: keys.clone(),
+            message: format!(
+                "rolls only when {noun} {} of {kind} {name} {verb}; Reloader restarted it on any \
+                 change of {name}",
+                quoted(keys)
+            ),
+        });
+    }
+}
+
+/// Each object it consumes only where Reloader did not look: `imagePullSecrets`, ephemeral
+/// containers.
+fn not_seen_by_reloader(seen: &Seen<'_>, listed: &BTreeSet<ConfigRef>, out: &mut Vec<Difference>) {
+    let Some(template) = seen.template else {
+        return;
+    };
+    let mut seen_by_reloader: BTreeMap<ConfigRef, bool> = BTreeMap::new();
+    for reference in reference::extract(template) {
+        let seen_here = reference.is_referenced_config();
+        let config = ConfigRef {
+            kind: reference.kind,
+            name: reference.name,
+        };
+        *seen_by_reloader.entry(config).or_default() |= seen_here;
+    }
+    for (config, by_reloader) in seen_by_reloader {
+        if by_reloader || listed.contains(&config) || !seen.consumption.contains_key(&config) {
+            continue;
+        }
+        out.push(difference(
+            DifferenceCode::NotSeenByReloader,
+            None,
+            vec![config.to_string()],
+            format!(
+                "also rolls when {config} changes: its pod template uses it in imagePullSecrets \
+                 or an ephemeral container, where Reloader did not look"
+            ),
+        ));
+    }
+}
+
+/// Each consumed object opted out: by Reloader's `ignore` (as with Reloader) or by rollsafe's
+/// own annotation (Reloader restarted for it).
+fn source_opt_outs(report: &WorkloadReport, out: &mut Vec<Difference>) {
+    for consumed in &report.consumes {
+        let object = format!("{}/{}", consumed.kind.as_str(), consumed.name);
+        let (code, message) = match consumed.opted_out_by {
+            Some(IGNORE) => (
+                DifferenceCode::IgnoredSource,
+                format!(
+                    "{object} is annotated {IGNORE}: \"true\": its changes roll nothing, as with \
+                     Reloader — only while --reloader-compat is on (rollsafe.dev/watch: \"false\" \
+                     on the object says the same without it)"
+                ),
+            ),
+            Some(by @ (WATCH | rollsafe_core::opt_in::RESTART_ON_CHANGE)) => (
+                DifferenceCode::OptedOutSource,
+                format!(
+                    "{object} is annotated {by}: \"false\": its changes roll nothing, where \
+                     Reloader restarted it for them"
+                ),
+            ),
+            _ => continue,
+        };
+        out.push(difference(code, None, vec![object], message));
+    }
+}
+
+/// What Reloader left on the pod template: its `last-reloaded-from` annotation and the
+/// `STAKATER_*` env vars of its `env-vars` strategy.
+fn leftovers(template: Option<&Value>) -> Vec<String> {
+    let Some(template) = template else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if template
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_RELOADED_FROM))
+        .is_some()
+    {
+        out.push(format!("pod-template annotation {LAST_RELOADED_FROM}"));
+    }
+    for list in ["containers", "initContainers"] {
+        let containers = template
+            .pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array);
+        for container in containers.into_iter().flatten() {
+            let name = container
+                .get("name")
+                .and_then(Value::as_str)
+                .map_or_else(|| "?".to_owned(), shown);
+            let env = container.get("env").and_then(Value::as_array);
+            for var in env.into_iter().flatten() {
+                let Some(var) = var.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                if var.starts_with(STAKATER_ENV) {
+                    out.push(format!("env {} in container {name}", shown(var)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Keys as shown in sentences: quoted, so that a key named `level` does not read as a word.
+pub(crate) fn quoted(keys: &[String]) -> String {
+    keys.iter()
+        .map(|key| format!("{key:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An annotation's text, trimmed.
+fn text<'a>(annotations: Option<&'a Map<String, Value>>, key: &str) -> Option<&'a str> {
+    annotations
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+        .map(str::trim)
+}
+
+/// Whether an annotation says `"false"`.
+fn is_false(annotations: Option<&Map<String, Value>>, key: &str) -> bool {
+    text(annotations, key).is_some_and(|v| v.eq_ignore_ascii_case("false"))
+}
+
+/// The annotations whose keys `keep` selects, as shown.
+fn shown_annotations(
+    annotations: Option<&Map<String, Value>>,
+    keep: impl Fn(&str) -> bool,
+) -> BTreeMap<String, String> {
+    annotations
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| keep(key))
+        .map(|(key, value)| {
+            let value = match value {
+                Value::String(text) => shown(text),
+                other => shown(&other.to_string()),
+            };
+            (shown(key), value)
+        })
+        .collect()
+}
+
+/// A value shown: control characters dropped, at most [`MAX_SHOWN`] characters.
+fn shown(value: &str) -> String {
+    value
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_SHOWN)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
