@@ -90,8 +90,8 @@ fn manifests_on_stdin_report_every_row_of_the_reloader_table() {
 
     assert_eq!(
         report["summary"],
-        json!({"workloadsRead": 11, "withReloaderAnnotations": 10, "watched": 6,
-               "notWatched": 3, "notRolled": 1, "reloaderValues": "defaults"})
+        json!({"workloadsRead": 11, "withReloaderAnnotations": 10, "watched": 7,
+               "notWatched": 2, "notRolled": 1, "reloaderValues": "defaults"})
     );
     let names: Vec<&str> = report["workloads"]
         .as_array()
@@ -146,14 +146,17 @@ fn manifests_on_stdin_report_every_row_of_the_reloader_table() {
     let frozen = workload(&report, "frozen");
     assert_eq!(frozen["watch"]["state"], "notWatched");
     assert_eq!(codes(frozen), ["autoFalseWithReload"]);
-    // search + match: not implemented, and how to keep it.
+    // search + match: only the referenced objects carrying match roll it.
     let finder = workload(&report, "finder");
-    assert_eq!(finder["watch"]["state"], "notWatched");
-    assert_eq!(codes(finder), ["searchMatch"]);
-    assert_eq!(
-        finder["differences"][0]["objects"],
-        json!(["Secret/db-creds"])
-    );
+    assert_eq!(finder["watch"]["state"], "watched");
+    assert!(codes(finder).is_empty(), "{finder}");
+    let rolls: Vec<(&str, bool)> = finder["consumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["rolls"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(rolls, [("settings", false), ("db-creds", true)]);
     // An unsupported annotation beside a supported one.
     let agent = workload(&report, "agent");
     assert_eq!(agent["watch"]["state"], "watched");
@@ -190,7 +193,7 @@ fn the_text_report_from_a_file() {
          watched: every Secret and ConfigMap its pod template references"
     ));
     assert!(text.contains(
-        "11 workloads read; 10 carry Reloader annotations: 6 watched, 3 not watched, 1 CronJob \
+        "11 workloads read; 10 carry Reloader annotations: 7 watched, 2 not watched, 1 CronJob \
          not rolled (rollsafe watch does not roll CronJobs yet)."
     ));
     assert!(text.contains("restarts nothing"));

@@ -12,8 +12,7 @@ use rollsafe_core::workload::WorkloadKind;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// On a Secret or ConfigMap: eligible for a workload's `reloader.stakater.com/search`.
-pub(crate) const MATCH: &str = "reloader.stakater.com/match";
+pub(crate) use rollsafe_core::opt_in::reloader::MATCH;
 /// Written by Reloader on the pod template (its `annotations` strategy): its output, not an
 /// instruction.
 pub(crate) const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";

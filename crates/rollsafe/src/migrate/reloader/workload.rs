@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rollsafe_core::opt_in::reloader::{
-    self, AUTO, CONFIGMAP_AUTO, CONFIGMAP_RELOAD, IGNORE, ReloaderOptIn, SECRET_AUTO, SECRET_RELOAD,
+    self, AUTO, CONFIGMAP_AUTO, CONFIGMAP_RELOAD, IGNORE, ReloaderOptIn, SEARCH, SECRET_AUTO,
+    SECRET_RELOAD,
 };
 use rollsafe_core::opt_in::{OptIn, OptInError, WATCH, workload_opt_in};
 use rollsafe_core::reference::{self, ConfigRef, TargetKind};
@@ -20,15 +21,16 @@ use super::inventory::{Kind, LAST_RELOADED_FROM, MATCH, Marks, SourceId, is_relo
 use super::values::Scope;
 
 /// Reloader's annotations `rollsafe watch --reloader-compat` implements.
-const SUPPORTED: [&str; 5] = [
+const SUPPORTED: [&str; 6] = [
     AUTO,
     SECRET_AUTO,
     CONFIGMAP_AUTO,
     SECRET_RELOAD,
     CONFIGMAP_RELOAD,
+    SEARCH,
 ];
-/// Reloader's `search`: reload for referenced objects annotated `match`.
-const SEARCH: &str = "reloader.stakater.com/search";
+/// Why a consumed object of a searching workload does not roll it: no `match` on it.
+const NOT_MATCHED: &str = "no reloader.stakater.com/match";
 /// Reloader's per-workload exclusions, by kind.
 const EXCLUDES: [(&str, TargetKind); 2] = [
     (
@@ -155,8 +157,6 @@ pub(crate) enum DifferenceCode {
     TemplateAnnotations,
     /// An annotation of Reloader's that `rollsafe watch` does not implement.
     UnsupportedAnnotation,
-    /// `reloader.stakater.com/search` with `match`: not implemented.
-    SearchMatch,
     /// A reload entry that is a regular expression, not an object name.
     RegexEntry,
     /// `reloader.stakater.com/auto: "false"` beside reload lists Reloader still honoured.
@@ -274,21 +274,30 @@ fn reloader_reason(opt_in: &OptIn, annotations: Option<&Map<String, Value>>) -> 
             secrets,
             config_maps,
             listed,
+            matched,
         } => {
-            let referenced = match (secrets, config_maps) {
-                (true, true) => {
-                    format!("every Secret and ConfigMap its pod template references ({AUTO})")
-                }
-                (true, false) => {
-                    format!("the Secrets its pod template references ({SECRET_AUTO})")
-                }
-                _ => format!("the ConfigMaps its pod template references ({CONFIGMAP_AUTO})"),
-            };
-            if listed.is_empty() {
-                referenced
-            } else {
-                format!("{referenced}, and {named}")
+            let mut parts = Vec::new();
+            match (secrets, config_maps) {
+                (true, true) => parts.push(format!(
+                    "every Secret and ConfigMap its pod template references ({AUTO})"
+                )),
+                (true, false) => parts.push(format!(
+                    "the Secrets its pod template references ({SECRET_AUTO})"
+                )),
+                (false, true) => parts.push(format!(
+                    "the ConfigMaps its pod template references ({CONFIGMAP_AUTO})"
+                )),
+                (false, false) => {}
             }
+            if *matched {
+                parts.push(format!(
+                    "the objects its pod template references that carry {MATCH}: \"true\" ({SEARCH})"
+                ));
+            }
+            if !listed.is_empty() {
+                parts.push(named.to_owned());
+            }
+            parts.join(", and ")
         }
         OptIn::Off if is_false(annotations, AUTO) => {
             format!("not watched: {AUTO} is \"false\"")
@@ -387,13 +396,16 @@ pub(crate) fn analyse(
         reason
     };
     report.watch.code = code;
-    report.consumes = consumed(&consumption, &marks, scope);
+    report.consumes = consumed(
+        &consumption,
+        &marks,
+        scope,
+        entry.match_only.as_deref().unwrap_or_default(),
+    );
     let seen = Seen {
         annotations,
         template,
         consumption: &consumption,
-        watched: entry.facts.watched,
-        marks: &marks,
     };
     report.differences = differences(&read, &report, &seen);
     Some(report)
@@ -420,15 +432,15 @@ struct Seen<'a> {
     annotations: Option<&'a Map<String, Value>>,
     template: Option<&'a Value>,
     consumption: &'a Consumption,
-    watched: bool,
-    marks: &'a dyn Fn(&ConfigRef) -> Marks,
 }
 
 /// The consumed objects as reported.
+/// `match_only`: the objects watched only while they carry Reloader's `match` (its `search`).
 fn consumed(
     consumption: &Consumption,
     marks: &dyn Fn(&ConfigRef) -> Marks,
     scope: &Scope,
+    match_only: &[ConfigRef],
 ) -> Vec<Consumed> {
     consumption
         .iter()
@@ -438,8 +450,10 @@ fn consumed(
                 Some("controller.ignoreKinds")
             } else if let Some(by) = marks.opted_out_by {
                 Some(by)
+            } else if marks.ignore {
+                Some(IGNORE)
             } else {
-                marks.ignore.then_some(IGNORE)
+                (match_only.contains(config) && !marks.matched).then_some(NOT_MATCHED)
             };
             Consumed {
                 kind: config.kind,
@@ -541,10 +555,6 @@ fn unsupported(seen: &Seen<'_>, out: &mut Vec<Difference>) {
         if !is_reloaders(key) || SUPPORTED.contains(&key.as_str()) {
             continue;
         }
-        if key == SEARCH && value.as_str().is_some_and(|v| v.trim() == "true") {
-            out.push(search_match(seen));
-            continue;
-        }
         // The controller logs the annotations of the domains it reads; the others it never sees.
         let logged = if reloader::is_reloader_annotation(key) {
             " (rollsafe watch logs it once as reloader_unsupported)"
@@ -626,48 +636,6 @@ fn excluded(
         )
     };
     (rolled, message)
-}
-
-/// `reloader.stakater.com/search: "true"`: Reloader rolled for the referenced objects annotated
-/// `match`.
-fn search_match(seen: &Seen<'_>) -> Difference {
-    let matched: BTreeSet<ConfigRef> = seen
-        .template
-        .map(reference::extract)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| ConfigRef {
-            kind: r.kind,
-            name: r.name,
-        })
-        .filter(|config| (seen.marks)(config).matched)
-        .collect();
-    let so = if seen.watched {
-        "so it rolls as its other annotations say"
-    } else {
-        "so it is not watched"
-    };
-    let objects: Vec<String> = matched.iter().map(ToString::to_string).collect();
-    let message = if matched.is_empty() {
-        format!(
-            "{SEARCH}: Reloader restarted it when a referenced object annotated {MATCH}: \"true\" \
-             changed (none of those read here is); rollsafe watch does not implement search and \
-             match, {so}"
-        )
-    } else {
-        let list = matched
-            .iter()
-            .map(|c| format!("{}/{}", c.kind.as_str().to_ascii_lowercase(), c.name))
-            .collect::<Vec<_>>()
-            .join(",");
-        format!(
-            "{SEARCH}: Reloader restarted it when a referenced object annotated {MATCH}: \"true\" \
-             changed ({}); rollsafe watch does not implement search and match, {so}: to keep \
-             that, annotate the workload rollsafe.dev/watch: {list:?}",
-            objects.join(", ")
-        )
-    };
-    difference(DifferenceCode::SearchMatch, Some(SEARCH), objects, message)
 }
 
 /// The entries of a reload list.

@@ -139,7 +139,7 @@ fn auto_false_is_not_watched_though_reloader_honoured_the_lists() {
 }
 
 #[test]
-fn search_names_the_matched_objects_and_how_to_keep_them() {
+fn search_watches_the_referenced_objects_that_carry_match() {
     let sources = marked(
         TargetKind::Secret,
         "db",
@@ -152,15 +152,37 @@ fn search_names_the_matched_objects_and_how_to_keep_them() {
         &deployment(json!({"reloader.stakater.com/search": "true"})),
         &sources,
     );
-    assert_eq!(report.watch.state, WatchState::NotWatched);
-    assert_eq!(codes(&report), [DifferenceCode::SearchMatch]);
-    assert_eq!(report.differences[0].objects, ["Secret/db"]);
+    assert_eq!(report.watch.state, WatchState::Watched);
     assert!(
-        report.differences[0]
-            .message
-            .ends_with("so it is not watched: to keep that, annotate the workload rollsafe.dev/watch: \"secret/db\""),
+        report.watch.reason.contains("reloader.stakater.com/search"),
         "{}",
-        report.differences[0].message
+        report.watch.reason
+    );
+    let rolls: Vec<(String, bool, Option<&str>)> = report
+        .consumes
+        .iter()
+        .map(|c| {
+            (
+                format!("{}/{}", c.kind.as_str(), c.name),
+                c.rolls,
+                c.opted_out_by,
+            )
+        })
+        .collect();
+    let unmatched = Some("no reloader.stakater.com/match");
+    assert_eq!(
+        rolls,
+        [
+            ("ConfigMap/settings".to_owned(), false, unmatched),
+            ("Secret/db".to_owned(), true, None),
+            ("Secret/regcred".to_owned(), false, unmatched),
+            ("Secret/tls".to_owned(), false, unmatched),
+        ]
+    );
+    assert!(
+        !codes(&report).contains(&DifferenceCode::UnsupportedAnnotation),
+        "search is implemented: {:?}",
+        codes(&report)
     );
 }
 
