@@ -45,12 +45,9 @@ pub const SEARCH: &str = "reloader.stakater.com/search";
 /// On a Secret or ConfigMap: eligible for a workload's [`SEARCH`].
 pub const MATCH: &str = "reloader.stakater.com/match";
 
-/// The domains of Reloader's annotations.
-const DOMAINS: [&str; 3] = [
-    "reloader.stakater.com/",
-    "secret.reloader.stakater.com/",
-    "configmap.reloader.stakater.com/",
-];
+/// The domain of Reloader's annotations; its subdomains (`secret.`, `configmap.`,
+/// `secrets.exclude.`, `deployment.`, …) are Reloader's too.
+const DOMAIN: &str = "reloader.stakater.com";
 
 /// What a workload's Reloader annotations ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +60,12 @@ pub struct ReloaderOptIn {
 
 /// Whether `key` is one of Reloader's annotations.
 pub fn is_reloader_annotation(key: &str) -> bool {
-    DOMAINS.iter().any(|domain| key.starts_with(domain))
+    key.split_once('/').is_some_and(|(prefix, _)| {
+        prefix == DOMAIN
+            || prefix
+                .strip_suffix(DOMAIN)
+                .is_some_and(|sub| sub.ends_with('.'))
+    })
 }
 
 /// Reads a workload's Reloader annotations; `None` when it has none.
@@ -168,6 +170,22 @@ mod tests {
                 name: (*name).to_owned(),
             })
             .collect()
+    }
+
+    #[test]
+    fn reloaders_domains_are_told_apart() {
+        for (key, reloaders) in [
+            ("reloader.stakater.com/auto", true),
+            ("secret.reloader.stakater.com/reload", true),
+            ("secrets.exclude.reloader.stakater.com/reload", true),
+            ("deployment.reloader.stakater.com/pause-period", true),
+            ("notreloader.stakater.com/x", false),
+            ("reloader.stakater.com.evil/x", false),
+            ("rollsafe.dev/watch", false),
+            ("reloader.stakater.com", false),
+        ] {
+            assert_eq!(is_reloader_annotation(key), reloaders, "{key}");
+        }
     }
 
     #[test]

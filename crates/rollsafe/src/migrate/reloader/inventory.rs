@@ -23,9 +23,6 @@ pub(crate) const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded
 /// `secretproviderclass.reloader.stakater.com/auto`).
 pub(crate) fn is_reloaders(key: &str) -> bool {
     reloader::is_reloader_annotation(key)
-        || key
-            .split_once('/')
-            .is_some_and(|(prefix, _)| prefix.ends_with(".reloader.stakater.com"))
 }
 
 /// A kind of workload Reloader restarts, in report order.

@@ -555,12 +555,8 @@ fn unsupported(seen: &Seen<'_>, out: &mut Vec<Difference>) {
         if !is_reloaders(key) || SUPPORTED.contains(&key.as_str()) {
             continue;
         }
-        // The controller logs the annotations of the domains it reads; the others it never sees.
-        let logged = if reloader::is_reloader_annotation(key) {
-            " (rollsafe watch logs it once as reloader_unsupported)"
-        } else {
-            " (rollsafe watch does not read it at all)"
-        };
+        // The controller logs each once per workload and counts it.
+        let logged = " (rollsafe watch logs it once as reloader_unsupported)";
         let (objects, message) = match key.as_str() {
             ROLLOUT_STRATEGY => (
                 Vec::new(),
