@@ -464,6 +464,12 @@ fn cluster() -> Vec<Value> {
     paused["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "true",
         "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume"});
     objects.push(paused);
+    // Stakater Reloader's annotation and no rollsafe one.
+    for object in &mut objects {
+        if object["kind"] == "Deployment" && object["metadata"]["name"] == "web" {
+            object["metadata"]["annotations"] = json!({"reloader.stakater.com/auto": "true"});
+        }
+    }
     objects
 }
 
@@ -554,6 +560,12 @@ async fn a_person_restarts_consumers_from_the_page() {
     );
     assert!(
         rows.contains("Not opted in (watched only when rollsafe watch runs with --all)."),
+        "{rows}"
+    );
+    assert!(
+        rows.contains(
+            "Reloader annotations: watched as they say when rollsafe watch runs with --reloader-compat."
+        ),
         "{rows}"
     );
     wait_for_text(&client, "#detail-status", "1 will not roll now").await;
