@@ -45,6 +45,16 @@ pub const SEARCH: &str = "reloader.stakater.com/search";
 /// On a Secret or ConfigMap: eligible for a workload's [`SEARCH`].
 pub const MATCH: &str = "reloader.stakater.com/match";
 
+/// The workload annotations of Reloader's that `rollsafe watch --reloader-compat` implements.
+pub const IMPLEMENTED: [&str; 6] = [
+    AUTO,
+    SECRET_AUTO,
+    CONFIGMAP_AUTO,
+    SECRET_RELOAD,
+    CONFIGMAP_RELOAD,
+    SEARCH,
+];
+
 /// The domain of Reloader's annotations; its subdomains (`secret.`, `configmap.`,
 /// `secrets.exclude.`, `deployment.`, …) are Reloader's too.
 const DOMAIN: &str = "reloader.stakater.com";
@@ -80,17 +90,7 @@ pub fn reloader_opt_in(
     let unsupported = annotations
         .keys()
         .filter(|key| is_reloader_annotation(key))
-        .find(|key| {
-            ![
-                AUTO,
-                SECRET_AUTO,
-                CONFIGMAP_AUTO,
-                SECRET_RELOAD,
-                CONFIGMAP_RELOAD,
-                SEARCH,
-            ]
-            .contains(&key.as_str())
-        })
+        .find(|key| !IMPLEMENTED.contains(&key.as_str()))
         .cloned();
     let done = |opt_in| {
         Some(Ok(ReloaderOptIn {
@@ -143,16 +143,18 @@ pub fn reloader_opt_in(
 
 /// Whether a Secret or ConfigMap carries Reloader's `match: "true"`.
 pub fn reloader_matched(annotations: Option<&Map<String, Value>>) -> bool {
-    annotations
-        .and_then(|a| a.get(MATCH))
-        .and_then(Value::as_str)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    is_true(annotations, MATCH)
 }
 
 /// Whether a Secret or ConfigMap opted out with Reloader's `ignore`.
 pub fn reloader_ignored(annotations: Option<&Map<String, Value>>) -> bool {
+    is_true(annotations, IGNORE)
+}
+
+/// Whether annotation `key` is `"true"` (any case, surrounding space ignored).
+fn is_true(annotations: Option<&Map<String, Value>>, key: &str) -> bool {
     annotations
-        .and_then(|a| a.get(IGNORE))
+        .and_then(|a| a.get(key))
         .and_then(Value::as_str)
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }

@@ -20,15 +20,6 @@ use serde_json::{Map, Value};
 use super::inventory::{Kind, LAST_RELOADED_FROM, MATCH, Marks, SourceId, is_reloaders};
 use super::values::Scope;
 
-/// Reloader's annotations `rollsafe watch --reloader-compat` implements.
-const SUPPORTED: [&str; 6] = [
-    AUTO,
-    SECRET_AUTO,
-    CONFIGMAP_AUTO,
-    SECRET_RELOAD,
-    CONFIGMAP_RELOAD,
-    SEARCH,
-];
 /// Why a consumed object of a searching workload does not roll it: no `match` on it.
 const NOT_MATCHED: &str = "no reloader.stakater.com/match";
 /// Reloader's per-workload exclusions, by kind.
@@ -552,7 +543,7 @@ fn unsupported(seen: &Seen<'_>, out: &mut Vec<Difference>) {
     // Sorted, as the API server sends them: a manifest's order would make the report differ.
     let sorted: BTreeMap<&String, &Value> = annotations.iter().collect();
     for (key, value) in sorted {
-        if !is_reloaders(key) || SUPPORTED.contains(&key.as_str()) {
+        if !is_reloaders(key) || reloader::IMPLEMENTED.contains(&key.as_str()) {
             continue;
         }
         // The controller logs each once per workload and counts it.
