@@ -134,6 +134,16 @@ per roll or record, and its Events. No get, no update, no delete.
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets", "daemonsets"]
   verbs: ["list", "watch", "patch"]
+# CronJobs: their Jobs' pod template is rolled (the next scheduled Job runs with it).
+- apiGroups: ["batch"]
+  resources: ["cronjobs"]
+  verbs: ["list", "watch", "patch"]
+{{- if .Values.controller.argoRollouts }}
+# Argo Rollouts (controller.argoRollouts): their pod template is rolled.
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts"]
+  verbs: ["list", "watch", "patch"]
+{{- end }}
 # Rolled / Halted / RolloutDeferred Events (kube's Recorder: create, then patch on repeats).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

@@ -118,15 +118,30 @@ enum TemplateShape {
 pub struct RestartPatch {
     preconditions: Preconditions,
     shape: TemplateShape,
+    /// The fields from the object down to the pod template.
+    template: &'static [&'static str],
 }
+
+/// Where the pod template of a Deployment, StatefulSet or DaemonSet is.
+const POD_TEMPLATE: &[&str] = &["spec", "template"];
 
 impl RestartPatch {
     /// Inspects a listed workload object.
     pub fn inspect(object: &Value) -> Result<Self, InspectError> {
+        Self::inspect_at(object, POD_TEMPLATE)
+    }
+
+    /// Inspects an object whose pod template is at `template` (the fields from the object
+    /// down, e.g. a CronJob's `spec`, `jobTemplate`, `spec`, `template`).
+    pub fn inspect_at(
+        object: &Value,
+        template: &'static [&'static str],
+    ) -> Result<Self, InspectError> {
         let preconditions = Preconditions::of(object)?;
-        let template = object
-            .get("spec")
-            .and_then(|spec| spec.get("template"))
+        let path = template;
+        let template = path
+            .iter()
+            .try_fold(object, |value, field| value.get(*field))
             .filter(|t| t.is_object())
             .ok_or(InspectError::MalformedTemplate)?;
         let shape = match present(template.get("metadata")) {
@@ -141,6 +156,7 @@ impl RestartPatch {
         Ok(Self {
             preconditions,
             shape,
+            template: path,
         })
     }
 
@@ -160,26 +176,20 @@ impl RestartPatch {
         let one =
             |key: &str, value: Value| Value::Object(Map::from_iter([(key.to_owned(), value)]));
         let annotation = Value::String(value.to_owned());
-        let (path, value) = match self.shape {
+        let (below, value) = match self.shape {
             TemplateShape::NoMetadata => (
-                PointerBuf::from_tokens(["spec", "template", "metadata"]),
+                &["metadata"][..],
                 one("annotations", one(key.as_str(), annotation)),
             ),
             TemplateShape::NoAnnotations => (
-                PointerBuf::from_tokens(["spec", "template", "metadata", "annotations"]),
+                &["metadata", "annotations"][..],
                 one(key.as_str(), annotation),
             ),
-            TemplateShape::Annotations => (
-                PointerBuf::from_tokens([
-                    "spec",
-                    "template",
-                    "metadata",
-                    "annotations",
-                    key.as_str(),
-                ]),
-                annotation,
-            ),
+            TemplateShape::Annotations => {
+                (&["metadata", "annotations", key.as_str()][..], annotation)
+            }
         };
+        let path = PointerBuf::from_tokens(self.template.iter().chain(below).copied());
         Patch(vec![
             test("uid", &self.preconditions.uid),
             test("resourceVersion", &self.preconditions.resource_version),

@@ -36,7 +36,7 @@ pub use reason::StallReason;
 pub use view::{ConsumersRollout, WorkloadRollout};
 pub use waves::{Wave, WaveError, WavePlan};
 
-use crate::workload::{Deferral, WorkloadKind};
+use crate::workload::{Deferral, WatchedKind};
 
 /// The annotation that places a workload in a progressive restart's wave.
 pub const WAVE_ANNOTATION: &str = "rollsafe.dev/rollout-wave";
@@ -131,16 +131,18 @@ pub struct Progress {
 
 impl Progress {
     /// The counts of `object`, a workload of `kind`.
-    pub fn of(kind: WorkloadKind, object: &Value) -> Self {
+    pub fn of(kind: impl Into<WatchedKind>, object: &Value) -> Self {
         let int = |pointer: &str| object.pointer(pointer).and_then(Value::as_i64);
-        match kind {
-            WorkloadKind::Deployment | WorkloadKind::StatefulSet => Self {
+        match kind.into() {
+            WatchedKind::Deployment | WatchedKind::StatefulSet | WatchedKind::Rollout => Self {
                 desired: int("/spec/replicas").unwrap_or(1),
                 updated: int("/status/updatedReplicas").unwrap_or(0),
                 ready: int("/status/readyReplicas").unwrap_or(0),
                 available: int("/status/availableReplicas").unwrap_or(0),
             },
-            WorkloadKind::DaemonSet => Self {
+            // A CronJob's pods belong to its Jobs; it has no replicas of its own.
+            WatchedKind::CronJob => Self::default(),
+            WatchedKind::DaemonSet => Self {
                 desired: int("/status/desiredNumberScheduled").unwrap_or(0),
                 updated: int("/status/updatedNumberScheduled").unwrap_or(0),
                 ready: int("/status/numberReady").unwrap_or(0),
@@ -222,10 +224,15 @@ impl RolloutStatus {
 /// What kubectl's viewer of `kind` says of `object`, in rollsafe's states, before the follower's
 /// memory (uid, template, clock) is applied: `Pending`, `Progressing`, `Complete`, `Stalled`
 /// (a Deployment's `ProgressDeadlineExceeded`) or `Deferred`.
-pub fn classify(kind: WorkloadKind, object: &Value) -> RolloutStatus {
+pub fn classify(kind: impl Into<WatchedKind>, object: &Value) -> RolloutStatus {
+    let kind = kind.into();
     let int = |pointer: &str| object.pointer(pointer).and_then(Value::as_i64);
     let generation = int("/metadata/generation").unwrap_or(0);
-    let observed = int("/status/observedGeneration").unwrap_or(0);
+    // Argo Rollouts writes its observedGeneration as a string.
+    let observed = object
+        .pointer("/status/observedGeneration")
+        .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
+        .unwrap_or(0);
     let progress = Progress::of(kind, object);
     let status = |state| RolloutStatus::new(state, Some(progress));
     let deferral = Deferral::of(kind, object);
@@ -234,7 +241,7 @@ pub fn classify(kind: WorkloadKind, object: &Value) -> RolloutStatus {
         ..status(RolloutState::Deferred)
     };
     match kind {
-        WorkloadKind::Deployment => {
+        WatchedKind::Deployment => {
             if generation > observed {
                 return status(RolloutState::Pending);
             }
@@ -254,7 +261,7 @@ pub fn classify(kind: WorkloadKind, object: &Value) -> RolloutStatus {
                 (false, None) => status(RolloutState::Progressing),
             }
         }
-        WorkloadKind::StatefulSet => {
+        WatchedKind::StatefulSet => {
             if observed == 0 || generation > observed {
                 return status(RolloutState::Pending);
             }
@@ -294,12 +301,41 @@ pub fn classify(kind: WorkloadKind, object: &Value) -> RolloutStatus {
                 status(RolloutState::Progressing)
             }
         }
-        WorkloadKind::DaemonSet => {
+        WatchedKind::DaemonSet => {
             if generation > observed {
                 return status(RolloutState::Pending);
             }
             let done =
                 progress.updated >= progress.desired && progress.available >= progress.desired;
+            match (done, deferral) {
+                (true, _) => status(RolloutState::Complete),
+                (false, Some(d)) => deferred(d),
+                (false, None) => status(RolloutState::Progressing),
+            }
+        }
+        // A CronJob's change reaches pods with its next scheduled Job: nothing to follow.
+        WatchedKind::CronJob => deferred(Deferral::NextRun),
+        // Argo Rollouts: its `status.phase` says it (`Healthy` once the new revision is
+        // promoted, `Degraded` past its progress deadline or aborted), the counts as a
+        // Deployment's.
+        WatchedKind::Rollout => {
+            if generation > observed {
+                return status(RolloutState::Pending);
+            }
+            let phase = object.pointer("/status/phase").and_then(Value::as_str);
+            if phase == Some("Degraded") {
+                return RolloutStatus {
+                    reason: Some(
+                        StallReason::of_deployment(object).unwrap_or_else(StallReason::degraded),
+                    ),
+                    ..status(RolloutState::Stalled)
+                };
+            }
+            let replicas = int("/status/replicas").unwrap_or(0);
+            let done = phase == Some("Healthy")
+                && progress.updated >= progress.desired
+                && replicas <= progress.updated
+                && progress.available >= progress.updated;
             match (done, deferral) {
                 (true, _) => status(RolloutState::Complete),
                 (false, Some(d)) => deferred(d),

@@ -13,7 +13,7 @@
 use base64::Engine as _;
 use kube::api::DynamicObject;
 use rollsafe_core::reference::TargetKind;
-use rollsafe_core::workload::WorkloadKind;
+use rollsafe_core::workload::WatchedKind;
 use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
 use serde_json::{Value, json};
 
@@ -80,7 +80,7 @@ fn secret_key(object: &Value) -> SourceKey {
 
 fn workload_key(index: usize) -> WorkloadKey {
     WorkloadKey {
-        kind: WorkloadKind::Deployment,
+        kind: WatchedKind::Deployment,
         namespace: "bench".to_owned(),
         name: format!("app-{index:05}"),
     }
@@ -133,7 +133,7 @@ fn main() {
         let before = heap();
         for index in 0..WORKLOADS {
             let entry =
-                WorkloadEntry::from_object(WorkloadKind::Deployment, &deployment(index), false);
+                WorkloadEntry::from_object(WatchedKind::Deployment, &deployment(index), false);
             cache.apply_workload(workload_key(index), entry);
         }
         let ours_workloads = heap() - before;

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use rollsafe_core::opt_in::reloader;
 use rollsafe_core::reference::{ConfigRef, TargetKind};
 use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, classify};
-use rollsafe_core::workload::{Deferral, WorkloadKind};
+use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::Value;
 
 use crate::annotations::{
@@ -46,7 +46,7 @@ impl SourceKey {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct WorkloadKey {
     /// Deployment, StatefulSet or DaemonSet.
-    pub kind: WorkloadKind,
+    pub kind: WatchedKind,
     /// Namespace.
     pub namespace: String,
     /// Name.
@@ -236,7 +236,7 @@ pub struct WorkloadEntry {
 
 impl WorkloadEntry {
     /// Reduces a live workload (as JSON) to its entry under `--all` = `all`.
-    pub fn from_object(kind: WorkloadKind, object: &Value, all: bool) -> Self {
+    pub fn from_object(kind: WatchedKind, object: &Value, all: bool) -> Self {
         Self::from_object_in(
             kind,
             object,
@@ -250,14 +250,14 @@ impl WorkloadEntry {
     /// Reduces a live workload (as JSON) to its entry under `watching`. rollsafe's own
     /// annotation comes first; with `--reloader-compat`, Reloader's annotations decide a
     /// workload without it; then `--all`.
-    pub fn from_object_in(kind: WorkloadKind, object: &Value, watching: Watching) -> Self {
+    pub fn from_object_in(kind: WatchedKind, object: &Value, watching: Watching) -> Self {
         Self::classified(kind, object, watching, classify(kind, object).state)
     }
 
     /// As [`WorkloadEntry::from_object_in`], for a caller that classified the rollout already
     /// (the controller, which keeps the whole verdict for the rollout it follows).
     pub fn classified(
-        kind: WorkloadKind,
+        kind: WatchedKind,
         object: &Value,
         watching: Watching,
         rollout: RolloutState,
@@ -290,10 +290,21 @@ impl WorkloadEntry {
             ),
         };
         let (opt_in, opt_in_error) = match read {
+            // A Rollout whose pods come from a Deployment it references (`spec.workloadRef`)
+            // has no template to roll: Argo Rollouts rolls it when that Deployment's template
+            // changes, so the Deployment is the one to opt in.
+            Ok(opt_in)
+                if opt_in != OptIn::Off
+                    && kind == WatchedKind::Rollout
+                    && kind.template(object).is_none()
+                    && object.pointer("/spec/workloadRef").is_some() =>
+            {
+                (OptIn::Off, Some(WORKLOAD_REF))
+            }
             Ok(opt_in) => (opt_in, None),
             Err(error) => (OptIn::Off, Some(error.code())),
         };
-        let consumption = consumption::consumption(&opt_in, object.pointer("/spec/template"));
+        let consumption = consumption::consumption(&opt_in, kind.template(object));
         let match_only = consumption::match_only(&opt_in, &consumption);
         WorkloadEntry {
             match_only: (!match_only.is_empty()).then(|| match_only.into_boxed_slice()),
@@ -304,7 +315,7 @@ impl WorkloadEntry {
                 halted: annotation(HALTED).is_some(),
                 deferral: Deferral::of(kind, object),
             },
-            plan: Plan::inspect(object).ok(),
+            plan: Plan::inspect_at(object, kind).ok(),
             opt_in_error,
             versions: annotation(CONFIG_VERSIONS).map(Box::from),
             wave: annotation(WAVE_ANNOTATION).map(Box::from),
@@ -313,6 +324,10 @@ impl WorkloadEntry {
         }
     }
 }
+
+/// The opt-in error of an opted-in Argo Rollout that references a Deployment's template
+/// (`spec.workloadRef`): the Deployment is the one to opt in.
+pub const WORKLOAD_REF: &str = "workload_ref";
 
 /// How workloads opt in: `--all`, `--reloader-compat`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -343,7 +358,7 @@ struct Slot {
     entry: Option<Box<SourceEntry>>,
     /// The consuming workloads as (kind, name), sorted: a workload consumes only objects of its
     /// own namespace, which the key holds.
-    consumers: Vec<(WorkloadKind, Box<str>)>,
+    consumers: Vec<(WatchedKind, Box<str>)>,
 }
 
 /// The caches and the reverse index.
@@ -559,7 +574,7 @@ impl Cache {
     }
 
     /// Keeps only the workloads of `kind` that `keep` says still exist (after a relist).
-    pub fn retain_workloads(&mut self, kind: WorkloadKind, keep: impl Fn(&WorkloadKey) -> bool) {
+    pub fn retain_workloads(&mut self, kind: WatchedKind, keep: impl Fn(&WorkloadKey) -> bool) {
         let gone: Vec<WorkloadKey> = self
             .workloads
             .keys()
@@ -643,7 +658,7 @@ mod tests {
     }
     fn wkey(name: &str) -> WorkloadKey {
         WorkloadKey {
-            kind: WorkloadKind::Deployment,
+            kind: WatchedKind::Deployment,
             namespace: "ns".into(),
             name: name.into(),
         }
@@ -717,7 +732,7 @@ mod tests {
         let mut cache = Cache::default();
         let mut halted = deployment(Some("password"));
         halted["metadata"]["annotations"]["rollsafe.dev/halted"] = json!("flapping");
-        let entry = |o: &Value| WorkloadEntry::from_object(WorkloadKind::Deployment, o, false);
+        let entry = |o: &Value| WorkloadEntry::from_object(WatchedKind::Deployment, o, false);
         cache.apply_workload(wkey("web"), entry(&halted));
         cache.apply_workload(wkey("api"), entry(&deployment(None)));
         assert_eq!(cache.halted(), 1);
@@ -731,7 +746,7 @@ mod tests {
     #[test]
     fn reverse_index_follows_the_template() {
         let mut cache = Cache::default();
-        let entry = |k| WorkloadEntry::from_object(WorkloadKind::Deployment, &deployment(k), false);
+        let entry = |k| WorkloadEntry::from_object(WatchedKind::Deployment, &deployment(k), false);
         cache.apply_workload(wkey("web"), entry(Some("password")));
         assert_eq!(
             cache.consumers(&skey("db")).collect::<Vec<_>>(),
@@ -751,7 +766,7 @@ mod tests {
         let f = Fingerprinter::unkeyed();
         cache.apply_workload(
             wkey("web"),
-            WorkloadEntry::from_object(WorkloadKind::Deployment, &deployment(Some("p")), false),
+            WorkloadEntry::from_object(WatchedKind::Deployment, &deployment(Some("p")), false),
         );
         let missing = cache.digest(&wkey("web"), &f);
         let s = |data| {
@@ -771,7 +786,7 @@ mod tests {
     fn malformed_opt_in_is_not_watched() {
         let mut object = deployment(Some("p"));
         object["metadata"]["annotations"]["rollsafe.dev/watch"] = json!("pods/x");
-        let entry = WorkloadEntry::from_object(WorkloadKind::Deployment, &object, true);
+        let entry = WorkloadEntry::from_object(WatchedKind::Deployment, &object, true);
         assert!(!entry.facts.watched);
         assert_eq!(entry.opt_in_error, Some("watch_entry"));
         assert!(entry.consumption.is_empty());
@@ -781,7 +796,7 @@ mod tests {
     fn a_slot_keeps_consumers_of_a_missing_object_and_counts_only_existing_ones() {
         let mut cache = Cache::default();
         let entry = WorkloadEntry::from_object(
-            WorkloadKind::Deployment,
+            WatchedKind::Deployment,
             &deployment(Some("password")),
             false,
         );
@@ -817,7 +832,7 @@ mod tests {
         };
         let read = |annotations: Value, reloader_compat: bool| {
             WorkloadEntry::from_object_in(
-                WorkloadKind::Deployment,
+                WatchedKind::Deployment,
                 &object(annotations),
                 Watching {
                     all: false,

@@ -15,17 +15,18 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::Resource as _;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::rollout::follow::Observation;
 use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState, classify};
-use rollsafe_core::workload::WorkloadKind;
+use rollsafe_core::workload::WatchedKind;
 use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::watch;
@@ -34,7 +35,7 @@ use tracing::{debug, info, warn};
 
 use crate::annotations::{CONFIG_HASH, FIELD_MANAGER};
 use crate::cache::{
-    Cache, ReloaderNote, SourceEntry, SourceKey, Watching, WorkloadEntry, WorkloadKey,
+    Cache, ReloaderNote, SourceEntry, SourceKey, WORKLOAD_REF, Watching, WorkloadEntry, WorkloadKey,
 };
 use crate::debounce::Debouncer;
 use crate::digest::Fingerprinter;
@@ -109,6 +110,20 @@ pub struct ControllerSettings {
     /// `--reloader-compat`: Stakater Reloader's annotations opt workloads in and sources out,
     /// with Reloader's meaning (`rollsafe_core::opt_in::reloader`).
     pub reloader_compat: bool,
+    /// Argo Rollouts are watched and rolled (`--argo-rollouts`, when the API server serves
+    /// `rollouts.argoproj.io`: the caller checks).
+    pub argo_rollouts: bool,
+}
+
+impl ControllerSettings {
+    /// The workload kinds watched: Deployments, StatefulSets, DaemonSets and CronJobs, and
+    /// Argo Rollouts when [`ControllerSettings::argo_rollouts`].
+    pub fn kinds(&self) -> impl Iterator<Item = WatchedKind> + use<> {
+        let rollouts = self.argo_rollouts;
+        WatchedKind::ALL
+            .into_iter()
+            .filter(move |kind| *kind != WatchedKind::Rollout || rollouts)
+    }
 }
 
 impl Default for ControllerSettings {
@@ -132,6 +147,7 @@ impl Default for ControllerSettings {
             progress_deadline: DEFAULT_PROGRESS_DEADLINE,
             progressive_all: false,
             reloader_compat: false,
+            argo_rollouts: false,
         }
     }
 }
@@ -227,7 +243,7 @@ enum Item {
     Source(usize, TargetKind, Ev<SourceKey, SourceEntry>),
     Workload(
         usize,
-        WorkloadKind,
+        WatchedKind,
         Ev<WorkloadKey, (WorkloadEntry, Box<Observation>)>,
     ),
     Error,
@@ -537,7 +553,7 @@ impl Controller {
                 });
                 all.push(stream);
             }
-            for kind in WorkloadKind::ALL {
+            for kind in self.settings.kinds() {
                 let resource = workload_resource(kind);
                 let mut config = self.watch_config();
                 if let Some(selector) = &self.settings.selector {
@@ -969,6 +985,13 @@ impl Controller {
         self.metrics.skip(reason.as_str());
         match reason {
             SkipReason::NotWatched {
+                opt_in_error: Some(WORKLOAD_REF),
+            } => info!(
+                workload = %key,
+                code = WORKLOAD_REF,
+                "a Rollout with spec.workloadRef rolls with the Deployment it references: opt that one in"
+            ),
+            SkipReason::NotWatched {
                 opt_in_error: Some(code),
             } => debug!(workload = %key, code, "rollsafe.dev/watch not understood; not watched"),
             SkipReason::SourceMissing => {
@@ -1259,7 +1282,7 @@ fn ignored_namespaces(namespaces: &[String]) -> Option<String> {
 /// The object reference of a workload's Events.
 fn workload_reference(key: &WorkloadKey, uid: Option<String>) -> ObjectReference {
     ObjectReference {
-        api_version: Some("apps/v1".to_owned()),
+        api_version: Some(key.kind.api_version().to_owned()),
         kind: Some(key.kind.as_str().to_owned()),
         namespace: Some(key.namespace.clone()),
         name: Some(key.name.clone()),
@@ -1315,12 +1338,11 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-fn workload_resource(kind: WorkloadKind) -> ApiResource {
-    match kind {
-        WorkloadKind::Deployment => ApiResource::erase::<Deployment>(&()),
-        WorkloadKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
-        WorkloadKind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
-    }
+fn workload_resource(kind: WatchedKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(kind.group(), kind.version(), kind.as_str()),
+        kind.plural(),
+    )
 }
 
 /// Reduces a watcher event; an object without a namespace or name is skipped.
@@ -1366,7 +1388,7 @@ fn source(
 /// A workload event's key, its cache entry, and its rollout observation (kept only while this
 /// replica follows the workload's rollout).
 fn workload(
-    kind: WorkloadKind,
+    kind: WatchedKind,
     object: &DynamicObject,
     watching: Watching,
 ) -> Option<(WorkloadKey, (WorkloadEntry, Box<Observation>))> {
@@ -1379,6 +1401,6 @@ fn workload(
     // One classification for both: the cache keeps the state, a followed rollout the verdict.
     let status = classify(kind, &value);
     let entry = WorkloadEntry::classified(kind, &value, watching, status.state);
-    let observation = Box::new(Observation::classified(&value, CONFIG_HASH, status));
+    let observation = Box::new(Observation::classified(kind, &value, CONFIG_HASH, status));
     Some((key, (entry, observation)))
 }

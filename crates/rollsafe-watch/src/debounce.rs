@@ -64,11 +64,11 @@ impl Debouncer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rollsafe_core::workload::WorkloadKind;
+    use rollsafe_core::workload::WatchedKind;
 
     fn key(name: &str) -> WorkloadKey {
         WorkloadKey {
-            kind: WorkloadKind::Deployment,
+            kind: WatchedKind::Deployment,
             namespace: "ns".into(),
             name: name.into(),
         }

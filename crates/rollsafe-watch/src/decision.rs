@@ -9,7 +9,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use rollsafe_core::name::AnnotationKey;
 use rollsafe_core::patch::{InspectError, RestartPatch};
-use rollsafe_core::workload::Deferral;
+use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::{Map, Value};
 
 use crate::annotations::{CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS};
@@ -129,9 +129,15 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Inspects a workload object.
+    /// Inspects a Deployment, StatefulSet or DaemonSet.
     pub fn inspect(object: &Value) -> Result<Self, InspectError> {
-        let restart = RestartPatch::inspect(object)?;
+        Self::inspect_at(object, WatchedKind::Deployment)
+    }
+
+    /// Inspects an object of `kind`: its pod template is where the kind keeps it (a CronJob's
+    /// under `spec.jobTemplate.spec`).
+    pub fn inspect_at(object: &Value, kind: WatchedKind) -> Result<Self, InspectError> {
+        let restart = RestartPatch::inspect_at(object, kind.template_path())?;
         let metadata_annotations = object
             .pointer("/metadata/annotations")
             .is_some_and(Value::is_object);
@@ -345,6 +351,16 @@ mod tests {
                 {"op": "add", "path": "/metadata/annotations/kubernetes.io~1change-cause", "value": "cause"}
             ])
         );
+        let cron = json!({"metadata": {"uid": "u", "resourceVersion": "7"},
+            "spec": {"jobTemplate": {"spec": {"template": {"metadata": {"labels": {}}}}}}});
+        let plan = Plan::inspect_at(&cron, WatchedKind::CronJob).unwrap();
+        let patch = plan.document(&roll, "v", "c").unwrap();
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap()[2],
+            json!({"op": "add", "path": "/spec/jobTemplate/spec/template/metadata/annotations",
+                   "value": {"rollsafe.dev/config-hash": "v1:d"}})
+        );
+        assert!(Plan::inspect_at(&cron, WatchedKind::Deployment).is_err());
         let without = Plan::inspect(&workload(None)).unwrap();
         assert_eq!(
             serde_json::to_value(without.document(&adopt, "11=5", "cause").unwrap()).unwrap(),

@@ -146,11 +146,11 @@ impl FlapGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rollsafe_core::workload::WorkloadKind;
+    use rollsafe_core::workload::WatchedKind;
 
     fn key() -> WorkloadKey {
         WorkloadKey {
-            kind: WorkloadKind::Deployment,
+            kind: WatchedKind::Deployment,
             namespace: "ns".into(),
             name: "web".into(),
         }

@@ -423,9 +423,25 @@ fn nothing() -> Outcome {
     }
 }
 
-/// The Event of a roll: `Rolled`, or `RolloutDeferred` when the pods do not roll now.
+/// The Event of a roll: `Rolled`, or `RolloutDeferred` when the pods do not roll now (a
+/// `Warning`, except for a CronJob, whose pods always start with its next Job: `Normal`).
 fn rolled(deferred: Option<Deferral>, names: &str, related: Option<SourceKey>) -> Announcement {
+    let changes = if names.is_empty() {
+        String::new()
+    } else {
+        format!(" for changes to {names}")
+    };
     match deferred {
+        Some(Deferral::NextRun) => Announcement {
+            type_: EventType::Normal,
+            reason: "RolloutDeferred",
+            action: "Roll",
+            note: format!(
+                "Jobs' pod template updated{changes}: {}",
+                Deferral::NextRun.when_it_rolls()
+            ),
+            related,
+        },
         None => Announcement {
             type_: EventType::Normal,
             reason: "Rolled",
@@ -442,12 +458,7 @@ fn rolled(deferred: Option<Deferral>, names: &str, related: Option<SourceKey>) -
             reason: "RolloutDeferred",
             action: "Roll",
             note: format!(
-                "Pod template updated{} but pods do not roll now: {}",
-                if names.is_empty() {
-                    String::new()
-                } else {
-                    format!(" for changes to {names}")
-                },
+                "Pod template updated{changes} but pods do not roll now: {}",
                 deferral.reason()
             ),
             related,

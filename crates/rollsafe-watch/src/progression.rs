@@ -17,10 +17,9 @@
 //!   the progression over from the first wave) or that rollout recovers;
 //! - `complete` or `deferred`: the next member.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use rollsafe_core::contract::WorkloadName;
 use rollsafe_core::rollout::RolloutState;
 use rollsafe_core::rollout::waves::WavePlan;
 
@@ -83,47 +82,37 @@ fn gate_for(
     source: &SourceKey,
     stalled: &HashSet<WorkloadKey>,
 ) -> Gate {
-    let members: BTreeMap<WorkloadName, WorkloadKey> = cache
+    // Keys of one namespace (a workload consumes only its own namespace's objects): their
+    // order is result order, kind then name.
+    let members: Vec<WorkloadKey> = cache
         .consumers(source)
         .filter(|member| {
             cache
                 .workload(member)
                 .is_some_and(|entry| entry.facts.watched && !entry.facts.halted)
         })
-        .map(|member| {
-            let name = WorkloadName {
-                kind: member.kind,
-                name: member.name.clone(),
-            };
-            (name, member)
-        })
         .collect();
-    let wave_of = |name: &WorkloadName| {
-        members
-            .get(name)
-            .and_then(|member| cache.workload(member))
+    let wave_of = |member: &WorkloadKey| {
+        cache
+            .workload(member)
             .and_then(|entry| entry.wave.as_deref().map(str::to_owned))
     };
-    let rolls_now = |name: &WorkloadName| {
-        members
-            .get(name)
-            .and_then(|member| cache.workload(member))
+    let rolls_now = |member: &WorkloadKey| {
+        cache
+            .workload(member)
             .is_some_and(|entry| entry.facts.deferral.is_none())
     };
-    let plan = WavePlan::new(members.keys().map(|name| (name.clone(), wave_of(name))))
-        .prefer_canary(rolls_now);
-    let mine = WorkloadName {
-        kind: key.kind,
-        name: key.name.clone(),
-    };
+    let plan = WavePlan::new(
+        members
+            .iter()
+            .map(|member| (member.clone(), wave_of(member))),
+    )
+    .prefer_canary(rolls_now);
     for wave in &plan.waves {
-        if wave.workloads.contains(&mine) {
+        if wave.workloads.contains(key) {
             return Gate::Go;
         }
-        for name in &wave.workloads {
-            let Some(member) = members.get(name) else {
-                continue;
-            };
+        for member in &wave.workloads {
             let Some(entry) = cache.workload(member) else {
                 continue;
             };

@@ -169,12 +169,12 @@ impl Rollouts {
 mod tests {
     use super::*;
     use rollsafe_core::rollout::RolloutState;
-    use rollsafe_core::workload::WorkloadKind;
+    use rollsafe_core::workload::WatchedKind;
     use serde_json::{Value, json};
 
     fn key() -> WorkloadKey {
         WorkloadKey {
-            kind: WorkloadKind::StatefulSet,
+            kind: WatchedKind::StatefulSet,
             namespace: "shop".into(),
             name: "db".into(),
         }
@@ -191,11 +191,7 @@ mod tests {
     }
 
     fn seen(object: &Value) -> Observation {
-        Observation::of(
-            WorkloadKind::StatefulSet,
-            object,
-            "rollsafe.dev/config-hash",
-        )
+        Observation::of(WatchedKind::StatefulSet, object, "rollsafe.dev/config-hash")
     }
 
     #[tokio::test(start_paused = true)]
@@ -261,17 +257,13 @@ mod tests {
         let mut rollouts = Rollouts::new(Duration::from_secs(60));
         let start = Instant::now();
         let deployment = WorkloadKey {
-            kind: WorkloadKind::Deployment,
+            kind: WatchedKind::Deployment,
             ..key()
         };
         let object = json!({"metadata": {"uid": "u1", "generation": 3},
             "spec": {"replicas": 1, "template": {"metadata": {"annotations": {"rollsafe.dev/config-hash": "v1:a"}}}},
             "status": {"observedGeneration": 2}});
-        let seen = Observation::of(
-            WorkloadKind::Deployment,
-            &object,
-            "rollsafe.dev/config-hash",
-        );
+        let seen = Observation::of(WatchedKind::Deployment, &object, "rollsafe.dev/config-hash");
         rollouts.follow(deployment.clone(), seen, start);
         assert!(rollouts.expire(start + Duration::from_secs(61)).is_empty());
         assert!(rollouts.is_following(&deployment));

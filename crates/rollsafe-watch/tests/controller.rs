@@ -562,6 +562,11 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
             s.rolls == 2 && s.events >= 2
         })
         .await;
+    // Other Events (a followed rollout's end) count too: wait for the two Rolled ones.
+    poll("both Rolled events", || {
+        !events(&env, "pair", "Rolled").is_empty() && !events(&env, "web", "Rolled").is_empty()
+    })
+    .await;
     let pair = events(&env, "pair", "Rolled");
     assert_eq!(pair.len(), 1, "{pair:?}");
     let note = pair[0]["message"].as_str().unwrap();
@@ -582,6 +587,10 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
             |s| s.rolls == 4 && s.events >= 4 && s.pending == 0,
         )
         .await;
+    poll("pair's second Rolled event", || {
+        events(&env, "pair", "Rolled").len() == 2
+    })
+    .await;
     let mut notes: Vec<String> = events(&env, "pair", "Rolled")
         .iter()
         .map(|e| e["message"].as_str().unwrap().to_owned())
@@ -2047,5 +2056,190 @@ async fn reloader_search_rolls_only_for_matched_references() {
         .until("now it rolls", |s| s.rolls == 3 && s.pending == 0)
         .await;
     assert_eq!(env.rollouts("searching"), 3);
+    running.stop().await;
+}
+
+/// The CustomResourceDefinition Argo Rollouts installs, as far as serving needs it.
+fn rollouts_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "rollouts.argoproj.io"},
+           "spec": {"group": "argoproj.io", "scope": "Namespaced",
+                    "names": {"plural": "rollouts", "singular": "rollout", "kind": "Rollout",
+                              "listKind": "RolloutList", "shortNames": ["ro"]},
+                    "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                             "x-kubernetes-preserve-unknown-fields": true}},
+                                  "subresources": {"status": {}}}]}})
+}
+
+/// An Argo Rollout named `name` whose inline pod template reads all of `secret`.
+fn rollout(name: &str, secret: &str) -> Value {
+    json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+           "metadata": {"name": name, "namespace": NS,
+                        "annotations": {"rollsafe.dev/watch": "true"}},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                    "strategy": {"canary": {"steps": [{"setWeight": 50}, {"pause": {}}]}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": "app", "image": "app:1",
+                                          "envFrom": [{"secretRef": {"name": secret}}]}]}}}})
+}
+
+/// A CronJob named `name` whose Jobs read `secret`'s `key`.
+fn cron_job(name: &str, secret: &str, key: &str) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "CronJob",
+           "metadata": {"name": name, "namespace": NS,
+                        "annotations": {"rollsafe.dev/watch": "true"}},
+           "spec": {"schedule": "0 3 * * *",
+                    "jobTemplate": {"spec": {"template": {"spec": {
+                        "restartPolicy": "OnFailure",
+                        "containers": [{"name": "job", "image": "job:1",
+                                        "env": [key_ref("P", secret, key)]}]}}}}}})
+}
+
+async fn create(
+    env: &Env,
+    resource: &kube::api::ApiResource,
+    object: Value,
+    namespace: Option<&str>,
+) {
+    let client = env.connection.client(None);
+    let api: kube::Api<kube::api::DynamicObject> = match namespace {
+        Some(namespace) => kube::Api::namespaced_with(client, namespace, resource),
+        None => kube::Api::all_with(client, resource),
+    };
+    let object: kube::api::DynamicObject = serde_json::from_value(object).unwrap();
+    api.create(&kube::api::PostParams::default(), &object)
+        .await
+        .unwrap();
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(group, version, kind),
+        plural,
+    )
+}
+
+#[tokio::test]
+async fn cron_jobs_and_argo_rollouts_roll_once_per_change() {
+    let seeds = vec![
+        secret("db", &[("password", "a"), ("user", "app")], json!({})),
+        cron_job("nightly", "db", "password"),
+    ];
+    let env = Env::start(seeds).await;
+    let crd = resource(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    create(&env, &crd, rollouts_crd(), None).await;
+    let rollouts = resource("argoproj.io", "v1alpha1", "Rollout", "rollouts");
+    create(&env, &rollouts, rollout("web", "db"), Some(NS)).await;
+    // A Rollout whose pods come from a Deployment's template: not rolled itself.
+    let mut referencing = rollout("referencing", "db");
+    referencing["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("template");
+    referencing["spec"]["workloadRef"] =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web-deploy"});
+    create(&env, &rollouts, referencing, Some(NS)).await;
+
+    let mut running = env.controller(ControllerSettings {
+        argo_rollouts: true,
+        ..settings()
+    });
+    let status = running
+        .until("two adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    assert_eq!(status.rolls, 0);
+    assert_eq!(
+        status.workloads, 3,
+        "the CronJob and both Rollouts are cached"
+    );
+    assert!(env.patches("rollouts", "referencing").is_empty());
+
+    // A key the CronJob does not read: only the Rollout (all of db) rolls.
+    env.put(secret(
+        "db",
+        &[("password", "a"), ("user", "ops")],
+        json!({}),
+    ));
+    running
+        .until("the Rollout's roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    assert_eq!(env.patches("cronjobs", "nightly").len(), 1, "adoption only");
+    let web = env.workload("rollouts", "web");
+    let hash = web
+        .pointer("/spec/template/metadata/annotations/rollsafe.dev~1config-hash")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    assert!(
+        web["metadata"]["annotations"]["rollsafe.dev/config-record"]
+            .as_str()
+            .unwrap()
+            .starts_with(&hash)
+    );
+    assert_eq!(env.patches("rollouts", "web").len(), 2, "adoption + roll");
+
+    // The CronJob's key: both roll, once each; the CronJob's roll waits for its next Job.
+    env.put(secret(
+        "db",
+        &[("password", "b"), ("user", "ops")],
+        json!({}),
+    ));
+    running
+        .until("two more rolls and the CronJob's event", |s| {
+            s.rolls == 3 && s.deferred == 1 && s.pending == 0
+        })
+        .await;
+    let nightly = env.workload("cronjobs", "nightly");
+    assert!(
+        nightly
+            .pointer(
+                "/spec/jobTemplate/spec/template/metadata/annotations/rollsafe.dev~1config-hash"
+            )
+            .is_some(),
+        "{nightly}"
+    );
+    assert!(nightly.pointer("/spec/template").is_none());
+    assert_eq!(env.patches("cronjobs", "nightly").len(), 2);
+    assert_eq!(env.patches("rollouts", "web").len(), 3);
+    poll("the CronJob's RolloutDeferred event", || {
+        !events(&env, "nightly", "RolloutDeferred").is_empty()
+    })
+    .await;
+    let deferred = events(&env, "nightly", "RolloutDeferred");
+    assert_eq!(deferred.len(), 1);
+    assert_eq!(deferred[0]["involvedObject"]["apiVersion"], "batch/v1");
+    assert_eq!(deferred[0]["involvedObject"]["kind"], "CronJob");
+    assert_eq!(
+        deferred[0]["type"], "Normal",
+        "a CronJob's next Job is its normal roll"
+    );
+    let note = deferred[0]["note"]
+        .as_str()
+        .or(deferred[0]["message"].as_str())
+        .unwrap_or_default();
+    assert!(note.contains("next scheduled Job"), "{}", deferred[0]);
+    assert!(env.patches("rollouts", "referencing").is_empty());
+    running.stop().await;
+
+    // Without --argo-rollouts, Rollouts are neither watched nor patched.
+    let before = env.patches("rollouts", "web").len();
+    let mut running = env.controller(settings());
+    let status = running.settled().await;
+    assert_eq!(status.workloads, 1, "the CronJob only");
+    env.put(secret(
+        "db",
+        &[("password", "c"), ("user", "ops")],
+        json!({}),
+    ));
+    running
+        .until("the CronJob's roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    assert_eq!(env.patches("rollouts", "web").len(), before);
     running.stop().await;
 }

@@ -92,6 +92,10 @@ pub(crate) struct Args {
     /// sources without a rollsafe.dev/watch annotation.
     #[arg(long, env = "ROLLSAFE_WATCH_RELOADER_COMPAT")]
     reloader_compat: bool,
+    /// Watch and roll Argo Rollouts (argoproj.io/v1alpha1) too, when the cluster serves them
+    /// (checked at startup; needs list, watch and patch on rollouts.argoproj.io).
+    #[arg(long, env = "ROLLSAFE_WATCH_ARGO_ROLLOUTS")]
+    argo_rollouts: bool,
     /// Decide, log and count, but never patch.
     #[arg(long, env = "ROLLSAFE_WATCH_DRY_RUN")]
     dry_run: bool,
@@ -156,6 +160,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         progress_deadline,
         rollout,
         reloader_compat,
+        argo_rollouts,
         dry_run,
         fingerprint_key_file,
         max_rolls_per_minute,
@@ -189,6 +194,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         progress_deadline,
         progressive_all: rollout == RolloutMode::Progressive,
         reloader_compat,
+        argo_rollouts,
         ..ControllerSettings::default()
     };
     let kube = ConnectionArgs {
@@ -247,10 +253,18 @@ async fn watch(
     admin_listen: SocketAddr,
 ) -> anyhow::Result<ExitCode> {
     let connection = kube.connect().await?;
+    let mut settings = settings;
     if let Some(selector) = &settings.source_selector
         && let Err(code) = check_source_selector(&connection, &settings, selector).await?
     {
         return Ok(code);
+    }
+    if settings.argo_rollouts && !rollouts_served(&connection).await? {
+        warn!(
+            code = "rollouts_not_served",
+            "--argo-rollouts: this cluster does not serve rollouts.argoproj.io/v1alpha1; Rollouts are not watched"
+        );
+        settings.argo_rollouts = false;
     }
     let metrics = ControllerMetrics::default();
     let mut registry = Registry::default();
@@ -274,6 +288,24 @@ async fn watch(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether the API server serves Argo Rollouts (`rollouts` in the discovery document of
+/// `argoproj.io/v1alpha1`). A group it does not serve is `false`; a failed request stops the
+/// start (without its upstream text).
+async fn rollouts_served(connection: &rollsafe_kube::Connection) -> anyhow::Result<bool> {
+    let client = connection.client(None);
+    match tokio::time::timeout(
+        STARTUP_CHECK_TIMEOUT,
+        client.list_api_group_resources("argoproj.io/v1alpha1"),
+    )
+    .await
+    {
+        Ok(Ok(list)) => Ok(list.resources.iter().any(|r| r.name == "rollouts")),
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(false),
+        Ok(Err(_)) => anyhow::bail!("cannot read the API server's discovery of argoproj.io"),
+        Err(_) => anyhow::bail!("the API server's discovery of argoproj.io timed out"),
+    }
+}
+
 /// Asks the API server whether `--source-selector` parses, with the one request the watches
 /// would make first (a list, here of one object): a selector it refuses would make every
 /// watch fail over and over. Its refusal is a usage error (exit 2), said in our words.
@@ -293,7 +325,7 @@ async fn check_source_selector(
         None => Api::all_with(client, &kind),
     };
     let params = ListParams::default().labels(selector).limit(1);
-    match tokio::time::timeout(SELECTOR_CHECK_TIMEOUT, api.list_metadata(&params)).await {
+    match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, api.list_metadata(&params)).await {
         Ok(Ok(_)) => Ok(Ok(())),
         Ok(Err(kube::Error::Api(status))) if status.code == 400 => {
             eprintln!(
@@ -309,7 +341,7 @@ async fn check_source_selector(
 }
 
 /// How long the startup check of `--source-selector` may take.
-const SELECTOR_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
+const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `--ignore-namespace`: a namespace name.
 fn parse_namespace(text: &str) -> Result<String, String> {

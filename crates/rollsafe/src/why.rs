@@ -350,7 +350,7 @@ async fn explain(
         Some(_) => RecordState::Unkeyed,
     };
     // An unset opt-in is evaluated as the controller would under --all.
-    let entry = WorkloadEntry::from_object(*kind, &object, state == WatchState::Unset);
+    let entry = WorkloadEntry::from_object((*kind).into(), &object, state == WatchState::Unset);
     let consumption = entry.consumption.expand();
     // Comparable: no record, or one written with the key (or without one) as given here.
     let comparable = record_state == RecordState::None
@@ -365,7 +365,7 @@ async fn explain(
         sources.insert(config.clone(), source);
     }
     let key = WorkloadKey {
-        kind: *kind,
+        kind: (*kind).into(),
         namespace: namespace.to_string(),
         name: name.clone(),
     };

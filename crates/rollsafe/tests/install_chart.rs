@@ -68,7 +68,7 @@ fn modes() -> Vec<(&'static str, Value)> {
                                   "rollout": "progressive", "reloaderCompat": true,
                                   "sourceSelector": "rollsafe.dev/managed=true",
                                   "ignoreNamespaces": ["kube-system"],
-                                  "ignoreKinds": ["ConfigMap"],
+                                  "ignoreKinds": ["ConfigMap"], "argoRollouts": true,
                                   "fingerprintKey": {"existingSecret": "rollsafe-fingerprint"}}}),
         ),
     ]
@@ -412,12 +412,23 @@ fn check_controller(mode: &str, values: &Value, objects: &[Value]) {
             json!([{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}])
         );
     }
-    let workload_rules = json!([
-        {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["list", "watch"]},
-        {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets"],
-         "verbs": ["list", "watch", "patch"]},
-        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}
-    ]);
+    let mut workload_rules = vec![
+        json!({"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["list", "watch"]}),
+        json!({"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets"],
+         "verbs": ["list", "watch", "patch"]}),
+        json!({"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["list", "watch", "patch"]}),
+    ];
+    // Argo Rollouts only behind their value.
+    if values["controller"]["argoRollouts"] == json!(true) {
+        workload_rules.push(
+            json!({"apiGroups": ["argoproj.io"], "resources": ["rollouts"],
+                                   "verbs": ["list", "watch", "patch"]}),
+        );
+    }
+    workload_rules.push(
+        json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
+    );
+    let workload_rules = Value::Array(workload_rules);
     let lease_rules = json!([
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
          "resourceNames": ["rollsafe-watch"], "verbs": ["get", "patch"]},

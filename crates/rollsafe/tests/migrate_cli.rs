@@ -90,8 +90,8 @@ fn manifests_on_stdin_report_every_row_of_the_reloader_table() {
 
     assert_eq!(
         report["summary"],
-        json!({"workloadsRead": 11, "withReloaderAnnotations": 10, "watched": 7,
-               "notWatched": 2, "notRolled": 1, "reloaderValues": "defaults"})
+        json!({"workloadsRead": 11, "withReloaderAnnotations": 10, "watched": 8,
+               "notWatched": 2, "reloaderValues": "defaults"})
     );
     let names: Vec<&str> = report["workloads"]
         .as_array()
@@ -174,7 +174,10 @@ fn manifests_on_stdin_report_every_row_of_the_reloader_table() {
     assert_eq!(owned["watch"]["decidedBy"], "rollsafe.dev/watch");
     assert_eq!(codes(owned), ["rollsafeWatchFirst"]);
     // A CronJob.
-    assert_eq!(workload(&report, "nightly")["watch"]["state"], "notRolled");
+    // A CronJob: watched; its next scheduled Job runs with the change.
+    let nightly = workload(&report, "nightly");
+    assert_eq!(nightly["watch"]["state"], "watched");
+    assert_eq!(codes(nightly), ["nextRun"]);
     // The values for Reloader's defaults.
     assert_eq!(
         report["values"],
@@ -192,10 +195,11 @@ fn the_text_report_from_a_file() {
         "Deployment shop/api\n  reloader:   reloader.stakater.com/auto: \"true\"\n  watch:      \
          watched: every Secret and ConfigMap its pod template references"
     ));
-    assert!(text.contains(
-        "11 workloads read; 10 carry Reloader annotations: 7 watched, 2 not watched, 1 CronJob \
-         not rolled (rollsafe watch does not roll CronJobs yet)."
-    ));
+    assert!(
+        text.contains(
+            "11 workloads read; 10 carry Reloader annotations: 8 watched, 2 not watched."
+        )
+    );
     assert!(text.contains("restarts nothing"));
     assert!(text.ends_with(
         "Helm values for rollsafe's chart (for Reloader's chart defaults):\ncontroller:\n  \
@@ -225,6 +229,7 @@ fn reloaders_values_are_mapped_to_rollsafes() {
             "reloaderCompat": true,
             "ignoreNamespaces": ["kube-system", "monitoring"],
             "sourceSelector": "reloader",
+            "argoRollouts": true,
             "replicas": 2,
             "logLevel": "debug",
             "nodeSelector": {"pool": "infra"}
@@ -244,6 +249,7 @@ fn reloaders_values_are_mapped_to_rollsafes() {
                 "reloader.resourceLabelSelector",
                 "controller.sourceSelector"
             ),
+            ("reloader.isArgoRollouts", "controller.argoRollouts"),
             (
                 "reloader.enableHA, reloader.deployment.replicas",
                 "controller.replicas"
@@ -267,7 +273,6 @@ fn reloaders_values_are_mapped_to_rollsafes() {
             "reloader.reloadStrategy",
             "reloader.reloadOnCreate",
             "reloader.syncAfterRestart",
-            "reloader.isArgoRollouts",
             "reloader.deployment.resources",
             "image",
         ]

@@ -133,7 +133,7 @@ impl Env {
     /// Writes the record of what `name` consumes now on it, computed with the watch crate.
     fn adopt(&self, name: &str, fingerprinter: &Fingerprinter) {
         let mut object = self.emu.get_object("deployments", Some(NS), name).unwrap();
-        let entry = WorkloadEntry::from_object(WorkloadKind::Deployment, &object, false);
+        let entry = WorkloadEntry::from_object(WorkloadKind::Deployment.into(), &object, false);
         let mut cache = Cache::default();
         for config in entry.consumption.objects() {
             let resource = match config.kind {
@@ -154,7 +154,7 @@ impl Env {
             );
         }
         let key = WorkloadKey {
-            kind: WorkloadKind::Deployment,
+            kind: WorkloadKind::Deployment.into(),
             namespace: NS.to_owned(),
             name: name.to_owned(),
         };

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Progress, RolloutState, RolloutStatus, StallReason, classify};
-use crate::workload::WorkloadKind;
+use crate::workload::WatchedKind;
 
 /// What one observation of a workload says, as the follower needs it: read from the object
 /// ([`Observation::of`]), or from the rollout route, which carries no uid or template.
@@ -37,19 +37,30 @@ pub struct Observation {
 impl Observation {
     /// Reads `object`, a workload of `kind`, whose pod-template annotation `marker_key` rollsafe
     /// set.
-    pub fn of(kind: WorkloadKind, object: &Value, marker_key: &str) -> Self {
-        Self::classified(object, marker_key, classify(kind, object))
+    pub fn of(kind: impl Into<WatchedKind>, object: &Value, marker_key: &str) -> Self {
+        let kind = kind.into();
+        Self::classified(kind, object, marker_key, classify(kind, object))
     }
 
     /// As [`Observation::of`], for a caller that classified `object` already.
-    pub fn classified(object: &Value, marker_key: &str, status: RolloutStatus) -> Self {
+    pub fn classified(
+        kind: WatchedKind,
+        object: &Value,
+        marker_key: &str,
+        status: RolloutStatus,
+    ) -> Self {
+        let template = kind.template(object);
         Self {
             uid: object
                 .pointer("/metadata/uid")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            marker: template_annotation(object, marker_key).map(str::to_owned),
-            template: Some(template_digest(object)),
+            marker: template
+                .and_then(|t| t.pointer("/metadata/annotations"))
+                .and_then(|a| a.get(marker_key))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            template: Some(template_digest(template)),
             observed_generation: object
                 .pointer("/status/observedGeneration")
                 .and_then(Value::as_i64)
@@ -78,7 +89,7 @@ struct Movement {
 /// Follows one workload's rollout of rollsafe's change.
 #[derive(Debug, Clone)]
 pub struct Follower {
-    kind: WorkloadKind,
+    kind: WatchedKind,
     marker: Option<String>,
     deadline: Duration,
     uid: Option<String>,
@@ -90,9 +101,9 @@ impl Follower {
     /// Follows a workload of `kind` whose pod template should carry the marker value `marker`
     /// (`None`: the value first observed), calling a StatefulSet or DaemonSet stalled after
     /// `deadline` without progress.
-    pub fn new(kind: WorkloadKind, marker: Option<String>, deadline: Duration) -> Self {
+    pub fn new(kind: impl Into<WatchedKind>, marker: Option<String>, deadline: Duration) -> Self {
         Self {
-            kind,
+            kind: kind.into(),
             marker,
             deadline,
             uid: None,
@@ -102,7 +113,7 @@ impl Follower {
     }
 
     /// The workload's kind.
-    pub fn kind(&self) -> WorkloadKind {
+    pub fn kind(&self) -> WatchedKind {
         self.kind
     }
 
@@ -131,14 +142,17 @@ impl Follower {
     }
 
     /// A StatefulSet's or DaemonSet's deadline: progressing without movement for `deadline` is
-    /// stalled. A Deployment's own condition says when it is (`ProgressDeadlineExceeded`).
+    /// stalled. A Deployment's own condition says when it is (`ProgressDeadlineExceeded`), an
+    /// Argo Rollout's its `Degraded` phase; a paused canary step is no stall.
     fn clock(
         &mut self,
         observed_generation: i64,
         status: RolloutStatus,
         now: Duration,
     ) -> RolloutStatus {
-        if self.kind == WorkloadKind::Deployment || status.state != RolloutState::Progressing {
+        if matches!(self.kind, WatchedKind::Deployment | WatchedKind::Rollout)
+            || status.state != RolloutState::Progressing
+        {
             self.movement = None;
             return status;
         }
@@ -187,7 +201,7 @@ fn superseded(progress: Progress) -> RolloutStatus {
 /// A digest of `object`'s pod template, to notice it changing (in memory only).
 /// The template is written straight into the hasher: no copy of it is made, as this runs for
 /// every watch event of a workload.
-fn template_digest(object: &Value) -> u64 {
+fn template_digest(template: Option<&Value>) -> u64 {
     struct Hashing(DefaultHasher);
     impl std::io::Write for Hashing {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -199,7 +213,7 @@ fn template_digest(object: &Value) -> u64 {
         }
     }
     let mut hashing = Hashing(DefaultHasher::new());
-    if let Some(template) = object.pointer("/spec/template") {
+    if let Some(template) = template {
         // Writing into the hasher cannot fail.
         let _ = serde_json::to_writer(&mut hashing, template);
     }
@@ -227,12 +241,12 @@ mod tests {
     const DEADLINE: Duration = Duration::from_secs(60);
 
     fn follower() -> Follower {
-        Follower::new(WorkloadKind::StatefulSet, Some("t1".into()), DEADLINE)
+        Follower::new(WatchedKind::StatefulSet, Some("t1".into()), DEADLINE)
     }
 
     fn seen(object: &Value) -> Option<Observation> {
         Some(Observation::of(
-            WorkloadKind::StatefulSet,
+            WatchedKind::StatefulSet,
             object,
             "krypton.io/restarted-at",
         ))

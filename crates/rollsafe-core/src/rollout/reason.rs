@@ -18,6 +18,9 @@ pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 /// deadline, when its pods say nothing more precise.
 pub const NO_PROGRESS: &str = "NoProgress";
 
+/// An Argo Rollout's `status.phase` when it is aborted or past its deadline.
+pub const DEGRADED: &str = "Degraded";
+
 /// The reason of pods whose containers run but are not ready (a failing readiness probe).
 pub const NOT_READY: &str = "ContainersNotReady";
 
@@ -62,6 +65,16 @@ impl StallReason {
         })
     }
 
+    /// An Argo Rollout whose `status.phase` is `Degraded` without a progress-deadline
+    /// condition (aborted, or failed analysis).
+    pub fn degraded() -> Self {
+        Self {
+            reason: DEGRADED.to_owned(),
+            message: None,
+            pod_reason: None,
+        }
+    }
+
     /// rollsafe's own verdict on a workload without a progress condition.
     pub fn no_progress() -> Self {
         Self {
@@ -82,6 +95,7 @@ impl StallReason {
         let mut out = match self.reason.as_str() {
             PROGRESS_DEADLINE_EXCEEDED => "progress deadline exceeded".to_owned(),
             NO_PROGRESS => "no progress within the progress deadline".to_owned(),
+            DEGRADED => "the Rollout is degraded (aborted or failed analysis)".to_owned(),
             other => other.to_owned(),
         };
         if let Some(pods) = &self.pod_reason {

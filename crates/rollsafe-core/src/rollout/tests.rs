@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::workload::WorkloadKind;
 
 fn deployment(spec: Value, status: Value) -> Value {
     json!({"metadata": {"generation": 3}, "spec": spec, "status": status})

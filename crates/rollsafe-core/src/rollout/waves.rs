@@ -70,38 +70,48 @@ impl std::fmt::Display for WaveLabel {
     }
 }
 
-/// One wave.
+/// One wave. `N` names a workload: the API's [`WorkloadName`], or the controller's key (which
+/// names the wider set of kinds it rolls); their order is result order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Wave {
+pub struct Wave<N = WorkloadName> {
     /// Which wave.
     pub label: WaveLabel,
     /// Its workloads, in result order.
-    pub workloads: Vec<WorkloadName>,
+    pub workloads: Vec<N>,
 }
 
 /// A workload whose wave annotation was not used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InvalidWave {
+pub struct InvalidWave<N = WorkloadName> {
     /// The workload (it goes last).
-    pub workload: WorkloadName,
+    pub workload: N,
     /// Why.
     pub error: WaveError,
 }
 
 /// The waves of one progressive restart.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct WavePlan {
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WavePlan<N = WorkloadName> {
     /// In the order they roll. No wave is empty.
-    pub waves: Vec<Wave>,
+    pub waves: Vec<Wave<N>>,
     /// The annotations that were not used.
-    pub invalid: Vec<InvalidWave>,
+    pub invalid: Vec<InvalidWave<N>>,
 }
 
-impl WavePlan {
+impl<N> Default for WavePlan<N> {
+    fn default() -> Self {
+        Self {
+            waves: Vec::new(),
+            invalid: Vec::new(),
+        }
+    }
+}
+
+impl<N: Ord + Clone> WavePlan<N> {
     /// Plans `workloads`, each with its `rollsafe.dev/rollout-wave` value if it has one.
-    pub fn new(workloads: impl IntoIterator<Item = (WorkloadName, Option<String>)>) -> Self {
-        let mut annotated: Vec<(u32, WorkloadName)> = Vec::new();
-        let mut rest: Vec<WorkloadName> = Vec::new();
+    pub fn new(workloads: impl IntoIterator<Item = (N, Option<String>)>) -> Self {
+        let mut annotated: Vec<(u32, N)> = Vec::new();
+        let mut rest: Vec<N> = Vec::new();
         let mut invalid = Vec::new();
         for (workload, value) in workloads {
             match value.as_deref().map(parse_wave) {
@@ -118,7 +128,7 @@ impl WavePlan {
         }
         annotated.sort();
         rest.sort();
-        let mut waves: Vec<Wave> = Vec::new();
+        let mut waves: Vec<Wave<N>> = Vec::new();
         if annotated.is_empty() {
             if !rest.is_empty() {
                 waves.push(Wave {
@@ -151,14 +161,14 @@ impl WavePlan {
                 });
             }
         }
-        invalid.sort_by(|a: &InvalidWave, b| a.workload.cmp(&b.workload));
+        invalid.sort_by(|a: &InvalidWave<N>, b| a.workload.cmp(&b.workload));
         Self { waves, invalid }
     }
 
     /// Without annotations, makes the canary the first workload (by kind, then name) that
     /// `rolls` says rolls now, if the first does not: a canary that accepts the patch but rolls
     /// no pod (paused, `OnDelete`, a full partition) would prove nothing about the change.
-    pub fn prefer_canary(mut self, rolls: impl Fn(&WorkloadName) -> bool) -> Self {
+    pub fn prefer_canary(mut self, rolls: impl Fn(&N) -> bool) -> Self {
         let [canary, rest] = self.waves.as_mut_slice() else {
             return self;
         };
@@ -229,7 +239,7 @@ mod tests {
             ]
         );
         assert!(WavePlan::new([(w(Deployment, "solo"), None)]).waves.len() == 1);
-        assert!(WavePlan::new([]).waves.is_empty());
+        assert!(WavePlan::<WorkloadName>::new([]).waves.is_empty());
         // A canary that would not roll now gives its place to the first that does.
         let plan = WavePlan::new([
             (w(Deployment, "a-paused"), None),

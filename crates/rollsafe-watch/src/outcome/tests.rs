@@ -7,7 +7,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use kube::runtime::events::EventType;
 use rollsafe_core::reference::TargetKind;
-use rollsafe_core::workload::{Deferral, WorkloadKind};
+use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -19,7 +19,7 @@ const NS: &str = "shop";
 
 fn web() -> WorkloadKey {
     WorkloadKey {
-        kind: WorkloadKind::Deployment,
+        kind: WatchedKind::Deployment,
         namespace: NS.to_owned(),
         name: "web".to_owned(),
     }
@@ -95,7 +95,7 @@ impl World {
     }
 
     fn object(&mut self, object: Value) {
-        let entry = WorkloadEntry::from_object(WorkloadKind::Deployment, &object, false);
+        let entry = WorkloadEntry::from_object(WatchedKind::Deployment, &object, false);
         self.cache.apply_workload(web(), entry);
     }
 

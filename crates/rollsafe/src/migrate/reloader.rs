@@ -127,7 +127,7 @@ struct Report {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Summary {
-    /// Deployments, StatefulSets, DaemonSets and CronJobs read.
+    /// Deployments, StatefulSets, DaemonSets, CronJobs and Argo Rollouts read.
     workloads_read: usize,
     /// Of those, with Reloader annotations (the workloads listed).
     with_reloader_annotations: usize,
@@ -135,8 +135,6 @@ struct Summary {
     watched: usize,
     /// Not watched.
     not_watched: usize,
-    /// CronJobs: not rolled by `rollsafe watch` yet.
-    not_rolled: usize,
     /// Where the values come from: `file` (`--reloader-values`) or `defaults`.
     reloader_values: &'static str,
 }
@@ -158,7 +156,6 @@ impl Report {
             with_reloader_annotations: workloads.len(),
             watched: count(WatchState::Watched),
             not_watched: count(WatchState::NotWatched),
-            not_rolled: count(WatchState::NotRolled),
             reloader_values: if values_file { "file" } else { "defaults" },
         };
         let mut notes = vec![FIRST_RUN, ONE_CONTROLLER];

@@ -1,14 +1,12 @@
-//! Reading the cluster for the migration, with GET requests only: paged lists of the four
-//! workload kinds (all namespaces, or each `-n`), then metadata-only lists
+//! Reading the cluster for the migration, with GET requests only: paged lists of the workload
+//! kinds (all namespaces, or each `-n`; Argo Rollouts when the cluster serves them), then metadata-only lists
 //! (`PartialObjectMetadataList`) of Secrets and ConfigMaps in the namespaces where a workload
 //! with Reloader's annotations consumes something — no Secret value crosses the wire.
 
 use std::future::Future;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectList};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectList};
 use rollsafe_core::name::Namespace;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_kube::transport::LIST_PAGE_TIMEOUT;
@@ -72,6 +70,9 @@ pub(crate) async fn read(
     };
     let mut inventory = Inventory::default();
     for kind in Kind::ALL {
+        if kind == Kind::Rollout && !rollouts_served(client).await? {
+            continue;
+        }
         let (what, resource) = workload_resource(kind);
         for scope in &scopes {
             let api = api(client, &resource, *scope);
@@ -125,14 +126,38 @@ pub(crate) async fn read(
     Ok(inventory)
 }
 
+/// Whether the cluster serves Argo Rollouts: their group's discovery lists `rollouts`; a group
+/// it does not serve (404) is `false`.
+async fn rollouts_served(client: &kube::Client) -> Result<bool, ListError> {
+    let failed = |cause| ListError {
+        what: "Rollouts",
+        place: "(discovery of argoproj.io/v1alpha1)".to_owned(),
+        cause,
+    };
+    match tokio::time::timeout(
+        LIST_PAGE_TIMEOUT,
+        client.list_api_group_resources("argoproj.io/v1alpha1"),
+    )
+    .await
+    {
+        Ok(Ok(list)) => Ok(list.resources.iter().any(|r| r.name == "rollouts")),
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(false),
+        Ok(Err(error)) => Err(failed(Cause::of(&error))),
+        Err(_) => Err(failed(Cause::Timeout)),
+    }
+}
+
 /// What a kind is called in errors, and its resource.
 fn workload_resource(kind: Kind) -> (&'static str, ApiResource) {
-    match kind {
-        Kind::Deployment => ("Deployments", ApiResource::erase::<Deployment>(&())),
-        Kind::StatefulSet => ("StatefulSets", ApiResource::erase::<StatefulSet>(&())),
-        Kind::DaemonSet => ("DaemonSets", ApiResource::erase::<DaemonSet>(&())),
-        Kind::CronJob => ("CronJobs", ApiResource::erase::<CronJob>(&())),
-    }
+    let what = match kind {
+        Kind::Deployment => "Deployments",
+        Kind::StatefulSet => "StatefulSets",
+        Kind::DaemonSet => "DaemonSets",
+        Kind::CronJob => "CronJobs",
+        Kind::Rollout => "Rollouts",
+    };
+    let gvk = GroupVersionKind::gvk(kind.group(), kind.version(), kind.as_str());
+    (what, ApiResource::from_gvk_with_plural(&gvk, kind.plural()))
 }
 
 fn api(

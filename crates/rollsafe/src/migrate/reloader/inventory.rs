@@ -8,8 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rollsafe_core::opt_in::reloader::{self, CONFIGMAP_RELOAD, SECRET_RELOAD};
 use rollsafe_core::opt_in::{RESTART_ON_CHANGE, WATCH, source_opted_out};
 use rollsafe_core::reference::{self, TargetKind};
-use rollsafe_core::workload::WorkloadKind;
-use serde::Serialize;
+use rollsafe_core::workload::WatchedKind;
 use serde_json::{Map, Value};
 
 pub(crate) use rollsafe_core::opt_in::reloader::MATCH;
@@ -25,78 +24,8 @@ pub(crate) fn is_reloaders(key: &str) -> bool {
     reloader::is_reloader_annotation(key)
 }
 
-/// A kind of workload Reloader restarts, in report order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub(crate) enum Kind {
-    /// `apps/v1` Deployment.
-    Deployment,
-    /// `apps/v1` StatefulSet.
-    StatefulSet,
-    /// `apps/v1` DaemonSet.
-    DaemonSet,
-    /// `batch/v1` CronJob: not rolled by `rollsafe watch` yet.
-    CronJob,
-}
-
-impl Kind {
-    /// Every kind, in report order.
-    pub(crate) const ALL: [Kind; 4] = [
-        Kind::Deployment,
-        Kind::StatefulSet,
-        Kind::DaemonSet,
-        Kind::CronJob,
-    ];
-
-    /// The `kind` field value.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Kind::Deployment => "Deployment",
-            Kind::StatefulSet => "StatefulSet",
-            Kind::DaemonSet => "DaemonSet",
-            Kind::CronJob => "CronJob",
-        }
-    }
-
-    /// The kind `rollsafe watch` rolls, or `None` for a CronJob.
-    pub(crate) fn workload(self) -> Option<WorkloadKind> {
-        match self {
-            Kind::Deployment => Some(WorkloadKind::Deployment),
-            Kind::StatefulSet => Some(WorkloadKind::StatefulSet),
-            Kind::DaemonSet => Some(WorkloadKind::DaemonSet),
-            Kind::CronJob => None,
-        }
-    }
-
-    /// The kind of a manifest object: a workload as the core reads it, or a `batch/v1` (or
-    /// `batch/v1beta1`, or unversioned) CronJob.
-    pub(crate) fn of_object(object: &Value) -> Option<Self> {
-        if let Some(kind) = WorkloadKind::of_object(object) {
-            return Some(match kind {
-                WorkloadKind::Deployment => Kind::Deployment,
-                WorkloadKind::StatefulSet => Kind::StatefulSet,
-                WorkloadKind::DaemonSet => Kind::DaemonSet,
-            });
-        }
-        let api_version = object.get("apiVersion").and_then(Value::as_str);
-        let batch = api_version.is_none_or(|v| v == "batch/v1" || v == "batch/v1beta1");
-        (batch && object.get("kind").and_then(Value::as_str) == Some("CronJob"))
-            .then_some(Kind::CronJob)
-    }
-
-    /// The pod template: `spec.template`, or a CronJob's `spec.jobTemplate.spec.template`.
-    pub(crate) fn pod_template(self, object: &Value) -> Option<&Value> {
-        match self {
-            Kind::CronJob => object.pointer("/spec/jobTemplate/spec/template"),
-            _ => reference::pod_template(object),
-        }
-    }
-}
-
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// A kind of workload Reloader restarts, in report order: the kinds `rollsafe watch` rolls.
+pub(crate) type Kind = WatchedKind;
 
 /// What one Secret's or ConfigMap's annotations say to the migration.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -204,7 +133,7 @@ impl Inventory {
     pub(crate) fn namespaces_needing_sources(&self) -> BTreeSet<String> {
         self.workloads
             .iter()
-            .filter(|(kind, object)| kind.workload().is_some() && names_sources(*kind, object))
+            .filter(|(kind, object)| names_sources(*kind, object))
             .filter_map(|(_, object)| object.pointer("/metadata/namespace")?.as_str())
             .map(str::to_owned)
             .collect()
@@ -222,7 +151,7 @@ pub(crate) fn has_reloader_annotations(kind: Kind, object: &Value) -> bool {
     };
     keys(object.pointer("/metadata/annotations"))
         || keys(
-            kind.pod_template(object)
+            kind.template(object)
                 .and_then(|t| t.pointer("/metadata/annotations")),
         )
 }
@@ -236,7 +165,7 @@ fn names_sources(kind: Kind, object: &Value) -> bool {
         .any(|key| annotations.and_then(|a| a.get(key)).is_some());
     lists
         || kind
-            .pod_template(object)
+            .template(object)
             .is_some_and(|template| !reference::extract(template).is_empty())
 }
 

@@ -21,13 +21,8 @@ pub(super) fn render(report: &Report) -> String {
             summary.workloads_read
         ));
     } else {
-        let cron_jobs = match summary.not_rolled {
-            0 => String::new(),
-            1 => ", 1 CronJob not rolled (rollsafe watch does not roll CronJobs yet)".to_owned(),
-            n => format!(", {n} CronJobs not rolled (rollsafe watch does not roll CronJobs yet)"),
-        };
         out.push_str(&format!(
-            "{} workloads read; {} carry Reloader annotations: {} watched, {} not watched{cron_jobs}.\n",
+            "{} workloads read; {} carry Reloader annotations: {} watched, {} not watched.\n",
             summary.workloads_read,
             summary.with_reloader_annotations,
             summary.watched,

@@ -415,7 +415,8 @@ impl Builder {
         Ok(())
     }
 
-    /// `resourceLabelSelector`, `ignoreSecrets`, `ignoreConfigMaps`, `autoReloadAll`.
+    /// `resourceLabelSelector`, `ignoreSecrets`, `ignoreConfigMaps`, `isArgoRollouts`,
+    /// `autoReloadAll`.
     fn sources(&mut self, reloader: &Section<'_>) -> Result<(), ValuesError> {
         let selector = reloader.string("resourceLabelSelector", "")?;
         if !selector.is_empty() {
@@ -461,6 +462,19 @@ impl Builder {
                 note,
             );
             self.scope.ignore_kinds = kinds.into_iter().collect();
+        }
+        if reloader.boolean("isArgoRollouts", false)? {
+            self.map(
+                "reloader.isArgoRollouts",
+                &Value::Bool(true),
+                "controller.argoRollouts",
+                Value::Bool(true),
+                Some(
+                    "Rollouts are rolled through their pod template (Reloader's default rollout \
+                     strategy); the chart grants list, watch and patch on rollouts.argoproj.io"
+                        .to_owned(),
+                ),
+            );
         }
         if reloader.boolean("autoReloadAll", false)? {
             self.map(
@@ -682,20 +696,17 @@ const FLAG_SETTINGS: &[(&str, &str)] = &[
          recreation rolls once",
     ),
     (
-        "isArgoRollouts",
-        "Argo Rollouts are not rolled by rollsafe watch yet",
-    ),
-    (
         "isOpenshift",
         "DeploymentConfigs are not rolled by rollsafe watch",
     ),
     (
         "ignoreJobs",
-        "rollsafe watch rolls no Jobs or CronJobs yet: nothing to ignore",
+        "rollsafe watch never rolls Jobs (a Job's pod template cannot change): nothing to ignore",
     ),
     (
         "ignoreCronJobs",
-        "rollsafe watch rolls no Jobs or CronJobs yet: nothing to ignore",
+        "rollsafe watch rolls a CronJob only when it opts in: remove its Reloader annotations \
+         (or set rollsafe.dev/watch: \"false\") to keep it as Reloader left it",
     ),
     (
         "enableCSIIntegration",

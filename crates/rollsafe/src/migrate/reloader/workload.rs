@@ -89,8 +89,6 @@ pub(crate) enum WatchState {
     Watched,
     /// Not rolled.
     NotWatched,
-    /// A CronJob: `rollsafe watch` does not roll that kind yet.
-    NotRolled,
 }
 
 /// Which annotations decide.
@@ -160,8 +158,10 @@ pub(crate) enum DifferenceCode {
     IgnoredSource,
     /// A consumed object opted out with rollsafe's own annotation.
     OptedOutSource,
-    /// A CronJob.
-    NotRolled,
+    /// A CronJob: its next scheduled Job runs with the change (Reloader started one at once).
+    NextRun,
+    /// An Argo Rollout: rolled only with `--argo-rollouts`.
+    ArgoRollouts,
 }
 
 /// What decides a workload's opt-in, read with the core's functions in the controller's order.
@@ -310,7 +310,7 @@ pub(crate) fn analyse(
     let annotations = object
         .pointer("/metadata/annotations")
         .and_then(Value::as_object);
-    let template = kind.pod_template(object);
+    let template = kind.template(object);
     let template_map = template
         .and_then(|t| t.pointer("/metadata/annotations"))
         .and_then(Value::as_object);
@@ -349,10 +349,6 @@ pub(crate) fn analyse(
         differences: Vec::new(),
         leftovers: leftovers(template),
     };
-    let Some(workload_kind) = kind.workload() else {
-        report.not_rolled();
-        return Some(report);
-    };
     if !scope.watches_namespace(report.namespace.as_deref()) {
         report.watch.reason = "not watched: its namespace is outside what rollsafe watch \
                                watches (controller.namespaces, controller.ignoreNamespaces)"
@@ -360,7 +356,7 @@ pub(crate) fn analyse(
         return Some(report);
     }
     let entry = WorkloadEntry::from_object_in(
-        workload_kind,
+        kind,
         object,
         Watching {
             all: false,
@@ -399,23 +395,32 @@ pub(crate) fn analyse(
         consumption: &consumption,
     };
     report.differences = differences(&read, &report, &seen);
+    if entry.facts.watched {
+        report.differences.extend(kind_difference(kind));
+    }
     Some(report)
 }
 
-impl WorkloadReport {
-    /// A CronJob: reported, not rolled.
-    fn not_rolled(&mut self) {
-        self.watch.state = WatchState::NotRolled;
-        self.watch.reason = "not rolled: rollsafe watch does not roll CronJobs yet".to_owned();
-        self.differences.push(difference(
-            DifferenceCode::NotRolled,
-            None,
-            Vec::new(),
-            "on a change Reloader created a Job from this CronJob; rollsafe watch creates \
-             nothing and does not roll CronJobs yet"
-                .to_owned(),
-        ));
-    }
+/// What differs for the kinds Reloader restarts another way.
+fn kind_difference(kind: Kind) -> Option<Difference> {
+    let message = match kind {
+        Kind::CronJob => {
+            "on a change Reloader created a Job from this CronJob at once (even a suspended one); \
+             rollsafe watch patches its Jobs' pod template: the next scheduled Job runs with the \
+             change, running Jobs are left alone and no Job is started out of schedule"
+        }
+        Kind::Rollout => {
+            "rolled only when rollsafe watch runs with --argo-rollouts (chart value \
+             controller.argoRollouts: true), through its pod template, as Reloader's default \
+             rollout strategy does"
+        }
+        _ => return None,
+    };
+    let code = match kind {
+        Kind::CronJob => DifferenceCode::NextRun,
+        _ => DifferenceCode::ArgoRollouts,
+    };
+    Some(difference(code, None, Vec::new(), message.to_owned()))
 }
 
 /// What the differences are computed from.

@@ -80,6 +80,7 @@ reloader:
             "ignoreNamespaces": ["kube-system", "monitoring"],
             "sourceSelector": "reloader,tier=web",
             "ignoreKinds": ["ConfigMap"],
+            "argoRollouts": true,
             "all": true,
             "replicas": 3,
             "logLevel": "warn",
@@ -96,6 +97,7 @@ reloader:
                 "controller.sourceSelector"
             ),
             ("reloader.ignoreConfigMaps", "controller.ignoreKinds"),
+            ("reloader.isArgoRollouts", "controller.argoRollouts"),
             ("reloader.autoReloadAll", "controller.all"),
             (
                 "reloader.enableHA, reloader.deployment.replicas",
@@ -116,7 +118,6 @@ reloader:
             "reloader.webhookUrl",
             "reloader.reloadOnCreate",
             "reloader.syncAfterRestart",
-            "reloader.isArgoRollouts",
             "reloader.deployment.resources",
             "image",
             "reloader.rbac",
@@ -125,7 +126,7 @@ reloader:
         ]
     );
     assert!(
-        migration.unmapped[9]
+        migration.unmapped[8]
             .reason
             .starts_with("not a Reloader setting")
     );

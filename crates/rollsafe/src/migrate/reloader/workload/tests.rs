@@ -319,16 +319,28 @@ fn annotations_on_the_pod_template_only_are_not_read() {
 }
 
 #[test]
-fn a_cron_job_is_reported_not_rolled() {
+fn a_cron_job_is_watched_and_rolls_with_its_next_job() {
     let object = json!({"apiVersion": "batch/v1", "kind": "CronJob",
         "metadata": {"name": "nightly", "namespace": "shop",
                      "annotations": {"reloader.stakater.com/auto": "true"}},
         "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "job",
             "envFrom": [{"secretRef": {"name": "db"}}]}]}}}}}});
     let report = analysed(&object, &BTreeMap::new());
-    assert_eq!(report.watch.state, WatchState::NotRolled);
-    assert!(report.consumes.is_empty());
-    assert_eq!(codes(&report), [DifferenceCode::NotRolled]);
+    assert_eq!(report.watch.state, WatchState::Watched);
+    assert_eq!(report.consumes.len(), 1);
+    assert_eq!(codes(&report), [DifferenceCode::NextRun]);
+}
+
+#[test]
+fn an_argo_rollout_is_watched_with_the_flag_said() {
+    let object = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "web", "namespace": "shop",
+                     "annotations": {"reloader.stakater.com/auto": "true"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "app",
+            "envFrom": [{"secretRef": {"name": "db"}}]}]}}}});
+    let report = analysed(&object, &BTreeMap::new());
+    assert_eq!(report.watch.state, WatchState::Watched);
+    assert_eq!(codes(&report), [DifferenceCode::ArgoRollouts]);
 }
 
 #[test]
