@@ -240,6 +240,20 @@ pub fn classify(kind: impl Into<WatchedKind>, object: &Value) -> RolloutStatus {
         deferral: Some(d),
         ..status(RolloutState::Deferred)
     };
+    // A kind rolled through ReplicaSets (a Deployment, an Argo Rollout): complete once every
+    // replica is updated and available and no old one is left, and its controller agrees.
+    let replica_sets = |agrees: bool| {
+        let replicas = int("/status/replicas").unwrap_or(0);
+        let done = agrees
+            && progress.updated >= progress.desired
+            && replicas <= progress.updated
+            && progress.available >= progress.updated;
+        match (done, deferral) {
+            (true, _) => status(RolloutState::Complete),
+            (false, Some(d)) => deferred(d),
+            (false, None) => status(RolloutState::Progressing),
+        }
+    };
     match kind {
         WatchedKind::Deployment => {
             if generation > observed {
@@ -251,15 +265,7 @@ pub fn classify(kind: impl Into<WatchedKind>, object: &Value) -> RolloutStatus {
                     ..status(RolloutState::Stalled)
                 };
             }
-            let replicas = int("/status/replicas").unwrap_or(0);
-            let done = progress.updated >= progress.desired
-                && replicas <= progress.updated
-                && progress.available >= progress.updated;
-            match (done, deferral) {
-                (true, _) => status(RolloutState::Complete),
-                (false, Some(d)) => deferred(d),
-                (false, None) => status(RolloutState::Progressing),
-            }
+            replica_sets(true)
         }
         WatchedKind::StatefulSet => {
             if observed == 0 || generation > observed {
@@ -331,16 +337,7 @@ pub fn classify(kind: impl Into<WatchedKind>, object: &Value) -> RolloutStatus {
                     ..status(RolloutState::Stalled)
                 };
             }
-            let replicas = int("/status/replicas").unwrap_or(0);
-            let done = phase == Some("Healthy")
-                && progress.updated >= progress.desired
-                && replicas <= progress.updated
-                && progress.available >= progress.updated;
-            match (done, deferral) {
-                (true, _) => status(RolloutState::Complete),
-                (false, Some(d)) => deferred(d),
-                (false, None) => status(RolloutState::Progressing),
-            }
+            replica_sets(phase == Some("Healthy"))
         }
     }
 }

@@ -112,6 +112,21 @@ pub async fn read_cron_job(
     read_object(client, path, "application/json", timeout).await
 }
 
+/// Whether the API server serves `resource` (a plural, e.g. `rollouts`) in `group_version`
+/// (e.g. `argoproj.io/v1alpha1`): its discovery document lists it. A group version it does not
+/// serve (404) is `false`.
+pub async fn serves(
+    client: &kube::Client,
+    group_version: &str,
+    resource: &str,
+    timeout: std::time::Duration,
+) -> Result<bool, ReadError> {
+    let path = format!("/apis/{group_version}");
+    let list: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList> =
+        read_object(client, path, "application/json", timeout).await?;
+    Ok(list.is_some_and(|list| list.resources.iter().any(|r| r.name == resource)))
+}
+
 /// Reads a Secret's or ConfigMap's metadata and nothing else (`PartialObjectMetadata`, as
 /// [`read_secret_metadata`]); `Ok(None)` when it does not exist (404). `name` must be a valid
 /// object name (a DNS-1123 subdomain): the caller checks it before asking.

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use prometheus_client::registry::Registry;
 use rollsafe_core::reference::TargetKind;
+use rollsafe_core::workload::WatchedKind;
 use rollsafe_watch::admin;
 use rollsafe_watch::leader::{self, LeaseSettings};
 use rollsafe_watch::limits::FlapLimit;
@@ -289,21 +290,19 @@ async fn watch(
 }
 
 /// Whether the API server serves Argo Rollouts (`rollouts` in the discovery document of
-/// `argoproj.io/v1alpha1`). A group it does not serve is `false`; a failed request stops the
-/// start (without its upstream text).
+/// `argoproj.io/v1alpha1`). A failed request stops the start (without its upstream text).
 async fn rollouts_served(connection: &rollsafe_kube::Connection) -> anyhow::Result<bool> {
-    let client = connection.client(None);
-    match tokio::time::timeout(
+    let kind = WatchedKind::Rollout;
+    rollsafe_kube::read::serves(
+        &connection.client(None),
+        kind.api_version(),
+        kind.plural(),
         STARTUP_CHECK_TIMEOUT,
-        client.list_api_group_resources("argoproj.io/v1alpha1"),
     )
     .await
-    {
-        Ok(Ok(list)) => Ok(list.resources.iter().any(|r| r.name == "rollouts")),
-        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(false),
-        Ok(Err(_)) => anyhow::bail!("cannot read the API server's discovery of argoproj.io"),
-        Err(_) => anyhow::bail!("the API server's discovery of argoproj.io timed out"),
-    }
+    .map_err(|error| {
+        anyhow::anyhow!("cannot read the API server's discovery of argoproj.io: {error}")
+    })
 }
 
 /// Asks the API server whether `--source-selector` parses, with the one request the watches

@@ -315,3 +315,50 @@ fn the_wire_shape_is_pinned() {
         json!({"complete": 2, "stalled": 1})
     );
 }
+
+#[test]
+fn argo_rollouts_and_cron_jobs_are_classified_by_their_own_status() {
+    use crate::workload::WatchedKind;
+    let rollout = |phase: &str, updated: i64, available: i64, observed: Value| {
+        json!({"metadata": {"generation": 4},
+               "spec": {"replicas": 3},
+               "status": {"observedGeneration": observed, "phase": phase, "replicas": 3,
+                          "updatedReplicas": updated, "availableReplicas": available}})
+    };
+    let cases = [
+        (rollout("Healthy", 3, 3, json!("4")), RolloutState::Complete),
+        (rollout("Healthy", 3, 3, json!(4)), RolloutState::Complete),
+        (
+            rollout("Progressing", 3, 3, json!("4")),
+            RolloutState::Progressing,
+        ),
+        (
+            rollout("Paused", 1, 3, json!("4")),
+            RolloutState::Progressing,
+        ),
+        (rollout("Healthy", 3, 3, json!("3")), RolloutState::Pending),
+        (rollout("Degraded", 1, 2, json!("4")), RolloutState::Stalled),
+    ];
+    for (object, expected) in cases {
+        assert_eq!(
+            classify(WatchedKind::Rollout, &object).state,
+            expected,
+            "{object}"
+        );
+    }
+    let degraded = classify(WatchedKind::Rollout, &rollout("Degraded", 1, 2, json!("4")));
+    assert_eq!(
+        degraded.reason.unwrap().describe(),
+        "the Rollout is degraded (aborted or failed analysis)"
+    );
+    let mut paused = rollout("Paused", 1, 3, json!("4"));
+    paused["spec"]["paused"] = json!(true);
+    assert_eq!(
+        classify(WatchedKind::Rollout, &paused).deferral,
+        Some(Deferral::PausedRollout)
+    );
+    let cron = json!({"spec": {"schedule": "0 3 * * *"}, "status": {}});
+    let status = classify(WatchedKind::CronJob, &cron);
+    assert_eq!(status.state, RolloutState::Deferred);
+    assert_eq!(status.deferral, Some(Deferral::NextRun));
+}

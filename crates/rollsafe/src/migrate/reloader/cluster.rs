@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectList};
 use rollsafe_core::name::Namespace;
 use rollsafe_core::reference::TargetKind;
+use rollsafe_kube::read::ReadError;
 use rollsafe_kube::transport::LIST_PAGE_TIMEOUT;
 use thiserror::Error;
 
@@ -126,25 +127,22 @@ pub(crate) async fn read(
     Ok(inventory)
 }
 
-/// Whether the cluster serves Argo Rollouts: their group's discovery lists `rollouts`; a group
-/// it does not serve (404) is `false`.
+/// Whether the cluster serves Argo Rollouts (their group's discovery lists `rollouts`).
 async fn rollouts_served(client: &kube::Client) -> Result<bool, ListError> {
-    let failed = |cause| ListError {
-        what: "Rollouts",
-        place: "(discovery of argoproj.io/v1alpha1)".to_owned(),
-        cause,
-    };
-    match tokio::time::timeout(
-        LIST_PAGE_TIMEOUT,
-        client.list_api_group_resources("argoproj.io/v1alpha1"),
-    )
-    .await
-    {
-        Ok(Ok(list)) => Ok(list.resources.iter().any(|r| r.name == "rollouts")),
-        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(false),
-        Ok(Err(error)) => Err(failed(Cause::of(&error))),
-        Err(_) => Err(failed(Cause::Timeout)),
-    }
+    let kind = Kind::Rollout;
+    rollsafe_kube::read::serves(client, kind.api_version(), kind.plural(), LIST_PAGE_TIMEOUT)
+        .await
+        .map_err(|error| ListError {
+            what: "Rollouts",
+            place: "(discovery of argoproj.io/v1alpha1)".to_owned(),
+            cause: match error {
+                ReadError::Status(403) => Cause::Forbidden,
+                ReadError::Status(code) => Cause::Status(code),
+                ReadError::Timeout => Cause::Timeout,
+                ReadError::Decode => Cause::Decode,
+                ReadError::Transport(_) => Cause::Transport,
+            },
+        })
 }
 
 /// What a kind is called in errors, and its resource.
