@@ -554,6 +554,14 @@ impl Cache {
         self.workloads.keys()
     }
 
+    /// The keys of the cached sources (those whose object exists).
+    pub fn source_keys(&self) -> impl Iterator<Item = &SourceKey> {
+        self.sources
+            .iter()
+            .filter(|(_, slot)| slot.entry.is_some())
+            .map(|(key, _)| key)
+    }
+
     /// Keeps only the sources of `kind` that `keep` says still exist (after a relist).
     /// Returns the removed ones.
     pub fn retain_sources(

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference, Secret};
 use kube::Resource as _;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -74,6 +74,9 @@ pub struct ControllerSettings {
     /// A label selector restricting the Secrets and ConfigMaps watched (sent to the API
     /// server). An object outside it counts as not watched, like an opted-out one.
     pub source_selector: Option<String>,
+    /// A label selector on Namespaces: only the objects of the namespaces it selects are
+    /// considered, followed as namespaces gain and lose the labels.
+    pub namespace_selector: Option<String>,
     /// Namespaces never watched (a field selector on every watch).
     pub ignore_namespaces: Vec<String>,
     /// Kinds of source never watched: their objects count as not watched.
@@ -132,6 +135,7 @@ impl Default for ControllerSettings {
             namespaces: Vec::new(),
             selector: None,
             source_selector: None,
+            namespace_selector: None,
             ignore_namespaces: Vec::new(),
             ignore_kinds: Vec::new(),
             all: false,
@@ -246,7 +250,20 @@ enum Item {
         WatchedKind,
         Ev<WorkloadKey, (WorkloadEntry, Box<Observation>)>,
     ),
+    /// The Namespace watch of `--namespace-selector`: names only.
+    Namespace(usize, Ev<String, ()>),
     Error,
+}
+
+/// The namespaces `--namespace-selector` selects, as the Namespace watch says.
+#[derive(Debug, Default)]
+struct Selection {
+    /// The Namespace watch has listed once. Until then nothing is filtered; the end of its
+    /// first list drops what is outside.
+    known: bool,
+    selected: HashSet<String>,
+    /// What the current list has seen so far.
+    seen: HashSet<String>,
 }
 
 /// Per watch stream: its namespace scope, whether it has listed once, and what its current
@@ -309,6 +326,10 @@ pub struct Controller {
     held: HashMap<WorkloadKey, String>,
     /// Workloads whose Reloader annotations were reported (once each).
     reloader_noted: HashSet<WorkloadKey>,
+    /// `--namespace-selector`: the namespaces selected now.
+    selection: Option<Selection>,
+    /// The index of the Namespace watch among the streams.
+    namespace_stream: Option<usize>,
 }
 
 impl Controller {
@@ -336,6 +357,11 @@ impl Controller {
             stalled: HashSet::new(),
             held: HashMap::new(),
             reloader_noted: HashSet::new(),
+            namespace_stream: None,
+            selection: settings
+                .namespace_selector
+                .as_ref()
+                .map(|_| Selection::default()),
             cache: Cache::default().with_unwatched_when_absent(
                 [TargetKind::Secret, TargetKind::ConfigMap]
                     .into_iter()
@@ -523,6 +549,29 @@ impl Controller {
             self.settings.namespaces.iter().cloned().map(Some).collect()
         };
         let mut all = SelectAll::new();
+        if let Some(selector) = &self.settings.namespace_selector {
+            let config = watcher::Config::default()
+                .timeout(self.settings.watch_timeout)
+                .labels(selector);
+            let resource = ApiResource::erase::<Namespace>(&());
+            let stream = self.add_stream(&None, None, &resource, move |api, id| {
+                watcher(api, config.clone())
+                    .default_backoff()
+                    .map(move |event| match event {
+                        Ok(event) => Item::Namespace(
+                            id,
+                            reduce(event, |o| o.metadata.name.clone().map(|name| (name, ()))),
+                        ),
+                        Err(error) => {
+                            warn!(error = %error, "namespace watch error; kube backs off and relists");
+                            Item::Error
+                        }
+                    })
+                    .boxed()
+            });
+            self.namespace_stream = Some(self.streams.len() - 1);
+            all.push(stream);
+        }
         for scope in scopes {
             for kind in [TargetKind::Secret, TargetKind::ConfigMap] {
                 if self.settings.ignore_kinds.contains(&kind) {
@@ -684,6 +733,7 @@ impl Controller {
                     self.relisting(id);
                     self.streams[id].seen_sources.clear();
                 }
+                Ev::Page(key, _) | Ev::Apply(key, _) if !self.selects(&key.namespace) => {}
                 Ev::Page(key, entry) => {
                     self.streams[id].seen_sources.insert(key.clone());
                     if self.cache.apply_source(key.clone(), entry) {
@@ -720,6 +770,7 @@ impl Controller {
                     self.relisting(id);
                     self.streams[id].seen_workloads.clear();
                 }
+                Ev::Page(key, _) | Ev::Apply(key, _) if !self.selects(&key.namespace) => {}
                 Ev::Page(key, (entry, observation)) => {
                     self.streams[id].seen_workloads.insert(key.clone());
                     self.note_reloader(&key, entry.reloader);
@@ -736,12 +787,7 @@ impl Controller {
                 Ev::Delete(key) => {
                     self.streams[id].seen_workloads.remove(&key);
                     self.rollout_observed(&key, None, now);
-                    self.stalled.remove(&key);
-                    self.held.remove(&key);
-                    self.cache.delete_workload(&key);
-                    self.flap.forget(&key);
-                    self.changed.remove(&key);
-                    self.first_change.remove(&key);
+                    self.forget_workload(&key);
                 }
                 Ev::Done => {
                     let stream = &mut self.streams[id];
@@ -753,7 +799,133 @@ impl Controller {
                     self.caught_up(id);
                 }
             },
+            Item::Namespace(id, event) => self.namespace_event(id, event),
         }
+    }
+
+    /// Whether objects of `namespace` are considered: always without `--namespace-selector`;
+    /// with it, once the Namespace watch has listed, only in the namespaces it selects.
+    fn selects(&self, namespace: &str) -> bool {
+        self.selection
+            .as_ref()
+            .is_none_or(|selection| !selection.known || selection.selected.contains(namespace))
+    }
+
+    /// Follows the selected namespaces. One leaving the selection (or deleted) is forgotten:
+    /// its workloads, then its sources, dropped from the cache without a patch. One joining it
+    /// starts the Secret, ConfigMap and workload watches over, so that its objects are listed
+    /// (stale until those lists are done: nothing is patched from a view being rebuilt); its
+    /// workloads are then decided as after a restart (adopted without a record, rolled once if
+    /// what they consume changed since their record).
+    fn namespace_event(&mut self, id: usize, event: Ev<String, ()>) {
+        let Some(selection) = self.selection.as_mut() else {
+            return;
+        };
+        let mut joined = false;
+        let mut left = Vec::new();
+        let done = matches!(event, Ev::Done);
+        match event {
+            Ev::Skip => {}
+            Ev::Init => {
+                selection.seen.clear();
+                self.relisting(id);
+            }
+            Ev::Page(name, ()) => {
+                selection.seen.insert(name);
+            }
+            Ev::Apply(name, ()) => {
+                joined = selection.selected.insert(name);
+            }
+            Ev::Delete(name) => {
+                if selection.selected.remove(&name) {
+                    left.push(name);
+                }
+            }
+            Ev::Done => {
+                let seen = std::mem::take(&mut selection.seen);
+                if selection.known {
+                    joined = seen.iter().any(|name| !selection.selected.contains(name));
+                    left.extend(selection.selected.difference(&seen).cloned());
+                    selection.selected = seen;
+                } else {
+                    // The first list: drop what was cached from other namespaces meanwhile.
+                    selection.known = true;
+                    selection.selected = seen;
+                    let outside: BTreeSet<String> = self
+                        .cache
+                        .workload_keys()
+                        .map(|key| key.namespace.clone())
+                        .chain(self.cache.source_keys().map(|key| key.namespace.clone()))
+                        .filter(|namespace| !selection.selected.contains(namespace))
+                        .collect();
+                    left.extend(outside);
+                }
+            }
+        }
+        for namespace in &left {
+            info!(namespace = %namespace, "namespace not selected: its objects are forgotten");
+            self.forget_namespace(namespace);
+        }
+        if joined {
+            info!("a namespace joined the selection: the watches list again");
+            self.restart_object_streams();
+        }
+        if done {
+            self.stream_synced(id);
+            self.caught_up(id);
+        }
+    }
+
+    /// Drops every cached workload, then every cached source, of `namespace` (its workloads
+    /// first: no consumer is left to schedule).
+    fn forget_namespace(&mut self, namespace: &str) {
+        let workloads: Vec<WorkloadKey> = self
+            .cache
+            .workload_keys()
+            .filter(|key| key.namespace == namespace)
+            .cloned()
+            .collect();
+        for key in &workloads {
+            self.rollouts.forget(key);
+            self.forget_workload(key);
+        }
+        let sources: Vec<SourceKey> = self
+            .cache
+            .source_keys()
+            .filter(|key| key.namespace == namespace)
+            .cloned()
+            .collect();
+        for key in &sources {
+            self.cache.delete_source(key);
+        }
+    }
+
+    /// What the controller keeps of a workload, forgotten (deleted, or out of the selection).
+    fn forget_workload(&mut self, key: &WorkloadKey) {
+        self.stalled.remove(key);
+        self.held.remove(key);
+        self.cache.delete_workload(key);
+        self.flap.forget(key);
+        self.changed.remove(key);
+        self.first_change.remove(key);
+    }
+
+    /// Starts every Secret, ConfigMap and workload watch over (a namespace joined the
+    /// selection): each is stale until its new list is done.
+    fn restart_object_streams(&mut self) {
+        let was = self.stale_watches();
+        let namespace_stream = self.namespace_stream;
+        for (id, stream) in self.streams.iter_mut().enumerate() {
+            if Some(id) == namespace_stream {
+                continue;
+            }
+            // A stream still in its first list may have passed the namespace already.
+            stream.behind = true;
+            if let Some(restart) = &stream.restart {
+                restart.pull();
+            }
+        }
+        self.freshness_changed(was);
     }
 
     /// Says once per workload what its Reloader annotations come to, when that is not plain:

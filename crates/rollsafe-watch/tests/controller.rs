@@ -2243,3 +2243,91 @@ async fn cron_jobs_and_argo_rollouts_roll_once_per_change() {
     assert_eq!(env.patches("rollouts", "web").len(), before);
     running.stop().await;
 }
+
+fn namespace(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
+/// In `namespace`: Secret `db` (`password` = `value`) and Deployment `web` reading it.
+fn team(namespace: &str, value: &str) -> Vec<Value> {
+    let mut db = secret("db", &[("password", value)], json!({}));
+    db["metadata"]["namespace"] = json!(namespace);
+    let mut web = deployment(
+        "web",
+        "true",
+        json!([key_ref("P", "db", "password")]),
+        json!([]),
+    );
+    web["metadata"]["namespace"] = json!(namespace);
+    vec![db, web]
+}
+
+fn web_patches(env: &Env, namespace: &str) -> usize {
+    env.emu
+        .requests_for("patch", "deployments")
+        .into_iter()
+        .filter(|r| r.name.as_deref() == Some("web") && r.namespace.as_deref() == Some(namespace))
+        .count()
+}
+
+#[tokio::test]
+async fn the_namespace_selector_follows_namespaces_gaining_and_losing_the_label() {
+    let mut seeds = vec![
+        namespace("team-a", json!({"rollsafe": "on"})),
+        namespace("team-b", json!({})),
+    ];
+    seeds.extend(team("team-a", "a1"));
+    seeds.extend(team("team-b", "b1"));
+    let env = Env::start(seeds).await;
+    let mut running = env.controller(ControllerSettings {
+        namespace_selector: Some("rollsafe=on".to_owned()),
+        ..settings()
+    });
+    let status = running
+        .until("team-a's adoption", |s| s.adoptions == 1 && s.pending == 0)
+        .await;
+    // Per namespace: web, db and the kube-root-ca.crt ConfigMap every namespace has.
+    assert_eq!(
+        (status.workloads, status.sources),
+        (1, 2),
+        "team-b is not held"
+    );
+    assert_eq!(web_patches(&env, "team-b"), 0);
+
+    // A change outside the selection rolls nothing; inside, it rolls once.
+    env.put(team("team-b", "b2").remove(0));
+    env.put(team("team-a", "a2").remove(0));
+    running
+        .until("team-a's roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    assert_eq!(web_patches(&env, "team-b"), 0);
+
+    // team-b gains the label: its objects are listed and adopted, not rolled.
+    env.put(namespace("team-b", json!({"rollsafe": "on"})));
+    let status = running
+        .until("team-b's adoption", |s| {
+            s.adoptions == 2 && s.stale_watches == 0 && s.pending == 0
+        })
+        .await;
+    assert_eq!(status.rolls, 1);
+    assert_eq!((status.workloads, status.sources), (2, 4));
+    env.put(team("team-b", "b3").remove(0));
+    running
+        .until("team-b's roll", |s| s.rolls == 2 && s.pending == 0)
+        .await;
+    assert_eq!(web_patches(&env, "team-b"), 2, "adoption + one roll");
+
+    // team-a loses it: forgotten, and its changes roll nothing.
+    env.put(namespace("team-a", json!({})));
+    running
+        .until("team-a forgotten", |s| s.workloads == 1 && s.sources == 2)
+        .await;
+    let before = web_patches(&env, "team-a");
+    env.put(team("team-a", "a3").remove(0));
+    env.put(team("team-b", "b4").remove(0));
+    running
+        .until("team-b's second roll", |s| s.rolls == 3 && s.pending == 0)
+        .await;
+    assert_eq!(web_patches(&env, "team-a"), before);
+    running.stop().await;
+}

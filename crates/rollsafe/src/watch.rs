@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use prometheus_client::registry::Registry;
 use rollsafe_core::reference::TargetKind;
@@ -53,6 +53,14 @@ pub(crate) struct Args {
     /// as not watched, like one annotated rollsafe.dev/watch: "false".
     #[arg(long, value_name = "SELECTOR", env = "ROLLSAFE_WATCH_SOURCE_SELECTOR")]
     source_selector: Option<String>,
+    /// Watch only the namespaces whose labels match this selector, followed as namespaces gain
+    /// and lose the labels (needs list and watch on namespaces).
+    #[arg(
+        long,
+        value_name = "SELECTOR",
+        env = "ROLLSAFE_WATCH_NAMESPACE_SELECTOR"
+    )]
+    namespace_selector: Option<String>,
     /// Never watch this namespace (repeatable; the variable takes a comma-separated list).
     #[arg(
         long = "ignore-namespace",
@@ -154,6 +162,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         namespaces,
         selector,
         source_selector,
+        namespace_selector,
         ignore_namespaces,
         ignore_kinds,
         all,
@@ -182,6 +191,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         namespaces,
         selector,
         source_selector,
+        namespace_selector,
         ignore_namespaces,
         ignore_kinds,
         all,
@@ -260,6 +270,11 @@ async fn watch(
     {
         return Ok(code);
     }
+    if let Some(selector) = &settings.namespace_selector
+        && let Err(code) = check_namespace_selector(&connection, selector).await?
+    {
+        return Ok(code);
+    }
     if settings.argo_rollouts && !rollouts_served(&connection).await? {
         warn!(
             code = "rollouts_not_served",
@@ -323,23 +338,51 @@ async fn check_source_selector(
         Some(namespace) => Api::namespaced_with(client, namespace, &kind),
         None => Api::all_with(client, &kind),
     };
+    check_selector("--source-selector", &api, selector).await
+}
+
+/// Asks the API server whether `--namespace-selector` parses (a list of one Namespace).
+async fn check_namespace_selector(
+    connection: &rollsafe_kube::Connection,
+    selector: &str,
+) -> anyhow::Result<Result<(), ExitCode>> {
+    let api: Api<DynamicObject> = Api::all_with(
+        connection.client(None),
+        &ApiResource::erase::<Namespace>(&()),
+    );
+    check_selector("--namespace-selector", &api, selector).await
+}
+
+/// Lists one object of `api` with `selector`: the API server's refusal (400) is a usage error
+/// (exit 2), said in our words.
+async fn check_selector(
+    flag: &str,
+    api: &Api<DynamicObject>,
+    selector: &str,
+) -> anyhow::Result<Result<(), ExitCode>> {
     let params = ListParams::default().labels(selector).limit(1);
     match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, api.list_metadata(&params)).await {
         Ok(Ok(_)) => Ok(Ok(())),
         Ok(Err(kube::Error::Api(status))) if status.code == 400 => {
             eprintln!(
-                "rollsafe: --source-selector {selector:?} is not a label selector the API server accepts (e.g. app=web,tier in (a,b),!legacy)"
+                "rollsafe: {flag} {selector:?} is not a label selector the API server accepts (e.g. app=web,tier in (a,b),!legacy)"
             );
             Ok(Err(ExitCode::from(2)))
         }
-        Ok(Err(error)) => Err(anyhow::Error::new(error).context("cannot check --source-selector")),
+        Ok(Err(kube::Error::Api(status))) => Err(anyhow::anyhow!(
+            "cannot check {flag}: Kubernetes answered HTTP {}",
+            status.code
+        )),
+        Ok(Err(_)) => Err(anyhow::anyhow!(
+            "cannot check {flag}: no response from Kubernetes"
+        )),
         Err(_) => Err(anyhow::anyhow!(
-            "cannot check --source-selector: the API server did not answer in time"
+            "cannot check {flag}: the API server did not answer in time"
         )),
     }
 }
 
-/// How long the startup check of `--source-selector` may take.
+/// How long each startup check (a selector, the discovery of Argo Rollouts) may take.
 const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `--ignore-namespace`: a namespace name.

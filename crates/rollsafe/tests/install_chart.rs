@@ -67,6 +67,7 @@ fn modes() -> Vec<(&'static str, Value)> {
                                   "flapLimit": "3/5m", "progressDeadline": "5m",
                                   "rollout": "progressive", "reloaderCompat": true,
                                   "sourceSelector": "rollsafe.dev/managed=true",
+                                  "namespaceSelector": "rollsafe.dev/watched=true",
                                   "ignoreNamespaces": ["kube-system"],
                                   "ignoreKinds": ["ConfigMap"], "argoRollouts": true,
                                   "fingerprintKey": {"existingSecret": "rollsafe-fingerprint"}}}),
@@ -438,6 +439,27 @@ fn check_controller(mode: &str, values: &Value, objects: &[Value]) {
         .iter()
         .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
         .collect();
+    // The Namespace watch's ClusterRole, only with controller.namespaceSelector.
+    let (namespaces, roles): (Vec<&Value>, Vec<&Value>) = roles.into_iter().partition(|r| {
+        r["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .ends_with("-namespaces")
+    });
+    if values["controller"]["namespaceSelector"].is_string() {
+        assert_eq!(namespaces.len(), 1, "{mode}");
+        assert_eq!(namespaces[0]["kind"], "ClusterRole", "{mode}");
+        assert_eq!(
+            namespaces[0]["rules"],
+            json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}]),
+            "{mode}"
+        );
+    } else {
+        assert!(
+            namespaces.is_empty(),
+            "{mode}: no namespace access without the selector"
+        );
+    }
     let (lease, workload): (Vec<&Value>, Vec<&Value>) = roles
         .into_iter()
         .partition(|r| r["metadata"]["name"].as_str().unwrap().ends_with("-lease"));

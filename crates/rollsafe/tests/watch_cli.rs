@@ -105,7 +105,7 @@ fn bad_selection_input_is_refused_at_startup_with_exit_2() {
         .unwrap();
     let cluster = runtime.block_on(rollsafe_testing::TestCluster::start(Vec::new()));
     let kubeconfig = cluster.kubeconfig.to_string_lossy().into_owned();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--source-selector", "tier in (a"],
             "rollsafe: --source-selector \"tier in (a\" is not a label selector the API server accepts",
@@ -121,6 +121,10 @@ fn bad_selection_input_is_refused_at_startup_with_exit_2() {
         (
             &["--source-selector", "app=web,,x"],
             "rollsafe: --source-selector \"app=web,,x\" is not a label selector",
+        ),
+        (
+            &["--namespace-selector", "team notin a"],
+            "rollsafe: --namespace-selector \"team notin a\" is not a label selector",
         ),
     ];
     for (args, named) in cases {

@@ -379,16 +379,25 @@ impl Builder {
         }
         let selector = reloader.string("namespaceSelector", "")?;
         if !selector.is_empty() {
-            let reason = if globally {
-                format!(
-                    "controller.namespaces takes names, not a label selector (rollsafe has no \
-                     namespace selector yet): list the namespaces it selects (kubectl get \
-                     namespaces -l {selector:?}) in controller.namespaces"
-                )
+            if globally {
+                self.map(
+                    "reloader.namespaceSelector",
+                    &json!(selector),
+                    "controller.namespaceSelector",
+                    json!(selector),
+                    Some(
+                        "followed as namespaces gain and lose the labels; the chart grants list \
+                         and watch on namespaces"
+                            .to_owned(),
+                    ),
+                );
             } else {
-                "Reloader's chart uses it only with watchGlobally: true; nothing to move".to_owned()
-            };
-            self.skip("reloader.namespaceSelector", &json!(selector), reason);
+                self.skip(
+                    "reloader.namespaceSelector",
+                    &json!(selector),
+                    "Reloader's chart uses it only with watchGlobally: true; nothing to move",
+                );
+            }
         }
         let ignored = reloader.namespaces("ignoreNamespaces")?;
         if let Some(value) = reloader

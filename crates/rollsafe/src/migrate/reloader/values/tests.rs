@@ -77,6 +77,7 @@ reloader:
         migration.values,
         json!({"controller": {
             "enabled": true, "reloaderCompat": true,
+            "namespaceSelector": "team=a",
             "ignoreNamespaces": ["kube-system", "monitoring"],
             "sourceSelector": "reloader,tier=web",
             "ignoreKinds": ["ConfigMap"],
@@ -91,6 +92,7 @@ reloader:
     assert_eq!(
         mapped,
         [
+            ("reloader.namespaceSelector", "controller.namespaceSelector"),
             ("reloader.ignoreNamespaces", "controller.ignoreNamespaces"),
             (
                 "reloader.resourceLabelSelector",
@@ -113,7 +115,6 @@ reloader:
     assert_eq!(
         unmapped,
         [
-            "reloader.namespaceSelector",
             "reloader.reloadStrategy",
             "reloader.webhookUrl",
             "reloader.reloadOnCreate",
@@ -126,7 +127,7 @@ reloader:
         ]
     );
     assert!(
-        migration.unmapped[8]
+        migration.unmapped[7]
             .reason
             .starts_with("not a Reloader setting")
     );
