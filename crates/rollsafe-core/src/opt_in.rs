@@ -52,6 +52,9 @@ pub enum OptIn {
         /// The pod template's other references too, each only while the object carries
         /// Reloader's `reloader.stakater.com/match: "true"` (Reloader's `search`).
         matched: bool,
+        /// Every existing object of the workload's namespace whose whole name matches one of
+        /// these (Reloader's regular-expression `reload` entries), every key.
+        patterns: Vec<reloader::NamePattern>,
     },
 }
 
@@ -65,6 +68,10 @@ pub enum OptInError {
     /// More than [`MAX_LIST_ENTRIES`] entries.
     #[error("a rollsafe.dev/watch list names too many objects")]
     TooMany,
+    /// A Reloader `reload` entry that is neither an object name nor a regular expression
+    /// rollsafe accepts (too long, too large once compiled, or not a valid expression).
+    #[error("a Reloader reload entry is not a name or a regular expression")]
+    Pattern,
 }
 
 impl OptInError {
@@ -73,6 +80,7 @@ impl OptInError {
         match self {
             OptInError::Entry => "watch_entry",
             OptInError::TooMany => "watch_too_many",
+            OptInError::Pattern => "reload_pattern",
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use base64::Engine as _;
-use rollsafe_core::opt_in::reloader;
+use rollsafe_core::opt_in::reloader::{self, NamePattern};
 use rollsafe_core::reference::{ConfigRef, TargetKind};
 use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, classify};
 use rollsafe_core::workload::{Deferral, WatchedKind};
@@ -230,6 +230,9 @@ pub struct WorkloadEntry {
     /// The consumed objects watched only while they carry Reloader's `match: "true"` (its
     /// `search`); `None` for most.
     pub match_only: Option<Box<[ConfigRef]>>,
+    /// Reloader's regular-expression `reload` entries: every existing object of its namespace
+    /// whose name matches one is consumed, every key ([`Cache::consumption`]); `None` for most.
+    pub patterns: Option<Box<[NamePattern]>>,
     /// Where its rollout stands, as its last observed object says.
     pub rollout: RolloutState,
 }
@@ -283,7 +286,7 @@ impl WorkloadEntry {
                 };
                 (Ok(read.opt_in), note)
             }
-            Some(Err(error)) => (Err(error), ReloaderNote::None),
+            Some(Err(error)) => (Err(error), ReloaderNote::Refused(error.code())),
             None => (
                 annotations::workload_opt_in(annotation(WATCH), watching.all),
                 ReloaderNote::None,
@@ -306,7 +309,14 @@ impl WorkloadEntry {
         };
         let consumption = consumption::consumption(&opt_in, kind.template(object));
         let match_only = consumption::match_only(&opt_in, &consumption);
+        let patterns = match opt_in {
+            OptIn::Select { ref patterns, .. } if !patterns.is_empty() => {
+                Some(patterns.clone().into_boxed_slice())
+            }
+            _ => None,
+        };
         WorkloadEntry {
+            patterns,
             match_only: (!match_only.is_empty()).then(|| match_only.into_boxed_slice()),
             consumption: Consumed::new(consumption),
             facts: Facts {
@@ -348,6 +358,8 @@ pub enum ReloaderNote {
     WithoutCompat,
     /// Honoured, but one of its Reloader annotations is not implemented.
     Unsupported,
+    /// Its Reloader annotations cannot be honoured (this code): not watched.
+    Refused(&'static str),
 }
 
 /// One Secret or ConfigMap slot: its state when it exists, and the workloads consuming it (the
@@ -373,6 +385,9 @@ pub struct Cache {
     /// Cached workloads whose facts say halted (kept with every insert and removal: the count
     /// is published after every watch event).
     halted: usize,
+    /// Per namespace, the workloads with regular-expression entries (their consumers are found
+    /// by matching, not through the slots).
+    pattern_consumers: HashMap<String, Vec<WorkloadKey>>,
     /// Kinds whose watch is restricted (`--source-selector`) or off (`--ignore-kind`): an
     /// object of such a kind that is not cached may exist outside the selection, so it counts
     /// as not watched — left out of the digest like an opted-out object — never as missing.
@@ -453,7 +468,8 @@ impl Cache {
 
     /// The workloads that consume a source.
     pub fn consumers<'a>(&'a self, key: &'a SourceKey) -> impl Iterator<Item = WorkloadKey> + 'a {
-        self.sources
+        let indexed = self
+            .sources
             .get(key)
             .into_iter()
             .flat_map(|slot| &slot.consumers)
@@ -461,7 +477,65 @@ impl Cache {
                 kind: *kind,
                 namespace: key.namespace.clone(),
                 name: name.to_string(),
+            });
+        let by_pattern = self
+            .pattern_consumers
+            .get(&key.namespace)
+            .into_iter()
+            .flatten()
+            .filter(|workload| {
+                let slot = self.sources.get(key);
+                let indexed = slot.is_some_and(|slot| {
+                    slot.consumers
+                        .iter()
+                        .any(|(kind, name)| *kind == workload.kind && **name == workload.name)
+                });
+                !indexed
+                    && self.workloads.get(*workload).is_some_and(|entry| {
+                        entry
+                            .patterns
+                            .iter()
+                            .flatten()
+                            .any(|p| p.matches(key.kind, &key.name))
+                    })
             })
+            .cloned();
+        indexed.chain(by_pattern)
+    }
+
+    /// What a workload consumes now: its consumption, plus every existing object of its
+    /// namespace that one of its patterns matches (every key). Objects are visited in the
+    /// cache's order; the result is sorted (a `Consumption` is a sorted map).
+    pub fn consumption(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Consumption {
+        let mut consumption = entry.consumption.expand();
+        if let Some(patterns) = &entry.patterns {
+            for (source, slot) in &self.sources {
+                if slot.entry.is_none()
+                    || source.namespace != key.namespace
+                    || !patterns
+                        .iter()
+                        .any(|p| p.matches(source.kind, &source.name))
+                {
+                    continue;
+                }
+                consumption.insert(
+                    ConfigRef {
+                        kind: source.kind,
+                        name: source.name.clone(),
+                    },
+                    Keys::All,
+                );
+            }
+        }
+        consumption
+    }
+
+    /// The objects a workload consumes now ([`Cache::consumption`]'s keys).
+    pub fn consumed_objects(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<ConfigRef> {
+        match entry.patterns {
+            None => entry.consumption.objects().cloned().collect(),
+            Some(_) => self.consumption(key, entry).into_keys().collect(),
+        }
     }
 
     /// Marks a source's entry confirmed by a consistent read that returned `version`; whether
@@ -495,6 +569,12 @@ impl Cache {
     /// Records a workload's current state and re-indexes what it consumes.
     pub fn apply_workload(&mut self, key: WorkloadKey, entry: WorkloadEntry) {
         self.unindex(&key);
+        if entry.patterns.is_some() {
+            self.pattern_consumers
+                .entry(key.namespace.clone())
+                .or_default()
+                .push(key.clone());
+        }
         let member = (key.kind, Box::<str>::from(key.name.as_str()));
         for config in entry.consumption.objects() {
             let list = &mut self
@@ -530,6 +610,14 @@ impl Cache {
         let Some(old) = self.workloads.get(key) else {
             return;
         };
+        if old.patterns.is_some()
+            && let Some(keys) = self.pattern_consumers.get_mut(&key.namespace)
+        {
+            keys.retain(|k| k != key);
+            if keys.is_empty() {
+                self.pattern_consumers.remove(&key.namespace);
+            }
+        }
         let member = (key.kind, Box::<str>::from(key.name.as_str()));
         for config in old.consumption.objects() {
             let source = SourceKey::of(&key.namespace, config);
@@ -597,34 +685,41 @@ impl Cache {
     /// The digest of what a workload consumes now.
     pub fn digest(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
-        Some(fingerprinter.digest(&entry.consumption.expand(), |config| {
-            self.digest_of(&key.namespace, config, entry.match_only.as_deref())
-        }))
+        Some(
+            fingerprinter.digest(&self.consumption(key, entry), |config| {
+                self.digest_of(&key.namespace, config, entry.match_only.as_deref())
+            }),
+        )
     }
 
     /// The record of what a workload consumes now (see [`Fingerprinter::record`]).
     pub fn record(&self, key: &WorkloadKey, fingerprinter: &Fingerprinter) -> Option<String> {
         let entry = self.workloads.get(key)?;
-        Some(fingerprinter.record(&entry.consumption.expand(), |config| {
-            self.digest_of(&key.namespace, config, entry.match_only.as_deref())
-        }))
+        Some(
+            fingerprinter.record(&self.consumption(key, entry), |config| {
+                self.digest_of(&key.namespace, config, entry.match_only.as_deref())
+            }),
+        )
     }
 
     /// The `rollsafe.dev/config-versions` of what a workload consumes now: per object in the
     /// record, the resourceVersion its state was read from.
     pub fn versions(&self, key: &WorkloadKey) -> Option<String> {
         let entry = self.workloads.get(key)?;
-        Some(versions_value(entry.consumption.objects().filter_map(
-            |config| {
-                let source = self.source(&key.namespace, config)?;
-                (!source.digest.opted_out).then(|| (record_id(config), source.currency.version))
-            },
-        )))
+        Some(versions_value(
+            self.consumed_objects(key, entry)
+                .iter()
+                .filter_map(|config| {
+                    let source = self.source(&key.namespace, config)?;
+                    (!source.digest.opted_out).then(|| (record_id(config), source.currency.version))
+                }),
+        ))
     }
 
     /// Whether every object a workload consumes exists.
     pub fn sources_present(&self, key: &WorkloadKey) -> bool {
         self.workloads.get(key).is_some_and(|entry| {
+            // Pattern-matched objects exist by construction.
             entry.consumption.objects().all(|config| {
                 self.digest_of(&key.namespace, config, entry.match_only.as_deref())
                     .is_some()

@@ -54,6 +54,8 @@ pub fn consumption(opt_in: &OptIn, pod_template: Option<&Value>) -> Consumption 
             config_maps,
             listed,
             matched,
+            // Matched against the names that exist: the cache expands them.
+            patterns: _,
         } => {
             referenced(&mut out, pod_template, |kind| {
                 *matched
@@ -79,6 +81,7 @@ pub fn match_only(opt_in: &OptIn, consumption: &Consumption) -> Vec<ConfigRef> {
         config_maps,
         listed,
         matched: true,
+        ..
     } = opt_in
     else {
         return Vec::new();

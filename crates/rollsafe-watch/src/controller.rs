@@ -944,6 +944,14 @@ impl Controller {
                 );
                 self.metrics.reloader_unsupported.inc();
             }
+            ReloaderNote::Refused(code) => {
+                warn!(
+                    workload = %key,
+                    code,
+                    "its Reloader annotations cannot be honoured; not watched"
+                );
+                self.metrics.reloader_refused.inc();
+            }
             ReloaderNote::WithoutCompat => info!(
                 workload = %key,
                 "has Reloader annotations; pass --reloader-compat to honour them"

@@ -76,6 +76,9 @@ pub struct ControllerMetrics {
     pub held: Counter,
     /// Workloads with a Reloader annotation rollsafe does not implement (each once).
     pub reloader_unsupported: Counter,
+    /// Workloads whose Reloader annotations rollsafe cannot honour (a reload entry that is
+    /// neither a name nor an accepted expression, too many entries): not watched (each once).
+    pub reloader_refused: Counter,
     /// Watch streams that went silent for longer than the stall bound.
     pub watch_stalls: Counter,
     /// Watch streams stale now (nothing is patched while any is).
@@ -101,6 +104,7 @@ impl Default for ControllerMetrics {
             rollouts_stalled: Counter::default(),
             held: Counter::default(),
             reloader_unsupported: Counter::default(),
+            reloader_refused: Counter::default(),
             watch_stalls: Counter::default(),
             stale_watches: Gauge::default(),
             confirmations: Family::default(),
@@ -169,6 +173,11 @@ impl ControllerMetrics {
             "reloader_unsupported",
             "Workloads with a Reloader annotation rollsafe does not implement",
             self.reloader_unsupported.clone(),
+        );
+        registry.register(
+            "reloader_refused",
+            "Workloads whose Reloader annotations rollsafe cannot honour, not watched",
+            self.reloader_refused.clone(),
         );
         registry.register(
             "watch_stalls",

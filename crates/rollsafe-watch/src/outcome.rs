@@ -275,7 +275,8 @@ impl Evaluator<'_> {
                 .record
                 .as_deref()
                 .map(|record| {
-                    digest::changed_objects(record, &digest, entry.consumption.objects())
+                    let consumed = self.cache.consumed_objects(key, entry);
+                    digest::changed_objects(record, &digest, consumed.iter())
                         .into_iter()
                         .map(|config| SourceKey::of(&key.namespace, config))
                         .collect()
@@ -387,10 +388,11 @@ fn unproven(
     current: &str,
 ) -> Vec<SourceKey> {
     let record = entry.facts.record.as_deref().unwrap_or_default();
+    let consumed = cache.consumed_objects(key, entry);
     let changed = if digest::parse_record(record).1.is_some() {
-        digest::changed_objects(record, current, entry.consumption.objects())
+        digest::changed_objects(record, current, consumed.iter())
     } else {
-        entry.consumption.objects().collect()
+        consumed.iter().collect()
     };
     let versions = entry
         .versions

@@ -2331,3 +2331,114 @@ async fn the_namespace_selector_follows_namespaces_gaining_and_losing_the_label(
     assert_eq!(web_patches(&env, "team-a"), before);
     running.stop().await;
 }
+
+#[tokio::test]
+async fn reloaders_regular_expression_entries_watch_every_matching_name() {
+    let annotated = |name: &str, reload: &str| {
+        let mut object = deployment(name, "true", json!([]), json!([]));
+        object["metadata"]["annotations"] = json!({"secret.reloader.stakater.com/reload": reload});
+        object
+    };
+    let seeds = vec![
+        secret("db-main", &[("password", "m1")], json!({})),
+        secret("db-replica", &[("password", "r1")], json!({})),
+        secret("old-db-main", &[("password", "o1")], json!({})),
+        secret("other", &[("k", "1")], json!({})),
+        annotated("pattern", "db-.*"),
+        // Not a valid expression: refused, counted, not watched.
+        annotated("broken", "db-(.*"),
+        // The barrier: reads all of `other`.
+        deployment(
+            "api",
+            "true",
+            json!([]),
+            json!([{"secretRef": {"name": "other"}}]),
+        ),
+    ];
+    let env = Env::start(seeds).await;
+    let (metrics, _registry) = registered_metrics();
+    let controller = Controller::new(
+        env.connection.client(None),
+        ControllerSettings {
+            reloader_compat: true,
+            ..settings()
+        },
+    )
+    .with_metrics(metrics.clone());
+    let mut running = Running::spawn(controller);
+    running
+        .until("two adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    assert_eq!(metrics.reloader_refused.get(), 1, "the broken entry");
+    assert!(env.patches("deployments", "broken").is_empty());
+    let record = |env: &Env| {
+        env.workload("deployments", "pattern")["metadata"]["annotations"]
+            ["rollsafe.dev/config-record"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Two matching Secrets recorded; the one whose whole name does not match is not.
+    assert_eq!(
+        record(&env)
+            .split_once(';')
+            .map_or(0, |(_, e)| e.split(',').count()),
+        2,
+        "{}",
+        record(&env)
+    );
+
+    // A matched Secret's change rolls once; an unmatched one's rolls nothing.
+    env.put(secret("db-replica", &[("password", "r2")], json!({})));
+    running
+        .until("the pattern's roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    assert_eq!(env.rollouts("pattern"), 1);
+    env.put(secret("old-db-main", &[("password", "o2")], json!({})));
+    barrier(&env, &mut running, "2").await;
+    assert_eq!(env.rollouts("pattern"), 1);
+
+    // A new matching Secret joins the record without a roll; its next change rolls.
+    let adoptions = running.status.borrow().adoptions;
+    env.put(secret("db-new", &[("password", "n1")], json!({})));
+    running
+        .until("the re-record", |s| {
+            s.adoptions > adoptions && s.pending == 0
+        })
+        .await;
+    assert_eq!(
+        env.rollouts("pattern"),
+        1,
+        "an object joining rolls nothing"
+    );
+    assert_eq!(
+        record(&env)
+            .split_once(';')
+            .map_or(0, |(_, e)| e.split(',').count()),
+        3
+    );
+    env.put(secret("db-new", &[("password", "n2")], json!({})));
+    running
+        .until("db-new's roll", |s| s.rolls == 3 && s.pending == 0)
+        .await;
+    assert_eq!(env.rollouts("pattern"), 2);
+
+    // One disappearing re-records without a roll.
+    let adoptions = running.status.borrow().adoptions;
+    env.emu
+        .delete_object("secrets", Some(NS), "db-main")
+        .unwrap();
+    running
+        .until("the re-record after the deletion", |s| {
+            s.adoptions > adoptions && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("pattern"), 2);
+    assert_eq!(
+        record(&env)
+            .split_once(';')
+            .map_or(0, |(_, e)| e.split(',').count()),
+        2
+    );
+    running.stop().await;
+}

@@ -90,8 +90,8 @@ fn manifests_on_stdin_report_every_row_of_the_reloader_table() {
 
     assert_eq!(
         report["summary"],
-        json!({"workloadsRead": 11, "withReloaderAnnotations": 10, "watched": 8,
-               "notWatched": 2, "reloaderValues": "defaults"})
+        json!({"workloadsRead": 11, "withReloaderAnnotations": 10, "watched": 9,
+               "notWatched": 1, "reloaderValues": "defaults"})
     );
     let names: Vec<&str> = report["workloads"]
         .as_array()
@@ -165,15 +165,18 @@ fn manifests_on_stdin_report_every_row_of_the_reloader_table() {
         agent["differences"][0]["annotation"],
         "reloader.stakater.com/rollout-strategy"
     );
-    // A regular expression: not watched, rather than a guess.
+    // A regular expression, as Reloader reads it: every Secret whose whole name matches.
     let pattern = workload(&report, "pattern");
-    assert_eq!(pattern["watch"]["code"], "watch_entry");
+    assert_eq!(pattern["watch"]["state"], "watched");
+    assert_eq!(
+        pattern["consumes"],
+        json!([{"kind": "Secret", "name": "db-creds", "keys": null, "rolls": true}])
+    );
     assert_eq!(codes(pattern), ["regexEntry"]);
     // rollsafe.dev/watch takes precedence.
     let owned = workload(&report, "owned");
     assert_eq!(owned["watch"]["decidedBy"], "rollsafe.dev/watch");
     assert_eq!(codes(owned), ["rollsafeWatchFirst"]);
-    // A CronJob.
     // A CronJob: watched; its next scheduled Job runs with the change.
     let nightly = workload(&report, "nightly");
     assert_eq!(nightly["watch"]["state"], "watched");
@@ -197,7 +200,7 @@ fn the_text_report_from_a_file() {
     ));
     assert!(
         text.contains(
-            "11 workloads read; 10 carry Reloader annotations: 8 watched, 2 not watched."
+            "11 workloads read; 10 carry Reloader annotations: 9 watched, 1 not watched."
         )
     );
     assert!(text.contains("restarts nothing"));

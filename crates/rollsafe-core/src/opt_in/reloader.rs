@@ -7,7 +7,7 @@
 //! | `reloader.stakater.com/auto: "true"` | workload | every referenced Secret and ConfigMap ([`OptIn::Template`]) |
 //! | `secret.reloader.stakater.com/auto: "true"` | workload | the referenced Secrets only |
 //! | `configmap.reloader.stakater.com/auto: "true"` | workload | the referenced ConfigMaps only |
-//! | `secret.reloader.stakater.com/reload: "a,b"` | workload | these Secrets, whole, referenced or not |
+//! | `secret.reloader.stakater.com/reload: "a,b"` | workload | these Secrets, whole, referenced or not; an entry that is not an object name is a regular expression matched against whole names ([`NamePattern`]) |
 //! | `configmap.reloader.stakater.com/reload: "x"` | workload | these ConfigMaps, whole |
 //! | `reloader.stakater.com/search: "true"` | workload | the referenced objects that carry `reloader.stakater.com/match: "true"` |
 //! | `reloader.stakater.com/auto: "false"` | workload | not watched, whatever else it says |
@@ -59,6 +59,60 @@ pub const IMPLEMENTED: [&str; 6] = [
 /// `secrets.exclude.`, `deployment.`, …) are Reloader's too.
 const DOMAIN: &str = "reloader.stakater.com";
 
+/// The longest `reload` entry read as a regular expression.
+pub const MAX_PATTERN_LEN: usize = 256;
+/// The most memory one compiled entry may take (the `regex` crate's size limit).
+const PATTERN_SIZE_LIMIT: usize = 64 * 1024;
+
+/// A `reload` entry that is not an object name: as in Reloader, a regular expression that an
+/// object's whole name must match (`^(?:entry)$`). Reloader also reads an entry that is a valid
+/// name as an expression (`db.prod` matching `db-prod`); rollsafe takes such an entry as that
+/// exact name.
+#[derive(Debug, Clone)]
+pub struct NamePattern {
+    /// The kind of the objects it matches.
+    pub kind: TargetKind,
+    entry: Box<str>,
+    regex: regex::Regex,
+}
+
+impl NamePattern {
+    /// Compiles `entry`, bounded in length and compiled size.
+    pub fn new(kind: TargetKind, entry: &str) -> Result<Self, OptInError> {
+        if entry.len() > MAX_PATTERN_LEN {
+            return Err(OptInError::Pattern);
+        }
+        let regex = regex::RegexBuilder::new(&format!("^(?:{entry})$"))
+            .size_limit(PATTERN_SIZE_LIMIT)
+            .dfa_size_limit(PATTERN_SIZE_LIMIT)
+            .build()
+            .map_err(|_| OptInError::Pattern)?;
+        Ok(Self {
+            kind,
+            entry: entry.into(),
+            regex,
+        })
+    }
+
+    /// Whether an object of `kind` named `name` matches.
+    pub fn matches(&self, kind: TargetKind, name: &str) -> bool {
+        kind == self.kind && self.regex.is_match(name)
+    }
+
+    /// The entry as written.
+    pub fn as_str(&self) -> &str {
+        &self.entry
+    }
+}
+
+impl PartialEq for NamePattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.entry == other.entry
+    }
+}
+
+impl Eq for NamePattern {}
+
 /// What a workload's Reloader annotations ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReloaderOptIn {
@@ -105,6 +159,7 @@ pub fn reloader_opt_in(
     let secrets = all || flag(SECRET_AUTO) == Some(true);
     let config_maps = all || flag(CONFIGMAP_AUTO) == Some(true);
     let mut listed = BTreeSet::new();
+    let mut patterns = Vec::new();
     for (key, kind) in [
         (SECRET_RELOAD, TargetKind::Secret),
         (CONFIGMAP_RELOAD, TargetKind::ConfigMap),
@@ -112,30 +167,40 @@ pub fn reloader_opt_in(
         let Some(value) = text(key) else {
             continue;
         };
-        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            // Reloader's regular-expression entries are not names: refused, not guessed.
-            if !is_dns1123_subdomain(name) {
-                return Some(Err(OptInError::Entry));
+        for entry in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if is_dns1123_subdomain(entry) {
+                listed.insert(ConfigRef {
+                    kind,
+                    name: entry.to_owned(),
+                });
+            } else {
+                match NamePattern::new(kind, entry) {
+                    Ok(pattern) => patterns.push(pattern),
+                    Err(error) => return Some(Err(error)),
+                }
             }
-            listed.insert(ConfigRef {
-                kind,
-                name: name.to_owned(),
-            });
-            if listed.len() > MAX_LIST_ENTRIES {
+            if listed.len() + patterns.len() > MAX_LIST_ENTRIES {
                 return Some(Err(OptInError::TooMany));
             }
         }
     }
     let matched = flag(SEARCH) == Some(true) && !(secrets && config_maps);
-    let opt_in = match (secrets, config_maps, listed.is_empty(), matched) {
-        (true, true, true, _) => OptIn::Template,
-        (false, false, true, false) => OptIn::Off,
-        (false, false, false, false) => OptIn::List(listed),
+    let opt_in = match (
+        secrets,
+        config_maps,
+        listed.is_empty(),
+        matched,
+        patterns.is_empty(),
+    ) {
+        (true, true, true, _, true) => OptIn::Template,
+        (false, false, true, false, true) => OptIn::Off,
+        (false, false, false, false, true) => OptIn::List(listed),
         _ => OptIn::Select {
             secrets,
             config_maps,
             listed,
             matched,
+            patterns,
         },
     };
     done(opt_in)
@@ -210,6 +275,7 @@ mod tests {
                     config_maps: false,
                     listed: BTreeSet::new(),
                     matched: false,
+                    patterns: Vec::new(),
                 }),
             ),
             (
@@ -219,6 +285,7 @@ mod tests {
                     config_maps: true,
                     listed: refs(&[(Secret, "db"), (Secret, "tls")]),
                     matched: false,
+                    patterns: Vec::new(),
                 }),
             ),
             (
@@ -229,8 +296,22 @@ mod tests {
                 ]))),
             ),
             (
-                json!({SECRET_RELOAD: "db-.*"}),
-                Some(Err(OptInError::Entry)),
+                json!({SECRET_RELOAD: "db-.*, api"}),
+                ok(OptIn::Select {
+                    secrets: false,
+                    config_maps: false,
+                    listed: refs(&[(Secret, "api")]),
+                    matched: false,
+                    patterns: vec![NamePattern::new(Secret, "db-.*").unwrap()],
+                }),
+            ),
+            (
+                json!({CONFIGMAP_RELOAD: "(unclosed"}),
+                Some(Err(OptInError::Pattern)),
+            ),
+            (
+                json!({CONFIGMAP_RELOAD: "a".repeat(MAX_PATTERN_LEN) + "*"}),
+                Some(Err(OptInError::Pattern)),
             ),
             (json!({SECRET_AUTO: "false"}), ok(OptIn::Off)),
             (
@@ -240,6 +321,7 @@ mod tests {
                     config_maps: false,
                     listed: BTreeSet::new(),
                     matched: true,
+                    patterns: Vec::new(),
                 }),
             ),
             (
@@ -249,6 +331,7 @@ mod tests {
                     config_maps: false,
                     listed: refs(&[(ConfigMap, "x")]),
                     matched: true,
+                    patterns: Vec::new(),
                 }),
             ),
             (json!({SEARCH: "true", AUTO: "true"}), ok(OptIn::Template)),
@@ -266,6 +349,26 @@ mod tests {
             read.unsupported.as_deref(),
             Some("reloader.stakater.com/rollout-strategy")
         );
+    }
+
+    #[test]
+    fn a_pattern_matches_whole_names_of_its_kind_only() {
+        let pattern = NamePattern::new(TargetKind::Secret, "db-.*").unwrap();
+        for (kind, name, expected) in [
+            (TargetKind::Secret, "db-main", true),
+            (TargetKind::Secret, "db-", true),
+            (TargetKind::Secret, "old-db-main", false),
+            (TargetKind::Secret, "db", false),
+            (TargetKind::ConfigMap, "db-main", false),
+        ] {
+            assert_eq!(pattern.matches(kind, name), expected, "{kind:?} {name}");
+        }
+        // An alternation stays inside the anchors.
+        let either = NamePattern::new(TargetKind::Secret, "a|b.*").unwrap();
+        assert!(either.matches(TargetKind::Secret, "a"));
+        assert!(!either.matches(TargetKind::Secret, "xa"));
+        assert!(!either.matches(TargetKind::Secret, "ab"));
+        assert!(either.matches(TargetKind::Secret, "bcd"));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rollsafe_core::opt_in::reloader::{
-    self, AUTO, CONFIGMAP_AUTO, CONFIGMAP_RELOAD, IGNORE, ReloaderOptIn, SEARCH, SECRET_AUTO,
-    SECRET_RELOAD,
+    self, AUTO, CONFIGMAP_AUTO, CONFIGMAP_RELOAD, IGNORE, MAX_PATTERN_LEN, ReloaderOptIn, SEARCH,
+    SECRET_AUTO, SECRET_RELOAD,
 };
 use rollsafe_core::opt_in::{OptIn, OptInError, WATCH, workload_opt_in};
 use rollsafe_core::reference::{self, ConfigRef, TargetKind};
@@ -243,6 +243,12 @@ impl Read {
                     .to_owned(),
                 Some(OptInError::TooMany.code()),
             ),
+            Read::Reloader(Some(Err(OptInError::Pattern))) => (
+                "not watched: a reload entry is neither an object name nor a regular expression \
+                 rollsafe accepts (reload_pattern)"
+                    .to_owned(),
+                Some(OptInError::Pattern.code()),
+            ),
             Read::Reloader(None) => (
                 "not watched: none of the Reloader annotations rollsafe watch implements is on \
                  the workload's metadata"
@@ -266,6 +272,7 @@ fn reloader_reason(opt_in: &OptIn, annotations: Option<&Map<String, Value>>) -> 
             config_maps,
             listed,
             matched,
+            patterns,
         } => {
             let mut parts = Vec::new();
             match (secrets, config_maps) {
@@ -287,6 +294,13 @@ fn reloader_reason(opt_in: &OptIn, annotations: Option<&Map<String, Value>>) -> 
             }
             if !listed.is_empty() {
                 parts.push(named.to_owned());
+            }
+            if !patterns.is_empty() {
+                parts.push(
+                    "every object of its namespace whose whole name matches a regular-expression \
+                     reload entry, every key"
+                        .to_owned(),
+                );
             }
             parts.join(", and ")
         }
@@ -363,8 +377,23 @@ pub(crate) fn analyse(
             reloader_compat: true,
         },
     );
-    let consumption = entry.consumption.expand();
+    let mut consumption = entry.consumption.expand();
     let namespace = report.namespace.clone().unwrap_or_default();
+    // Reloader's expressions, matched against the objects read (the cluster's, or the
+    // manifests' own): what the controller will match once it runs.
+    for pattern in entry.patterns.iter().flatten() {
+        for (source_namespace, kind, name) in sources.keys() {
+            if *source_namespace == namespace && pattern.matches(*kind, name) {
+                consumption.insert(
+                    ConfigRef {
+                        kind: *kind,
+                        name: name.clone(),
+                    },
+                    Keys::All,
+                );
+            }
+        }
+    }
     let marks = |config: &ConfigRef| {
         sources
             .get(&(namespace.clone(), config.kind, config.name.clone()))
@@ -647,22 +676,29 @@ fn regex_entries(
     ] {
         let value = text(annotations, key).unwrap_or_default();
         for entry in entries(value).filter(|e| !is_dns1123_subdomain(e)) {
-            let so = if code == Some(OptInError::Entry.code()) {
-                ", so it does not watch this workload (watch_entry)"
+            let message = if code == Some(OptInError::Pattern.code()) {
+                format!(
+                    "entry {entry:?} of {key} is a regular expression to Reloader; rollsafe \
+                     watch cannot compile it (or it is longer than {max} characters), so it does \
+                     not watch this workload (reload_pattern): fix or shorten it",
+                    entry = shown(entry),
+                    max = MAX_PATTERN_LEN
+                )
             } else {
-                ""
+                format!(
+                    "entry {entry:?} of {key} is a regular expression, as to Reloader: every \
+                     {kind} of the namespace whose whole name matches is watched, every key; one \
+                     appearing or disappearing re-records the workload without a roll, and only \
+                     a change of a matched one rolls it",
+                    entry = shown(entry),
+                    kind = kind.as_str()
+                )
             };
             out.push(difference(
                 DifferenceCode::RegexEntry,
                 Some(key),
                 Vec::new(),
-                format!(
-                    "entry {entry:?} of {key} is a regular expression to Reloader (it restarted \
-                     the workload for every {kind} whose whole name matches); rollsafe watch \
-                     takes object names only{so}: name the objects instead",
-                    entry = shown(entry),
-                    kind = kind.as_str()
-                ),
+                message,
             ));
         }
     }

@@ -230,15 +230,43 @@ fn every_unsupported_annotation_is_reported() {
 }
 
 #[test]
-fn a_regex_entry_leaves_the_workload_unwatched() {
+fn a_regex_entry_watches_the_matching_names_it_knows() {
+    let marks = BTreeMap::from([
+        (
+            ("shop".to_owned(), TargetKind::Secret, "db-main".to_owned()),
+            Marks::default(),
+        ),
+        (
+            ("shop".to_owned(), TargetKind::Secret, "api".to_owned()),
+            Marks::default(),
+        ),
+        (
+            ("other".to_owned(), TargetKind::Secret, "db-x".to_owned()),
+            Marks::default(),
+        ),
+    ]);
     let report = analysed(
         &deployment(json!({"secret.reloader.stakater.com/reload": "db-.*"})),
+        &marks,
+    );
+    assert_eq!(report.watch.state, WatchState::Watched);
+    assert_eq!(report.watch.code, None);
+    let names: Vec<&str> = report.consumes.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["db-main"], "its namespace's matching names only");
+    assert_eq!(codes(&report), [DifferenceCode::RegexEntry]);
+    assert!(report.differences[0].message.contains("whole name matches"));
+}
+
+#[test]
+fn an_entry_that_does_not_compile_leaves_the_workload_unwatched() {
+    let report = analysed(
+        &deployment(json!({"secret.reloader.stakater.com/reload": "db-(.*"})),
         &BTreeMap::new(),
     );
     assert_eq!(report.watch.state, WatchState::NotWatched);
-    assert_eq!(report.watch.code, Some("watch_entry"));
+    assert_eq!(report.watch.code, Some("reload_pattern"));
     assert_eq!(codes(&report), [DifferenceCode::RegexEntry]);
-    assert!(report.differences[0].message.contains("(watch_entry)"));
+    assert!(report.differences[0].message.contains("(reload_pattern)"));
 }
 
 #[test]
