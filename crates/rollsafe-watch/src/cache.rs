@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 
-use base64::Engine as _;
 use rollsafe_core::opt_in::reloader::{self, NamePattern};
 use rollsafe_core::reference::{ConfigRef, TargetKind};
 use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, classify};
@@ -17,8 +16,9 @@ use crate::annotations::{
 };
 use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Facts, HALTED, Plan};
-use crate::digest::{Fingerprinter, SourceDigest, record_id, value_digest};
+use crate::digest::{Fingerprinter, SourceDigest, record_id};
 use crate::freshness::{Currency, version_number, versions_value};
+use crate::reduced::{Reduced, SourceType, digest_of};
 
 /// A Secret or ConfigMap: kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,20 +97,11 @@ impl SourceEntry {
                 .and_then(|m| m.get(field))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
-                .to_owned()
         };
-        let annotation = |key: &str| {
-            metadata
-                .and_then(|m| m.get("annotations"))
-                .and_then(|a| a.get(key))
-                .and_then(Value::as_str)
-        };
+        let annotations = metadata
+            .and_then(|m| m.get("annotations"))
+            .and_then(Value::as_object);
         let mut keys = std::collections::BTreeMap::new();
-        let decode = |value: &str| {
-            base64::engine::general_purpose::STANDARD
-                .decode(value)
-                .map_or_else(|_| value_digest(value.as_bytes()), |b| value_digest(&b))
-        };
         let fields: &[(&str, bool)] = match kind {
             TargetKind::Secret => &[("data", true)],
             TargetKind::ConfigMap => &[("data", false), ("binaryData", true)],
@@ -123,37 +114,64 @@ impl SourceEntry {
                 let Some(value) = value.as_str() else {
                     continue;
                 };
-                let digest = if *base64 {
-                    decode(value)
-                } else {
-                    value_digest(value.as_bytes())
-                };
-                keys.insert(key.clone(), digest);
+                keys.insert(key.clone(), digest_of(value, *base64));
             }
         }
+        Self::assemble(
+            text("resourceVersion"),
+            text("uid").to_owned(),
+            |key| annotations.and_then(|a| a.get(key)).and_then(Value::as_str),
+            reloader_compat.then_some(annotations).flatten(),
+            keys,
+            reloader_compat,
+        )
+    }
+
+    /// The entry of a Secret or ConfigMap decoded as [`Reduced`] (the watch streams' form).
+    pub fn from_reduced<K: SourceType>(object: Reduced<K>, reloader_compat: bool) -> Self {
+        let Reduced { metadata, keys, .. } = object;
+        let annotations = metadata.annotations.unwrap_or_default();
+        // Reloader's readers take a JSON map; built only under `--reloader-compat`.
+        let reloader_map: Option<serde_json::Map<String, Value>> = reloader_compat.then(|| {
+            annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect()
+        });
+        Self::assemble(
+            metadata.resource_version.as_deref().unwrap_or_default(),
+            metadata.uid.unwrap_or_default(),
+            |key| annotations.get(key).map(String::as_str),
+            reloader_map.as_ref(),
+            keys,
+            reloader_compat,
+        )
+    }
+
+    /// The entry from what both forms give: resourceVersion, uid, annotation lookup, the
+    /// annotations as Reloader's readers take them (only under `--reloader-compat`), digests.
+    fn assemble<'a>(
+        resource_version: &str,
+        uid: String,
+        annotation: impl Fn(&str) -> Option<&'a str>,
+        reloader_annotations: Option<&serde_json::Map<String, Value>>,
+        keys: std::collections::BTreeMap<String, crate::digest::ValueDigest>,
+        reloader_compat: bool,
+    ) -> Self {
         SourceEntry {
-            currency: Currency::at(version_number(&text("resourceVersion"))),
+            currency: Currency::at(version_number(resource_version)),
             digest: SourceDigest {
-                uid: text("uid"),
+                uid,
                 opted_out: annotations::source_opted_out(
                     annotation(WATCH),
                     annotation(RESTART_ON_CHANGE),
                 ) || (reloader_compat
-                    && reloader::reloader_ignored(
-                        metadata
-                            .and_then(|m| m.get("annotations"))
-                            .and_then(Value::as_object),
-                    )),
+                    && reloader::reloader_ignored(reloader_annotations)),
                 keys,
             },
             progressive: annotation(ROLLOUT_ANNOTATION)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
-            reloader_match: reloader_compat
-                && reloader::reloader_matched(
-                    metadata
-                        .and_then(|m| m.get("annotations"))
-                        .and_then(Value::as_object),
-                ),
+            reloader_match: reloader_compat && reloader::reloader_matched(reloader_annotations),
         }
     }
 }
@@ -746,6 +764,7 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::value_digest;
     use serde_json::json;
 
     fn secret(name: &str, uid: &str, rv: &str, data: Value, annotations: Value) -> Value {

@@ -45,6 +45,7 @@ use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::metrics::{ConfirmLabels, ControllerMetrics, ObjectLabels};
 use crate::outcome::{Announcement, Evaluator, Outcome, Purpose, SkipReason, Write};
 use crate::progression;
+use crate::reduced::{ConfigMaps, Reduced, Secrets, SourceType};
 use crate::rollouts::{Finished, Rollouts};
 
 /// The default debounce window.
@@ -553,14 +554,13 @@ impl Controller {
             let config = watcher::Config::default()
                 .timeout(self.settings.watch_timeout)
                 .labels(selector);
-            let resource = ApiResource::erase::<Namespace>(&());
-            let stream = self.add_stream(&None, None, &resource, move |api, id| {
+            let stream = self.add_stream(&None, None, Api::<Namespace>::all, move |api, id| {
                 watcher(api, config.clone())
                     .default_backoff()
                     .map(move |event| match event {
                         Ok(event) => Item::Namespace(
                             id,
-                            reduce(event, |o| o.metadata.name.clone().map(|name| (name, ()))),
+                            reduce(event, |o: Namespace| o.metadata.name.map(|name| (name, ()))),
                         ),
                         Err(error) => {
                             warn!(error = %error, "namespace watch error; kube backs off and relists");
@@ -573,33 +573,12 @@ impl Controller {
             all.push(stream);
         }
         for scope in scopes {
-            for kind in [TargetKind::Secret, TargetKind::ConfigMap] {
-                if self.settings.ignore_kinds.contains(&kind) {
-                    continue;
-                }
-                let resource = match kind {
-                    TargetKind::Secret => ApiResource::erase::<Secret>(&()),
-                    TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
-                };
-                let mut config = self.watch_config();
-                if let Some(selector) = &self.settings.source_selector {
-                    config = config.labels(selector);
-                }
-                let compat = self.settings.reloader_compat;
-                let stream = self.add_stream(&scope, Some(kind), &resource, move |api, id| {
-                    watcher(api, config.clone())
-                        .default_backoff()
-                        .map(move |event| match event {
-                            Ok(event) => {
-                                Item::Source(id, kind, reduce(event, |o| source(kind, o, compat)))
-                            }
-                            Err(error) => {
-                                warn!(error = %error, "source watch error; kube backs off and relists");
-                                Item::Error
-                            }
-                        })
-                        .boxed()
-                });
+            if !self.settings.ignore_kinds.contains(&TargetKind::Secret) {
+                let stream = self.source_stream::<Secrets>(&scope);
+                all.push(stream);
+            }
+            if !self.settings.ignore_kinds.contains(&TargetKind::ConfigMap) {
+                let stream = self.source_stream::<ConfigMaps>(&scope);
                 all.push(stream);
             }
             for kind in self.settings.kinds() {
@@ -612,14 +591,22 @@ impl Controller {
                     all: self.settings.all,
                     reloader_compat: self.settings.reloader_compat,
                 };
-                let stream = self.add_stream(&scope, None, &resource, move |api, id| {
+                let namespace = scope.clone();
+                let stream = self.add_stream(
+                    &scope,
+                    None,
+                    move |client| match &namespace {
+                        Some(namespace) => Api::namespaced_with(client, namespace, &resource),
+                        None => Api::all_with(client, &resource),
+                    },
+                    move |api, id| {
                     watcher(api, config.clone())
                         .default_backoff()
                         .map(move |event| match event {
                             Ok(event) => Item::Workload(
                                 id,
                                 kind,
-                                reduce(event, |o| workload(kind, o, watching)),
+                                reduce(event, |o| workload(kind, &o, watching)),
                             ),
                             Err(error) => {
                                 warn!(error = %error, "workload watch error; kube backs off and relists");
@@ -634,6 +621,38 @@ impl Controller {
         all
     }
 
+    /// The watch of one kind of source in `scope`, decoded straight into digests
+    /// ([`Reduced`]).
+    fn source_stream<K: SourceType>(&mut self, scope: &Option<String>) -> BoxStream<'static, Item> {
+        let mut config = self.watch_config();
+        if let Some(selector) = &self.settings.source_selector {
+            config = config.labels(selector);
+        }
+        let compat = self.settings.reloader_compat;
+        let kind = K::KIND;
+        let namespace = scope.clone();
+        self.add_stream(
+            scope,
+            Some(kind),
+            move |client| match &namespace {
+                Some(namespace) => Api::<Reduced<K>>::namespaced(client, namespace),
+                None => Api::<Reduced<K>>::all(client),
+            },
+            move |api, id| {
+                watcher(api, config.clone())
+                    .default_backoff()
+                    .map(move |event| match event {
+                        Ok(event) => Item::Source(id, kind, reduce(event, |o| source(o, compat))),
+                        Err(error) => {
+                            warn!(error = %error, "source watch error; kube backs off and relists");
+                            Item::Error
+                        }
+                    })
+                    .boxed()
+            },
+        )
+    }
+
     fn watch_config(&self) -> watcher::Config {
         let config = watcher::Config::default().timeout(self.settings.watch_timeout);
         match ignored_namespaces(&self.settings.ignore_namespaces) {
@@ -644,20 +663,17 @@ impl Controller {
 
     /// Registers one watch stream: its requests go through a client that notes their
     /// deliveries, and it can be started over ([`freshness::restartable`]).
-    fn add_stream(
+    fn add_stream<K: Clone + Send + Sync + 'static>(
         &mut self,
         scope: &Option<String>,
         source: Option<TargetKind>,
-        resource: &ApiResource,
-        make: impl Fn(Api<DynamicObject>, usize) -> BoxStream<'static, Item> + Send + 'static,
+        api: impl FnOnce(kube::Client) -> Api<K>,
+        make: impl Fn(Api<K>, usize) -> BoxStream<'static, Item> + Send + 'static,
     ) -> BoxStream<'static, Item> {
         let id = self.streams.len();
         let activity = Activity::new();
         let client = freshness::observed_client(&self.client, &activity);
-        let api = match scope {
-            Some(namespace) => Api::namespaced_with(client, namespace, resource),
-            None => Api::all_with(client, resource),
-        };
+        let api = api(client);
         let (stream, restart) = freshness::restartable(move || make(api.clone(), id));
         self.streams.push(StreamState {
             scope: scope.clone(),
@@ -1526,43 +1542,35 @@ fn workload_resource(kind: WatchedKind) -> ApiResource {
 }
 
 /// Reduces a watcher event; an object without a namespace or name is skipped.
-fn reduce<K, V>(
-    event: watcher::Event<DynamicObject>,
-    convert: impl Fn(&DynamicObject) -> Option<(K, V)>,
-) -> Ev<K, V> {
+fn reduce<O, K, V>(event: watcher::Event<O>, convert: impl Fn(O) -> Option<(K, V)>) -> Ev<K, V> {
     match event {
         watcher::Event::Init => Ev::Init,
         watcher::Event::InitDone => Ev::Done,
-        watcher::Event::InitApply(object) => match convert(&object) {
+        watcher::Event::InitApply(object) => match convert(object) {
             Some((key, value)) => Ev::Page(key, value),
             None => Ev::Skip,
         },
-        watcher::Event::Apply(object) => match convert(&object) {
+        watcher::Event::Apply(object) => match convert(object) {
             Some((key, value)) => Ev::Apply(key, value),
             None => Ev::Skip,
         },
-        watcher::Event::Delete(object) => match convert(&object) {
+        watcher::Event::Delete(object) => match convert(object) {
             Some((key, _)) => Ev::Delete(key),
             None => Ev::Skip,
         },
     }
 }
 
-fn source(
-    kind: TargetKind,
-    object: &DynamicObject,
+fn source<K: SourceType>(
+    mut object: Reduced<K>,
     reloader_compat: bool,
 ) -> Option<(SourceKey, SourceEntry)> {
     let key = SourceKey {
-        kind,
-        namespace: object.metadata.namespace.clone()?,
-        name: object.metadata.name.clone()?,
+        kind: K::KIND,
+        namespace: object.metadata.namespace.take()?,
+        name: object.metadata.name.take()?,
     };
-    let value = serde_json::to_value(object).ok()?;
-    Some((
-        key,
-        SourceEntry::from_object_in(kind, &value, reloader_compat),
-    ))
+    Some((key, SourceEntry::from_reduced(object, reloader_compat)))
 }
 
 /// A workload event's key, its cache entry, and its rollout observation (kept only while this

@@ -3,7 +3,7 @@
 //!
 //! Layers, bottom up: [`annotations`] (what users write), [`consumption`] (which keys of which
 //! objects a pod template consumes, on top of the core's reference extraction), [`digest`] (the
-//! content-addressed digest), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
+//! content-addressed digest), [`reduced`] (Secrets and ConfigMaps decoded straight into digests), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
 //! patch), [`cache`] (digests and references, never data), [`debounce`] and [`limits`] (per
 //! workload coalescing, the global token bucket, the flap stop), [`outcome`] (one evaluation,
 //! decided without I/O: what to write, count, reschedule and announce), [`freshness`] (what proves
@@ -26,6 +26,7 @@ pub mod limits;
 pub mod metrics;
 pub mod outcome;
 pub mod progression;
+pub mod reduced;
 pub mod rollouts;
 
 pub use controller::{Controller, ControllerError, ControllerSettings, Status};
