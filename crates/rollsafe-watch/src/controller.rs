@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -29,7 +30,7 @@ use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState, classify};
 use rollsafe_core::workload::WatchedKind;
 use serde_json::Value;
 use thiserror::Error;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -58,6 +59,10 @@ pub const DEFAULT_ROLLS_PER_MINUTE: u32 = 60;
 pub const DEFAULT_BURST: u32 = 10;
 /// How long publishing one Event may take.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Events waiting to be published. They are sent by their own task, after the patch they
+/// announce and without holding the next one; when this many wait (the events API is slow or
+/// down), a further Event is dropped, logged and counted as a failure.
+pub const EVENT_QUEUE: usize = 256;
 /// The `reportingController` of Events.
 pub const REPORTING_CONTROLLER: &str = "rollsafe.dev/watch";
 
@@ -302,7 +307,11 @@ pub struct Controller {
     cache: Cache,
     debouncer: Debouncer,
     streams: Vec<StreamState>,
-    status: watch::Sender<Status>,
+    status: Arc<watch::Sender<Status>>,
+    /// The Events to publish, in order, by the task [`Controller::run`] starts.
+    events: mpsc::Sender<(WorkloadKey, ObjectReference, Event)>,
+    /// Its receiving end, until `run` takes it.
+    event_queue: Option<mpsc::Receiver<(WorkloadKey, ObjectReference, Event)>>,
     recorder: Recorder,
     bucket: TokenBucket,
     flap: FlapGuard,
@@ -336,6 +345,7 @@ pub struct Controller {
 impl Controller {
     /// A controller acting through `client`.
     pub fn new(client: kube::Client, settings: ControllerSettings) -> Self {
+        let (events, event_queue) = mpsc::channel(EVENT_QUEUE);
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.to_owned(),
             instance: settings.instance.clone(),
@@ -375,7 +385,9 @@ impl Controller {
             settings,
             debouncer: Debouncer::default(),
             streams: Vec::new(),
-            status: watch::Sender::new(Status::default()),
+            status: Arc::new(watch::Sender::new(Status::default())),
+            events,
+            event_queue: Some(event_queue),
         }
     }
 
@@ -416,6 +428,13 @@ impl Controller {
 
     /// Runs until `shutdown` completes.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
+        if let Some(queue) = self.event_queue.take() {
+            tokio::spawn(publish_events(
+                queue,
+                self.recorder.clone(),
+                Arc::clone(&self.status),
+            ));
+        }
         let mut streams = self.watch_streams();
         let mut stall_check = tokio::time::interval(freshness::STALL_CHECK);
         stall_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -1426,7 +1445,8 @@ impl Controller {
         self.publish_event(key, reference, event).await;
     }
 
-    /// Publishes one Event on `reference`; a failure is logged and counted, never retried.
+    /// Queues one Event on `reference` for the publishing task ([`EVENT_QUEUE`]); a full
+    /// queue drops it (logged and counted, never retried).
     async fn publish_event(
         &self,
         key: &WorkloadKey,
@@ -1453,11 +1473,30 @@ impl Controller {
                 ..ObjectReference::default()
             }),
         };
-        match tokio::time::timeout(EVENT_TIMEOUT, self.recorder.publish(&event, &reference)).await {
-            Ok(Ok(())) => self.count(|s| s.events += 1),
+        if self
+            .events
+            .try_send((key.clone(), reference, event))
+            .is_err()
+        {
+            warn!(workload = %key, reason, "the Event queue is full; Event dropped");
+            self.count(|s| s.event_failures += 1);
+        }
+    }
+}
+
+/// Publishes the queued Events in order, each within [`EVENT_TIMEOUT`]; a failure is logged
+/// and counted, never retried. Ends when the controller is dropped.
+async fn publish_events(
+    mut queue: mpsc::Receiver<(WorkloadKey, ObjectReference, Event)>,
+    recorder: Recorder,
+    status: Arc<watch::Sender<Status>>,
+) {
+    while let Some((key, reference, event)) = queue.recv().await {
+        match tokio::time::timeout(EVENT_TIMEOUT, recorder.publish(&event, &reference)).await {
+            Ok(Ok(())) => status.send_modify(|s| s.events += 1),
             _ => {
-                warn!(workload = %key, reason, "cannot publish the Event");
-                self.count(|s| s.event_failures += 1);
+                warn!(workload = %key, reason = %event.reason, "cannot publish the Event");
+                status.send_modify(|s| s.event_failures += 1);
             }
         }
     }

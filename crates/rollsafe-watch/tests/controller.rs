@@ -780,6 +780,10 @@ async fn a_flapping_source_halts_the_workload_until_the_annotation_is_removed() 
     assert_eq!(env.rollouts("web"), 2);
     let web = env.workload("deployments", "web");
     assert!(web["metadata"]["annotations"]["rollsafe.dev/halted"].is_string());
+    poll("the Halted event", || {
+        !events(&env, "web", "Halted").is_empty()
+    })
+    .await;
     assert_eq!(events(&env, "web", "Halted").len(), 1);
     running.stop().await;
 
@@ -1371,6 +1375,13 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
         })
         .await;
     assert_eq!((rolled("api"), rolled("web"), rolled("worker")), (1, 0, 0));
+    // Events are published by their own task, after the step that decided them.
+    poll("both RolloutHeld events", || {
+        ["web", "worker"]
+            .iter()
+            .all(|name| !events(&env, name, "RolloutHeld").is_empty())
+    })
+    .await;
     for name in ["web", "worker"] {
         let held = events(&env, name, "RolloutHeld");
         assert_eq!(held.len(), 1, "{name}: {held:?}");
@@ -2440,5 +2451,42 @@ async fn reloaders_regular_expression_entries_watch_every_matching_name() {
             .map_or(0, |(_, e)| e.split(',').count()),
         2
     );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_stalled_events_api_holds_no_patch() {
+    let env = Env::start(consumers_of_db(3)).await;
+    let mut running = env.controller(settings());
+    running
+        .until("adoptions", |s| s.adoptions == 3 && s.pending == 0)
+        .await;
+    // Every Event write is held before it applies, until the fault is removed.
+    let stall = env
+        .emu
+        .add_fault(Fault::on("create", "events").then(FaultAction::Stall));
+    env.put(secret("db", &[("password", "rotated")], json!({})));
+    let status = running
+        .until("three rolls while the Events wait", |s| {
+            s.rolls == 3 && s.pending == 0
+        })
+        .await;
+    // Sent inline, the first held Event would have timed out (a failure) before the next
+    // patch could start.
+    assert_eq!(
+        (status.events, status.event_failures),
+        (0, 0),
+        "no Event got through, none gave up yet: {status:?}"
+    );
+    for i in 0..3 {
+        assert_eq!(env.rollouts(&format!("c{i}")), 1);
+    }
+    env.emu.remove_fault(stall);
+    running
+        .until("the three Rolled Events", |s| s.events >= 3)
+        .await;
+    for i in 0..3 {
+        assert_eq!(events(&env, &format!("c{i}"), "Rolled").len(), 1);
+    }
     running.stop().await;
 }
