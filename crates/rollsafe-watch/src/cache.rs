@@ -16,7 +16,7 @@ use crate::annotations::{
 };
 use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Facts, HALTED, Plan};
-use crate::digest::{Fingerprinter, SourceDigest, record_id};
+use crate::digest::{Fingerprinter, KeyDigests, SourceDigest, record_id};
 use crate::freshness::{Currency, version_number, versions_value};
 use crate::reduced::{Reduced, SourceType, digest_of};
 
@@ -167,7 +167,7 @@ impl SourceEntry {
                     annotation(RESTART_ON_CHANGE),
                 ) || (reloader_compat
                     && reloader::reloader_ignored(reloader_annotations)),
-                keys,
+                keys: keys.into(),
             },
             progressive: annotation(ROLLOUT_ANNOTATION)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
@@ -416,7 +416,7 @@ pub struct Cache {
 static UNWATCHED: SourceDigest = SourceDigest {
     uid: String::new(),
     opted_out: true,
-    keys: std::collections::BTreeMap::new(),
+    keys: KeyDigests::new(),
 };
 
 impl Cache {
@@ -809,12 +809,12 @@ mod tests {
         let entry = SourceEntry::from_object(TargetKind::Secret, &object);
         assert_eq!(entry.currency, Currency::at(5));
         assert_eq!(entry.digest.uid, "u1");
-        assert_eq!(entry.digest.keys["password"], value_digest(b"hunter2"));
+        assert_eq!(entry.digest.keys.get("password"), Some(&value_digest(b"hunter2")));
         assert!(!format!("{entry:?}").contains("hunter2"));
         let cm = json!({"metadata": {"uid": "c"}, "data": {"a": "x"}, "binaryData": {"b": "eQ=="}});
         let entry = SourceEntry::from_object(TargetKind::ConfigMap, &cm);
-        assert_eq!(entry.digest.keys["a"], value_digest(b"x"));
-        assert_eq!(entry.digest.keys["b"], value_digest(b"y"));
+        assert_eq!(entry.digest.keys.get("a"), Some(&value_digest(b"x")));
+        assert_eq!(entry.digest.keys.get("b"), Some(&value_digest(b"y")));
         let out = secret(
             "db",
             "u1",

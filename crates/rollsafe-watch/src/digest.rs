@@ -58,7 +58,75 @@ pub struct SourceDigest {
     /// `rollsafe.dev/watch: "false"` or `openchoreo.dev/restart-on-change: "false"`.
     pub opted_out: bool,
     /// Key → digest of its value.
-    pub keys: BTreeMap<String, ValueDigest>,
+    pub keys: KeyDigests,
+}
+
+/// Each key of one object and the digest of its value, sorted by key: one allocation of 48
+/// bytes per key plus the key names (a `BTreeMap` allocates a node of eleven slots, over 600
+/// bytes, even for one key; most objects have one to three).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyDigests(Vec<(Box<str>, ValueDigest)>);
+
+impl KeyDigests {
+    /// No key.
+    pub const fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    /// The digest of `key`'s value.
+    pub fn get(&self, key: &str) -> Option<&ValueDigest> {
+        self.position(key).ok().map(|at| &self.0[at].1)
+    }
+
+    /// How many keys.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// No key.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The keys and digests, sorted by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ValueDigest)> {
+        self.0.iter().map(|(key, value)| (&**key, value))
+    }
+
+    /// Sets `key`'s digest.
+    pub fn insert(&mut self, key: &str, value: ValueDigest) {
+        match self.position(key) {
+            Ok(at) => self.0[at].1 = value,
+            Err(at) => self.0.insert(at, (key.into(), value)),
+        }
+    }
+
+    /// Removes `key`.
+    pub fn remove(&mut self, key: &str) {
+        if let Ok(at) = self.position(key) {
+            self.0.remove(at);
+        }
+    }
+
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
+    }
+}
+
+impl From<BTreeMap<String, ValueDigest>> for KeyDigests {
+    /// Already sorted and unique: kept in that order, allocated to fit.
+    fn from(map: BTreeMap<String, ValueDigest>) -> Self {
+        let mut keys: Vec<(Box<str>, ValueDigest)> =
+            map.into_iter().map(|(k, v)| (k.into_boxed_str(), v)).collect();
+        keys.shrink_to_fit();
+        Self(keys)
+    }
+}
+
+impl FromIterator<(String, ValueDigest)> for KeyDigests {
+    fn from_iter<I: IntoIterator<Item = (String, ValueDigest)>>(iter: I) -> Self {
+        iter.into_iter().collect::<BTreeMap<_, _>>().into()
+    }
 }
 
 /// The digest of one value.
@@ -178,7 +246,7 @@ impl Fingerprinter {
             match keys {
                 Keys::All => {
                     out.extend_from_slice(&(found.keys.len() as u64).to_be_bytes());
-                    for (key, value) in &found.keys {
+                    for (key, value) in found.keys.iter() {
                         entry(&mut out, key, Some(value));
                     }
                 }
@@ -444,21 +512,21 @@ mod tests {
             w.0.get_mut(&db)
                 .unwrap()
                 .keys
-                .insert("password".into(), value_digest(b"x"));
+                .insert("password", value_digest(b"x"));
         }));
         // An unreferenced key: no change.
         assert!(!changed(&|w| {
             w.0.get_mut(&db)
                 .unwrap()
                 .keys
-                .insert("user".into(), value_digest(b"x"));
+                .insert("user", value_digest(b"x"));
         }));
         // A new key in a whole-object reference.
         assert!(changed(&|w| {
             w.0.get_mut(&settings)
                 .unwrap()
                 .keys
-                .insert("new".into(), value_digest(b""));
+                .insert("new", value_digest(b""));
         }));
         // Delete and recreate: same data, new uid.
         assert!(changed(&|w| w.0.get_mut(&db).unwrap().uid = "uid-2".into()));
@@ -478,7 +546,7 @@ mod tests {
             .get_mut(&db)
             .unwrap()
             .keys
-            .insert("password".into(), value_digest(b"y"));
+            .insert("password", value_digest(b"y"));
         assert_eq!(out.digest(&f, &consumption()), opted);
     }
 
