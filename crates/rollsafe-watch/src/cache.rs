@@ -809,7 +809,10 @@ mod tests {
         let entry = SourceEntry::from_object(TargetKind::Secret, &object);
         assert_eq!(entry.currency, Currency::at(5));
         assert_eq!(entry.digest.uid, "u1");
-        assert_eq!(entry.digest.keys.get("password"), Some(&value_digest(b"hunter2")));
+        assert_eq!(
+            entry.digest.keys.get("password"),
+            Some(&value_digest(b"hunter2"))
+        );
         assert!(!format!("{entry:?}").contains("hunter2"));
         let cm = json!({"metadata": {"uid": "c"}, "data": {"a": "x"}, "binaryData": {"b": "eQ=="}});
         let entry = SourceEntry::from_object(TargetKind::ConfigMap, &cm);

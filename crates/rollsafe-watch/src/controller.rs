@@ -494,7 +494,20 @@ impl Controller {
                 },
             }
             self.finish_rollouts().await;
+            self.release_spare();
             self.publish();
+        }
+    }
+
+    /// Gives back the capacity the per-workload change tables grew to in a burst (the first
+    /// list records a change for every consumer) once they are empty again.
+    fn release_spare(&mut self) {
+        const SPARE_CAPACITY: usize = 1024;
+        if self.changed.is_empty() && self.changed.capacity() > SPARE_CAPACITY {
+            self.changed = HashMap::new();
+        }
+        if self.first_change.is_empty() && self.first_change.capacity() > SPARE_CAPACITY {
+            self.first_change = HashMap::new();
         }
     }
 

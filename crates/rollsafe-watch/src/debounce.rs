@@ -9,6 +9,9 @@ use tokio::time::Instant;
 
 use crate::cache::WorkloadKey;
 
+/// The capacity an empty table of pending evaluations may keep.
+const SPARE_CAPACITY: usize = 1024;
+
 /// Pending evaluations, by deadline.
 #[derive(Debug, Default)]
 pub struct Debouncer {
@@ -46,6 +49,11 @@ impl Debouncer {
                 self.deadlines.remove(&key);
                 due.push(key);
             }
+        }
+        // After a burst (the first list schedules every workload at once) the table keeps
+        // its capacity; give it back once nothing is pending.
+        if self.deadlines.is_empty() && self.deadlines.capacity() > SPARE_CAPACITY {
+            self.deadlines = HashMap::new();
         }
         due
     }

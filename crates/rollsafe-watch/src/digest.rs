@@ -116,8 +116,10 @@ impl KeyDigests {
 impl From<BTreeMap<String, ValueDigest>> for KeyDigests {
     /// Already sorted and unique: kept in that order, allocated to fit.
     fn from(map: BTreeMap<String, ValueDigest>) -> Self {
-        let mut keys: Vec<(Box<str>, ValueDigest)> =
-            map.into_iter().map(|(k, v)| (k.into_boxed_str(), v)).collect();
+        let mut keys: Vec<(Box<str>, ValueDigest)> = map
+            .into_iter()
+            .map(|(k, v)| (k.into_boxed_str(), v))
+            .collect();
         keys.shrink_to_fit();
         Self(keys)
     }
