@@ -121,7 +121,6 @@ impl SourceEntry {
             text("resourceVersion"),
             text("uid").to_owned(),
             |key| annotations.and_then(|a| a.get(key)).and_then(Value::as_str),
-            reloader_compat.then_some(annotations).flatten(),
             keys,
             reloader_compat,
         )
@@ -131,30 +130,20 @@ impl SourceEntry {
     pub fn from_reduced<K: SourceType>(object: Reduced<K>, reloader_compat: bool) -> Self {
         let Reduced { metadata, keys, .. } = object;
         let annotations = metadata.annotations.unwrap_or_default();
-        // Reloader's readers take a JSON map; built only under `--reloader-compat`.
-        let reloader_map: Option<serde_json::Map<String, Value>> = reloader_compat.then(|| {
-            annotations
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect()
-        });
         Self::assemble(
             metadata.resource_version.as_deref().unwrap_or_default(),
             metadata.uid.unwrap_or_default(),
             |key| annotations.get(key).map(String::as_str),
-            reloader_map.as_ref(),
             keys,
             reloader_compat,
         )
     }
 
-    /// The entry from what both forms give: resourceVersion, uid, annotation lookup, the
-    /// annotations as Reloader's readers take them (only under `--reloader-compat`), digests.
+    /// The entry from what both forms give: resourceVersion, uid, annotation lookup, digests.
     fn assemble<'a>(
         resource_version: &str,
         uid: String,
         annotation: impl Fn(&str) -> Option<&'a str>,
-        reloader_annotations: Option<&serde_json::Map<String, Value>>,
         keys: std::collections::BTreeMap<String, crate::digest::ValueDigest>,
         reloader_compat: bool,
     ) -> Self {
@@ -166,12 +155,12 @@ impl SourceEntry {
                     annotation(WATCH),
                     annotation(RESTART_ON_CHANGE),
                 ) || (reloader_compat
-                    && reloader::reloader_ignored(reloader_annotations)),
+                    && reloader::is_true_value(annotation(reloader::IGNORE))),
                 keys: keys.into(),
             },
             progressive: annotation(ROLLOUT_ANNOTATION)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
-            reloader_match: reloader_compat && reloader::reloader_matched(reloader_annotations),
+            reloader_match: reloader_compat && reloader::is_true_value(annotation(reloader::MATCH)),
         }
     }
 }

@@ -871,6 +871,7 @@ impl Controller {
         };
         let mut joined = false;
         let mut left = Vec::new();
+        let mut first_list = None;
         let done = matches!(event, Ev::Done);
         match event {
             Ev::Skip => {}
@@ -899,20 +900,18 @@ impl Controller {
                     // The first list: drop what was cached from other namespaces meanwhile.
                     selection.known = true;
                     selection.selected = seen;
-                    let outside: BTreeSet<String> = self
-                        .cache
-                        .workload_keys()
-                        .map(|key| key.namespace.clone())
-                        .chain(self.cache.source_keys().map(|key| key.namespace.clone()))
-                        .filter(|namespace| !selection.selected.contains(namespace))
-                        .collect();
-                    left.extend(outside);
+                    first_list = Some(selection.selected.clone());
                 }
             }
         }
         for namespace in &left {
             info!(namespace = %namespace, "namespace not selected: its objects are forgotten");
-            self.forget_namespace(namespace);
+        }
+        if !left.is_empty() {
+            self.forget_namespaces(|namespace| left.iter().any(|n| n == namespace));
+        }
+        if let Some(selected) = first_list {
+            self.forget_namespaces(|namespace| !selected.contains(namespace));
         }
         if joined {
             info!("a namespace joined the selection: the watches list again");
@@ -924,13 +923,13 @@ impl Controller {
         }
     }
 
-    /// Drops every cached workload, then every cached source, of `namespace` (its workloads
-    /// first: no consumer is left to schedule).
-    fn forget_namespace(&mut self, namespace: &str) {
+    /// Drops every cached workload, then every cached source, of the namespaces `gone` names
+    /// (its workloads first: no consumer is left to schedule), in one pass over the cache.
+    fn forget_namespaces(&mut self, gone: impl Fn(&str) -> bool) {
         let workloads: Vec<WorkloadKey> = self
             .cache
             .workload_keys()
-            .filter(|key| key.namespace == namespace)
+            .filter(|key| gone(&key.namespace))
             .cloned()
             .collect();
         for key in &workloads {
@@ -940,7 +939,7 @@ impl Controller {
         let sources: Vec<SourceKey> = self
             .cache
             .source_keys()
-            .filter(|key| key.namespace == namespace)
+            .filter(|key| gone(&key.namespace))
             .cloned()
             .collect();
         for key in &sources {
@@ -1075,8 +1074,7 @@ impl Controller {
                     note,
                     related: None,
                 },
-            )
-            .await;
+            );
         }
     }
 
@@ -1184,9 +1182,9 @@ impl Controller {
                 if self.held.get(key) != Some(&digest) {
                     warn!(workload = %key, note = event.note, "progressive roll held");
                     if let Some(reference) = self.reference(key) {
-                        self.publish_event(key, reference, event).await;
+                        self.publish_event(key, reference, event);
                     }
-                    // Counted once its Event is out: whoever waits on the count reads both.
+                    // Counted once its Event is queued (published by its own task).
                     self.metrics.held.inc();
                     self.count(|s| s.held += 1);
                     self.held.insert(key.clone(), digest);
@@ -1299,7 +1297,7 @@ impl Controller {
             }
         }
         if let Some(event) = event {
-            self.announce(&object, key, event).await;
+            self.announce(&object, key, event);
         }
         // The acknowledged object is an observed state: evaluations before its watch event
         // arrives see the new resourceVersion and record.
@@ -1453,19 +1451,14 @@ impl Controller {
     }
 
     /// Publishes one Event on the workload; a failure is logged and counted, never retried.
-    async fn announce(&self, object: &DynamicObject, key: &WorkloadKey, event: Announcement) {
+    fn announce(&self, object: &DynamicObject, key: &WorkloadKey, event: Announcement) {
         let reference = object.object_ref(&workload_resource(key.kind));
-        self.publish_event(key, reference, event).await;
+        self.publish_event(key, reference, event);
     }
 
     /// Queues one Event on `reference` for the publishing task ([`EVENT_QUEUE`]); a full
     /// queue drops it (logged and counted, never retried).
-    async fn publish_event(
-        &self,
-        key: &WorkloadKey,
-        reference: ObjectReference,
-        event: Announcement,
-    ) {
+    fn publish_event(&self, key: &WorkloadKey, reference: ObjectReference, event: Announcement) {
         let Announcement {
             type_,
             reason,

@@ -218,10 +218,13 @@ pub fn reloader_ignored(annotations: Option<&Map<String, Value>>) -> bool {
 
 /// Whether annotation `key` is `"true"` (any case, surrounding space ignored).
 fn is_true(annotations: Option<&Map<String, Value>>, key: &str) -> bool {
-    annotations
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    is_true_value(annotations.and_then(|a| a.get(key)).and_then(Value::as_str))
+}
+
+/// Whether an annotation's value is `"true"` as Reloader's flags read it (any case, surrounding
+/// space ignored); for callers holding the annotations another way than a JSON map.
+pub fn is_true_value(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 #[cfg(test)]
