@@ -18,9 +18,7 @@ use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference, Secret};
 use kube::Resource as _;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
@@ -34,7 +32,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::annotations::{CONFIG_HASH, FIELD_MANAGER};
+use crate::annotations::CONFIG_HASH;
 use crate::cache::{
     Cache, ReloaderNote, SourceEntry, SourceKey, WORKLOAD_REF, Watching, WorkloadEntry, WorkloadKey,
 };
@@ -45,6 +43,7 @@ use crate::leader::Leadership;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::metrics::{ConfirmLabels, ControllerMetrics, ObjectLabels};
 use crate::outcome::{Announcement, Evaluator, Outcome, Purpose, SkipReason, Write};
+use crate::patches::{Answer, PatchPool, Sent, Unsent, workload_resource};
 use crate::progression;
 use crate::reduced::{ConfigMaps, Reduced, Secrets, SourceType};
 use crate::rollouts::{Finished, Rollouts};
@@ -65,6 +64,11 @@ pub const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const EVENT_QUEUE: usize = 256;
 /// The `reportingController` of Events.
 pub const REPORTING_CONTROLLER: &str = "rollsafe.dev/watch";
+
+/// Evaluations in one step of the loop: after this many (or once the patch pool is full) it
+/// reads the watches again before it takes the next due workload, so that a burst of due
+/// workloads (the first list, a new leader) never keeps the watches unread.
+pub const EVALUATIONS_PER_STEP: usize = 256;
 
 /// How long after a failed patch (not a conflict) the workload is evaluated again, from the
 /// cache as it then is.
@@ -101,6 +105,9 @@ pub struct ControllerSettings {
     pub max_rolls_per_minute: u32,
     /// Rolls allowed at once before the per-minute rate applies.
     pub burst: u32,
+    /// First records (adoptions) written per second (0: unpaced); rolls never wait for them
+    /// ([`crate::patches`]).
+    pub max_adoptions_per_second: u32,
     /// The flap stop.
     pub flap_limit: FlapLimit,
     /// This replica's name in Events (`reportingInstance`); default: the host name.
@@ -152,6 +159,7 @@ impl Default for ControllerSettings {
             watch_timeout: freshness::WATCH_TIMEOUT_SECONDS,
             max_rolls_per_minute: DEFAULT_ROLLS_PER_MINUTE,
             burst: DEFAULT_BURST,
+            max_adoptions_per_second: crate::patches::DEFAULT_ADOPTIONS_PER_SECOND,
             flap_limit: FlapLimit::default(),
             instance: None,
             progress_deadline: DEFAULT_PROGRESS_DEADLINE,
@@ -181,8 +189,11 @@ pub struct Status {
     pub failures: u64,
     /// Patches not sent because of `--dry-run`.
     pub dry_run: u64,
-    /// Evaluations pending in the debounce queue.
+    /// Work not done yet: evaluations in the debounce queue, adoptions waiting for their pace,
+    /// patches in flight (0: idle).
     pub pending: usize,
+    /// Adoptions waiting for their pace ([`crate::patches`]).
+    pub adoptions_queued: usize,
     /// Cached Secrets and ConfigMaps.
     pub sources: usize,
     /// Cached workloads.
@@ -340,6 +351,12 @@ pub struct Controller {
     selection: Option<Selection>,
     /// The index of the Namespace watch among the streams.
     namespace_stream: Option<usize>,
+    /// The patches in flight and the adoptions waiting for their pace.
+    pool: PatchPool,
+    /// Per workload without a record yet, the record it had just before a consumed object
+    /// changed (taken from this replica's view before the change is applied): a change made
+    /// while its adoption waits rolls it, it is not absorbed into its first record.
+    baselines: HashMap<WorkloadKey, String>,
 }
 
 impl Controller {
@@ -369,6 +386,8 @@ impl Controller {
             held: HashMap::new(),
             reloader_noted: HashSet::new(),
             namespace_stream: None,
+            pool: PatchPool::new(settings.max_adoptions_per_second, Instant::now()),
+            baselines: HashMap::new(),
             selection: settings
                 .namespace_selector
                 .as_ref()
@@ -452,7 +471,13 @@ impl Controller {
         );
         loop {
             let synced = self.status.borrow().synced;
-            let deadline = self.debouncer.next_deadline().filter(|_| synced);
+            // Due workloads are taken while the pool has room; an answer makes room.
+            let room = synced && self.pool.has_room();
+            let deadline = self.debouncer.next_deadline().filter(|_| room);
+            let adoption = self
+                .pool
+                .next_adoption_at(Instant::now())
+                .filter(|_| synced);
             // When the Lease would lapse without a confirmed renewal: stop leading then.
             let lapse = self
                 .leader
@@ -466,8 +491,10 @@ impl Controller {
                     info!("watch controller stopping");
                     return Ok(());
                 }
-                () = sleep_until(deadline), if deadline.is_some() => {
-                    for key in self.debouncer.pop_due(Instant::now()) {
+                sent = self.pool.answered(), if !self.pool.is_empty() => self.answered(sent),
+                () = sleep_until(deadline), if deadline.is_some() => self.evaluate_due().await,
+                () = sleep_until(adoption), if adoption.is_some() => {
+                    if let Some(key) = self.pool.next_adoption() {
                         self.evaluate(&key).await;
                     }
                 }
@@ -552,6 +579,10 @@ impl Controller {
         let (sources, workloads) = self.cache.len();
         let pending = self.debouncer.len();
         self.metrics.queue_depth.set(pending as i64);
+        self.metrics.patches_in_flight.set(self.pool.len() as i64);
+        self.metrics
+            .adoptions_queued
+            .set(self.pool.adoptions_queued() as i64);
         let gauge = |kind| {
             self.metrics
                 .objects
@@ -564,10 +595,13 @@ impl Controller {
         self.metrics
             .synced
             .set(i64::from(self.status.borrow().synced));
+        let adoptions_queued = self.pool.adoptions_queued();
+        let pending = pending + adoptions_queued + self.pool.len();
         self.status.send_modify(|status| {
             status.sources = sources;
             status.workloads = workloads;
             status.pending = pending;
+            status.adoptions_queued = adoptions_queued;
         });
     }
 
@@ -784,11 +818,13 @@ impl Controller {
                 Ev::Page(key, _) | Ev::Apply(key, _) if !self.selects(&key.namespace) => {}
                 Ev::Page(key, entry) => {
                     self.streams[id].seen_sources.insert(key.clone());
+                    self.keep_baselines(&key, entry.currency.version);
                     if self.cache.apply_source(key.clone(), entry) {
                         self.schedule_consumers(&key, now, window);
                     }
                 }
                 Ev::Apply(key, entry) => {
+                    self.keep_baselines(&key, entry.currency.version);
                     if self.cache.apply_source(key.clone(), entry) {
                         self.schedule_consumers(&key, now, window);
                     }
@@ -953,6 +989,8 @@ impl Controller {
         self.held.remove(key);
         self.cache.delete_workload(key);
         self.flap.forget(key);
+        self.pool.forget(key);
+        self.baselines.remove(key);
         self.changed.remove(key);
         self.first_change.remove(key);
     }
@@ -1109,6 +1147,41 @@ impl Controller {
         }
     }
 
+    /// Before a change of `source` (to resourceVersion `version`) is applied: keeps the record
+    /// each of its opted-in consumers without a record of its own has now — when the state of
+    /// the workload this replica holds is older than the change (a smaller resourceVersion:
+    /// the API server's versions are one sequence), so its pods were started before it. A
+    /// workload created (or edited) after the change, even if this view saw it first (the
+    /// Secret watch was behind), is adopted as before; so is any workload when the versions
+    /// are not numbers. After the first list only: until then nothing was decided, and the
+    /// first list is every workload's baseline. A deletion keeps none (a roll without its
+    /// object is withheld anyway).
+    fn keep_baselines(&mut self, source: &SourceKey, version: u64) {
+        if version == 0 || !self.status.borrow().synced {
+            return;
+        }
+        let unrecorded: Vec<WorkloadKey> = self
+            .cache
+            .consumers(source)
+            .filter(|key| !self.baselines.contains_key(key))
+            .filter(|key| {
+                self.cache.workload(key).is_some_and(|entry| {
+                    entry.facts.watched
+                        && entry.facts.record.is_none()
+                        && entry.plan.as_ref().is_some_and(|plan| {
+                            let held = freshness::version_number(plan.resource_version());
+                            held != 0 && held < version
+                        })
+                })
+            })
+            .collect();
+        for key in unrecorded {
+            if let Some(record) = self.cache.record(&key, &self.settings.fingerprinter) {
+                self.baselines.insert(key, record);
+            }
+        }
+    }
+
     fn schedule_consumers(&mut self, key: &SourceKey, now: Instant, window: Duration) {
         let consumers: Vec<WorkloadKey> = self.cache.consumers(key).collect();
         for workload in consumers {
@@ -1136,8 +1209,27 @@ impl Controller {
         info!(workloads = keys.len(), "caches synced");
     }
 
-    /// Evaluates one workload and carries out the outcome.
+    /// Evaluates the due workloads, earliest first, until [`EVALUATIONS_PER_STEP`] are done,
+    /// the pool is full, or none is due.
+    async fn evaluate_due(&mut self) {
+        let now = Instant::now();
+        for _ in 0..EVALUATIONS_PER_STEP {
+            if !self.pool.has_room() {
+                break;
+            }
+            let Some(key) = self.debouncer.pop_next_due(now) else {
+                break;
+            };
+            self.evaluate(&key).await;
+        }
+    }
+
+    /// Evaluates one workload and carries out the outcome; one whose patch is in flight is
+    /// evaluated once that is answered.
     async fn evaluate(&mut self, key: &WorkloadKey) {
+        if self.pool.defer_if_busy(key) {
+            return;
+        }
         let now = Instant::now();
         let deadline = self.patch_deadline(now);
         let stale = self.stale_watches() > 0;
@@ -1153,6 +1245,7 @@ impl Controller {
             progressive_all: self.settings.progressive_all,
             stalled: &self.stalled,
             stale,
+            baselines: &self.baselines,
         };
         if let Some(outcome) = evaluator.evaluate(key, now) {
             self.apply(key, outcome, now).await;
@@ -1174,7 +1267,7 @@ impl Controller {
                 self.count(|s| s.dry_run += 1);
                 None
             }
-            Outcome::Patch(write) => self.write(key, *write, now).await,
+            Outcome::Patch(write) => self.dispatch(key, *write, now),
             Outcome::Confirm { sources } => self.confirm(key, &sources).await,
             Outcome::Held { digest, event } => {
                 self.metrics.skip("held");
@@ -1248,18 +1341,66 @@ impl Controller {
         }
     }
 
-    /// Sends the patch once; once it is acknowledged, counts it, publishes its Event and takes
-    /// the acknowledged object into the cache. Returns when to evaluate again: after a failure
-    /// other than a conflict (a 409/422 waits for the next observed state, never resent).
-    async fn write(&mut self, key: &WorkloadKey, write: Write, now: Instant) -> Option<Duration> {
-        let Write {
-            document,
+    /// Starts the patch in the pool, or, for an adoption the pace or the adoption slots do
+    /// not allow now, queues the workload (evaluated again when its turn comes). Rolls and
+    /// halts always find a slot: the loop takes a due workload only while the pool has room,
+    /// and adoptions never take the last slots.
+    fn dispatch(&mut self, key: &WorkloadKey, write: Write, now: Instant) -> Option<Duration> {
+        if write.purpose == Purpose::Adopt && !self.pool.may_adopt(now) {
+            self.pool.queue_adoption(key);
+            return None;
+        }
+        let tested = self
+            .cache
+            .workload(key)
+            .and_then(|entry| entry.plan.as_ref())
+            .map(|plan| plan.resource_version().to_owned())
+            .unwrap_or_default();
+        self.pool.start(&self.client, key, write, tested);
+        None
+    }
+
+    /// Carries out a patch's answer: once acknowledged, counts it, publishes its Event and
+    /// takes the acknowledged object into the cache (unless a newer state was observed
+    /// meanwhile). A failure other than a conflict is evaluated again later (a 409/422 waits
+    /// for the next observed state, never resent); a workload that came due while its patch
+    /// was in flight is evaluated again now.
+    fn answered(&mut self, answer: Answer) {
+        let (key, purpose) = match &answer {
+            Answer::Sent(sent) => (sent.key.clone(), sent.purpose),
+            Answer::Lost { key, purpose } => (key.clone(), *purpose),
+        };
+        let again = self.pool.finish(&key, purpose);
+        let now = Instant::now();
+        let written = match answer {
+            Answer::Sent(sent) => self.written(*sent, now),
+            Answer::Lost { .. } => {
+                warn!(workload = %key, "the patch task ended without an answer; re-evaluating later from the cache");
+                self.metrics.roll(key.kind.as_str(), "failed");
+                self.count(|s| s.failures += 1);
+                Some(FAILURE_RECHECK.max(self.settings.debounce))
+            }
+        };
+        let requeue = match written {
+            Some(after) => Some(after),
+            None if again => Some(Duration::ZERO),
+            None => None,
+        };
+        if let Some(after) = requeue {
+            self.debouncer.schedule(&key, now, after);
+        }
+    }
+
+    fn written(&mut self, sent: Sent, now: Instant) -> Option<Duration> {
+        let Sent {
+            key,
             purpose,
-            deadline,
-            event,
-            retry_after,
-        } = write;
-        let object = match self.send(key, document, deadline).await {
+            write,
+            tested,
+            result,
+        } = sent;
+        let key = &key;
+        let object = match result {
             Ok(object) => object,
             Err(Unsent::Refused(code)) => {
                 // Someone else changed the workload (or replaced it). Its next observed state
@@ -1273,15 +1414,16 @@ impl Controller {
                 warn!(workload = %key, code, "patch failed; re-evaluating later from the cache");
                 self.metrics.roll(key.kind.as_str(), "failed");
                 self.count(|s| s.failures += 1);
-                return Some(retry_after);
+                return Some(write.retry_after);
             }
             Err(Unsent::TimedOut) => {
                 warn!(workload = %key, "patch timed out; re-evaluating later from the cache");
                 self.metrics.roll(key.kind.as_str(), "failed");
                 self.count(|s| s.failures += 1);
-                return Some(retry_after);
+                return Some(write.retry_after);
             }
         };
+        let event = write.event;
         let cause = event.as_ref().map_or("", |e| e.note.as_str());
         self.acknowledged(key, purpose, cause, now);
         if matches!(purpose, Purpose::Roll { .. }) {
@@ -1300,12 +1442,18 @@ impl Controller {
             self.announce(&object, key, event);
         }
         // The acknowledged object is an observed state: evaluations before its watch event
-        // arrives see the new resourceVersion and record.
+        // arrives see the new resourceVersion and record. While the patch was in flight the
+        // watch may have delivered it, or a later state: the cache keeps what is newer.
+        let unchanged = self
+            .cache
+            .workload(key)
+            .and_then(|entry| entry.plan.as_ref())
+            .is_some_and(|plan| plan.resource_version() == tested);
         let watching = Watching {
             all: self.settings.all,
             reloader_compat: self.settings.reloader_compat,
         };
-        if let Some((key, (entry, _))) = workload(key.kind, &object, watching) {
+        if unchanged && let Some((key, (entry, _))) = workload(key.kind, &object, watching) {
             self.cache.apply_workload(key, entry);
         }
         None
@@ -1321,6 +1469,8 @@ impl Controller {
             _ => info!(workload = %key, decision = purpose.as_str(), cause, "patched"),
         }
         self.metrics.roll(key.kind.as_str(), purpose.result());
+        // The workload has a record now.
+        self.baselines.remove(key);
         match purpose {
             Purpose::Adopt => {
                 // The record now covers what was seen so far (the first list included).
@@ -1418,38 +1568,6 @@ impl Controller {
         }
     }
 
-    /// Sends one patch, once, to end by `deadline`.
-    async fn send(
-        &self,
-        key: &WorkloadKey,
-        document: json_patch::Patch,
-        deadline: Instant,
-    ) -> Result<DynamicObject, Unsent> {
-        let resource = workload_resource(key.kind);
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        let sent = tokio::time::timeout_at(
-            deadline,
-            api.patch(&key.name, &params, &Patch::Json::<()>(document)),
-        )
-        .await;
-        match sent {
-            Ok(Ok(object)) => Ok(object),
-            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
-                Err(Unsent::Refused(status.code))
-            }
-            Ok(Err(error)) => Err(Unsent::Failed(match &error {
-                kube::Error::Api(status) => status.code,
-                _ => 0,
-            })),
-            Err(_) => Err(Unsent::TimedOut),
-        }
-    }
-
     /// Publishes one Event on the workload; a failure is logged and counted, never retried.
     fn announce(&self, object: &DynamicObject, key: &WorkloadKey, event: Announcement) {
         let reference = object.object_ref(&workload_resource(key.kind));
@@ -1542,16 +1660,6 @@ fn took(elapsed: Duration) -> String {
     }
 }
 
-/// Why a patch was not acknowledged.
-enum Unsent {
-    /// 409 or 422: a concurrent change.
-    Refused(u16),
-    /// Another failure (the HTTP status, or 0).
-    Failed(u16),
-    /// It did not end by its deadline.
-    TimedOut,
-}
-
 /// The next leadership state; `None` when the lease task has ended.
 async fn leadership_changed(leadership: &mut Option<watch::Receiver<bool>>) -> Option<bool> {
     let receiver = leadership.as_mut()?;
@@ -1577,13 +1685,6 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
-}
-
-fn workload_resource(kind: WatchedKind) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(kind.group(), kind.version(), kind.as_str()),
-        kind.plural(),
-    )
 }
 
 /// Reduces a watcher event; an object without a namespace or name is skipped.

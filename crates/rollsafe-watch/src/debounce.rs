@@ -38,24 +38,28 @@ impl Debouncer {
         self.order.first().map(|(at, _)| *at)
     }
 
-    /// Removes and returns every key due at `now`, earliest first.
-    pub fn pop_due(&mut self, now: Instant) -> Vec<WorkloadKey> {
-        let mut due = Vec::new();
-        while let Some((at, _)) = self.order.first() {
-            if *at > now {
-                break;
-            }
-            if let Some((_, key)) = self.order.pop_first() {
-                self.deadlines.remove(&key);
-                due.push(key);
-            }
+    /// Removes and returns the earliest key due at `now`, if any. The loop takes them one at a
+    /// time, so that it can stop (the patch pool is full, or it has evaluated its share of a
+    /// step) and read the watches before it takes the next.
+    pub fn pop_next_due(&mut self, now: Instant) -> Option<WorkloadKey> {
+        let (at, _) = self.order.first()?;
+        if *at > now {
+            return None;
         }
+        let (_, key) = self.order.pop_first()?;
+        self.deadlines.remove(&key);
         // After a burst (the first list schedules every workload at once) the table keeps
         // its capacity; give it back once nothing is pending.
         if self.deadlines.is_empty() && self.deadlines.capacity() > SPARE_CAPACITY {
             self.deadlines = HashMap::new();
         }
-        due
+        Some(key)
+    }
+
+    /// Removes and returns every key due at `now`, earliest first.
+    #[cfg(test)]
+    fn pop_due(&mut self, now: Instant) -> Vec<WorkloadKey> {
+        std::iter::from_fn(|| self.pop_next_due(now)).collect()
     }
 
     /// How many evaluations are pending.

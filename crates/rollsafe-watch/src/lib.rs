@@ -7,7 +7,7 @@
 //! patch), [`cache`] (digests and references, never data), [`debounce`] and [`limits`] (per
 //! workload coalescing, the global token bucket, the flap stop), [`outcome`] (one evaluation,
 //! decided without I/O: what to write, count, reschedule and announce), [`freshness`] (what proves
-//! the view current, and stalled watches), [`controller`] (kube's watchers, and the one step that carries an outcome out: patches, Events), [`leader`] (the
+//! the view current, and stalled watches), [`patches`] (the patches in flight, bounded, one per workload, rolls ahead of paced adoptions), [`controller`] (kube's watchers, and the one step that carries an outcome out: patches, Events), [`leader`] (the
 //! Lease), [`metrics`] and [`admin`] (the admin listener). See docs/watch.md.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -25,6 +25,7 @@ pub mod leader;
 pub mod limits;
 pub mod metrics;
 pub mod outcome;
+pub mod patches;
 pub mod progression;
 pub mod reduced;
 pub mod rollouts;

@@ -35,6 +35,18 @@ impl TokenBucket {
         self.refilled = now;
     }
 
+    /// How long until a token is available (zero: one is), without taking it.
+    pub fn wait(&mut self, now: Instant) -> Duration {
+        if self.per_minute == 0 {
+            return Duration::ZERO;
+        }
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64((1.0 - self.tokens) * 60.0 / f64::from(self.per_minute))
+    }
+
     /// Takes a token, or says how long until one is available.
     pub fn take(&mut self, now: Instant) -> Result<(), Duration> {
         if self.per_minute == 0 {
@@ -165,7 +177,10 @@ mod tests {
         assert_eq!(wait, Duration::from_secs(1));
         tokio::time::advance(wait).await;
         assert!(bucket.take(Instant::now()).is_ok());
+        assert_eq!(bucket.wait(Instant::now()), Duration::from_secs(1));
         assert!(bucket.take(Instant::now()).is_err());
+        tokio::time::advance(Duration::from_millis(400)).await;
+        assert_eq!(bucket.wait(Instant::now()), Duration::from_millis(600));
         let mut unlimited = TokenBucket::new(0, 1, Instant::now());
         for _ in 0..100 {
             assert!(unlimited.take(Instant::now()).is_ok());

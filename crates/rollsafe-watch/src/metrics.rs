@@ -85,6 +85,10 @@ pub struct ControllerMetrics {
     pub stale_watches: Gauge,
     /// Consistent reads confirming the cache before a roll, by result.
     pub confirmations: Family<ConfirmLabels, Counter>,
+    /// Patches sent and not yet answered.
+    pub patches_in_flight: Gauge,
+    /// Workloads waiting for the adoption pace to write their first record.
+    pub adoptions_queued: Gauge,
 }
 
 impl Default for ControllerMetrics {
@@ -108,6 +112,8 @@ impl Default for ControllerMetrics {
             watch_stalls: Counter::default(),
             stale_watches: Gauge::default(),
             confirmations: Family::default(),
+            patches_in_flight: Gauge::default(),
+            adoptions_queued: Gauge::default(),
         }
     }
 }
@@ -193,6 +199,16 @@ impl ControllerMetrics {
             "confirmations",
             "Consistent reads confirming the cache before a roll, by result",
             self.confirmations.clone(),
+        );
+        registry.register(
+            "patches_in_flight",
+            "Patches sent and not yet answered",
+            self.patches_in_flight.clone(),
+        );
+        registry.register(
+            "adoptions_queued",
+            "Workloads waiting for the adoption pace to write their first record",
+            self.adoptions_queued.clone(),
         );
     }
 

@@ -221,6 +221,10 @@ pub struct Evaluator<'a> {
     pub stalled: &'a HashSet<WorkloadKey>,
     /// A watch is stale: nothing may be patched.
     pub stale: bool,
+    /// Per workload without a record, the record it had just before a consumed object
+    /// changed in this replica's view: it decides as the workload's record would, so such a
+    /// change rolls (it is not absorbed into the adoption).
+    pub baselines: &'a HashMap<WorkloadKey, String>,
 }
 
 impl Evaluator<'_> {
@@ -229,7 +233,20 @@ impl Evaluator<'_> {
     pub fn evaluate(self, key: &WorkloadKey, now: Instant) -> Option<Outcome> {
         let entry = self.cache.workload(key)?;
         let digest = self.cache.record(key, self.fingerprinter)?;
-        let decision = decision::decide(&entry.facts, &digest);
+        let baseline = self
+            .baselines
+            .get(key)
+            .filter(|_| entry.facts.record.is_none());
+        let decision = match baseline {
+            Some(baseline) if *baseline != digest => {
+                let facts = decision::Facts {
+                    record: Some(baseline.clone()),
+                    ..entry.facts.clone()
+                };
+                decision::decide(&facts, &digest)
+            }
+            _ => decision::decide(&entry.facts, &digest),
+        };
         let purpose = match &decision {
             RollDecision::NotWatched => {
                 return Some(skip(SkipReason::NotWatched {
@@ -253,7 +270,8 @@ impl Evaluator<'_> {
         };
         // A roll only for a view at least as new as the record's (before the gate and the
         // brakes: a roll that waits for a read takes no token).
-        if matches!(purpose, Purpose::Roll { .. }) {
+        // (A baseline is this replica's own view before the change: nothing to prove.)
+        if matches!(purpose, Purpose::Roll { .. }) && baseline.is_none() {
             let unproven = unproven(self.cache, key, entry, &digest);
             if !unproven.is_empty() {
                 if self.deadline.is_none() && !self.dry_run {

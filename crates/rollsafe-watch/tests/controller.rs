@@ -2482,11 +2482,143 @@ async fn a_stalled_events_api_holds_no_patch() {
         assert_eq!(env.rollouts(&format!("c{i}")), 1);
     }
     env.emu.remove_fault(stall);
-    running
-        .until("the three Rolled Events", |s| s.events >= 3)
-        .await;
+    // The rolls went in parallel: their Events, and the rollouts' ends, arrive in any order.
+    poll("the three Rolled Events", || {
+        (0..3).all(|i| !events(&env, &format!("c{i}"), "Rolled").is_empty())
+    })
+    .await;
     for i in 0..3 {
         assert_eq!(events(&env, &format!("c{i}"), "Rolled").len(), 1);
     }
+    assert_eq!(running.status.borrow().event_failures, 0);
+    running.stop().await;
+}
+
+/// Adoption at its own pace, never in front of a roll: 48 workloads are adopted at 8 first
+/// records a second (the pace bounds the adoption from below); a change made while most of
+/// them still wait rolls its three consumers at once, before the adoption ends, and each of
+/// them once — rolled from the record it had before the change, not absorbed into an
+/// adoption. No more than the pool's patches are ever in flight.
+#[tokio::test]
+async fn adoption_is_paced_and_a_change_made_meanwhile_rolls_at_once() {
+    const BULK: u64 = 48;
+    let mut seeds = vec![
+        secret("bulk", &[("k", "1")], json!({})),
+        secret("hot", &[("k", "1")], json!({})),
+        secret("other", &[("k", "1")], json!({})),
+    ];
+    for i in 0..BULK as usize {
+        seeds.push(deployment(
+            &format!("b{i}"),
+            "true",
+            json!([key_ref("K", "bulk", "k")]),
+            json!([]),
+        ));
+    }
+    for i in 0..3 {
+        seeds.push(deployment(
+            &format!("h{i}"),
+            "true",
+            json!([key_ref("K", "hot", "k")]),
+            json!([]),
+        ));
+    }
+    let env = Env::start(seeds).await;
+    let started = tokio::time::Instant::now();
+    let mut running = env.controller(ControllerSettings {
+        max_adoptions_per_second: 8,
+        ..settings()
+    });
+    running
+        .until("adoption under way", |s| {
+            s.synced && s.adoptions >= 8 && s.adoptions_queued > 0
+        })
+        .await;
+    env.put(secret("hot", &[("k", "2")], json!({})));
+    let status = running
+        .until("the three consumers of hot rolled", |s| s.rolls == 3)
+        .await;
+    assert!(
+        status.adoptions < BULK,
+        "the roll waited for the adoption: {status:?}"
+    );
+    let status = running
+        .until("every workload recorded", |s| {
+            s.adoptions + s.rolls == BULK + 3 && s.pending == 0
+        })
+        .await;
+    // At 8 a second (8 at once), at least 48 first records cannot take less than
+    // (48 - 8) / 8 s.
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "adoption not paced: {:?}",
+        started.elapsed()
+    );
+    assert_eq!((status.rolls, status.conflicts, status.failures), (3, 0, 0));
+    for i in 0..3 {
+        assert_eq!(env.rollouts(&format!("h{i}")), 1, "h{i}");
+        assert_eq!(
+            env.patches("deployments", &format!("h{i}")).len(),
+            1,
+            "h{i}"
+        );
+    }
+    for i in 0..BULK as usize {
+        assert_eq!(env.rollouts(&format!("b{i}")), 0, "b{i}");
+    }
+    let peak = env.emu.peak_in_flight("patch", "deployments");
+    assert!(
+        (1..=rollsafe_watch::patches::PATCH_CONCURRENCY as u32).contains(&peak),
+        "{peak}"
+    );
+    running.stop().await;
+}
+
+/// Patches go in parallel, but never two for one workload: c0's roll is held by the API
+/// server while c1 and c2 roll twice; c0 comes due again meanwhile and is evaluated once its
+/// patch is answered — one more patch, to what it consumes then.
+#[tokio::test]
+async fn one_workload_never_has_two_patches_in_flight() {
+    let env = Env::start(consumers_of_db(3)).await;
+    let mut running = env.controller(settings());
+    running
+        .until("adoptions", |s| s.adoptions == 3 && s.pending == 0)
+        .await;
+    let stall = env.emu.add_fault(
+        Fault::on("patch", "deployments")
+            .name("c0")
+            .then(FaultAction::Stall),
+    );
+    env.put(secret("db", &[("password", "first")], json!({})));
+    running
+        .until("c1 and c2 rolled, c0 held", |s| s.rolls == 2)
+        .await;
+    env.put(secret("db", &[("password", "second")], json!({})));
+    running
+        .until("c1 and c2 rolled again", |s| s.rolls == 4)
+        .await;
+    // c0 came due again while its patch was held: still one request in flight (a request is
+    // logged once answered: only the adoption so far).
+    let in_flight = |env: &Env| {
+        env.emu
+            .in_flight()
+            .into_iter()
+            .filter(|stat| stat.verb == "patch" && stat.resource == "deployments")
+            .map(|stat| stat.current)
+            .sum::<u32>()
+    };
+    assert_eq!(in_flight(&env), 1);
+    assert_eq!(env.patches("deployments", "c0").len(), 1);
+    assert_eq!(env.rollouts("c0"), 0);
+    env.emu.remove_fault(stall);
+    let status = running
+        .until("c0 rolled for both changes", |s| {
+            s.rolls == 6 && s.pending == 0
+        })
+        .await;
+    assert_eq!((status.conflicts, status.failures), (0, 0), "{status:?}");
+    assert_eq!(env.patches("deployments", "c0").len(), 3);
+    assert_eq!(env.rollouts("c0"), 2);
+    assert_eq!(template_hash(&env, "c0"), template_hash(&env, "c1"));
     running.stop().await;
 }

@@ -46,10 +46,6 @@ struct Cli {
     command: Command,
 }
 
-#[expect(
-    clippy::large_enum_variant,
-    reason = "parsed once per process; the size difference between variants does not matter"
-)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show which workloads reference a Secret, patching nothing (dry run of restart-consumers).

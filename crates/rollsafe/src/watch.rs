@@ -118,6 +118,10 @@ pub(crate) struct Args {
     /// Rolls allowed at once before the per-minute rate applies.
     #[arg(long, value_name = "N", default_value_t = rollsafe_watch::controller::DEFAULT_BURST, env = "ROLLSAFE_WATCH_BURST")]
     burst: u32,
+    /// First records written per second while adopting workloads (0: unpaced). Rolls never
+    /// wait for adoptions: they have patch slots of their own.
+    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::patches::DEFAULT_ADOPTIONS_PER_SECOND, env = "ROLLSAFE_WATCH_MAX_ADOPTIONS_PER_SECOND")]
+    max_adoptions_per_second: u32,
     /// Halt a workload rolled this many times within the window (`5/10m`; `0` disables).
     #[arg(long, value_name = "ROLLS/WINDOW", default_value = "5/10m", value_parser = FlapLimit::parse, env = "ROLLSAFE_WATCH_FLAP_LIMIT")]
     flap_limit: FlapLimit,
@@ -175,6 +179,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         fingerprint_key_file,
         max_rolls_per_minute,
         burst,
+        max_adoptions_per_second,
         flap_limit,
         instance,
         admin_listen,
@@ -200,6 +205,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         fingerprinter: fingerprinter(fingerprint_key_file.as_deref())?,
         max_rolls_per_minute,
         burst,
+        max_adoptions_per_second,
         flap_limit,
         instance,
         progress_deadline,

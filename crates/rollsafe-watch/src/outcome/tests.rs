@@ -70,6 +70,8 @@ struct World {
     budget: Option<Duration>,
     /// A watch is stale.
     stale: bool,
+    /// Records kept before a change, for workloads without one.
+    baselines: HashMap<WorkloadKey, String>,
 }
 
 impl World {
@@ -84,6 +86,7 @@ impl World {
             dry_run: false,
             budget: Some(Duration::from_secs(15)),
             stale: false,
+            baselines: HashMap::new(),
         };
         world.cache.apply_source(db(), secret("hunter2"));
         world.workload(json!({"rollsafe.dev/watch": "true"}));
@@ -137,6 +140,7 @@ impl World {
             progressive_all: false,
             stalled: &HashSet::new(),
             stale: self.stale,
+            baselines: &self.baselines,
         }
         .evaluate(&web(), now)
     }
@@ -230,6 +234,28 @@ fn first_sight_adopts_without_an_event() {
             "/metadata/annotations/rollsafe.dev~1config-versions"
         ]
     );
+}
+
+#[test]
+fn a_change_before_the_first_record_rolls_from_the_baseline() {
+    // `web` has no record yet (its adoption waits for the pace); `db` changes.
+    let mut world = World::new();
+    world.baselines.insert(web(), world.record());
+    world.cache.apply_source(db(), secret_at("rotated", "4"));
+    world.changed.entry(web()).or_default().insert(db());
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Roll { deferred: None });
+    assert_eq!(
+        write.event.map(|event| event.note),
+        Some("Rolled for changes to Secret/db".to_owned())
+    );
+    // A baseline equal to what it consumes now: the adoption it was waiting for.
+    world.baselines.insert(web(), world.record());
+    assert_eq!(world.write().purpose, Purpose::Adopt);
+    // A record on the workload decides, never a baseline.
+    let mut world = World::new().after_a_change();
+    world.baselines.insert(web(), world.record());
+    assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
 }
 
 #[test]
