@@ -21,6 +21,8 @@
 //! - [`uri`]: the one percent-encoding rule of URI parts, shared by the HTTP clients.
 //! - [`validation`]: Kubernetes name and annotation-key rules.
 //! - [`render`]: the config-hash renderer.
+//! - [`window`]: restart windows (`Mon-Fri 09:00-17:00 Europe/Berlin`): when `rollsafe watch`
+//!   may roll.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -38,4 +40,5 @@ pub mod rollout;
 pub mod time;
 pub mod uri;
 pub mod validation;
+pub mod window;
 pub mod workload;
