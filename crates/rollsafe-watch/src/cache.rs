@@ -19,6 +19,7 @@ use crate::decision::{Facts, HALTED, Plan};
 use crate::digest::{Fingerprinter, KeyDigests, SourceDigest, record_id};
 use crate::freshness::{Currency, version_number, versions_value};
 use crate::reduced::{Reduced, SourceType, digest_of};
+use crate::windows::{self, PENDING, RESTART_WINDOW, WindowAnnotation};
 
 /// A Secret or ConfigMap: kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -77,6 +78,9 @@ pub struct SourceEntry {
     /// Reloader's `reloader.stakater.com/match: "true"` (read under `--reloader-compat`): a
     /// workload's `search` watches it.
     pub reloader_match: bool,
+    /// Its `rollsafe.dev/restart-window`, if any: its consumers roll for its changes only
+    /// while it is open ([`crate::windows`]). Boxed: most objects have none.
+    pub window: Option<Box<WindowAnnotation>>,
 }
 
 impl SourceEntry {
@@ -161,6 +165,7 @@ impl SourceEntry {
             progressive: annotation(ROLLOUT_ANNOTATION)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
             reloader_match: reloader_compat && reloader::is_true_value(annotation(reloader::MATCH)),
+            window: windows::annotation(annotation(RESTART_WINDOW)),
         }
     }
 }
@@ -242,6 +247,10 @@ pub struct WorkloadEntry {
     pub patterns: Option<Box<[NamePattern]>>,
     /// Where its rollout stands, as its last observed object says.
     pub rollout: RolloutState,
+    /// Its `rollsafe.dev/restart-window`, if any ([`crate::windows`]).
+    pub window: Option<Box<WindowAnnotation>>,
+    /// Its `rollsafe.dev/pending` mark: a roll held by a restart window.
+    pub pending: Option<Box<str>>,
 }
 
 impl WorkloadEntry {
@@ -336,6 +345,8 @@ impl WorkloadEntry {
             opt_in_error,
             versions: annotation(CONFIG_VERSIONS).map(Box::from),
             wave: annotation(WAVE_ANNOTATION).map(Box::from),
+            window: windows::annotation(annotation(RESTART_WINDOW)),
+            pending: annotation(PENDING).map(Box::from),
             rollout,
             reloader: reloader_note,
         }

@@ -25,6 +25,7 @@ use kube::runtime::watcher;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::rollout::follow::Observation;
 use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState, classify};
+use rollsafe_core::window::RestartWindow;
 use rollsafe_core::workload::WatchedKind;
 use serde_json::Value;
 use thiserror::Error;
@@ -47,6 +48,7 @@ use crate::patches::{Answer, PatchPool, Sent, Unsent, workload_resource};
 use crate::progression;
 use crate::reduced::{ConfigMaps, Reduced, Secrets, SourceType};
 use crate::rollouts::{Finished, Rollouts};
+use crate::windows::WallClock;
 
 /// The default debounce window.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
@@ -129,6 +131,11 @@ pub struct ControllerSettings {
     /// Argo Rollouts are watched and rolled (`--argo-rollouts`, when the API server serves
     /// `rollouts.argoproj.io`: the caller checks).
     pub argo_rollouts: bool,
+    /// `--restart-window`: rolls of workloads whose own annotation and changed objects name no
+    /// window happen only while it is open ([`crate::windows`]).
+    pub restart_window: Option<RestartWindow>,
+    /// The wall clock restart windows are read against.
+    pub clock: WallClock,
 }
 
 impl ControllerSettings {
@@ -166,6 +173,8 @@ impl Default for ControllerSettings {
             progressive_all: false,
             reloader_compat: false,
             argo_rollouts: false,
+            restart_window: None,
+            clock: WallClock::system(),
         }
     }
 }
@@ -205,6 +214,10 @@ pub struct Status {
     pub halts: u64,
     /// Progressive rolls held at a stalled earlier wave (each workload and content once).
     pub held: u64,
+    /// Rolls held by a restart window and marked pending (each workload and content once).
+    pub pended: u64,
+    /// Workloads whose roll a restart window holds now (not counted in `pending`).
+    pub held_by_window: usize,
     /// Rolls postponed by the global rate limit.
     pub rate_limited: u64,
     /// Events published.
@@ -317,6 +330,8 @@ pub struct Controller {
     settings: ControllerSettings,
     cache: Cache,
     debouncer: Debouncer,
+    /// Workloads whose roll a restart window holds, by when to look again.
+    windows: Debouncer,
     streams: Vec<StreamState>,
     status: Arc<watch::Sender<Status>>,
     /// The Events to publish, in order, by the task [`Controller::run`] starts.
@@ -403,6 +418,7 @@ impl Controller {
             client,
             settings,
             debouncer: Debouncer::default(),
+            windows: Debouncer::default(),
             streams: Vec::new(),
             status: Arc::new(watch::Sender::new(Status::default())),
             events,
@@ -473,7 +489,11 @@ impl Controller {
             let synced = self.status.borrow().synced;
             // Due workloads are taken while the pool has room; an answer makes room.
             let room = synced && self.pool.has_room();
-            let deadline = self.debouncer.next_deadline().filter(|_| room);
+            let deadline = [self.debouncer.next_deadline(), self.windows.next_deadline()]
+                .into_iter()
+                .flatten()
+                .min()
+                .filter(|_| room);
             let adoption = self
                 .pool
                 .next_adoption_at(Instant::now())
@@ -592,6 +612,8 @@ impl Controller {
         gauge("source").set(sources as i64);
         gauge("workload").set(workloads as i64);
         self.metrics.halted.set(self.cache.halted() as i64);
+        let held_by_window = self.windows.len();
+        self.metrics.held_by_window.set(held_by_window as i64);
         self.metrics
             .synced
             .set(i64::from(self.status.borrow().synced));
@@ -602,6 +624,7 @@ impl Controller {
             status.workloads = workloads;
             status.pending = pending;
             status.adoptions_queued = adoptions_queued;
+            status.held_by_window = held_by_window;
         });
     }
 
@@ -990,6 +1013,7 @@ impl Controller {
         self.cache.delete_workload(key);
         self.flap.forget(key);
         self.pool.forget(key);
+        self.windows.remove(key);
         self.baselines.remove(key);
         self.changed.remove(key);
         self.first_change.remove(key);
@@ -1213,6 +1237,10 @@ impl Controller {
     /// the pool is full, or none is due.
     async fn evaluate_due(&mut self) {
         let now = Instant::now();
+        // Held rolls whose window may be open now join the due evaluations.
+        while let Some(key) = self.windows.pop_next_due(now) {
+            self.debouncer.schedule(&key, now, Duration::ZERO);
+        }
         for _ in 0..EVALUATIONS_PER_STEP {
             if !self.pool.has_room() {
                 break;
@@ -1246,6 +1274,8 @@ impl Controller {
             stalled: &self.stalled,
             stale,
             baselines: &self.baselines,
+            restart_window: self.settings.restart_window.as_ref(),
+            wall: self.settings.clock.now(),
         };
         if let Some(outcome) = evaluator.evaluate(key, now) {
             self.apply(key, outcome, now).await;
@@ -1256,7 +1286,27 @@ impl Controller {
     /// reschedules and updates the cache.
     async fn apply(&mut self, key: &WorkloadKey, outcome: Outcome, now: Instant) {
         self.count(|s| s.evaluations += 1);
+        // Whatever else it comes to, a workload no longer waits for its window.
+        if !matches!(
+            outcome,
+            Outcome::Skip {
+                reason: Some(SkipReason::RestartWindow),
+                ..
+            }
+        ) {
+            self.windows.remove(key);
+        }
         let requeue = match outcome {
+            Outcome::Skip {
+                reason: Some(SkipReason::RestartWindow),
+                requeue,
+            } => {
+                self.skipped(key, Some(SkipReason::RestartWindow), requeue);
+                if let Some(after) = requeue {
+                    self.windows.schedule(key, now, after);
+                }
+                None
+            }
             Outcome::Skip { reason, requeue } => {
                 self.skipped(key, reason, requeue);
                 requeue
@@ -1326,6 +1376,9 @@ impl Controller {
             }
             SkipReason::WaitingForWave => {
                 debug!(workload = %key, "progressive roll waits for an earlier wave");
+            }
+            SkipReason::RestartWindow => {
+                debug!(workload = %key, "roll held by a restart window; marked pending");
             }
             SkipReason::RateLimited => {
                 let wait_ms = requeue.unwrap_or_default().as_millis();
@@ -1426,6 +1479,9 @@ impl Controller {
         let event = write.event;
         let cause = event.as_ref().map_or("", |e| e.note.as_str());
         self.acknowledged(key, purpose, cause, now);
+        if let Some(after) = write.recheck {
+            self.windows.schedule(key, now, after);
+        }
         if matches!(purpose, Purpose::Roll { .. }) {
             self.stalled.remove(key);
             self.held.remove(key);
@@ -1466,6 +1522,9 @@ impl Controller {
     fn acknowledged(&mut self, key: &WorkloadKey, purpose: Purpose, cause: &str, now: Instant) {
         match purpose {
             Purpose::Halt => warn!(workload = %key, "halted by the flap stop"),
+            Purpose::Pend => {
+                info!(workload = %key, cause, "roll held by a restart window; marked pending")
+            }
             _ => info!(workload = %key, decision = purpose.as_str(), cause, "patched"),
         }
         self.metrics.roll(key.kind.as_str(), purpose.result());
@@ -1496,6 +1555,9 @@ impl Controller {
                 self.metrics.halts.inc();
                 self.count(|s| s.halts += 1);
             }
+            // The changes stay: the roll that follows names them.
+            Purpose::Pend => self.count(|s| s.pended += 1),
+            Purpose::Unpend => self.forget_changes(key),
         }
     }
 

@@ -33,6 +33,13 @@ impl Debouncer {
         self.order.insert((at, key.clone()));
     }
 
+    /// Unschedules `key`, if it is scheduled.
+    pub fn remove(&mut self, key: &WorkloadKey) {
+        if let Some(at) = self.deadlines.remove(key) {
+            self.order.remove(&(at, key.clone()));
+        }
+    }
+
     /// The earliest deadline.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.order.first().map(|(at, _)| *at)

@@ -6,7 +6,7 @@
 //! annotation) and appends the metadata record.
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use rollsafe_core::name::AnnotationKey;
 use rollsafe_core::patch::{InspectError, RestartPatch};
 use rollsafe_core::workload::{Deferral, WatchedKind};
@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::annotations::{CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS};
 use crate::digest::parse_record;
+use crate::windows::PENDING;
 
 pub use crate::annotations::HALTED;
 
@@ -126,6 +127,8 @@ pub fn decide(facts: &Facts, digest: &str) -> RollDecision {
 pub struct Plan {
     restart: RestartPatch,
     metadata_annotations: bool,
+    /// It carries a `rollsafe.dev/pending` mark, which every other write removes.
+    pending: bool,
 }
 
 impl Plan {
@@ -138,12 +141,13 @@ impl Plan {
     /// under `spec.jobTemplate.spec`).
     pub fn inspect_at(object: &Value, kind: WatchedKind) -> Result<Self, InspectError> {
         let restart = RestartPatch::inspect_at(object, kind.template_path())?;
-        let metadata_annotations = object
-            .pointer("/metadata/annotations")
-            .is_some_and(Value::is_object);
+        let annotations = object.pointer("/metadata/annotations");
+        let metadata_annotations = annotations.is_some_and(Value::is_object);
+        let pending = annotations.and_then(|a| a.get(PENDING)).is_some();
         Ok(Self {
             restart,
             metadata_annotations,
+            pending,
         })
     }
 
@@ -180,23 +184,65 @@ impl Plan {
                 (CONFIG_VERSIONS, versions),
                 (CHANGE_CAUSE, cause),
             ]));
+            operations.extend(self.pending_removal());
         } else {
             // Keep the two tests only: the record alone, no pod-template change.
             operations.truncate(2);
             operations.extend(
                 self.metadata_adds(&[(CONFIG_RECORD, digest), (CONFIG_VERSIONS, versions)]),
             );
+            operations.extend(self.pending_removal());
         }
         Some(Patch(operations))
+    }
+
+    /// The patch that marks a roll held by a restart window: the two tests, then the metadata
+    /// annotation `rollsafe.dev/pending` set to `mark`. The pod template is not touched.
+    pub fn pend_document(&self, mark: &str) -> Option<Patch> {
+        let mut operations = self.tests()?;
+        operations.extend(self.metadata_adds(&[(PENDING, mark)]));
+        Some(Patch(operations))
+    }
+
+    /// The patch that removes a `rollsafe.dev/pending` mark no roll is due for any more (the
+    /// change was undone while held): the two tests, then its removal; `None` without a mark.
+    pub fn unpend_document(&self) -> Option<Patch> {
+        if !self.pending {
+            return None;
+        }
+        let mut operations = self.tests()?;
+        operations.extend(self.pending_removal());
+        Some(Patch(operations))
+    }
+
+    /// Whether it carries a `rollsafe.dev/pending` mark.
+    pub fn is_pending(&self) -> bool {
+        self.pending
+    }
+
+    /// The `test`s of uid and resourceVersion alone.
+    fn tests(&self) -> Option<Vec<PatchOperation>> {
+        let template_key: AnnotationKey = CONFIG_HASH.parse().ok()?;
+        let Patch(mut operations) = self.restart.document(&template_key, "");
+        operations.truncate(2);
+        Some(operations)
+    }
+
+    /// The removal of the `rollsafe.dev/pending` mark, when there is one.
+    fn pending_removal(&self) -> Option<PatchOperation> {
+        self.pending.then(|| {
+            PatchOperation::Remove(RemoveOperation {
+                path: PointerBuf::from_tokens(["metadata", "annotations", PENDING]),
+            })
+        })
     }
 
     /// The patch that halts the workload: the two tests, then the metadata annotation
     /// `rollsafe.dev/halted` set to `reason`. The pod template is not touched.
     pub fn halt_document(&self, reason: &str) -> Option<Patch> {
-        let template_key: AnnotationKey = CONFIG_HASH.parse().ok()?;
-        let Patch(mut operations) = self.restart.document(&template_key, "");
-        operations.truncate(2);
+        let mut operations = self.tests()?;
         operations.extend(self.metadata_adds(&[(HALTED, reason)]));
+        operations.extend(self.pending_removal());
         Some(Patch(operations))
     }
 

@@ -12,7 +12,9 @@ use prometheus_client::registry::{Registry, Unit};
 pub struct RollLabels {
     /// `Deployment`, `StatefulSet` or `DaemonSet`.
     pub kind: &'static str,
-    /// `rolled`, `deferred`, `adopted`, `halted`, `conflict`, `failed` or `dry_run`.
+    /// `rolled`, `deferred`, `adopted`, `halted`, `pending` (a roll held by a restart window,
+    /// marked), `unpended` (its mark removed, the change undone), `conflict`, `failed` or
+    /// `dry_run`.
     pub result: &'static str,
 }
 
@@ -20,7 +22,7 @@ pub struct RollLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SkipLabels {
     /// `unchanged`, `not_watched`, `halted`, `source_missing`, `rate_limited`, `unpatchable`,
-    /// `not_leader`, `waiting_for_wave` or `stale_view`.
+    /// `not_leader`, `waiting_for_wave`, `stale_view` or `restart_window`.
     pub reason: &'static str,
 }
 
@@ -66,6 +68,8 @@ pub struct ControllerMetrics {
     /// Cached workloads halted now (`rollsafe.dev/halted` on them, by any replica, until a
     /// person removes it).
     pub halted: Gauge,
+    /// Workloads whose roll a restart window holds now (marked `rollsafe.dev/pending`).
+    pub held_by_window: Gauge,
     /// 1 once every watch has listed once.
     pub synced: Gauge,
     /// From a roll acknowledged to its rollout's end, by kind and result.
@@ -101,6 +105,7 @@ impl Default for ControllerMetrics {
             objects: Family::default(),
             halts: Counter::default(),
             halted: Gauge::default(),
+            held_by_window: Gauge::default(),
             synced: Gauge::default(),
             rollout_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1.0, 2.0, 12))
@@ -148,6 +153,11 @@ impl ControllerMetrics {
             "halted",
             "Cached workloads halted now by the flap stop",
             self.halted.clone(),
+        );
+        registry.register(
+            "held_by_window",
+            "Workloads whose roll a restart window holds now",
+            self.held_by_window.clone(),
         );
         registry.register(
             "halts",

@@ -15,17 +15,20 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
+use jiff::Timestamp;
 use json_patch::Patch;
 use kube::runtime::events::EventType;
+use rollsafe_core::window::RestartWindow;
 use rollsafe_core::workload::Deferral;
 use tokio::time::Instant;
 
 use crate::cache::{Cache, SourceKey, WorkloadKey};
-use crate::decision::{self, RollDecision};
+use crate::decision::{self, Plan, RollDecision};
 use crate::digest::{self, Fingerprinter};
 use crate::freshness;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::progression::{self, Gate};
+use crate::windows::{self, Closed};
 
 /// The most object names an Event note lists.
 const MAX_NAMES_IN_NOTE: usize = 10;
@@ -97,6 +100,9 @@ pub enum SkipReason {
     /// A watch is stale (stalled, or found behind a consistent read and relisting): nothing is
     /// patched until every watch is fresh again.
     StaleView,
+    /// A restart window holds the roll, and the workload is marked pending already: looked at
+    /// again when the window opens ([`crate::windows`]).
+    RestartWindow,
 }
 
 impl SkipReason {
@@ -112,6 +118,7 @@ impl SkipReason {
             SkipReason::NotLeader => "not_leader",
             SkipReason::WaitingForWave => "waiting_for_wave",
             SkipReason::StaleView => "stale_view",
+            SkipReason::RestartWindow => "restart_window",
         }
     }
 
@@ -139,6 +146,9 @@ pub struct Write {
     /// After a failure other than a conflict: evaluate again after this long, from the cache
     /// as it then is. A conflict waits for the next observed state instead.
     pub retry_after: Duration,
+    /// Once acknowledged: evaluate again after this long (a held roll, when its window
+    /// opens); `None`: when something changes.
+    pub recheck: Option<Duration>,
 }
 
 /// What a patch does.
@@ -154,6 +164,10 @@ pub enum Purpose {
     },
     /// Halts the workload (the flap stop).
     Halt,
+    /// Marks a roll held by a restart window (`rollsafe.dev/pending`); rolls nothing.
+    Pend,
+    /// Removes a pending mark no roll is due for any more; rolls nothing.
+    Unpend,
 }
 
 impl Purpose {
@@ -164,6 +178,8 @@ impl Purpose {
             Purpose::Roll { deferred: None } => "roll",
             Purpose::Roll { deferred: Some(_) } => "deferred",
             Purpose::Halt => "halt",
+            Purpose::Pend => "pend",
+            Purpose::Unpend => "unpend",
         }
     }
 
@@ -174,6 +190,8 @@ impl Purpose {
             Purpose::Roll { deferred: None } => "rolled",
             Purpose::Roll { deferred: Some(_) } => "deferred",
             Purpose::Halt => "halted",
+            Purpose::Pend => "pending",
+            Purpose::Unpend => "unpended",
         }
     }
 }
@@ -225,6 +243,10 @@ pub struct Evaluator<'a> {
     /// changed in this replica's view: it decides as the workload's record would, so such a
     /// change rolls (it is not absorbed into the adoption).
     pub baselines: &'a HashMap<WorkloadKey, String>,
+    /// `--restart-window`: the window of every workload and source without its own.
+    pub restart_window: Option<&'a RestartWindow>,
+    /// The wall-clock time windows are read at.
+    pub wall: Timestamp,
 }
 
 impl Evaluator<'_> {
@@ -254,6 +276,11 @@ impl Evaluator<'_> {
                 }));
             }
             RollDecision::Halted => return Some(skip(SkipReason::Halted)),
+            // A pending mark no roll is due for any more (the change was undone while held)
+            // is removed: it would tell of a roll that will not happen.
+            RollDecision::Unchanged if entry.plan.as_ref().is_some_and(Plan::is_pending) => {
+                Purpose::Unpend
+            }
             RollDecision::Unchanged => return Some(skip(SkipReason::Unchanged)),
             RollDecision::Adopt { .. } => Purpose::Adopt,
             RollDecision::Roll { deferred, .. } => {
@@ -341,8 +368,19 @@ impl Evaluator<'_> {
         }
         let names = names(&changed);
         let related = changed.first().cloned();
+        // A roll outside its restart window is held (before the brakes: a held roll takes no
+        // token and counts for no flap), the workload marked pending once per content.
+        if matches!(purpose, Purpose::Roll { .. })
+            && let Some(closed) = self.window_closed(entry, &changed)
+        {
+            return Some(self.hold(entry, plan, &digest, &closed, &names, related));
+        }
         let versions = self.cache.versions(key).unwrap_or_default();
-        let Some(document) = plan.document(&decision, &versions, &change_cause(&names)) else {
+        let document = match purpose {
+            Purpose::Unpend => plan.unpend_document(),
+            _ => plan.document(&decision, &versions, &change_cause(&names)),
+        };
+        let Some(document) = document else {
             return Some(nothing());
         };
         if self.dry_run {
@@ -364,6 +402,7 @@ impl Evaluator<'_> {
                 deadline,
                 event,
                 retry_after: self.retry_after,
+                recheck: None,
             }))
         };
         let Purpose::Roll { deferred } = purpose else {
@@ -392,6 +431,76 @@ impl Evaluator<'_> {
             purpose,
             Some(rolled(deferred, &names, related)),
         ))
+    }
+}
+
+impl Evaluator<'_> {
+    /// The restart window holding a roll of `entry` for `changed` now, if one is closed.
+    fn window_closed(
+        &self,
+        entry: &crate::cache::WorkloadEntry,
+        changed: &BTreeSet<SourceKey>,
+    ) -> Option<Closed> {
+        let sources = changed.iter().filter_map(|source| {
+            let window = self.cache.source_entry(source)?.window.as_deref()?;
+            Some((format!("{}/{}", source.kind.as_str(), source.name), window))
+        });
+        windows::closed(
+            entry.window.as_deref(),
+            sources,
+            self.restart_window,
+            self.wall,
+        )
+    }
+
+    /// The outcome of a roll held by `closed`: the pending mark written once per content (and
+    /// announced with a `Pending` Event), then looked at again when the window opens.
+    fn hold(
+        &self,
+        entry: &crate::cache::WorkloadEntry,
+        plan: &Plan,
+        digest: &str,
+        closed: &Closed,
+        names: &str,
+        related: Option<SourceKey>,
+    ) -> Outcome {
+        if self.dry_run {
+            return Outcome::DryRun {
+                decision: "pending",
+                changed: names.to_owned(),
+            };
+        }
+        if self.stale {
+            return skip(SkipReason::StaleView);
+        }
+        let Some(deadline) = self.deadline else {
+            return skip(SkipReason::NotLeader);
+        };
+        let mark = closed.mark(digest::parse_record(digest).0);
+        let recheck = closed.recheck(self.wall);
+        if entry.pending.as_deref() == Some(mark.as_str()) {
+            return Outcome::Skip {
+                reason: Some(SkipReason::RestartWindow),
+                requeue: Some(recheck),
+            };
+        }
+        let Some(document) = plan.pend_document(&mark) else {
+            return nothing();
+        };
+        Outcome::Patch(Box::new(Write {
+            document,
+            purpose: Purpose::Pend,
+            deadline,
+            event: Some(Announcement {
+                type_: EventType::Normal,
+                reason: "Pending",
+                action: "Roll",
+                note: closed.note(names),
+                related,
+            }),
+            retry_after: self.retry_after,
+            recheck: Some(recheck),
+        }))
     }
 }
 

@@ -10,6 +10,7 @@ use base64::Engine as _;
 use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
 use rollsafe_kube::Connection;
 use rollsafe_testing::{TestCluster, Workload};
+use rollsafe_watch::windows::WallClock;
 use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter, Status};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
@@ -2620,5 +2621,156 @@ async fn one_workload_never_has_two_patches_in_flight() {
     assert_eq!(env.patches("deployments", "c0").len(), 3);
     assert_eq!(env.rollouts("c0"), 2);
     assert_eq!(template_hash(&env, "c0"), template_hash(&env, "c1"));
+    running.stop().await;
+}
+
+/// `web`'s restart window, office hours in UTC; the controllers' clock starts 15 s before it
+/// opens, on a Thursday, and runs on.
+const OFFICE_HOURS: &str = "Mon-Fri 09:00-17:00 UTC";
+
+fn pending_mark(env: &Env, name: &str) -> Option<String> {
+    env.workload("deployments", name)["metadata"]["annotations"]["rollsafe.dev/pending"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+#[tokio::test]
+async fn a_change_outside_the_restart_window_is_held_across_a_restart_and_rolls_once_when_it_opens()
+{
+    let mut seeds = two_workloads();
+    seeds[2]["metadata"]["annotations"]["rollsafe.dev/restart-window"] = json!(OFFICE_HOURS);
+    let env = Env::start(seeds).await;
+    let clock = WallClock::starting_at("2026-12-03T08:59:45Z".parse().unwrap());
+    let held = || ControllerSettings {
+        clock,
+        ..settings()
+    };
+    let mut running = env.controller(held());
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    env.put(secret(
+        "db",
+        &[("password", "changed"), ("user", "app")],
+        json!({}),
+    ));
+    let status = running
+        .until("the hold", |s| s.pended == 1 && s.pending == 0)
+        .await;
+    assert_eq!(status.held_by_window, 1);
+    assert_eq!(status.rolls, 0);
+    assert_eq!(env.rollouts("web"), 0);
+    let mark = pending_mark(&env, "web").unwrap();
+    assert!(
+        mark.starts_with("window until=2026-12-03T09:00:00Z digest=v1:"),
+        "{mark}"
+    );
+    poll("the Pending event", || {
+        !events(&env, "web", "Pending").is_empty()
+    })
+    .await;
+    let pending = events(&env, "web", "Pending");
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(
+        pending[0]["message"],
+        "Roll for changes to Secret/db held by its restart window (Mon-Fri 09:00-17:00 UTC) until 2026-12-03T09:00+00:00"
+    );
+    assert_eq!(pending[0]["type"], "Normal");
+
+    // A restart neither loses the hold nor repeats it: no patch, the same mark.
+    let patches = env.patches("deployments", "web").len();
+    running.stop().await;
+    let mut running = env.controller(held());
+    running
+        .until("synced, web held again", |s| {
+            s.synced && s.held_by_window == 1 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.patches("deployments", "web").len(), patches);
+    assert_eq!(pending_mark(&env, "web").as_deref(), Some(mark.as_str()));
+
+    // A second change while held is coalesced: the mark follows the content.
+    env.put(secret(
+        "db",
+        &[("password", "changed again"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("the new mark", |s| s.pended == 1 && s.pending == 0)
+        .await;
+    let second = pending_mark(&env, "web").unwrap();
+    assert_ne!(second, mark);
+    assert_eq!(env.rollouts("web"), 0, "still held");
+
+    // At 09:00 the window opens: one roll, for both changes; the mark goes.
+    running
+        .until("the roll at the window's opening", |s| {
+            s.rolls == 1 && s.held_by_window == 0 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("web"), 1);
+    assert_eq!(env.rollouts("api"), 0);
+    assert_eq!(pending_mark(&env, "web"), None);
+    poll("the Rolled event", || {
+        !events(&env, "web", "Rolled").is_empty()
+    })
+    .await;
+    // Nothing more once it rolled.
+    barrier(&env, &mut running, "2").await;
+    assert_eq!(env.rollouts("web"), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_change_undone_while_held_clears_the_mark_and_rolls_nothing() {
+    let window = || json!({"rollsafe.dev/restart-window": OFFICE_HOURS});
+    let mut seeds = two_workloads();
+    seeds[1]["metadata"]["annotations"] = window();
+    let env = Env::start(seeds).await;
+    // Saturday: closed for two days.
+    let mut running = env.controller(ControllerSettings {
+        clock: WallClock::starting_at("2026-12-05T12:00:00Z".parse().unwrap()),
+        ..settings()
+    });
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    // `other`'s own window holds its consumer api.
+    env.put(secret("other", &[("k", "2")], window()));
+    running
+        .until("the hold", |s| s.pended == 1 && s.pending == 0)
+        .await;
+    let mark = pending_mark(&env, "api").unwrap();
+    assert!(
+        mark.starts_with("window until=2026-12-07T09:00:00Z"),
+        "{mark}"
+    );
+    poll("the Pending event", || {
+        !events(&env, "api", "Pending").is_empty()
+    })
+    .await;
+    assert!(
+        events(&env, "api", "Pending")[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("held by the restart window of Secret/other (Mon-Fri 09:00-17:00 UTC) until 2026-12-07T09:00+00:00")
+    );
+    // web is not held by other's window: db changes roll it at once.
+    env.put(secret(
+        "db",
+        &[("password", "changed"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("web's roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    // The change undone: the mark goes, nothing rolls.
+    env.put(secret("other", &[("k", "1")], window()));
+    poll("the mark removed", || pending_mark(&env, "api").is_none()).await;
+    let status = running
+        .until("idle", |s| s.held_by_window == 0 && s.pending == 0)
+        .await;
+    assert_eq!(status.rolls, 1);
+    assert_eq!(env.rollouts("api"), 0);
     running.stop().await;
 }

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use prometheus_client::registry::Registry;
 use rollsafe_core::reference::TargetKind;
+use rollsafe_core::window::RestartWindow;
 use rollsafe_core::workload::WatchedKind;
 use rollsafe_watch::admin;
 use rollsafe_watch::leader::{self, LeaseSettings};
@@ -122,6 +123,12 @@ pub(crate) struct Args {
     /// wait for adoptions: they have patch slots of their own.
     #[arg(long, value_name = "N", default_value_t = rollsafe_watch::patches::DEFAULT_ADOPTIONS_PER_SECOND, env = "ROLLSAFE_WATCH_MAX_ADOPTIONS_PER_SECOND")]
     max_adoptions_per_second: u32,
+    /// Roll only inside this restart window, unless a workload or a changed object names its
+    /// own with rollsafe.dev/restart-window (`Mon-Fri 09:00-17:00 Europe/Berlin`; see
+    /// docs/watch.md). A roll outside it is held, marked rollsafe.dev/pending, and rolled once
+    /// when it opens.
+    #[arg(long, value_name = "WINDOW", value_parser = parse_window, env = "ROLLSAFE_WATCH_RESTART_WINDOW")]
+    restart_window: Option<RestartWindow>,
     /// Halt a workload rolled this many times within the window (`5/10m`; `0` disables).
     #[arg(long, value_name = "ROLLS/WINDOW", default_value = "5/10m", value_parser = FlapLimit::parse, env = "ROLLSAFE_WATCH_FLAP_LIMIT")]
     flap_limit: FlapLimit,
@@ -180,6 +187,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_rolls_per_minute,
         burst,
         max_adoptions_per_second,
+        restart_window,
         flap_limit,
         instance,
         admin_listen,
@@ -212,6 +220,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         progressive_all: rollout == RolloutMode::Progressive,
         reloader_compat,
         argo_rollouts,
+        restart_window,
         ..ControllerSettings::default()
     };
     let kube = ConnectionArgs {
@@ -222,6 +231,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         as_group: Vec::new(),
     };
     process::runtime()?.block_on(watch(kube, settings, lease, admin_listen))
+}
+
+/// `--restart-window`: the core's grammar, its error text as clap's message.
+fn parse_window(text: &str) -> Result<RestartWindow, String> {
+    text.parse()
+        .map_err(|error: rollsafe_core::window::WindowError| error.to_string())
 }
 
 /// The variables every other command reads for its kubeconfig and context. `rollsafe watch`

@@ -14,8 +14,11 @@ use tokio::time::Instant;
 use super::*;
 use crate::cache::{SourceEntry, WorkloadEntry};
 use crate::limits::FlapLimit;
+use crate::windows::RESTART_WINDOW;
 
 const NS: &str = "shop";
+/// Thursday 2026-12-03, 07:00 in Berlin.
+const THURSDAY_EARLY: &str = "2026-12-03T06:00:00Z";
 
 fn web() -> WorkloadKey {
     WorkloadKey {
@@ -72,6 +75,10 @@ struct World {
     stale: bool,
     /// Records kept before a change, for workloads without one.
     baselines: HashMap<WorkloadKey, String>,
+    /// `--restart-window`.
+    restart_window: Option<RestartWindow>,
+    /// The wall clock.
+    wall: Timestamp,
 }
 
 impl World {
@@ -87,6 +94,8 @@ impl World {
             budget: Some(Duration::from_secs(15)),
             stale: false,
             baselines: HashMap::new(),
+            restart_window: None,
+            wall: THURSDAY_EARLY.parse().unwrap(),
         };
         world.cache.apply_source(db(), secret("hunter2"));
         world.workload(json!({"rollsafe.dev/watch": "true"}));
@@ -141,6 +150,8 @@ impl World {
             stalled: &HashSet::new(),
             stale: self.stale,
             baselines: &self.baselines,
+            restart_window: self.restart_window.as_ref(),
+            wall: self.wall,
         }
         .evaluate(&web(), now)
     }
@@ -613,4 +624,149 @@ fn nothing_is_patched_while_a_watch_is_stale() {
     rolling.dry_run = false;
     rolling.stale = false;
     assert!(matches!(rolling.evaluate(), Some(Outcome::Patch(_))));
+}
+
+/// The operations of a patch, as `op path`.
+fn operations(write: &Write) -> Vec<String> {
+    let value = serde_json::to_value(&write.document).unwrap();
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| {
+            format!(
+                "{} {}",
+                op["op"].as_str().unwrap(),
+                op["path"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// `web` with its record (and, if given, a window and a pending mark), after `db` changed.
+fn held_world(window: Option<&str>, pending: Option<&str>) -> World {
+    World::new().after_a_change_to(|object| {
+        let annotations = object["metadata"]["annotations"].as_object_mut().unwrap();
+        if let Some(window) = window {
+            annotations.insert(RESTART_WINDOW.to_owned(), json!(window));
+        }
+        if let Some(pending) = pending {
+            annotations.insert(windows::PENDING.to_owned(), json!(pending));
+        }
+    })
+}
+
+const OFFICE: &str = "Mon-Fri 09:00-17:00 Europe/Berlin";
+const MARK_PREFIX: &str = "window until=2026-12-03T08:00:00Z digest=";
+
+#[test]
+fn a_roll_outside_its_window_is_marked_pending_once_and_takes_no_token() {
+    let mut world = held_world(Some(OFFICE), None);
+    world.bucket = TokenBucket::new(60, 1, Instant::now());
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Pend);
+    assert_eq!(
+        operations(&write),
+        [
+            "test /metadata/uid",
+            "test /metadata/resourceVersion",
+            "add /metadata/annotations/rollsafe.dev~1pending"
+        ]
+    );
+    let mark = serde_json::to_value(&write.document).unwrap()[2]["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(mark.starts_with(MARK_PREFIX), "{mark}");
+    assert_eq!(write.recheck, Some(windows::WINDOW_RECHECK));
+    assert_eq!(
+        write.event,
+        Some(Announcement {
+            type_: EventType::Normal,
+            reason: "Pending",
+            action: "Roll",
+            note: "Roll for changes to Secret/db held by its restart window (Mon-Fri 09:00-17:00 Europe/Berlin) until 2026-12-03T09:00+01:00".to_owned(),
+            related: Some(db()),
+        })
+    );
+    assert!(world.bucket.take(Instant::now()).is_ok(), "no token taken");
+    // Marked: nothing is written again; looked at again when it opens (at most the recheck).
+    let mut world = held_world(Some(OFFICE), Some(&mark));
+    world.wall = "2026-12-03T07:59:30Z".parse().unwrap();
+    assert_eq!(
+        world.evaluate(),
+        Some(Outcome::Skip {
+            reason: Some(SkipReason::RestartWindow),
+            requeue: Some(Duration::from_secs(30)),
+        })
+    );
+    // Once open: one roll, which removes the mark.
+    world.wall = "2026-12-03T08:00:00Z".parse().unwrap();
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Roll { deferred: None });
+    assert_eq!(
+        operations(&write).last().map(String::as_str),
+        Some("remove /metadata/annotations/rollsafe.dev~1pending")
+    );
+    // A dry run says it would be held.
+    let mut world = held_world(Some(OFFICE), None);
+    world.dry_run = true;
+    assert_eq!(
+        world.evaluate(),
+        Some(Outcome::DryRun {
+            decision: "pending",
+            changed: "Secret/db".to_owned()
+        })
+    );
+}
+
+#[test]
+fn the_workloads_window_wins_then_the_sources_then_the_flag() {
+    // The flag alone holds it.
+    let mut world = held_world(None, None);
+    world.restart_window = Some("Sat 10:00-12:00 UTC".parse().unwrap());
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Pend);
+    assert!(write.event.unwrap().note.contains(
+        "held by the --restart-window (Sat 10:00-12:00 UTC) until 2026-12-05T10:00+00:00"
+    ));
+    // The changed object's window, over the flag's.
+    let mut source = secret_at("rotated", "4");
+    source.window = windows::annotation(Some("* 05:00-07:00 UTC"));
+    world.cache.apply_source(db(), source);
+    assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
+    // The workload's own, over the object's.
+    let mut world = held_world(Some(OFFICE), None);
+    let mut source = secret_at("rotated", "4");
+    source.window = windows::annotation(Some("* 05:00-07:00 UTC"));
+    world.cache.apply_source(db(), source);
+    assert_eq!(world.write().purpose, Purpose::Pend);
+    // A window not understood holds the roll until it is corrected.
+    let mut world = held_world(Some("Mon-Fry 09:00-17:00"), None);
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Pend);
+    assert!(
+        write
+            .event
+            .unwrap()
+            .note
+            .contains("(not understood: restart_window_day) until the window is changed")
+    );
+}
+
+#[test]
+fn a_change_undone_while_held_removes_the_mark() {
+    let mut world = held_world(Some(OFFICE), Some("window until=- digest=v1:old"));
+    world.cache.apply_source(db(), secret_at("hunter2", "5"));
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Unpend);
+    assert_eq!(write.event, None);
+    assert_eq!(
+        operations(&write),
+        [
+            "test /metadata/uid",
+            "test /metadata/resourceVersion",
+            "remove /metadata/annotations/rollsafe.dev~1pending"
+        ]
+    );
 }
