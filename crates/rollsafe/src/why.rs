@@ -15,6 +15,7 @@
 //! { "kind": "Deployment", "namespace": "shop", "name": "api",
 //!   "watch": { "state": "opted_in", "value": "true", "reason": "…" },
 //!   "halted": null,
+//!   "pending": null,
 //!   "consumes": [ { "kind": "Secret", "name": "db", "exists": true, "keys": ["password"],
 //!                   "watched": true, "changed": true,
 //!                   "references": [ { "path": "…", "via": "env", … } ] } ],
@@ -32,11 +33,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
+use jiff::Timestamp;
 use rollsafe_core::name::Namespace;
 use rollsafe_core::opt_in::{self, OptIn, RESTART_ON_CHANGE, WATCH};
 use rollsafe_core::reference::{self, ConfigRef, ContainerList, Origin, Reference, TargetKind};
 use rollsafe_core::rollout;
 use rollsafe_core::validation::is_dns1123_subdomain;
+use rollsafe_core::window::RestartWindow;
 use rollsafe_core::workload::WorkloadKind;
 use rollsafe_kube::EventSummary;
 use rollsafe_kube::transport::{GET_TIMEOUT, LIST_PAGE_TIMEOUT};
@@ -46,6 +49,7 @@ use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, Worklo
 use rollsafe_watch::consumption::{self, Consumption, Keys};
 use rollsafe_watch::decision::{self, CHANGE_CAUSE, RollDecision};
 use rollsafe_watch::digest;
+use rollsafe_watch::windows;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -63,6 +67,10 @@ pub(crate) struct Args {
     /// (`v1k:`) can only be compared with it.
     #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_FINGERPRINT_KEY_FILE")]
     pub fingerprint_key_file: Option<PathBuf>,
+    /// The `--restart-window` `rollsafe watch` runs with, if any: a roll due outside it is
+    /// held.
+    #[arg(long, value_name = "WINDOW", env = "ROLLSAFE_WATCH_RESTART_WINDOW")]
+    pub restart_window: Option<String>,
     /// How to print the result (`text`: one line per fact).
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: OutputFormat,
@@ -92,6 +100,8 @@ struct Why {
     watch: Watch,
     /// `rollsafe.dev/halted`, when set.
     halted: Option<Halted>,
+    /// A due roll held by a restart window, when one is.
+    pending: Option<Pending>,
     /// Every consumed object, sorted by kind and name.
     consumes: Vec<Consumed>,
     roll_now: RollNow,
@@ -174,6 +184,20 @@ struct Halted {
     resume: String,
 }
 
+/// A roll held by a restart window.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Pending {
+    /// `window`.
+    held_by: &'static str,
+    /// When the window opens (UTC, RFC 3339); `null`: not within two weeks, or not understood.
+    until: Option<String>,
+    /// The Event's words: whose window, which, until when.
+    reason: String,
+    /// Whether the workload carries the controller's `rollsafe.dev/pending` mark already.
+    marked: bool,
+}
+
 /// One consumed Secret or ConfigMap.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -241,6 +265,8 @@ enum Decision {
     Unchanged,
     /// Halted by the flap stop.
     Halted,
+    /// A roll (or deferred roll) is due, but a restart window holds it.
+    Pending,
     /// Not watched.
     NotWatched,
     /// Not known: a keyed record without the key, or an object that could not be read.
@@ -315,6 +341,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let target = WorkloadTarget::parse(&args.workload)?;
     let namespace = namespace_flag(args.kube.namespace.as_deref())?;
     let fingerprinter = watch::fingerprinter(args.fingerprint_key_file.as_deref())?;
+    let restart_window = match args.restart_window.as_deref() {
+        Some(text) => match text.parse::<RestartWindow>() {
+            Ok(window) => Some(window),
+            Err(error) => bail!("--restart-window: {error}"),
+        },
+        None => None,
+    };
     let identity = args.kube.identity()?;
     let why = process::runtime()?.block_on(async {
         let connection = args.kube.connect().await?;
@@ -323,7 +356,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => args.kube.context_namespace(&connection)?,
         };
         let client = connection.client(identity.as_ref());
-        explain(&client, &namespace, &target, &fingerprinter).await
+        let settings = Settings {
+            fingerprinter: &fingerprinter,
+            restart_window: restart_window.as_ref(),
+        };
+        explain(&client, &namespace, &target, settings).await
     })?;
     let out = match args.output {
         OutputFormat::Json => restart_exit::json(&why)?,
@@ -333,12 +370,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The controller's settings the answer depends on.
+#[derive(Clone, Copy)]
+struct Settings<'a> {
+    fingerprinter: &'a Fingerprinter,
+    restart_window: Option<&'a RestartWindow>,
+}
+
 async fn explain(
     client: &kube::Client,
     namespace: &Namespace,
     target: &WorkloadTarget,
-    fingerprinter: &Fingerprinter,
+    settings: Settings<'_>,
 ) -> anyhow::Result<Why> {
+    let Settings {
+        fingerprinter,
+        restart_window,
+    } = settings;
     let WorkloadTarget { kind, name } = target;
     let object = read_workload(client, namespace, target).await?;
     let annotation = |key: &str| annotation(&object, key);
@@ -376,6 +424,34 @@ async fn explain(
         None if entry.facts.halted => Decision::Halted,
         None => Decision::Unknown,
     };
+    // A due roll outside its restart window is held, as the controller holds it.
+    let closed = match decision {
+        Decision::Roll | Decision::Deferred => {
+            let changed = evaluation.changed.iter().filter_map(|config| {
+                let window = sources.get(config)?.entry.as_ref()?.window.as_deref()?;
+                Some((format!("{}/{}", config.kind.as_str(), config.name), window))
+            });
+            windows::closed(
+                entry.window.as_deref(),
+                changed,
+                restart_window,
+                Timestamp::now(),
+            )
+        }
+        _ => None,
+    };
+    let names: Vec<String> = evaluation.changed.iter().map(ToString::to_string).collect();
+    let pending = closed.map(|closed| Pending {
+        held_by: "window",
+        until: closed.until.map(|until| until.to_string()),
+        reason: closed.note(&names.join(", ")),
+        marked: entry.pending.is_some(),
+    });
+    let decision = if pending.is_some() {
+        Decision::Pending
+    } else {
+        decision
+    };
     let halted = opt_in::halted(&object).map(|reason| Halted {
         reason,
         resume: format!(
@@ -390,8 +466,8 @@ async fn explain(
         &entry,
         record_state,
         fingerprinter,
-        evaluation.unreadable,
-        evaluation.changed.iter().map(ToString::to_string).collect(),
+        &evaluation,
+        pending.as_ref().map(|pending| pending.reason.as_str()),
     );
     let consumes = consumed(
         template,
@@ -440,6 +516,7 @@ async fn explain(
             reason: state.reason(),
         },
         halted,
+        pending,
         consumes,
         roll_now,
         last_roll,
@@ -686,9 +763,11 @@ fn roll_now(
     entry: &WorkloadEntry,
     record: RecordState,
     fingerprinter: &Fingerprinter,
-    unreadable: bool,
-    changed: Vec<String>,
+    evaluation: &Evaluation,
+    held: Option<&str>,
 ) -> RollNow {
+    let unreadable = evaluation.unreadable;
+    let changed: Vec<String> = evaluation.changed.iter().map(ToString::to_string).collect();
     let names = changed.join(", ");
     let reason = match decision {
         Decision::Roll if names.is_empty() => {
@@ -719,6 +798,7 @@ fn roll_now(
         Decision::Halted => {
             "would not roll: halted by the flap stop (rollsafe.dev/halted)".to_owned()
         }
+        Decision::Pending => format!("would not roll now: {}", held.unwrap_or("held")),
         Decision::NotWatched => format!("would not roll: {}", state.reason()),
         Decision::Unknown if unreadable => {
             "unknown: an object it consumes could not be read".to_owned()
@@ -838,6 +918,17 @@ fn text(why: &Why) -> String {
             halted.reason, halted.resume
         )),
         None => out.push_str("\nhalted:    no"),
+    }
+    if let Some(pending) = &why.pending {
+        out.push_str(&format!(
+            "\npending:   {}{}",
+            pending.reason,
+            if pending.marked {
+                " (marked rollsafe.dev/pending)"
+            } else {
+                ""
+            }
+        ));
     }
     if why.consumes.is_empty() {
         out.push_str("\nconsumes:  nothing (no Secret or ConfigMap referenced)");

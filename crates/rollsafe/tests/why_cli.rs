@@ -199,6 +199,7 @@ impl Env {
             .env_remove("ROLLSAFE_AS")
             .env_remove("ROLLSAFE_AS_GROUP")
             .env_remove("ROLLSAFE_WATCH_FINGERPRINT_KEY_FILE")
+            .env_remove("ROLLSAFE_WATCH_RESTART_WINDOW")
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -278,6 +279,66 @@ fn a_changed_secret_would_roll_and_is_named() {
         "{text}"
     );
     assert!(!text.contains("ScalingReplicaSet"), "{text}");
+}
+
+#[test]
+fn a_change_outside_the_restart_window_is_pending() {
+    let env = start();
+    env.change_secret();
+    // Two hours from now, for an hour: closed now, whenever the test runs.
+    let hour = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .hour();
+    let window = format!("* {:02}:00-{:02}:00 UTC", (hour + 2) % 24, (hour + 3) % 24);
+    let why = env.why_json(&["-n", NS, "deployment/api", "--restart-window", &window]);
+    assert_eq!(why["rollNow"]["decision"], "pending");
+    assert_eq!(why["rollNow"]["rolls"], false);
+    assert_eq!(why["rollNow"]["changed"], json!(["Secret/db-creds"]));
+    let pending = &why["pending"];
+    assert_eq!(pending["heldBy"], "window");
+    assert_eq!(pending["marked"], false);
+    let until: jiff::Timestamp = pending["until"].as_str().unwrap().parse().unwrap();
+    assert!(until > jiff::Timestamp::now(), "{pending}");
+    let reason = pending["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!(
+            "Roll for changes to Secret/db-creds held by the --restart-window ({window}) until "
+        )),
+        "{reason}"
+    );
+    let (code, text, stderr) = env.why(&[
+        "-n",
+        NS,
+        "-o",
+        "text",
+        "deploy/api",
+        "--restart-window",
+        &window,
+    ]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(text.contains(&format!("pending:   {reason}")), "{text}");
+    assert!(
+        text.contains(&format!("roll now:  would not roll now: {reason}")),
+        "{text}"
+    );
+    // Without a window, the same change would roll; `pending` is null.
+    let why = env.why_json(&["-n", NS, "deployment/api"]);
+    assert_eq!(why["rollNow"]["decision"], "roll");
+    assert_eq!(why["pending"], Value::Null);
+    // A window not understood is the command's error: one line, exit 1.
+    let (code, stdout, stderr) = env.why(&[
+        "-n",
+        NS,
+        "deploy/api",
+        "--restart-window",
+        "Mon-Fry 09:00-17:00",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr.trim_end(),
+        "rollsafe: --restart-window: a day of the restart window is not one of Mon, Tue, Wed, Thu, Fri, Sat, Sun"
+    );
 }
 
 #[test]
