@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::annotations::{
     self, CONFIG_RECORD, CONFIG_VERSIONS, OptIn, PROGRESSIVE, RESTART_ON_CHANGE, WATCH,
 };
+use crate::approval::{self, APPROVAL, APPROVED};
 use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Facts, HALTED, Plan};
 use crate::digest::{Fingerprinter, KeyDigests, SourceDigest, record_id};
@@ -81,6 +82,9 @@ pub struct SourceEntry {
     /// Its `rollsafe.dev/restart-window`, if any: its consumers roll for its changes only
     /// while it is open ([`crate::windows`]). Boxed: most objects have none.
     pub window: Option<Box<WindowAnnotation>>,
+    /// `rollsafe.dev/approval` (any value but `"false"`): its consumers roll for its changes
+    /// only once approved ([`crate::approval`]).
+    pub approval: bool,
 }
 
 impl SourceEntry {
@@ -166,6 +170,7 @@ impl SourceEntry {
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
             reloader_match: reloader_compat && reloader::is_true_value(annotation(reloader::MATCH)),
             window: windows::annotation(annotation(RESTART_WINDOW)),
+            approval: approval::requires(annotation(APPROVAL)),
         }
     }
 }
@@ -249,8 +254,12 @@ pub struct WorkloadEntry {
     pub rollout: RolloutState,
     /// Its `rollsafe.dev/restart-window`, if any ([`crate::windows`]).
     pub window: Option<Box<WindowAnnotation>>,
-    /// Its `rollsafe.dev/pending` mark: a roll held by a restart window.
+    /// Its `rollsafe.dev/pending` mark: a roll held by a restart window or an approval.
     pub pending: Option<Box<str>>,
+    /// Its `rollsafe.dev/approval` requires approval ([`crate::approval`]).
+    pub approval: bool,
+    /// Its `rollsafe.dev/approved`: the digest a person approved.
+    pub approved: Option<Box<str>>,
 }
 
 impl WorkloadEntry {
@@ -347,6 +356,8 @@ impl WorkloadEntry {
             wave: annotation(WAVE_ANNOTATION).map(Box::from),
             window: windows::annotation(annotation(RESTART_WINDOW)),
             pending: annotation(PENDING).map(Box::from),
+            approval: approval::requires(annotation(APPROVAL)),
+            approved: annotation(APPROVED).map(Box::from),
             rollout,
             reloader: reloader_note,
         }

@@ -136,6 +136,8 @@ pub struct ControllerSettings {
     pub restart_window: Option<RestartWindow>,
     /// The wall clock restart windows are read against.
     pub clock: WallClock,
+    /// `--require-approval`: namespaces whose rolls all await approval ([`crate::approval`]).
+    pub require_approval: Vec<String>,
 }
 
 impl ControllerSettings {
@@ -175,6 +177,7 @@ impl Default for ControllerSettings {
             argo_rollouts: false,
             restart_window: None,
             clock: WallClock::system(),
+            require_approval: Vec::new(),
         }
     }
 }
@@ -1276,6 +1279,7 @@ impl Controller {
             baselines: &self.baselines,
             restart_window: self.settings.restart_window.as_ref(),
             wall: self.settings.clock.now(),
+            require_approval: &self.settings.require_approval,
         };
         if let Some(outcome) = evaluator.evaluate(key, now) {
             self.apply(key, outcome, now).await;
@@ -1379,6 +1383,9 @@ impl Controller {
             }
             SkipReason::RestartWindow => {
                 debug!(workload = %key, "roll held by a restart window; marked pending");
+            }
+            SkipReason::AwaitingApproval => {
+                debug!(workload = %key, "roll awaits approval; marked pending");
             }
             SkipReason::RateLimited => {
                 let wait_ms = requeue.unwrap_or_default().as_millis();
@@ -1523,7 +1530,7 @@ impl Controller {
         match purpose {
             Purpose::Halt => warn!(workload = %key, "halted by the flap stop"),
             Purpose::Pend => {
-                info!(workload = %key, cause, "roll held by a restart window; marked pending")
+                info!(workload = %key, cause, "roll held; marked pending")
             }
             _ => info!(workload = %key, decision = purpose.as_str(), cause, "patched"),
         }

@@ -13,6 +13,7 @@ use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::{Map, Value};
 
 use crate::annotations::{CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS};
+use crate::approval::APPROVED;
 use crate::digest::parse_record;
 use crate::windows::PENDING;
 
@@ -129,6 +130,9 @@ pub struct Plan {
     metadata_annotations: bool,
     /// It carries a `rollsafe.dev/pending` mark, which every other write removes.
     pending: bool,
+    /// It carries a `rollsafe.dev/approved`, which a roll or an adoption removes (it approved
+    /// that roll only).
+    approved: bool,
 }
 
 impl Plan {
@@ -144,10 +148,12 @@ impl Plan {
         let annotations = object.pointer("/metadata/annotations");
         let metadata_annotations = annotations.is_some_and(Value::is_object);
         let pending = annotations.and_then(|a| a.get(PENDING)).is_some();
+        let approved = annotations.and_then(|a| a.get(APPROVED)).is_some();
         Ok(Self {
             restart,
             metadata_annotations,
             pending,
+            approved,
         })
     }
 
@@ -185,6 +191,7 @@ impl Plan {
                 (CHANGE_CAUSE, cause),
             ]));
             operations.extend(self.pending_removal());
+            operations.extend(self.approved_removal());
         } else {
             // Keep the two tests only: the record alone, no pod-template change.
             operations.truncate(2);
@@ -192,6 +199,7 @@ impl Plan {
                 self.metadata_adds(&[(CONFIG_RECORD, digest), (CONFIG_VERSIONS, versions)]),
             );
             operations.extend(self.pending_removal());
+            operations.extend(self.approved_removal());
         }
         Some(Patch(operations))
     }
@@ -226,6 +234,15 @@ impl Plan {
         let Patch(mut operations) = self.restart.document(&template_key, "");
         operations.truncate(2);
         Some(operations)
+    }
+
+    /// The removal of `rollsafe.dev/approved`, when there is one.
+    fn approved_removal(&self) -> Option<PatchOperation> {
+        self.approved.then(|| {
+            PatchOperation::Remove(RemoveOperation {
+                path: PointerBuf::from_tokens(["metadata", "annotations", APPROVED]),
+            })
+        })
     }
 
     /// The removal of the `rollsafe.dev/pending` mark, when there is one.

@@ -6,7 +6,7 @@
 //! content-addressed digest), [`reduced`] (Secrets and ConfigMaps decoded straight into digests), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
 //! patch), [`cache`] (digests and references, never data), [`debounce`] and [`limits`] (per
 //! workload coalescing, the global token bucket, the flap stop), [`outcome`] (one evaluation,
-//! decided without I/O: what to write, count, reschedule and announce), [`windows`] (restart windows holding a roll, and the pending mark), [`freshness`] (what proves
+//! decided without I/O: what to write, count, reschedule and announce), [`windows`] and [`approval`] (restart windows and approvals holding a roll, and the pending mark), [`freshness`] (what proves
 //! the view current, and stalled watches), [`patches`] (the patches in flight, bounded, one per workload, rolls ahead of paced adoptions), [`controller`] (kube's watchers, and the one step that carries an outcome out: patches, Events), [`leader`] (the
 //! Lease), [`metrics`] and [`admin`] (the admin listener). See docs/watch.md.
 
@@ -14,6 +14,7 @@
 
 pub mod admin;
 pub mod annotations;
+pub mod approval;
 pub mod cache;
 pub mod consumption;
 pub mod controller;

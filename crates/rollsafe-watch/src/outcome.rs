@@ -22,6 +22,7 @@ use rollsafe_core::window::RestartWindow;
 use rollsafe_core::workload::Deferral;
 use tokio::time::Instant;
 
+use crate::approval::{self, HeldBy, PendingMark};
 use crate::cache::{Cache, SourceKey, WorkloadKey};
 use crate::decision::{self, Plan, RollDecision};
 use crate::digest::{self, Fingerprinter};
@@ -103,6 +104,9 @@ pub enum SkipReason {
     /// A restart window holds the roll, and the workload is marked pending already: looked at
     /// again when the window opens ([`crate::windows`]).
     RestartWindow,
+    /// The roll awaits approval, and the workload is marked pending already: the approval (an
+    /// edit of the workload) decides ([`crate::approval`]).
+    AwaitingApproval,
 }
 
 impl SkipReason {
@@ -119,6 +123,7 @@ impl SkipReason {
             SkipReason::WaitingForWave => "waiting_for_wave",
             SkipReason::StaleView => "stale_view",
             SkipReason::RestartWindow => "restart_window",
+            SkipReason::AwaitingApproval => "awaiting_approval",
         }
     }
 
@@ -247,6 +252,8 @@ pub struct Evaluator<'a> {
     pub restart_window: Option<&'a RestartWindow>,
     /// The wall-clock time windows are read at.
     pub wall: Timestamp,
+    /// `--require-approval`: the namespaces whose rolls all await approval.
+    pub require_approval: &'a [String],
 }
 
 impl Evaluator<'_> {
@@ -368,12 +375,19 @@ impl Evaluator<'_> {
         }
         let names = names(&changed);
         let related = changed.first().cloned();
-        // A roll outside its restart window is held (before the brakes: a held roll takes no
-        // token and counts for no flap), the workload marked pending once per content.
-        if matches!(purpose, Purpose::Roll { .. })
-            && let Some(closed) = self.window_closed(entry, &changed)
-        {
-            return Some(self.hold(entry, plan, &digest, &closed, &names, related));
+        // A roll that needs an approval waits for it; one outside its restart window is held
+        // (both before the brakes: a held roll takes no token and counts for no flap), the
+        // workload marked pending once per content.
+        if matches!(purpose, Purpose::Roll { .. }) {
+            let due = digest::parse_record(&digest).0;
+            if self.approval_required(key, entry, &changed)
+                && entry.approved.as_deref() != Some(due)
+            {
+                return Some(self.await_approval(key, entry, plan, due, &names, related));
+            }
+            if let Some(closed) = self.window_closed(entry, &changed) {
+                return Some(self.hold(entry, plan, &digest, &closed, &names, related));
+            }
         }
         let versions = self.cache.versions(key).unwrap_or_default();
         let document = match purpose {
@@ -451,6 +465,84 @@ impl Evaluator<'_> {
             self.restart_window,
             self.wall,
         )
+    }
+
+    /// Whether a roll of `key` for `changed` needs an approval: the workload's or a changed
+    /// object's `rollsafe.dev/approval`, or `--require-approval` for its namespace.
+    fn approval_required(
+        &self,
+        key: &WorkloadKey,
+        entry: &crate::cache::WorkloadEntry,
+        changed: &BTreeSet<SourceKey>,
+    ) -> bool {
+        entry.approval
+            || self.require_approval.contains(&key.namespace)
+            || changed.iter().any(|source| {
+                self.cache
+                    .source_entry(source)
+                    .is_some_and(|found| found.approval)
+            })
+    }
+
+    /// The outcome of a roll to `due` (its workload digest) awaiting approval: the pending mark
+    /// written once per content, with a `Pending` Event saying how to approve; then nothing
+    /// until the workload changes (an approval is an edit of it).
+    fn await_approval(
+        &self,
+        key: &WorkloadKey,
+        entry: &crate::cache::WorkloadEntry,
+        plan: &Plan,
+        due: &str,
+        names: &str,
+        related: Option<SourceKey>,
+    ) -> Outcome {
+        if self.dry_run {
+            return Outcome::DryRun {
+                decision: "awaiting_approval",
+                changed: names.to_owned(),
+            };
+        }
+        if self.stale {
+            return skip(SkipReason::StaleView);
+        }
+        let Some(deadline) = self.deadline else {
+            return skip(SkipReason::NotLeader);
+        };
+        let marked = entry
+            .pending
+            .as_deref()
+            .and_then(PendingMark::parse)
+            .is_some_and(|mark| mark.held_by == HeldBy::Approval && mark.digest == due);
+        if marked {
+            return skip(SkipReason::AwaitingApproval);
+        }
+        let Some(document) = plan.pend_document(&approval::mark(self.wall, due)) else {
+            return nothing();
+        };
+        let changes = if names.is_empty() {
+            String::new()
+        } else {
+            format!(" for changes to {names}")
+        };
+        Outcome::Patch(Box::new(Write {
+            document,
+            purpose: Purpose::Pend,
+            deadline,
+            event: Some(Announcement {
+                type_: EventType::Normal,
+                reason: "Pending",
+                action: "Roll",
+                note: format!(
+                    "Roll{changes} awaits approval: rollsafe approve -n {} {}/{}",
+                    key.namespace,
+                    key.kind.as_str().to_ascii_lowercase(),
+                    key.name
+                ),
+                related,
+            }),
+            retry_after: self.retry_after,
+            recheck: None,
+        }))
     }
 
     /// The outcome of a roll held by `closed`: the pending mark written once per content (and

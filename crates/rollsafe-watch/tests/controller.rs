@@ -2774,3 +2774,98 @@ async fn a_change_undone_while_held_clears_the_mark_and_rolls_nothing() {
     assert_eq!(env.rollouts("api"), 0);
     running.stop().await;
 }
+
+/// Approves `name`'s pending roll as `rollsafe approve` does: the mark tested, the digest
+/// written.
+async fn approve(env: &Env, name: &str) {
+    let mark = pending_mark(env, name).unwrap();
+    let document = rollsafe_watch::approval::approve_document(&mark).unwrap();
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.connection.client(None),
+        NS,
+        &rollsafe_watch::patches::workload_resource(
+            rollsafe_core::workload::WatchedKind::Deployment,
+        ),
+    );
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Json::<()>(document),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_roll_that_needs_approval_rolls_once_approved_and_a_newer_change_needs_a_new_one() {
+    let env = Env::start(two_workloads()).await;
+    let mut running = env.controller(ControllerSettings {
+        require_approval: vec![NS.to_owned()],
+        ..settings()
+    });
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    env.put(secret(
+        "db",
+        &[("password", "changed"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("the hold", |s| s.pended == 1 && s.pending == 0)
+        .await;
+    let mark = pending_mark(&env, "web").unwrap();
+    assert!(mark.starts_with("approval since="), "{mark}");
+    poll("the Pending event", || {
+        !events(&env, "web", "Pending").is_empty()
+    })
+    .await;
+    assert_eq!(
+        events(&env, "web", "Pending")[0]["message"],
+        "Roll for changes to Secret/db awaits approval: rollsafe approve -n shop deployment/web"
+    );
+    // A restart sends nothing: the mark is there.
+    let patches = env.patches("deployments", "web").len();
+    running.stop().await;
+    let mut running = env.controller(ControllerSettings {
+        require_approval: vec![NS.to_owned()],
+        ..settings()
+    });
+    running.settled().await;
+    assert_eq!(env.patches("deployments", "web").len(), patches);
+    assert_eq!(env.rollouts("web"), 0);
+
+    // Approved: one roll; the mark and the approval go.
+    approve(&env, "web").await;
+    running
+        .until("the approved roll", |s| s.rolls == 1 && s.pending == 0)
+        .await;
+    assert_eq!(env.rollouts("web"), 1);
+    poll("the marks removed", || pending_mark(&env, "web").is_none()).await;
+    let annotations = env.workload("deployments", "web")["metadata"]["annotations"].clone();
+    assert!(
+        annotations.get("rollsafe.dev/approved").is_none(),
+        "{annotations}"
+    );
+
+    // A newer change needs a new approval.
+    env.put(secret(
+        "db",
+        &[("password", "changed again"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("the second hold", |s| s.pended == 1 && s.pending == 0)
+        .await;
+    poll("the new mark", || pending_mark(&env, "web").is_some()).await;
+    assert_eq!(env.rollouts("web"), 1);
+    approve(&env, "web").await;
+    running
+        .until("the second approved roll", |s| {
+            s.rolls == 2 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("web"), 2);
+    assert_eq!(env.rollouts("api"), 0);
+    running.stop().await;
+}

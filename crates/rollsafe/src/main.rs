@@ -6,6 +6,7 @@
 
 #![warn(unreachable_pub)]
 
+mod approve;
 mod consumers;
 mod emulator;
 mod follow;
@@ -48,6 +49,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Approve the roll rollsafe watch holds for a workload (rollsafe.dev/approval), as you:
+    /// Kubernetes RBAC (patch on the workload) decides who may.
+    #[command(after_help = approve::EXIT_CODES)]
+    Approve(approve::Args),
     /// Show which workloads reference a Secret, patching nothing (dry run of restart-consumers).
     #[command(after_help = consumers::EXIT_CODES)]
     Consumers(consumers::Args),
@@ -126,6 +131,7 @@ fn main() -> ExitCode {
         process::LogFormat::Text
     }));
     let result = match cli.command {
+        Command::Approve(args) => approve::run(args),
         Command::Consumers(args) => consumers::run(args),
         Command::Emulator(args) => emulator::run(args),
         Command::Migrate(args) => migrate::run(args),

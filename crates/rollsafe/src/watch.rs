@@ -129,6 +129,16 @@ pub(crate) struct Args {
     /// when it opens.
     #[arg(long, value_name = "WINDOW", value_parser = parse_window, env = "ROLLSAFE_WATCH_RESTART_WINDOW")]
     restart_window: Option<RestartWindow>,
+    /// Every roll of a workload in this namespace waits for an approval (`rollsafe approve
+    /// KIND/NAME`), as if it carried rollsafe.dev/approval: "required" (repeatable).
+    #[arg(
+        long = "require-approval",
+        value_name = "NAMESPACE",
+        env = "ROLLSAFE_WATCH_REQUIRE_APPROVAL",
+        value_delimiter = ',',
+        value_parser = parse_namespace
+    )]
+    require_approval: Vec<String>,
     /// Halt a workload rolled this many times within the window (`5/10m`; `0` disables).
     #[arg(long, value_name = "ROLLS/WINDOW", default_value = "5/10m", value_parser = FlapLimit::parse, env = "ROLLSAFE_WATCH_FLAP_LIMIT")]
     flap_limit: FlapLimit,
@@ -188,6 +198,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         burst,
         max_adoptions_per_second,
         restart_window,
+        require_approval,
         flap_limit,
         instance,
         admin_listen,
@@ -221,6 +232,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         reloader_compat,
         argo_rollouts,
         restart_window,
+        require_approval,
         ..ControllerSettings::default()
     };
     let kube = ConnectionArgs {

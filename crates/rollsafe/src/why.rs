@@ -45,6 +45,7 @@ use rollsafe_kube::EventSummary;
 use rollsafe_kube::transport::{GET_TIMEOUT, LIST_PAGE_TIMEOUT};
 use rollsafe_watch::Fingerprinter;
 use rollsafe_watch::annotations::CONFIG_RECORD;
+use rollsafe_watch::approval::{HeldBy, PendingMark};
 use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
 use rollsafe_watch::consumption::{self, Consumption, Keys};
 use rollsafe_watch::decision::{self, CHANGE_CAUSE, RollDecision};
@@ -188,10 +189,14 @@ struct Halted {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Pending {
-    /// `window`.
+    /// `window` or `approval`.
     held_by: &'static str,
-    /// When the window opens (UTC, RFC 3339); `null`: not within two weeks, or not understood.
+    /// When the window opens (UTC, RFC 3339); `null`: not within two weeks, not understood, or
+    /// held by an approval.
     until: Option<String>,
+    /// Since when the roll awaits approval, as the controller marked it (`null`: a window, or
+    /// not marked yet).
+    since: Option<String>,
     /// The Event's words: whose window, which, until when.
     reason: String,
     /// Whether the workload carries the controller's `rollsafe.dev/pending` mark already.
@@ -441,12 +446,52 @@ async fn explain(
         _ => None,
     };
     let names: Vec<String> = evaluation.changed.iter().map(ToString::to_string).collect();
-    let pending = closed.map(|closed| Pending {
-        held_by: "window",
-        until: closed.until.map(|until| until.to_string()),
-        reason: closed.note(&names.join(", ")),
-        marked: entry.pending.is_some(),
-    });
+    // A due roll that needs an approval it does not have waits for it, before any window (the
+    // workload's or a changed object's rollsafe.dev/approval, or the controller's mark: its
+    // --require-approval is not known here).
+    let due = evaluation
+        .now
+        .as_deref()
+        .map(|now| digest::parse_record(now).0);
+    let mark = entry.pending.as_deref().and_then(PendingMark::parse);
+    let awaiting = matches!(decision, Decision::Roll | Decision::Deferred)
+        && (entry.approval
+            || evaluation.changed.iter().any(|config| {
+                sources
+                    .get(config)
+                    .and_then(|source| source.entry.as_ref())
+                    .is_some_and(|found| found.approval)
+            })
+            || mark
+                .is_some_and(|mark| mark.held_by == HeldBy::Approval && Some(mark.digest) == due))
+        && entry.approved.as_deref() != due;
+    let pending = if awaiting {
+        let changes = if names.is_empty() {
+            String::new()
+        } else {
+            format!(" for changes to {}", names.join(", "))
+        };
+        Some(Pending {
+            held_by: "approval",
+            until: None,
+            since: mark
+                .filter(|mark| mark.held_by == HeldBy::Approval && Some(mark.digest) == due)
+                .and_then(|mark| mark.at.map(str::to_owned)),
+            reason: format!(
+                "Roll{changes} awaits approval: rollsafe approve -n {namespace} {}/{name}",
+                kind.as_str().to_ascii_lowercase()
+            ),
+            marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Approval),
+        })
+    } else {
+        closed.map(|closed| Pending {
+            held_by: "window",
+            until: closed.until.map(|until| until.to_string()),
+            since: None,
+            reason: closed.note(&names.join(", ")),
+            marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Window),
+        })
+    };
     let decision = if pending.is_some() {
         Decision::Pending
     } else {

@@ -342,6 +342,28 @@ fn a_change_outside_the_restart_window_is_pending() {
 }
 
 #[test]
+fn a_change_that_needs_approval_awaits_it() {
+    let env = start();
+    let mut api = env.emu.get_object("deployments", Some(NS), "api").unwrap();
+    api["metadata"]["annotations"]["rollsafe.dev/approval"] = json!("required");
+    env.emu.put_object(api).unwrap();
+    env.change_secret();
+    let why = env.why_json(&["-n", NS, "deployment/api"]);
+    assert_eq!(why["rollNow"]["decision"], "pending");
+    assert_eq!(why["rollNow"]["rolls"], false);
+    assert_eq!(
+        why["pending"],
+        json!({
+            "heldBy": "approval",
+            "until": null,
+            "since": null,
+            "reason": "Roll for changes to Secret/db-creds awaits approval: rollsafe approve -n shop deployment/api",
+            "marked": false
+        })
+    );
+}
+
+#[test]
 fn an_unchanged_workload_would_not_roll() {
     let env = start();
     let why = env.why_json(&["-n", NS, "deployment/steady"]);

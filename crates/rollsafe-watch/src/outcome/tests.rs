@@ -79,6 +79,8 @@ struct World {
     restart_window: Option<RestartWindow>,
     /// The wall clock.
     wall: Timestamp,
+    /// `--require-approval`.
+    require_approval: Vec<String>,
 }
 
 impl World {
@@ -96,6 +98,7 @@ impl World {
             baselines: HashMap::new(),
             restart_window: None,
             wall: THURSDAY_EARLY.parse().unwrap(),
+            require_approval: Vec::new(),
         };
         world.cache.apply_source(db(), secret("hunter2"));
         world.workload(json!({"rollsafe.dev/watch": "true"}));
@@ -152,6 +155,7 @@ impl World {
             baselines: &self.baselines,
             restart_window: self.restart_window.as_ref(),
             wall: self.wall,
+            require_approval: &self.require_approval,
         }
         .evaluate(&web(), now)
     }
@@ -768,5 +772,112 @@ fn a_change_undone_while_held_removes_the_mark() {
             "test /metadata/resourceVersion",
             "remove /metadata/annotations/rollsafe.dev~1pending"
         ]
+    );
+}
+
+/// The workload digest `web` would roll to now.
+fn due(world: &World) -> String {
+    digest::parse_record(&world.record()).0.to_owned()
+}
+
+#[test]
+fn a_roll_that_needs_approval_waits_for_exactly_its_own() {
+    let mut world = World::new().after_a_change_to(|object| {
+        object["metadata"]["annotations"]["rollsafe.dev/approval"] = json!("required");
+    });
+    let now = due(&world);
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Pend);
+    let mark = format!("approval since=2026-12-03T06:00:00Z digest={now}");
+    assert_eq!(
+        serde_json::to_value(&write.document).unwrap()[2]["value"],
+        json!(mark)
+    );
+    assert_eq!(write.recheck, None, "the approval decides, not a timer");
+    assert_eq!(
+        write.event.unwrap().note,
+        "Roll for changes to Secret/db awaits approval: rollsafe approve -n shop deployment/web"
+    );
+    // Marked: nothing more until someone approves.
+    let marked = |approved: Option<&str>| {
+        let (mark, approved) = (mark.clone(), approved.map(str::to_owned));
+        World::new().after_a_change_to(move |object| {
+            let annotations = &mut object["metadata"]["annotations"];
+            annotations["rollsafe.dev/approval"] = json!("required");
+            annotations["rollsafe.dev/pending"] = json!(mark);
+            if let Some(approved) = approved {
+                annotations["rollsafe.dev/approved"] = json!(approved);
+            }
+        })
+    };
+    assert_eq!(
+        marked(None).evaluate(),
+        skipped(SkipReason::AwaitingApproval)
+    );
+    // An approval of an earlier roll does not approve this one.
+    assert_eq!(
+        marked(Some("v1:older")).evaluate(),
+        skipped(SkipReason::AwaitingApproval)
+    );
+    // Approved: one roll, which removes the mark and the approval.
+    let write = marked(Some(&now)).write();
+    assert_eq!(write.purpose, Purpose::Roll { deferred: None });
+    let ops = operations(&write);
+    assert_eq!(
+        ops[ops.len() - 2..],
+        [
+            "remove /metadata/annotations/rollsafe.dev~1pending",
+            "remove /metadata/annotations/rollsafe.dev~1approved"
+        ]
+    );
+    // Approved, but outside its restart window: then held by the window.
+    let mut world = World::new().after_a_change_to(|object| {
+        let annotations = &mut object["metadata"]["annotations"];
+        annotations["rollsafe.dev/approval"] = json!("required");
+        annotations["rollsafe.dev/restart-window"] = json!(OFFICE);
+    });
+    let now = due(&world);
+    world.object({
+        let mut object = deployment(json!({"rollsafe.dev/watch": "true"}));
+        object["metadata"]["annotations"] = json!({
+            "rollsafe.dev/watch": "true",
+            "rollsafe.dev/approval": "required",
+            "rollsafe.dev/restart-window": OFFICE,
+            "rollsafe.dev/approved": now,
+            "rollsafe.dev/config-record": world.cache.workload(&web()).unwrap().facts.record.clone(),
+            "rollsafe.dev/config-versions": world.cache.workload(&web()).unwrap().versions.as_deref(),
+        });
+        object
+    });
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Pend);
+    assert!(
+        serde_json::to_value(&write.document).unwrap()[2]["value"]
+            .as_str()
+            .unwrap()
+            .starts_with(MARK_PREFIX)
+    );
+}
+
+#[test]
+fn approval_is_required_by_the_namespace_or_a_changed_object() {
+    let mut world = World::new().after_a_change();
+    world.require_approval = vec![NS.to_owned()];
+    assert_eq!(world.write().purpose, Purpose::Pend);
+    world.require_approval = vec!["elsewhere".to_owned()];
+    assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
+    let mut source = secret_at("rotated", "4");
+    source.approval = true;
+    world.cache.apply_source(db(), source);
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Pend);
+    // A dry run says it would wait.
+    world.dry_run = true;
+    assert_eq!(
+        world.evaluate(),
+        Some(Outcome::DryRun {
+            decision: "awaiting_approval",
+            changed: "Secret/db".to_owned()
+        })
     );
 }

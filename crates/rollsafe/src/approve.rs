@@ -1,0 +1,115 @@
+//! `rollsafe approve KIND/NAME`: approve the roll `rollsafe watch` holds for one workload
+//! (`rollsafe.dev/approval`, `--require-approval`).
+//!
+//! Reads the workload's `rollsafe.dev/pending` mark and sends one JSON Patch, as the caller
+//! (the kubeconfig's identity, or `--as`): `test` that the mark is still exactly what was read,
+//! then `add` `rollsafe.dev/approved` with the digest it holds. Kubernetes RBAC (`patch` on the
+//! workload) decides who may approve, and the API server's audit log records who did. A change
+//! made since the mark was read fails the `test` (409/422): nothing is approved that the caller
+//! did not see. The controller rolls once the approved digest is still the one due.
+//!
+//! Exit codes: 0 approved (one line on stdout); 1, with one line on stderr and nothing on
+//! stdout, when nothing awaits approval, the workload does not exist or cannot be read or
+//! patched, or the pending roll changed meanwhile.
+
+use std::process::ExitCode;
+
+use anyhow::bail;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use rollsafe_kube::transport::{GET_TIMEOUT, PATCH_TIMEOUT};
+use rollsafe_watch::approval::{self, APPROVE_FIELD_MANAGER, HeldBy, PendingMark};
+use rollsafe_watch::patches::workload_resource;
+use rollsafe_watch::windows::PENDING;
+
+use crate::kube_args::KubeArgs;
+use crate::target::{WorkloadTarget, namespace_flag};
+use crate::{process, stdout};
+
+/// Approve the roll rollsafe watch holds for a workload.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// The workload, as kubectl names it: `deployment/NAME` (`deploy/`), `statefulset/NAME`
+    /// (`sts/`) or `daemonset/NAME` (`ds/`).
+    pub workload: String,
+}
+
+/// The exit codes, for `--help`.
+pub(crate) const EXIT_CODES: &str = "Exit codes: 0 approved; 1 nothing awaits approval, the \
+    workload does not exist or cannot be read or patched, or the pending roll changed meanwhile \
+    (one line on stderr, nothing on stdout).";
+
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let target = WorkloadTarget::parse(&args.workload)?;
+    let namespace = namespace_flag(args.kube.namespace.as_deref())?;
+    let identity = args.kube.identity()?;
+    let line = process::runtime()?.block_on(async {
+        let connection = args.kube.connect().await?;
+        let namespace = match namespace {
+            Some(namespace) => namespace,
+            None => args.kube.context_namespace(&connection)?,
+        };
+        let client = connection.client(identity.as_ref());
+        let WorkloadTarget { kind, name } = &target;
+        let shown = format!("{}/{name}", kind.as_str().to_ascii_lowercase());
+        let object = match rollsafe_kube::read_workload(&client, *kind, &namespace, name, GET_TIMEOUT)
+            .await
+        {
+            Ok(Some(object)) => object,
+            Ok(None) => bail!("{shown} not found in namespace {namespace}"),
+            Err(error) => bail!("cannot read {shown} ({})", error.code()),
+        };
+        let mark = object
+            .pointer("/metadata/annotations")
+            .and_then(|annotations| annotations.get(PENDING))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let (Some(read), Some(document)) = (PendingMark::parse(mark), approval::approve_document(mark))
+        else {
+            if let Some(PendingMark {
+                held_by: HeldBy::Window,
+                at,
+                ..
+            }) = PendingMark::parse(mark)
+            {
+                bail!(
+                    "{shown} has no roll awaiting approval: its roll is held by a restart window until {}",
+                    at.unwrap_or("-")
+                );
+            }
+            bail!("{shown} has no roll awaiting approval");
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client, namespace.as_str(), &workload_resource((*kind).into()));
+        let params = PatchParams {
+            field_manager: Some(APPROVE_FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let sent = tokio::time::timeout(
+            PATCH_TIMEOUT,
+            api.patch(name, &params, &Patch::Json::<()>(document)),
+        )
+        .await;
+        match sent {
+            Ok(Ok(_)) => Ok(format!(
+                "approved {shown} in {namespace}: the roll to {} pending since {}",
+                read.digest,
+                read.at.unwrap_or("-")
+            )),
+            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => bail!(
+                "the roll awaiting approval on {shown} changed meanwhile; nothing was approved (see rollsafe why {shown})"
+            ),
+            Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
+                bail!("forbidden: approving needs patch on {shown}")
+            }
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
+                bail!("{shown} not found in namespace {namespace}")
+            }
+            Ok(Err(_)) => bail!("cannot patch {shown}"),
+            Err(_) => bail!("cannot patch {shown}: timed out"),
+        }
+    })?;
+    stdout::line(&line)?;
+    Ok(ExitCode::SUCCESS)
+}
