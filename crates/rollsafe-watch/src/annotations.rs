@@ -10,6 +10,7 @@
 //! | `rollsafe.dev/config-record` | workload metadata (written) | the digest last rolled for or adopted |
 //! | `rollsafe.dev/config-versions` | workload metadata (written) | per recorded object, the resourceVersion the record was read from |
 //! | `rollsafe.dev/halted` | workload metadata (written) | the flap stop halted it; removing it resumes |
+//! | `rollsafe.dev/rolled-at` | workload metadata (written with each roll) | its recent roll times, read back by the brakes after a failover |
 //! | `rollsafe.dev/rollout: progressive` | Secret, ConfigMap | its consumers roll in waves, each only once the earlier waves completed |
 //! | `rollsafe.dev/rollout-wave: "N"` | workload | its wave in a progressive roll (ascending; the unannotated last) |
 
@@ -25,6 +26,10 @@ pub const CONFIG_RECORD: &str = "rollsafe.dev/config-record";
 /// The workload-metadata annotation recording, per object of the record, the resourceVersion
 /// its state was read from (`id=resourceVersion,…`; see [`crate::freshness`]).
 pub const CONFIG_VERSIONS: &str = "rollsafe.dev/config-versions";
+/// The workload-metadata annotation recording when it was last rolled (RFC 3339 seconds,
+/// comma-separated, oldest first; see [`crate::limits::RollTimes`]): the flap stop and the
+/// token bucket read it back after a restart or a failover.
+pub const ROLLED_AT: &str = "rollsafe.dev/rolled-at";
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "rollsafe-watch";
 /// The `rollsafe.dev/rollout` value that rolls a source's consumers in waves.

@@ -11,6 +11,7 @@ use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, 
 use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::Value;
 
+use crate::annotations::ROLLED_AT;
 use crate::annotations::{
     self, CONFIG_RECORD, CONFIG_VERSIONS, OptIn, PROGRESSIVE, RESTART_ON_CHANGE, WATCH,
 };
@@ -19,6 +20,7 @@ use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Facts, HALTED, Plan};
 use crate::digest::{Fingerprinter, KeyDigests, SourceDigest, record_id};
 use crate::freshness::{Currency, version_number, versions_value};
+use crate::limits::RollTimes;
 use crate::reduced::{Reduced, SourceType, digest_of};
 use crate::windows::{self, PENDING, RESTART_WINDOW, WindowAnnotation};
 
@@ -260,6 +262,8 @@ pub struct WorkloadEntry {
     pub approval: bool,
     /// Its `rollsafe.dev/approved`: the digest a person approved.
     pub approved: Option<Box<str>>,
+    /// Its `rollsafe.dev/rolled-at`: when it was last rolled, by any replica.
+    pub rolled_at: RollTimes,
 }
 
 impl WorkloadEntry {
@@ -358,6 +362,9 @@ impl WorkloadEntry {
             pending: annotation(PENDING).map(Box::from),
             approval: approval::requires(annotation(APPROVAL)),
             approved: annotation(APPROVED).map(Box::from),
+            rolled_at: annotation(ROLLED_AT)
+                .map(RollTimes::parse)
+                .unwrap_or_default(),
             rollout,
             reloader: reloader_note,
         }

@@ -591,11 +591,32 @@ impl Controller {
         info!("holding the lease");
         if self.status.borrow().synced {
             let now = Instant::now();
+            self.seed_bucket(now);
             let keys: Vec<WorkloadKey> = self.cache.workload_keys().cloned().collect();
             for key in &keys {
                 self.debouncer.schedule(key, now, Duration::ZERO);
             }
         }
+    }
+
+    /// Rebuilds the global token bucket from the roll times recorded on every cached workload
+    /// (by whichever replica rolled them): a process that starts deciding — the first full
+    /// view, or a new leader — does not start with a full bucket the last leader had spent.
+    fn seed_bucket(&mut self, now: Instant) {
+        let wall = self.settings.clock.now();
+        let rolls: Vec<Instant> = self
+            .cache
+            .workload_keys()
+            .filter_map(|key| self.cache.workload(key))
+            .flat_map(|entry| entry.rolled_at.instants(wall, now))
+            .collect();
+        if !rolls.is_empty() {
+            debug!(
+                rolls = rolls.len(),
+                "token bucket seeded from the recorded roll times"
+            );
+        }
+        self.bucket.seed(rolls, now);
     }
 
     fn publish(&self) {
@@ -1228,6 +1249,7 @@ impl Controller {
         }
         // First full view: evaluate everything now (restart → no patch; missed change → one).
         let now = Instant::now();
+        self.seed_bucket(now);
         let keys: Vec<WorkloadKey> = self.cache.workload_keys().cloned().collect();
         for key in &keys {
             self.debouncer.schedule(key, now, Duration::ZERO);

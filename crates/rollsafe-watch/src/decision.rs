@@ -12,7 +12,7 @@ use rollsafe_core::patch::{InspectError, RestartPatch};
 use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::{Map, Value};
 
-use crate::annotations::{CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS};
+use crate::annotations::{CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS, ROLLED_AT};
 use crate::approval::APPROVED;
 use crate::digest::parse_record;
 use crate::windows::PENDING;
@@ -133,6 +133,8 @@ pub struct Plan {
     /// It carries a `rollsafe.dev/approved`, which a roll or an adoption removes (it approved
     /// that roll only).
     approved: bool,
+    /// It carries `rollsafe.dev/rolled-at`, which a halt removes (resuming starts afresh).
+    rolled_at: bool,
 }
 
 impl Plan {
@@ -149,11 +151,13 @@ impl Plan {
         let metadata_annotations = annotations.is_some_and(Value::is_object);
         let pending = annotations.and_then(|a| a.get(PENDING)).is_some();
         let approved = annotations.and_then(|a| a.get(APPROVED)).is_some();
+        let rolled_at = annotations.and_then(|a| a.get(ROLLED_AT)).is_some();
         Ok(Self {
             restart,
             metadata_annotations,
             pending,
             approved,
+            rolled_at,
         })
     }
 
@@ -171,10 +175,17 @@ impl Plan {
     /// `rollsafe.dev/config-hash`, then the metadata `rollsafe.dev/config-record`, both set to
     /// `digest`, the metadata `rollsafe.dev/config-versions` set to `versions` (the
     /// resourceVersions the record was read from), and (for a roll) `kubernetes.io/change-cause`
-    /// set to `cause`, which the
+    /// set to `cause`, and (for a roll) `rollsafe.dev/rolled-at` set to `rolled_at` (the
+    /// recent roll times the brakes read back after a failover), `cause` being what the
     /// workload's controller copies to the new ReplicaSet or ControllerRevision, where
     /// `kubectl rollout history` reads it. `None` when `decision` writes nothing.
-    pub fn document(&self, decision: &RollDecision, versions: &str, cause: &str) -> Option<Patch> {
+    pub fn document(
+        &self,
+        decision: &RollDecision,
+        versions: &str,
+        cause: &str,
+        rolled_at: &str,
+    ) -> Option<Patch> {
         let (digest, roll) = match decision {
             RollDecision::Adopt { digest } => (digest, false),
             RollDecision::Roll { digest, .. } => (digest, true),
@@ -189,6 +200,7 @@ impl Plan {
                 (CONFIG_RECORD, digest),
                 (CONFIG_VERSIONS, versions),
                 (CHANGE_CAUSE, cause),
+                (ROLLED_AT, rolled_at),
             ]));
             operations.extend(self.pending_removal());
             operations.extend(self.approved_removal());
@@ -260,6 +272,12 @@ impl Plan {
         let mut operations = self.tests()?;
         operations.extend(self.metadata_adds(&[(HALTED, reason)]));
         operations.extend(self.pending_removal());
+        // The roll history that halted it: resuming is a fresh start.
+        if self.rolled_at {
+            operations.push(PatchOperation::Remove(RemoveOperation {
+                path: PointerBuf::from_tokens(["metadata", "annotations", ROLLED_AT]),
+            }));
+        }
         Some(Patch(operations))
     }
 
@@ -404,20 +422,25 @@ mod tests {
         };
         let with = Plan::inspect(&workload(Some(json!({"a": "b"})))).unwrap();
         assert_eq!(
-            serde_json::to_value(with.document(&roll, "11=5", "cause").unwrap()).unwrap(),
+            serde_json::to_value(
+                with.document(&roll, "11=5", "cause", "2026-12-04T10:00:00Z")
+                    .unwrap()
+            )
+            .unwrap(),
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
                 {"op": "add", "path": "/spec/template/metadata/annotations/rollsafe.dev~1config-hash", "value": "v1:d"},
                 {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-record", "value": "v1:d;11=aa"},
                 {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1config-versions", "value": "11=5"},
-                {"op": "add", "path": "/metadata/annotations/kubernetes.io~1change-cause", "value": "cause"}
+                {"op": "add", "path": "/metadata/annotations/kubernetes.io~1change-cause", "value": "cause"},
+                {"op": "add", "path": "/metadata/annotations/rollsafe.dev~1rolled-at", "value": "2026-12-04T10:00:00Z"}
             ])
         );
         let cron = json!({"metadata": {"uid": "u", "resourceVersion": "7"},
             "spec": {"jobTemplate": {"spec": {"template": {"metadata": {"labels": {}}}}}}});
         let plan = Plan::inspect_at(&cron, WatchedKind::CronJob).unwrap();
-        let patch = plan.document(&roll, "v", "c").unwrap();
+        let patch = plan.document(&roll, "v", "c", "t").unwrap();
         assert_eq!(
             serde_json::to_value(&patch).unwrap()[2],
             json!({"op": "add", "path": "/spec/jobTemplate/spec/template/metadata/annotations",
@@ -426,7 +449,7 @@ mod tests {
         assert!(Plan::inspect_at(&cron, WatchedKind::Deployment).is_err());
         let without = Plan::inspect(&workload(None)).unwrap();
         assert_eq!(
-            serde_json::to_value(without.document(&adopt, "11=5", "cause").unwrap()).unwrap(),
+            serde_json::to_value(without.document(&adopt, "11=5", "cause", "t").unwrap()).unwrap(),
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
@@ -437,14 +460,20 @@ mod tests {
         let mut object = workload(None);
         json_patch::patch(
             &mut object,
-            &without.document(&roll, "11=5", "cause").unwrap(),
+            &without
+                .document(&roll, "11=5", "cause", "2026-12-04T10:00:00Z")
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(
             object["metadata"]["annotations"],
-            json!({CONFIG_RECORD: "v1:d;11=aa", CONFIG_VERSIONS: "11=5", CHANGE_CAUSE: "cause"})
+            json!({CONFIG_RECORD: "v1:d;11=aa", CONFIG_VERSIONS: "11=5", CHANGE_CAUSE: "cause",
+                ROLLED_AT: "2026-12-04T10:00:00Z"})
         );
-        assert!(with.document(&RollDecision::Unchanged, "", "").is_none());
+        assert!(
+            with.document(&RollDecision::Unchanged, "", "", "")
+                .is_none()
+        );
         assert_eq!(
             serde_json::to_value(with.halt_document("flapping").unwrap()).unwrap(),
             json!([
@@ -456,7 +485,11 @@ mod tests {
         // Applied to the object, the adoption leaves the pod template alone.
         let mut object = workload(Some(json!({"a": "b"})));
         let before = object["spec"].clone();
-        json_patch::patch(&mut object, &with.document(&adopt, "11=5", "").unwrap()).unwrap();
+        json_patch::patch(
+            &mut object,
+            &with.document(&adopt, "11=5", "", "t").unwrap(),
+        )
+        .unwrap();
         assert_eq!(object["spec"], before);
         assert_eq!(
             object["metadata"]["annotations"][CONFIG_RECORD],

@@ -1,12 +1,80 @@
 //! The two brakes on rolling: a global token bucket (rolls per minute across the cluster, with
 //! a burst) and the per-workload flap stop (more than N rolls within M halts the workload).
+//!
+//! Both live in the leader's memory, and both are rebuilt from the workloads after a restart or
+//! a failover: every roll writes the workload's recent roll times ([`RollTimes`],
+//! `rollsafe.dev/rolled-at`) in its own patch. A new leader seeds the bucket from the roll
+//! times of every workload ([`TokenBucket::seed`]) and the flap stop from each workload's own
+//! ([`FlapGuard::seed`]), so a failover neither refills the bucket nor empties a history.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
+use jiff::Timestamp;
 use tokio::time::Instant;
 
 use crate::cache::WorkloadKey;
+
+/// The most roll times a workload keeps (the flap stop needs its limit's count; the bucket
+/// counts every roll within its refill time, and a workload rolled more often is halted).
+pub const ROLL_TIMES_KEPT: usize = 16;
+
+/// A workload's recent roll times, as `rollsafe.dev/rolled-at` holds them: Unix seconds,
+/// oldest first, at most [`ROLL_TIMES_KEPT`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RollTimes(Box<[i64]>);
+
+impl RollTimes {
+    /// Reads the annotation: RFC 3339 times, comma-separated. Entries that are not times are
+    /// skipped (a hand edit cannot stop a roll); at most the newest [`ROLL_TIMES_KEPT`] kept.
+    pub fn parse(text: &str) -> Self {
+        let mut times: Vec<i64> = text
+            .split(',')
+            .filter_map(|entry| entry.trim().parse::<Timestamp>().ok())
+            .map(|at| at.as_second())
+            .collect();
+        times.sort_unstable();
+        let skip = times.len().saturating_sub(ROLL_TIMES_KEPT);
+        Self(times.split_off(skip).into_boxed_slice())
+    }
+
+    /// The times, oldest first.
+    pub fn seconds(&self) -> &[i64] {
+        &self.0
+    }
+
+    /// The annotation after a roll at `now`: the times within `keep` of it, then `now`, at most
+    /// [`ROLL_TIMES_KEPT`].
+    pub fn after_roll(&self, now: Timestamp, keep: Duration) -> String {
+        let now_s = now.as_second();
+        let keep_s = i64::try_from(keep.as_secs()).unwrap_or(i64::MAX);
+        let mut kept: Vec<i64> = self
+            .0
+            .iter()
+            .copied()
+            .filter(|at| *at <= now_s && now_s.saturating_sub(*at) < keep_s)
+            .collect();
+        kept.push(now_s);
+        let skip = kept.len().saturating_sub(ROLL_TIMES_KEPT);
+        kept[skip..]
+            .iter()
+            .filter_map(|at| Timestamp::from_second(*at).ok())
+            .map(|at| at.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The times as instants of this process's clock, given that the wall clock reads `wall`
+    /// at `now`: each as long before `now` as it is before `wall` (a time in the future counts
+    /// as now).
+    pub fn instants(&self, wall: Timestamp, now: Instant) -> impl Iterator<Item = Instant> + '_ {
+        let wall_s = wall.as_second();
+        self.0.iter().map(move |at| {
+            let ago = u64::try_from(wall_s.saturating_sub(*at)).unwrap_or(0);
+            now.checked_sub(Duration::from_secs(ago)).unwrap_or(now)
+        })
+    }
+}
 
 /// A token bucket: `burst` tokens, refilled at `per_minute` tokens a minute.
 #[derive(Debug, Clone)]
@@ -45,6 +113,37 @@ impl TokenBucket {
             return Duration::ZERO;
         }
         Duration::from_secs_f64((1.0 - self.tokens) * 60.0 / f64::from(self.per_minute))
+    }
+
+    /// How long an empty bucket takes to fill.
+    pub fn refill_time(&self) -> Duration {
+        if self.per_minute == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(f64::from(self.burst) * 60.0 / f64::from(self.per_minute))
+    }
+
+    /// Rebuilds the bucket from the rolls made (by any replica) at `rolls`, for a process that
+    /// has just started deciding at `now`: as if it had been empty one refill time ago and had
+    /// paid for each roll since. An underestimate of the tokens the last leader had left, never
+    /// an overestimate: a failover cannot raise the roll rate.
+    pub fn seed(&mut self, rolls: impl IntoIterator<Item = Instant>, now: Instant) {
+        if self.per_minute == 0 {
+            return;
+        }
+        let start = now.checked_sub(self.refill_time()).unwrap_or(now);
+        let mut rolls: Vec<Instant> = rolls
+            .into_iter()
+            .filter(|at| *at >= start && *at <= now)
+            .collect();
+        rolls.sort_unstable();
+        self.tokens = 0.0;
+        self.refilled = start;
+        for at in rolls {
+            self.refill(at);
+            self.tokens = (self.tokens - 1.0).max(0.0);
+        }
+        self.refill(now);
     }
 
     /// Takes a token, or says how long until one is available.
@@ -144,6 +243,19 @@ impl FlapGuard {
         }
     }
 
+    /// Takes the roll times recorded on the workload when they say more than this process
+    /// remembers (rolls made by an earlier leader, or before a restart).
+    pub fn seed(&mut self, key: &WorkloadKey, rolls: impl IntoIterator<Item = Instant>) {
+        if self.limit.rolls == 0 {
+            return;
+        }
+        let recorded: VecDeque<Instant> = rolls.into_iter().collect();
+        let known = self.rolls.get(key).map_or(0, VecDeque::len);
+        if recorded.len() > known {
+            self.rolls.insert(key.clone(), recorded);
+        }
+    }
+
     /// Forgets a workload's history (it was halted, or deleted).
     pub fn forget(&mut self, key: &WorkloadKey) {
         self.rolls.remove(key);
@@ -225,5 +337,75 @@ mod tests {
         ] {
             assert!(FlapLimit::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn roll_times_round_trip_and_keep_only_what_the_brakes_read() {
+        let now: Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
+        let times = RollTimes::parse("2026-12-04T09:50:00Z, junk,2026-12-04T09:00:00Z");
+        assert_eq!(times.seconds().len(), 2, "the junk entry is skipped");
+        assert_eq!(
+            times.after_roll(now, Duration::from_secs(900)),
+            "2026-12-04T09:50:00Z,2026-12-04T10:00:00Z",
+            "09:00 is older than the 15 min the brakes look back"
+        );
+        let many: Vec<String> = (0..40)
+            .map(|minute| format!("2026-12-04T09:{:02}:00Z", minute))
+            .collect();
+        let kept = RollTimes::parse(&many.join(","));
+        assert_eq!(kept.seconds().len(), ROLL_TIMES_KEPT);
+        assert_eq!(
+            kept.seconds().last(),
+            Some(
+                &"2026-12-04T09:39:00Z"
+                    .parse::<Timestamp>()
+                    .unwrap()
+                    .as_second()
+            )
+        );
+        assert_eq!(
+            RollTimes::default().after_roll(now, Duration::from_secs(60)),
+            "2026-12-04T10:00:00Z"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_leader_rebuilds_the_brakes_from_the_recorded_roll_times() {
+        let now = Instant::now() + Duration::from_secs(3600);
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let wall: Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
+        // The last leader spent its burst of 3 in the last 30 s (a rate of 6 a minute).
+        let spent =
+            RollTimes::parse("2026-12-04T09:59:30Z,2026-12-04T09:59:40Z,2026-12-04T09:59:50Z");
+        let mut bucket = TokenBucket::new(6, 3, now);
+        bucket.seed(spent.instants(wall, now), now);
+        // Seeded as if empty 30 s ago: 3 tokens earned, 3 spent, clamped at 0 → 3 refilled at
+        // 1 per 10 s after the last: 1 token now, not a full bucket.
+        assert!(bucket.take(now).is_ok());
+        assert!(
+            bucket.take(now).is_err(),
+            "a failover does not refill the bucket"
+        );
+        // Nothing recent: a full bucket.
+        let mut idle = TokenBucket::new(6, 3, now);
+        idle.seed(RollTimes::default().instants(wall, now), now);
+        for _ in 0..3 {
+            assert!(idle.take(now).is_ok());
+        }
+        assert!(idle.take(now).is_err());
+
+        // The flap stop: two rolls recorded, limit 3 in 10 min: one more goes, then it flaps.
+        let mut flap = FlapGuard::new(FlapLimit {
+            rolls: 3,
+            window: Duration::from_secs(600),
+        });
+        let recorded = RollTimes::parse("2026-12-04T09:55:00Z,2026-12-04T09:58:00Z");
+        flap.seed(&key(), recorded.instants(wall, now));
+        assert!(!flap.would_flap(&key(), now));
+        flap.rolled(&key(), now);
+        assert!(flap.would_flap(&key(), now));
+        // A shorter record (read before the last roll was seen) does not shorten the history.
+        flap.seed(&key(), recorded.instants(wall, now));
+        assert!(flap.would_flap(&key(), now));
     }
 }

@@ -390,9 +390,13 @@ impl Evaluator<'_> {
             }
         }
         let versions = self.cache.versions(key).unwrap_or_default();
+        // The roll times the brakes read back after a failover: kept as long as either brake
+        // looks back.
+        let keep = self.flap.limit().window.max(self.bucket.refill_time());
+        let rolled_at = entry.rolled_at.after_roll(self.wall, keep);
         let document = match purpose {
             Purpose::Unpend => plan.unpend_document(),
-            _ => plan.document(&decision, &versions, &change_cause(&names)),
+            _ => plan.document(&decision, &versions, &change_cause(&names), &rolled_at),
         };
         let Some(document) = document else {
             return Some(nothing());
@@ -422,6 +426,9 @@ impl Evaluator<'_> {
         let Purpose::Roll { deferred } = purpose else {
             return Some(write(document, purpose, None));
         };
+        // Rolls an earlier leader (or this process before a restart) made count too.
+        self.flap
+            .seed(key, entry.rolled_at.instants(self.wall, now));
         if self.flap.would_flap(key, now) {
             let limit = self.flap.limit();
             let reason = format!(

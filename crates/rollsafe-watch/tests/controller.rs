@@ -2869,3 +2869,73 @@ async fn a_roll_that_needs_approval_rolls_once_approved_and_a_newer_change_needs
     assert_eq!(env.rollouts("api"), 0);
     running.stop().await;
 }
+
+#[tokio::test]
+async fn the_brakes_survive_a_restart_of_the_leader() {
+    let env = Env::start(two_workloads()).await;
+    let braked = || ControllerSettings {
+        flap_limit: rollsafe_watch::limits::FlapLimit::parse("2/10m").unwrap(),
+        max_rolls_per_minute: 1,
+        burst: 3,
+        ..settings()
+    };
+    let mut running = env.controller(braked());
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    for (round, password) in ["one", "two"].into_iter().enumerate() {
+        env.put(secret(
+            "db",
+            &[("password", password), ("user", "app")],
+            json!({}),
+        ));
+        running
+            .until("web's roll", |s| {
+                s.rolls == round as u64 + 1 && s.pending == 0
+            })
+            .await;
+    }
+    env.put(secret("other", &[("k", "2")], json!({})));
+    running
+        .until("api's roll: the burst of 3 spent", |s| {
+            s.rolls == 3 && s.pending == 0
+        })
+        .await;
+    let rolled_at =
+        env.workload("deployments", "web")["metadata"]["annotations"]["rollsafe.dev/rolled-at"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    assert_eq!(rolled_at.split(',').count(), 2, "{rolled_at}");
+    running.stop().await;
+
+    // A new process (a restarted or new leader) starts from what the workloads recorded.
+    let mut running = env.controller(braked());
+    running.settled().await;
+    // The bucket the last leader spent is not full again: api's next roll waits for a token.
+    env.put(secret("other", &[("k", "3")], json!({})));
+    running
+        .until("api's roll postponed by the rate limit", |s| {
+            s.rate_limited >= 1
+        })
+        .await;
+    assert_eq!(env.rollouts("api"), 1);
+    // web rolled twice within the window: its next change halts it instead of a third roll.
+    env.put(secret(
+        "db",
+        &[("password", "three"), ("user", "app")],
+        json!({}),
+    ));
+    running.until("web halted", |s| s.halts == 1).await;
+    assert_eq!(env.rollouts("web"), 2);
+    let annotations = env.workload("deployments", "web")["metadata"]["annotations"].clone();
+    assert!(
+        annotations.get("rollsafe.dev/halted").is_some(),
+        "{annotations}"
+    );
+    assert!(
+        annotations.get("rollsafe.dev/rolled-at").is_none(),
+        "resuming starts afresh: {annotations}"
+    );
+    running.stop().await;
+}

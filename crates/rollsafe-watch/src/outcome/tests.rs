@@ -284,8 +284,14 @@ fn a_change_rolls_and_names_the_changed_objects() {
             "/spec/template/metadata/annotations/rollsafe.dev~1config-hash",
             "/metadata/annotations/rollsafe.dev~1config-record",
             "/metadata/annotations/rollsafe.dev~1config-versions",
-            "/metadata/annotations/kubernetes.io~1change-cause"
+            "/metadata/annotations/kubernetes.io~1change-cause",
+            "/metadata/annotations/rollsafe.dev~1rolled-at"
         ]
+    );
+    // When it rolled, for the brakes of a later leader.
+    assert_eq!(
+        serde_json::to_value(&write.document).unwrap()[6]["value"],
+        THURSDAY_EARLY
     );
     // The versions the record was read from: db at 4.
     let document = serde_json::to_value(&write.document).unwrap();
@@ -879,5 +885,32 @@ fn approval_is_required_by_the_namespace_or_a_changed_object() {
             decision: "awaiting_approval",
             changed: "Secret/db".to_owned()
         })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn rolls_recorded_by_an_earlier_leader_count_for_the_flap_stop() {
+    // Five rolls in the last five minutes, recorded on the workload by another replica.
+    let recorded = "2026-12-03T05:55:00Z,2026-12-03T05:56:00Z,2026-12-03T05:57:00Z,2026-12-03T05:58:00Z,2026-12-03T05:59:00Z";
+    let mut world = World::new().after_a_change_to(|object| {
+        object["metadata"]["annotations"]["rollsafe.dev/rolled-at"] = json!(recorded);
+    });
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Halt);
+    assert_eq!(
+        operations(&write).last().map(String::as_str),
+        Some("remove /metadata/annotations/rollsafe.dev~1rolled-at"),
+        "resuming starts afresh"
+    );
+    // Older than the window: they do not count; the roll records them with itself.
+    let old = "2026-12-03T04:00:00Z,2026-12-03T04:01:00Z,2026-12-03T04:02:00Z,2026-12-03T04:03:00Z,2026-12-03T05:52:00Z";
+    let mut world = World::new().after_a_change_to(|object| {
+        object["metadata"]["annotations"]["rollsafe.dev/rolled-at"] = json!(old);
+    });
+    let write = world.write();
+    assert_eq!(write.purpose, Purpose::Roll { deferred: None });
+    assert_eq!(
+        serde_json::to_value(&write.document).unwrap()[6]["value"],
+        "2026-12-03T05:52:00Z,2026-12-03T06:00:00Z"
     );
 }
