@@ -10,6 +10,8 @@
 //! - [`patch`]: the optimistic-concurrency JSON Patch that requests a rollout.
 //! - [`opt_in`]: whether `rollsafe watch` watches a workload (`rollsafe.dev/watch`), and its
 //!   flap-stop halt mark.
+//! - [`pending`]: the `rollsafe.dev/pending` mark of a roll the controller holds (a restart
+//!   window, an approval), and the approval's patch.
 //! - [`preview`]: the consumers preview — references, whether each workload rolls now, and the
 //!   inventories — shared by the API, the client and the CLI.
 //! - [`rollout`]: where a workload's rollout stands (pending, progressing, complete, stalled,
@@ -33,6 +35,7 @@ pub mod failure;
 pub mod name;
 pub mod opt_in;
 pub mod patch;
+pub mod pending;
 pub mod preview;
 pub mod reference;
 pub mod render;

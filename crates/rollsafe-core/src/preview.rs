@@ -14,7 +14,8 @@
 //!   "workloads": [ { "kind": "Deployment", "name": "api", "references": [ … ],
 //!                    "rollsNow": false, "deferral": "paused",
 //!                    "deferralReason": "the Deployment is paused",
-//!                    "watch": "opted_in", "halted": "flapping: …" } ] }
+//!                    "watch": "opted_in", "halted": "flapping: …",
+//!                    "pending": { "heldBy": "approval", "at": "…", "digest": "v1:…" } } ] }
 //! ```
 //!
 //! `workloads` holds the matches of the complete inventories only — exactly the workloads a
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::failure::{Failure, FailureCode};
 use crate::opt_in::{self, WatchState};
+use crate::pending::{HeldBy, PENDING, PendingMark};
 use crate::reference::{ConfigRef, Reference, TargetKind};
 use crate::workload::{Deferral, WorkloadKind};
 
@@ -130,6 +132,40 @@ pub struct Consumer {
     /// controller rolls it for nothing until the annotation is removed. A restart still rolls it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halted: Option<String>,
+    /// A roll the controller holds for it (`rollsafe.dev/pending`): by a restart window, or
+    /// awaiting approval. A restart still rolls it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingRoll>,
+}
+
+/// A roll `rollsafe watch` holds, as the workload's mark says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingRoll {
+    /// `window` or `approval`.
+    pub held_by: HeldBy,
+    /// For a window: when it opens (UTC; absent when it never does). For an approval: since
+    /// when it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The workload digest of the roll held (what an approval approves).
+    pub digest: String,
+}
+
+impl PendingRoll {
+    /// The roll `object`'s `rollsafe.dev/pending` mark holds, if it has one that reads.
+    pub fn of(object: &serde_json::Value) -> Option<Self> {
+        let mark = object
+            .pointer("/metadata/annotations")?
+            .get(PENDING)?
+            .as_str()?;
+        let read = PendingMark::parse(mark)?;
+        Some(Self {
+            held_by: read.held_by,
+            at: read.at.filter(|at| *at != "-").map(str::to_owned),
+            digest: read.digest.to_owned(),
+        })
+    }
 }
 
 impl Consumer {
@@ -155,6 +191,7 @@ impl Consumer {
             deferral_reason: deferral.map(|d| d.reason().to_owned()),
             watch: WatchState::of(object, &target),
             halted: opt_in::halted(object),
+            pending: PendingRoll::of(object),
         }
     }
 }
@@ -167,7 +204,8 @@ mod tests {
 
     fn example() -> ConsumersPreview {
         let paused = json!({"metadata": {"annotations": {"rollsafe.dev/watch": "true",
-            "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume"}},
+            "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume",
+            "rollsafe.dev/pending": "approval since=2026-12-03T06:00:00Z digest=v1:abc"}},
             "spec": {"paused": true, "template": {"spec": {
             "imagePullSecrets": [{"name": "db-creds"}],
             "containers": [{"name": "app", "envFrom": [{"secretRef": {"name": "db-creds"}}]}]}}}});

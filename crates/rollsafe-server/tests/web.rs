@@ -462,7 +462,8 @@ fn cluster() -> Vec<Value> {
     paused["spec"]["paused"] = json!(true);
     // Opted in to the controller, and halted by its flap stop.
     paused["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "true",
-        "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume"});
+        "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume",
+        "rollsafe.dev/pending": "approval since=2026-12-03T06:00:00Z digest=v1:abc"});
     objects.push(paused);
     // Stakater Reloader's annotation and no rollsafe one.
     for object in &mut objects {
@@ -558,6 +559,12 @@ async fn a_person_restarts_consumers_from_the_page() {
         rows.contains("Yes. Halted by rollsafe watch: flapping: 5 rolls within 600s; remove this annotation to resume Remove the rollsafe.dev/halted annotation to resume."),
         "{rows}"
     );
+    // A roll the controller holds for it, and how to approve it.
+    assert!(
+        rows.contains("Roll pending: awaits approval since 2026-12-03T06:00:00Z; approve with rollsafe approve -n "),
+        "{rows}"
+    );
+    assert!(rows.contains(" deployment/paused."), "{rows}");
     assert!(
         rows.contains("Not opted in (watched only when rollsafe watch runs with --all)."),
         "{rows}"

@@ -182,6 +182,7 @@ async function showDetail(namespace, name) {
     if (workload.halted) {
       watched.textContent += ` Halted by rollsafe watch: ${workload.halted} Remove the rollsafe.dev/halted annotation to resume.`;
     }
+    if (workload.pending) watched.textContent += ` ${pendingText(workload, preview.namespace)}`;
     watched.dataset.label = "Watched";
     row.append(watched);
     row.dataset.workload = `${workload.kind}/${workload.name}`;
@@ -198,6 +199,19 @@ async function showDetail(namespace, name) {
   $("progressive-note").hidden = !config.restartEnabled;
   $("restart").disabled = count === 0;
   $("restart-disabled").hidden = config.restartEnabled;
+}
+
+// A roll rollsafe watch holds for a workload (the preview's `pending`): a restart window, or an
+// approval, with the command that gives it.
+function pendingText(workload, namespace) {
+  const pending = workload.pending;
+  if (pending.heldBy === "approval") {
+    const since = pending.at ? ` since ${pending.at}` : "";
+    return `Roll pending: awaits approval${since}; approve with rollsafe approve -n ${namespace} ${workload.kind.toLowerCase()}/${workload.name}.`;
+  }
+  return pending.at
+    ? `Roll pending: held by a restart window until ${pending.at}.`
+    : "Roll pending: held by a restart window until the window is changed.";
 }
 
 // Whether rollsafe watch rolls a workload when this Secret changes (the preview's `watch`).

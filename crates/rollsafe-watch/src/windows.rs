@@ -20,8 +20,7 @@ use std::time::Duration;
 
 pub use rollsafe_core::window::RESTART_WINDOW;
 
-/// The workload-metadata annotation marking a roll held by a restart window.
-pub const PENDING: &str = "rollsafe.dev/pending";
+pub use rollsafe_core::pending::PENDING;
 
 /// The longest a held workload waits before it is looked at again, even when its window opens
 /// later: the wall clock is read again (a clock stepped by NTP, a window edited).
