@@ -40,6 +40,9 @@ use crate::output::{self, LossyLines};
 
 /// The audit action of a restart request.
 pub const ACTION: &str = "secret.restart";
+/// The audit action of an approval (the page's Approve): `name` is the Secret whose consumer
+/// row it was given on, `approval` the workload and the digest approved.
+pub const APPROVE_ACTION: &str = "workload.approve";
 /// The `app` field.
 pub const APP: &str = "krypton";
 
@@ -136,7 +139,7 @@ pub struct RecordHeader {
     pub ts: String,
     /// Always [`APP`].
     pub app: &'static str,
-    /// Always [`ACTION`].
+    /// [`ACTION`], or [`APPROVE_ACTION`].
     pub action: &'static str,
     /// Intent or result.
     pub stage: Stage,
@@ -163,8 +166,24 @@ pub struct AuditLine {
     /// Restart fields, for restart results.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub restart: Option<RestartFields>,
+    /// What an approval approved (or tried to), for approval results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalFields>,
     /// The request id also sent in sanitized 500s and log lines.
     pub request_id: String,
+}
+
+/// The workload and digest of an approval, as audited: no template, no value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalFields {
+    /// Its kind.
+    pub kind: WorkloadKind,
+    /// Its name.
+    pub workload: String,
+    /// The workload digest approved (absent when no roll awaited approval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 impl AuditLine {
@@ -189,6 +208,8 @@ pub struct AuditBase {
     pub name: String,
     /// Request id.
     pub request_id: String,
+    /// [`ACTION`] or [`APPROVE_ACTION`].
+    pub action: &'static str,
 }
 
 impl AuditBase {
@@ -200,6 +221,7 @@ impl AuditBase {
             result,
             reason: None,
             restart,
+            approval: None,
             request_id: self.request_id,
         }
     }
@@ -209,7 +231,7 @@ impl AuditBase {
         RecordHeader {
             ts: rollsafe_core::time::rfc3339_millis(jiff::Timestamp::now()),
             app: APP,
-            action: ACTION,
+            action: self.action,
             stage,
             user: self.user.clone(),
             namespace: self.namespace.clone(),
@@ -487,6 +509,7 @@ mod tests {
             namespace: "team-a".into(),
             name: "db".into(),
             request_id: "r-1".into(),
+            action: ACTION,
         }
     }
 

@@ -24,6 +24,10 @@
 //! | `Busy` | 429 + `Retry-After` | `busy` | — |
 //! | `CrossSite` | 403 | `cross_site` | — (refused before authentication counts) |
 //! | `AuthenticationUnavailable` | 503 + `Retry-After` | `authentication_unavailable` | — |
+//! | `WorkloadNotFound` | 404 | `workload_not_found` | — |
+//! | `NotAConsumer` | 404 | `not_a_consumer` | — (the ACL was the Secret's; it decides for its consumers only) |
+//! | `NothingToApprove` | 409 | `nothing_to_approve` | — |
+//! | `ApprovalSuperseded` | 409 | `approval_superseded` | `error` (written with the approval's result) |
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -46,6 +50,15 @@ pub const CROSS_SITE: &str = "Cross-site request refused";
 /// 503: a Kubernetes token could not be reviewed now.
 pub const AUTHENTICATION_UNAVAILABLE: &str =
     "Authentication is temporarily unavailable; retry shortly";
+/// 404: the workload of an approval does not exist.
+pub const WORKLOAD_NOT_FOUND: &str = "Workload not found";
+/// 404: the workload of an approval does not reference the Secret whose row it was given on.
+pub const NOT_A_CONSUMER: &str = "The workload does not reference this Secret";
+/// 409: no roll awaits approval on the workload.
+pub const NOTHING_TO_APPROVE: &str = "No roll awaits approval on this workload";
+/// 409: the roll awaiting approval changed between the read and the write.
+pub const APPROVAL_SUPERSEDED: &str =
+    "The roll awaiting approval changed meanwhile; nothing was approved";
 /// 429: the server-wide limit on concurrent restarts is reached.
 pub const BUSY: &str = "Too many restarts in progress; retry shortly";
 
@@ -88,6 +101,14 @@ pub enum ApiError {
     /// 503 with `Retry-After`: a Kubernetes token could not be reviewed (the API server did not
     /// answer, or too many reviews are in flight).
     AuthenticationUnavailable,
+    /// 404: the workload of an approval does not exist.
+    WorkloadNotFound,
+    /// 404: the workload of an approval does not reference the Secret.
+    NotAConsumer,
+    /// 409: no roll awaits approval on the workload.
+    NothingToApprove,
+    /// 409: the roll awaiting approval changed between the read and the write.
+    ApprovalSuperseded,
 }
 
 impl ApiError {
@@ -113,6 +134,10 @@ impl ApiError {
             ApiError::Busy,
             ApiError::CrossSite,
             ApiError::AuthenticationUnavailable,
+            ApiError::WorkloadNotFound,
+            ApiError::NotAConsumer,
+            ApiError::NothingToApprove,
+            ApiError::ApprovalSuperseded,
         ]
     }
 
@@ -121,7 +146,11 @@ impl ApiError {
         match self {
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
             ApiError::InvalidPath => StatusCode::BAD_REQUEST,
-            ApiError::SecretNotFound(_) | ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::SecretNotFound(_)
+            | ApiError::NotFound
+            | ApiError::WorkloadNotFound
+            | ApiError::NotAConsumer => StatusCode::NOT_FOUND,
+            ApiError::NothingToApprove | ApiError::ApprovalSuperseded => StatusCode::CONFLICT,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::RestartDisabled
             | ApiError::NamespaceNotAccessible(_)
@@ -157,6 +186,10 @@ impl ApiError {
             ApiError::Busy => "busy",
             ApiError::CrossSite => "cross_site",
             ApiError::AuthenticationUnavailable => "authentication_unavailable",
+            ApiError::WorkloadNotFound => "workload_not_found",
+            ApiError::NotAConsumer => "not_a_consumer",
+            ApiError::NothingToApprove => "nothing_to_approve",
+            ApiError::ApprovalSuperseded => "approval_superseded",
         }
     }
 
@@ -169,7 +202,10 @@ impl ApiError {
             | ApiError::KubernetesDenied
             | ApiError::NotAllowed
             | ApiError::ReservedIdentity => Some(AuditResult::Deny),
-            ApiError::Internal { .. } => Some(AuditResult::Error),
+            ApiError::Internal { .. } | ApiError::ApprovalSuperseded => Some(AuditResult::Error),
+            ApiError::WorkloadNotFound | ApiError::NotAConsumer | ApiError::NothingToApprove => {
+                None
+            }
             ApiError::Unauthenticated
             | ApiError::RestartDisabled
             | ApiError::InvalidPath
@@ -203,6 +239,10 @@ impl ApiError {
             ApiError::Busy => BUSY.to_owned(),
             ApiError::CrossSite => CROSS_SITE.to_owned(),
             ApiError::AuthenticationUnavailable => AUTHENTICATION_UNAVAILABLE.to_owned(),
+            ApiError::WorkloadNotFound => WORKLOAD_NOT_FOUND.to_owned(),
+            ApiError::NotAConsumer => NOT_A_CONSUMER.to_owned(),
+            ApiError::NothingToApprove => NOTHING_TO_APPROVE.to_owned(),
+            ApiError::ApprovalSuperseded => APPROVAL_SUPERSEDED.to_owned(),
         }
     }
 

@@ -25,6 +25,7 @@
 
 pub mod access;
 pub mod acl;
+mod approve;
 pub mod audit;
 mod auth;
 mod browse;

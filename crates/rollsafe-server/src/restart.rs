@@ -161,12 +161,18 @@ async fn authenticate_for_restart(
     }
 }
 
-fn audit_base(user: &User, namespace: String, name: String, request_id: &str) -> AuditBase {
+pub(crate) fn audit_base(
+    user: &User,
+    namespace: String,
+    name: String,
+    request_id: &str,
+) -> AuditBase {
     AuditBase {
         user: user.email.clone(),
         namespace,
         name,
         request_id: request_id.to_owned(),
+        action: crate::audit::ACTION,
     }
 }
 
@@ -212,7 +218,7 @@ pub(crate) async fn run_audited(
 }
 
 /// Writes an audit line; a failure is logged (the line's stream copy is best effort too).
-async fn write_audit(audit: &AuditSink, line: AuditLine) {
+pub(crate) async fn write_audit(audit: &AuditSink, line: AuditLine) {
     if let Err(error) = audit.write(&line).await {
         error!(error = error.code(), "audit line not written durably");
     }

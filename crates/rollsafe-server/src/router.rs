@@ -6,6 +6,8 @@
 //! - `POST /api/namespaces/{namespace}/secrets/{name}/restart-consumers`: [`crate::restart`].
 //! - `GET /api/namespaces/{namespace}/secrets/{name}/consumers` and `…/rollout`:
 //!   `crate::consumers`.
+//! - `POST /api/namespaces/{namespace}/secrets/{name}/consumers/{kind}/{workload}/approve`:
+//!   `crate::approve`.
 //! - `GET /api/config`, `/api/me`, `/api/namespaces`, `/api/namespaces/{namespace}/secrets`:
 //!   `crate::browse`.
 //! - `/auth/*`: [`crate::login`]; the page and its assets: [`crate::web`]; `/healthz`,
@@ -27,7 +29,7 @@ use tracing::info;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
-use crate::{browse, consumers, health, login, restart, web};
+use crate::{approve, browse, consumers, health, login, restart, web};
 
 /// The largest request body accepted (the restart route reads none).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -42,6 +44,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(
             "/api/namespaces/{namespace}/secrets/{name}/consumers",
             get(consumers::consumers),
+        )
+        .route(
+            "/api/namespaces/{namespace}/secrets/{name}/consumers/{kind}/{workload}/approve",
+            post(approve::approve),
         )
         .route(
             "/api/namespaces/{namespace}/secrets/{name}/rollout",
@@ -72,6 +78,9 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
     {
         Some("/api/namespaces/{namespace}/secrets/{name}/restart-consumers") => "restart",
         Some("/api/namespaces/{namespace}/secrets/{name}/consumers") => "consumers",
+        Some("/api/namespaces/{namespace}/secrets/{name}/consumers/{kind}/{workload}/approve") => {
+            "approve"
+        }
         Some("/api/namespaces/{namespace}/secrets/{name}/rollout") => "rollout",
         Some("/api/config") => "config",
         Some("/api/me") => "me",

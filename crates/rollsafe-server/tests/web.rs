@@ -458,6 +458,16 @@ fn cluster() -> Vec<Value> {
         "metadata": {"name": "secret-listers"},
         "subjects": [{"kind": "Group", "name": "developers", "apiGroup": "rbac.authorization.k8s.io"}],
         "roleRef": {"kind": "ClusterRole", "name": "secret-lister", "apiGroup": "rbac.authorization.k8s.io"}}));
+    // Approving reads the workload as the caller: developers may get Deployments.
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "approver"},
+        "rules": [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]}),
+    );
+    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "approvers"},
+        "subjects": [{"kind": "Group", "name": "developers", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "ClusterRole", "name": "approver", "apiGroup": "rbac.authorization.k8s.io"}}));
     let mut paused = workload("Deployment", "paused", "db");
     paused["spec"]["paused"] = json!(true);
     // Opted in to the controller, and halted by its flap stop.
@@ -590,6 +600,47 @@ async fn a_person_restarts_consumers_from_the_page() {
         "{note}"
     );
     check_narrow_table(&client).await;
+    // The roll the controller holds for the paused one, approved from its row, as alice.
+    click(&client, Locator::Css("button.approve")).await;
+    let rows = wait_for_text(
+        &client,
+        "#consumer-rows",
+        "Approved: rollsafe watch rolls it for v1:abc.",
+    )
+    .await;
+    assert!(!rows.contains("Not approved"), "{rows}");
+    let paused = f
+        .emulator
+        .get_object("deployments", Some(NS), "paused")
+        .unwrap();
+    assert_eq!(
+        paused["metadata"]["annotations"]["rollsafe.dev/approved"],
+        "v1:abc"
+    );
+    let approval = f
+        .emulator
+        .requests_for("patch", "deployments")
+        .into_iter()
+        .find(|r| r.name.as_deref() == Some("paused"))
+        .unwrap();
+    assert_eq!(approval.impersonated_user.as_deref(), Some(alice));
+    assert_eq!(
+        approval.query_param("fieldManager").as_deref(),
+        Some("rollsafe-approve")
+    );
+    let audit = std::fs::read_to_string(&f.audit_file).unwrap();
+    let approvals: Vec<Value> = audit
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|line| line["action"] == "workload.approve")
+        .collect();
+    assert_eq!(approvals.len(), 2, "intent and result: {audit}");
+    assert_eq!(approvals[0]["stage"], "intent");
+    assert_eq!(approvals[1]["result"], "allow");
+    assert_eq!(
+        approvals[1]["approval"],
+        json!({"kind": "Deployment", "workload": "paused", "digest": "v1:abc"})
+    );
     // The confirmation says what happens to the paused one, in words.
     click(&client, Locator::Css("#restart")).await;
     let text = wait_for_text(&client, "#confirm-text", "This patches").await;

@@ -183,6 +183,16 @@ async function showDetail(namespace, name) {
       watched.textContent += ` Halted by rollsafe watch: ${workload.halted} Remove the rollsafe.dev/halted annotation to resume.`;
     }
     if (workload.pending) watched.textContent += ` ${pendingText(workload, preview.namespace)}`;
+    // A roll awaiting approval: approved here as the signed-in user, behind a restart's gates.
+    if (workload.pending && workload.pending.heldBy === "approval" && config.restartEnabled) {
+      const button = el("button", "Approve", "approve");
+      button.type = "button";
+      button.setAttribute("aria-label", `Approve the roll of ${workload.kind} ${workload.name}`);
+      const outcome = el("span", "", "approve-outcome");
+      outcome.setAttribute("role", "status");
+      button.addEventListener("click", () => approve(preview, workload, button, outcome));
+      watched.append(" ", button, " ", outcome);
+    }
     watched.dataset.label = "Watched";
     row.append(watched);
     row.dataset.workload = `${workload.kind}/${workload.name}`;
@@ -199,6 +209,21 @@ async function showDetail(namespace, name) {
   $("progressive-note").hidden = !config.restartEnabled;
   $("restart").disabled = count === 0;
   $("restart-disabled").hidden = config.restartEnabled;
+}
+
+// Approves the roll rollsafe watch holds for `workload`: once, as the signed-in user.
+async function approve(preview, workload, button, outcome) {
+  button.disabled = true;
+  outcome.textContent = "Approving…";
+  const path = `/api/namespaces/${encodeURIComponent(preview.namespace)}/secrets/${encodeURIComponent(preview.secret)}` +
+    `/consumers/${encodeURIComponent(workload.kind)}/${encodeURIComponent(workload.name)}/approve`;
+  const result = await api("POST", path, CSRF);
+  if (result.status === 200 && result.body) {
+    outcome.textContent = `Approved: rollsafe watch rolls it for ${result.body.digest}.`;
+    return;
+  }
+  outcome.textContent = `Not approved: ${errorText(result)}`;
+  button.disabled = false;
 }
 
 // A roll rollsafe watch holds for a workload (the preview's `pending`): a restart window, or an

@@ -26,6 +26,7 @@ mod common;
 use common::{NS, SECRET, token, workload};
 
 mod acl;
+mod approve;
 mod audit;
 mod csrf;
 mod gates;
