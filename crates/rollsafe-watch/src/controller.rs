@@ -49,6 +49,7 @@ use crate::progression;
 use crate::reduced::{ConfigMaps, Reduced, Secrets, SourceType};
 use crate::rollouts::{Finished, Rollouts};
 use crate::windows::WallClock;
+use rollsafe_notify::{Cause, Notification, Notifier, Outcome as NotifyOutcome};
 
 /// The default debounce window.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
@@ -138,6 +139,13 @@ pub struct ControllerSettings {
     pub clock: WallClock,
     /// `--require-approval`: namespaces whose rolls all await approval ([`crate::approval`]).
     pub require_approval: Vec<String>,
+    /// Where each outcome is also sent (`--notify-webhook`): every Event this controller
+    /// publishes on a workload, as a notification ([`rollsafe_notify`]); `None`: none.
+    pub notifier: Option<Notifier>,
+    /// `--cluster-name`, named in every notification.
+    pub cluster_name: Option<String>,
+    /// `--page-url`: the page, linked from every notification.
+    pub page_url: Option<String>,
 }
 
 impl ControllerSettings {
@@ -178,6 +186,9 @@ impl Default for ControllerSettings {
             restart_window: None,
             clock: WallClock::system(),
             require_approval: Vec::new(),
+            notifier: None,
+            cluster_name: None,
+            page_url: None,
         }
     }
 }
@@ -1159,6 +1170,7 @@ impl Controller {
                     action: "Rollout",
                     note,
                     related: None,
+                    causes: Vec::new(),
                 },
             );
         }
@@ -1666,14 +1678,17 @@ impl Controller {
     }
 
     /// Queues one Event on `reference` for the publishing task ([`EVENT_QUEUE`]); a full
-    /// queue drops it (logged and counted, never retried).
+    /// queue drops it (logged and counted, never retried). With `--notify-webhook`, the same
+    /// outcome is queued as a notification (never waited for).
     fn publish_event(&self, key: &WorkloadKey, reference: ObjectReference, event: Announcement) {
+        self.notify(key, &event);
         let Announcement {
             type_,
             reason,
             action,
             note,
             related,
+            causes: _,
         } = event;
         let event = Event {
             type_,
@@ -1696,6 +1711,66 @@ impl Controller {
             warn!(workload = %key, reason, "the Event queue is full; Event dropped");
             self.count(|s| s.event_failures += 1);
         }
+    }
+}
+
+impl Controller {
+    /// Queues the notification of `event` on `key`: its outcome, the objects that caused it
+    /// with the keys the workload consumes of each (names only, never values), the cluster
+    /// and the page. Returns at once; delivery is the notifier's.
+    fn notify(&self, key: &WorkloadKey, event: &Announcement) {
+        let Some(notifier) = &self.settings.notifier else {
+            return;
+        };
+        let outcome = match event.reason {
+            "Rolled" => NotifyOutcome::Rolled,
+            "RolloutDeferred" => NotifyOutcome::Deferred,
+            "Halted" => NotifyOutcome::Halted,
+            "Pending" => NotifyOutcome::Pending,
+            "RolloutComplete" => NotifyOutcome::RolloutComplete,
+            "RolloutStalled" => NotifyOutcome::RolloutStalled,
+            "RolloutHeld" => NotifyOutcome::RolloutHeld,
+            _ => return,
+        };
+        let consumed = self
+            .cache
+            .workload(key)
+            .map(|entry| entry.consumption.expand());
+        let causes = event
+            .causes
+            .iter()
+            .map(|source| {
+                let keys = consumed
+                    .as_ref()
+                    .and_then(|consumption| {
+                        consumption.iter().find_map(|(config, keys)| {
+                            (config.kind == source.kind && config.name == source.name)
+                                .then_some(keys)
+                        })
+                    })
+                    .map(|keys| match keys {
+                        crate::consumption::Keys::All => Vec::new(),
+                        crate::consumption::Keys::Some(keys) => keys.iter().cloned().collect(),
+                    })
+                    .unwrap_or_default();
+                Cause {
+                    kind: source.kind.as_str().to_owned(),
+                    name: source.name.clone(),
+                    keys,
+                }
+            })
+            .collect();
+        notifier.notify(Notification {
+            outcome,
+            cluster: self.settings.cluster_name.clone(),
+            namespace: key.namespace.clone(),
+            workload_kind: key.kind.as_str().to_owned(),
+            workload: key.name.clone(),
+            causes,
+            summary: event.note.clone(),
+            link: self.settings.page_url.clone(),
+            at: self.settings.clock.now(),
+        });
     }
 }
 

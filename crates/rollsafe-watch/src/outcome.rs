@@ -217,6 +217,9 @@ pub struct Announcement {
     /// this too is the same, so a roll for another object is an Event of its own, with its
     /// own note.
     pub related: Option<SourceKey>,
+    /// Every object whose change caused it, by kind and name (the note names at most ten;
+    /// notifications name them all).
+    pub causes: Vec<SourceKey>,
 }
 
 /// What one evaluation reads, and the brakes it moves.
@@ -367,14 +370,14 @@ impl Evaluator<'_> {
                                 stalled.kind.as_str(),
                                 stalled.name
                             ),
-                            related: Some(source),
+                            related: Some(source.clone()),
+                            causes: vec![source],
                         },
                     });
                 }
             }
         }
         let names = names(&changed);
-        let related = changed.first().cloned();
         // A roll that needs an approval waits for it; one outside its restart window is held
         // (both before the brakes: a held roll takes no token and counts for no flap), the
         // workload marked pending once per content.
@@ -383,10 +386,10 @@ impl Evaluator<'_> {
             if self.approval_required(key, entry, &changed)
                 && entry.approved.as_deref() != Some(due)
             {
-                return Some(self.await_approval(key, entry, plan, due, &names, related));
+                return Some(self.await_approval(key, entry, plan, due, &names, &changed));
             }
             if let Some(closed) = self.window_closed(entry, &changed) {
-                return Some(self.hold(entry, plan, &digest, &closed, &names, related));
+                return Some(self.hold(entry, plan, &digest, &closed, &names, &changed));
             }
         }
         let versions = self.cache.versions(key).unwrap_or_default();
@@ -450,7 +453,7 @@ impl Evaluator<'_> {
         Some(write(
             document,
             purpose,
-            Some(rolled(deferred, &names, related)),
+            Some(rolled(deferred, &names, &changed)),
         ))
     }
 }
@@ -501,7 +504,7 @@ impl Evaluator<'_> {
         plan: &Plan,
         due: &str,
         names: &str,
-        related: Option<SourceKey>,
+        changed: &BTreeSet<SourceKey>,
     ) -> Outcome {
         if self.dry_run {
             return Outcome::DryRun {
@@ -545,7 +548,8 @@ impl Evaluator<'_> {
                     key.kind.as_str().to_ascii_lowercase(),
                     key.name
                 ),
-                related,
+                related: changed.first().cloned(),
+                causes: changed.iter().cloned().collect(),
             }),
             retry_after: self.retry_after,
             recheck: None,
@@ -561,7 +565,7 @@ impl Evaluator<'_> {
         digest: &str,
         closed: &Closed,
         names: &str,
-        related: Option<SourceKey>,
+        changed: &BTreeSet<SourceKey>,
     ) -> Outcome {
         if self.dry_run {
             return Outcome::DryRun {
@@ -595,7 +599,8 @@ impl Evaluator<'_> {
                 reason: "Pending",
                 action: "Roll",
                 note: closed.note(names),
-                related,
+                related: changed.first().cloned(),
+                causes: changed.iter().cloned().collect(),
             }),
             retry_after: self.retry_after,
             recheck: Some(recheck),
@@ -653,7 +658,9 @@ fn nothing() -> Outcome {
 
 /// The Event of a roll: `Rolled`, or `RolloutDeferred` when the pods do not roll now (a
 /// `Warning`, except for a CronJob, whose pods always start with its next Job: `Normal`).
-fn rolled(deferred: Option<Deferral>, names: &str, related: Option<SourceKey>) -> Announcement {
+fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>) -> Announcement {
+    let related = changed.first().cloned();
+    let causes: Vec<SourceKey> = changed.iter().cloned().collect();
     let changes = if names.is_empty() {
         String::new()
     } else {
@@ -668,7 +675,8 @@ fn rolled(deferred: Option<Deferral>, names: &str, related: Option<SourceKey>) -
                 "Jobs' pod template updated{changes}: {}",
                 Deferral::NextRun.when_it_rolls()
             ),
-            related,
+            related: related.clone(),
+            causes: causes.clone(),
         },
         None => Announcement {
             type_: EventType::Normal,
@@ -679,7 +687,8 @@ fn rolled(deferred: Option<Deferral>, names: &str, related: Option<SourceKey>) -
             } else {
                 format!("Rolled for changes to {names}")
             },
-            related,
+            related: related.clone(),
+            causes: causes.clone(),
         },
         Some(deferral) => Announcement {
             type_: EventType::Warning,
@@ -689,7 +698,8 @@ fn rolled(deferred: Option<Deferral>, names: &str, related: Option<SourceKey>) -
                 "Pod template updated{changes} but pods do not roll now: {}",
                 deferral.reason()
             ),
-            related,
+            related: related.clone(),
+            causes: causes.clone(),
         },
     }
 }
@@ -706,6 +716,7 @@ fn halted(limit: FlapLimit) -> Announcement {
             limit.window.as_secs()
         ),
         related: None,
+        causes: Vec::new(),
     }
 }
 

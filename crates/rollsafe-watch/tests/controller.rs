@@ -2939,3 +2939,110 @@ async fn the_brakes_survive_a_restart_of_the_leader() {
     );
     running.stop().await;
 }
+
+/// A local webhook receiver: every JSON body posted to `/hook/T0KEN`, in order.
+async fn webhook_receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (sent, received) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let app = axum::Router::new().route(
+        "/hook/T0KEN",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let sent = sent.clone();
+            async move {
+                let _ = sent.send(body);
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{address}/hook/T0KEN"), received)
+}
+
+/// The next notification whose outcome is `outcome` (others skipped), within the deadline.
+async fn notified(
+    received: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+    outcome: &str,
+) -> Value {
+    let wait = async {
+        loop {
+            let body = received.recv().await.unwrap();
+            if body["outcome"] == outcome {
+                return body;
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, wait)
+        .await
+        .unwrap_or_else(|_| panic!("no {outcome} notification"))
+}
+
+#[tokio::test]
+async fn every_outcome_is_notified_naming_objects_and_keys_never_values() {
+    let mut seeds = two_workloads();
+    seeds[2]["metadata"]["annotations"]["rollsafe.dev/approval"] = json!("required");
+    let env = Env::start(seeds).await;
+    let (url, mut received) = webhook_receiver().await;
+    let sink = rollsafe_notify::Sink {
+        url: url.parse().unwrap(),
+        format: rollsafe_notify::Format::Json,
+    };
+    let notifier =
+        rollsafe_notify::Notifier::start(vec![sink], rollsafe_notify::NotifyMetrics::default());
+    let mut running = env.controller(ControllerSettings {
+        notifier: Some(notifier),
+        cluster_name: Some("prod-eu".to_owned()),
+        page_url: Some("https://rollsafe.example.com/".to_owned()),
+        ..settings()
+    });
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    // web needs an approval: the hold is notified, with the command that approves.
+    env.put(secret(
+        "db",
+        &[("password", "s3cr3t-rotated"), ("user", "app")],
+        json!({}),
+    ));
+    let pending = notified(&mut received, "pending").await;
+    assert_eq!(
+        pending,
+        json!({
+            "outcome": "pending", "title": pending["title"],
+            "cluster": "prod-eu", "namespace": NS,
+            "workload": {"kind": "Deployment", "name": "web"},
+            "causes": [{"kind": "Secret", "name": "db", "keys": ["password"]}],
+            "summary": "Roll for changes to Secret/db awaits approval: rollsafe approve -n shop deployment/web",
+            "describe": "kubectl describe -n shop deployment/web",
+            "link": "https://rollsafe.example.com/",
+            "at": pending["at"],
+        })
+    );
+    // Approved: the roll, then its rollout's end.
+    approve(&env, "web").await;
+    let rolled = notified(&mut received, "rolled").await;
+    assert_eq!(rolled["summary"], "Rolled for changes to Secret/db");
+    assert_eq!(
+        rolled["causes"],
+        json!([{"kind": "Secret", "name": "db", "keys": ["password"]}])
+    );
+    // api consumes all of `other`: its cause has no key list.
+    env.put(secret("other", &[("k", "s3cr3t-2")], json!({})));
+    let api = loop {
+        let body = notified(&mut received, "rolled").await;
+        if body["workload"]["name"] == "api" {
+            break body;
+        }
+    };
+    assert_eq!(
+        api["causes"],
+        json!([{"kind": "Secret", "name": "other", "keys": []}])
+    );
+    for body in [&pending, &rolled, &api] {
+        let text = body.to_string();
+        assert!(!text.contains("s3cr3t"), "a value was sent: {text}");
+    }
+    running.stop().await;
+}

@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::window::RestartWindow;
 use rollsafe_core::workload::WatchedKind;
+use rollsafe_notify::{Format as NotifyFormat, Notifier, NotifyMetrics, Sink, WebhookUrl};
 use rollsafe_watch::admin;
 use rollsafe_watch::leader::{self, LeaseSettings};
 use rollsafe_watch::limits::FlapLimit;
@@ -129,6 +130,28 @@ pub(crate) struct Args {
     /// when it opens.
     #[arg(long, value_name = "WINDOW", value_parser = parse_window, env = "ROLLSAFE_WATCH_RESTART_WINDOW")]
     restart_window: Option<RestartWindow>,
+    /// Also send every outcome (roll, deferral, halt, held roll, rollout end) to this webhook
+    /// (repeatable). Such URLs carry tokens: prefer --notify-webhook-file.
+    #[arg(
+        long = "notify-webhook",
+        value_name = "URL",
+        env = "ROLLSAFE_WATCH_NOTIFY_WEBHOOK",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    notify_webhooks: Vec<String>,
+    /// A file of webhook URLs, one per line (`#` comments), e.g. mounted from a Secret.
+    #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_NOTIFY_WEBHOOK_FILE")]
+    notify_webhook_file: Option<PathBuf>,
+    /// The payload every webhook gets: json, slack, teams or googlechat.
+    #[arg(long, value_name = "FORMAT", default_value = "json", value_parser = parse_format, env = "ROLLSAFE_WATCH_NOTIFY_FORMAT")]
+    notify_format: NotifyFormat,
+    /// The cluster's name, in every notification.
+    #[arg(long, value_name = "NAME", env = "ROLLSAFE_WATCH_CLUSTER_NAME")]
+    cluster_name: Option<String>,
+    /// The page's URL, linked from every notification.
+    #[arg(long, value_name = "URL", env = "ROLLSAFE_WATCH_PAGE_URL")]
+    page_url: Option<String>,
     /// Every roll of a workload in this namespace waits for an approval (`rollsafe approve
     /// KIND/NAME`), as if it carried rollsafe.dev/approval: "required" (repeatable).
     #[arg(
@@ -199,6 +222,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_adoptions_per_second,
         restart_window,
         require_approval,
+        notify_webhooks,
+        notify_webhook_file,
+        notify_format,
+        cluster_name,
+        page_url,
         flap_limit,
         instance,
         admin_listen,
@@ -233,8 +261,45 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         argo_rollouts,
         restart_window,
         require_approval,
+        cluster_name,
+        page_url,
         ..ControllerSettings::default()
     };
+    // Parsed here, not by clap, whose error would repeat the value: a webhook URL carries a
+    // token. A bad one is a usage error (exit 2), one line naming the flag and a code.
+    let mut webhooks = Vec::with_capacity(notify_webhooks.len());
+    for (index, text) in notify_webhooks.iter().enumerate() {
+        match text.parse::<WebhookUrl>() {
+            Ok(url) => webhooks.push(url),
+            Err(error) => {
+                eprintln!(
+                    "rollsafe: --notify-webhook (entry {}): {error} ({})",
+                    index + 1,
+                    error.code()
+                );
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+    if let Some(path) = notify_webhook_file.as_deref() {
+        match rollsafe_notify::read_webhook_file(path) {
+            Ok(read) => webhooks.extend(read),
+            Err(error) => {
+                eprintln!(
+                    "rollsafe: --notify-webhook-file: {error} ({})",
+                    error.code()
+                );
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+    let sinks: Vec<Sink> = webhooks
+        .into_iter()
+        .map(|url| Sink {
+            url,
+            format: notify_format,
+        })
+        .collect();
     let kube = ConnectionArgs {
         kubeconfig: kubeconfig.or_else(|| shared_setting(SHARED_KUBECONFIG).map(PathBuf::from)),
         context: context
@@ -242,7 +307,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         as_user: None,
         as_group: Vec::new(),
     };
-    process::runtime()?.block_on(watch(kube, settings, lease, admin_listen))
+    process::runtime()?.block_on(watch(kube, settings, sinks, lease, admin_listen))
+}
+
+/// `--notify-format`.
+fn parse_format(text: &str) -> Result<NotifyFormat, String> {
+    text.parse::<NotifyFormat>()
+        .map_err(|error| error.to_string())
 }
 
 /// `--restart-window`: the core's grammar, its error text as clap's message.
@@ -293,6 +364,7 @@ pub(crate) fn fingerprinter(key_file: Option<&Path>) -> anyhow::Result<Fingerpri
 async fn watch(
     kube: ConnectionArgs,
     settings: ControllerSettings,
+    sinks: Vec<Sink>,
     lease: Option<Lease>,
     admin_listen: SocketAddr,
 ) -> anyhow::Result<ExitCode> {
@@ -318,6 +390,12 @@ async fn watch(
     let metrics = ControllerMetrics::default();
     let mut registry = Registry::default();
     metrics.register(&mut registry);
+    if !sinks.is_empty() {
+        let notify_metrics = NotifyMetrics::default();
+        notify_metrics.register(&mut registry);
+        info!(sinks = sinks.len(), "notifying webhooks");
+        settings.notifier = Some(Notifier::start(sinks, notify_metrics));
+    }
     let mut controller = Controller::new(connection.client(None), settings).with_metrics(metrics);
     let election = match lease {
         Some(lease) => Some(elect(&connection, lease).await?),

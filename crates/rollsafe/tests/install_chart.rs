@@ -70,7 +70,12 @@ fn modes() -> Vec<(&'static str, Value)> {
                                   "namespaceSelector": "rollsafe.dev/watched=true",
                                   "ignoreNamespaces": ["kube-system"],
                                   "ignoreKinds": ["ConfigMap"], "argoRollouts": true,
-                                  "fingerprintKey": {"existingSecret": "rollsafe-fingerprint"}}}),
+                                  "fingerprintKey": {"existingSecret": "rollsafe-fingerprint"},
+                                  "restartWindow": "Mon-Fri 09:00-17:00 Europe/Berlin",
+                                  "requireApproval": ["team-a"],
+                                  "notify": {"existingSecret": "rollsafe-webhooks", "format": "slack"},
+                                  "clusterName": "prod-eu",
+                                  "pageUrl": "https://rollsafe.example.com/"}}),
         ),
     ]
 }
@@ -400,6 +405,35 @@ fn check_controller(mode: &str, values: &Value, objects: &[Value]) {
         assert_eq!(
             pod["volumes"][0]["secret"]["secretName"],
             "rollsafe-fingerprint"
+        );
+    }
+    if values["controller"]["notify"]["existingSecret"].is_string() {
+        // The webhook URLs (they carry tokens) come from a file in the mounted Secret, never
+        // from a plain variable.
+        let file = variable("ROLLSAFE_WATCH_NOTIFY_WEBHOOK_FILE")
+            .unwrap()
+            .as_str()
+            .unwrap();
+        let mounts = container["volumeMounts"].as_array().unwrap();
+        let mount = mounts
+            .iter()
+            .find(|m| m["name"] == "notify-webhooks")
+            .unwrap();
+        assert!(
+            file.starts_with(mount["mountPath"].as_str().unwrap()),
+            "{mode}"
+        );
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "notify-webhooks")
+            .unwrap();
+        assert_eq!(volume["secret"]["secretName"], "rollsafe-webhooks");
+        assert!(variable("ROLLSAFE_WATCH_NOTIFY_WEBHOOK").is_none());
+        assert_eq!(
+            variable("ROLLSAFE_WATCH_NOTIFY_FORMAT"),
+            Some(&json!("slack"))
         );
     }
 

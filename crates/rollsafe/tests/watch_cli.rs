@@ -144,3 +144,42 @@ fn bad_selection_input_is_refused_at_startup_with_exit_2() {
         .count();
     assert_eq!(watches, 0, "no watch started");
 }
+
+/// A bad webhook is a usage error (exit 2), one line naming the flag and a code — and never
+/// the URL, which carries a token.
+#[test]
+fn a_bad_webhook_is_refused_without_repeating_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("webhooks");
+    std::fs::write(
+        &file,
+        "# the team's channel\nhttps://hooks.example.com/services/T0KEN-ONE\nftp://hooks.example.com/T0KEN-TWO\n",
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--notify-webhook", "ftp://hooks.example.com/T0KEN-TWO"],
+            "rollsafe: --notify-webhook (entry 1): the webhook URL's scheme is neither http nor https (",
+        ),
+        (
+            &[
+                "--notify-webhook",
+                "https://hooks.example.com/T0KEN-ONE,https://user:T0KEN-TWO@hooks.example.com/x",
+            ],
+            "rollsafe: --notify-webhook (entry 2): the webhook URL carries user information",
+        ),
+        (
+            &["--notify-webhook-file", file.as_str()],
+            "rollsafe: --notify-webhook-file: line 3 of the webhook file:",
+        ),
+    ];
+    for (args, expected) in cases {
+        let (code, stdout, stderr) = watch(args, &[]);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert_eq!(stdout, "");
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(!stderr.contains("T0KEN"), "the URL was repeated: {stderr}");
+    }
+}

@@ -312,6 +312,7 @@ fn a_change_rolls_and_names_the_changed_objects() {
             action: "Roll",
             note: "Rolled for changes to Secret/db".to_owned(),
             related: Some(db()),
+            causes: vec![db()],
         })
     );
     // A change made before this process watched: the records name it.
@@ -365,6 +366,7 @@ fn a_paused_workload_is_patched_and_the_deferral_announced() {
             action: "Roll",
             note: "Pod template updated for changes to Secret/db but pods do not roll now: the Deployment is paused".to_owned(),
             related: Some(db()),
+            causes: vec![db()],
         })
     );
 }
@@ -481,6 +483,7 @@ async fn a_flapping_workload_is_halted_with_an_event() {
             action: "Halt",
             note: "Not rolled: it was rolled 2 times within 600s. Remove the rollsafe.dev/halted annotation to resume".to_owned(),
             related: None,
+            causes: Vec::new(),
         })
     );
     // Once the first roll leaves the window, the workload rolls again.
@@ -697,6 +700,7 @@ fn a_roll_outside_its_window_is_marked_pending_once_and_takes_no_token() {
             action: "Roll",
             note: "Roll for changes to Secret/db held by its restart window (Mon-Fri 09:00-17:00 Europe/Berlin) until 2026-12-03T09:00+01:00".to_owned(),
             related: Some(db()),
+            causes: vec![db()],
         })
     );
     assert!(world.bucket.take(Instant::now()).is_ok(), "no token taken");
