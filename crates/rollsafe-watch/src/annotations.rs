@@ -27,7 +27,7 @@ pub const CONFIG_RECORD: &str = "rollsafe.dev/config-record";
 /// its state was read from (`id=resourceVersion,…`; see [`crate::freshness`]).
 pub const CONFIG_VERSIONS: &str = "rollsafe.dev/config-versions";
 /// The workload-metadata annotation recording when it was last rolled (RFC 3339 seconds,
-/// comma-separated, oldest first; see [`crate::limits::RollTimes`]): the flap stop and the
+/// comma-separated, oldest first; see [`crate::roll_times::RollTimes`]): the flap stop and the
 /// token bucket read it back after a restart or a failover.
 pub const ROLLED_AT: &str = "rollsafe.dev/rolled-at";
 /// The field manager of every write.

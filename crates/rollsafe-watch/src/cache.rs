@@ -20,8 +20,8 @@ use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Facts, HALTED, Plan};
 use crate::digest::{Fingerprinter, KeyDigests, SourceDigest, record_id};
 use crate::freshness::{Currency, version_number, versions_value};
-use crate::limits::RollTimes;
 use crate::reduced::{Reduced, SourceType, digest_of};
+use crate::roll_times::RollTimes;
 use crate::windows::{self, PENDING, RESTART_WINDOW, WindowAnnotation};
 
 /// A Secret or ConfigMap: kind, namespace, name.

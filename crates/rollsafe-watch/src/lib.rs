@@ -3,7 +3,7 @@
 //!
 //! Layers, bottom up: [`annotations`] (what users write), [`consumption`] (which keys of which
 //! objects a pod template consumes, on top of the core's reference extraction), [`digest`] (the
-//! content-addressed digest), [`reduced`] (Secrets and ConfigMaps decoded straight into digests), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
+//! content-addressed digest), [`reduced`] (Secrets and ConfigMaps decoded straight into digests), [`roll_times`] (the recent roll times on a workload), [`decision`] (adopt, unchanged, roll, deferred, halted, and the
 //! patch), [`cache`] (digests and references, never data), [`debounce`] and [`limits`] (per
 //! workload coalescing, the global token bucket, the flap stop), [`outcome`] (one evaluation,
 //! decided without I/O: what to write, count, reschedule and announce), [`windows`] and [`approval`] (restart windows and approvals holding a roll, and the pending mark), [`freshness`] (what proves
@@ -29,6 +29,7 @@ pub mod outcome;
 pub mod patches;
 pub mod progression;
 pub mod reduced;
+pub mod roll_times;
 pub mod rollouts;
 pub mod windows;
 

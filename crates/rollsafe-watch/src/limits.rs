@@ -2,7 +2,7 @@
 //! a burst) and the per-workload flap stop (more than N rolls within M halts the workload).
 //!
 //! Both live in the leader's memory, and both are rebuilt from the workloads after a restart or
-//! a failover: every roll writes the workload's recent roll times ([`RollTimes`],
+//! a failover: every roll writes the workload's recent roll times ([`crate::roll_times::RollTimes`],
 //! `rollsafe.dev/rolled-at`) in its own patch. A new leader seeds the bucket from the roll
 //! times of every workload ([`TokenBucket::seed`]) and the flap stop from each workload's own
 //! ([`FlapGuard::seed`]), so a failover neither refills the bucket nor empties a history.
@@ -10,71 +10,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use jiff::Timestamp;
 use tokio::time::Instant;
 
 use crate::cache::WorkloadKey;
-
-/// The most roll times a workload keeps (the flap stop needs its limit's count; the bucket
-/// counts every roll within its refill time, and a workload rolled more often is halted).
-pub const ROLL_TIMES_KEPT: usize = 16;
-
-/// A workload's recent roll times, as `rollsafe.dev/rolled-at` holds them: Unix seconds,
-/// oldest first, at most [`ROLL_TIMES_KEPT`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RollTimes(Box<[i64]>);
-
-impl RollTimes {
-    /// Reads the annotation: RFC 3339 times, comma-separated. Entries that are not times are
-    /// skipped (a hand edit cannot stop a roll); at most the newest [`ROLL_TIMES_KEPT`] kept.
-    pub fn parse(text: &str) -> Self {
-        let mut times: Vec<i64> = text
-            .split(',')
-            .filter_map(|entry| entry.trim().parse::<Timestamp>().ok())
-            .map(|at| at.as_second())
-            .collect();
-        times.sort_unstable();
-        let skip = times.len().saturating_sub(ROLL_TIMES_KEPT);
-        Self(times.split_off(skip).into_boxed_slice())
-    }
-
-    /// The times, oldest first.
-    pub fn seconds(&self) -> &[i64] {
-        &self.0
-    }
-
-    /// The annotation after a roll at `now`: the times within `keep` of it, then `now`, at most
-    /// [`ROLL_TIMES_KEPT`].
-    pub fn after_roll(&self, now: Timestamp, keep: Duration) -> String {
-        let now_s = now.as_second();
-        let keep_s = i64::try_from(keep.as_secs()).unwrap_or(i64::MAX);
-        let mut kept: Vec<i64> = self
-            .0
-            .iter()
-            .copied()
-            .filter(|at| *at <= now_s && now_s.saturating_sub(*at) < keep_s)
-            .collect();
-        kept.push(now_s);
-        let skip = kept.len().saturating_sub(ROLL_TIMES_KEPT);
-        kept[skip..]
-            .iter()
-            .filter_map(|at| Timestamp::from_second(*at).ok())
-            .map(|at| at.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// The times as instants of this process's clock, given that the wall clock reads `wall`
-    /// at `now`: each as long before `now` as it is before `wall` (a time in the future counts
-    /// as now).
-    pub fn instants(&self, wall: Timestamp, now: Instant) -> impl Iterator<Item = Instant> + '_ {
-        let wall_s = wall.as_second();
-        self.0.iter().map(move |at| {
-            let ago = u64::try_from(wall_s.saturating_sub(*at)).unwrap_or(0);
-            now.checked_sub(Duration::from_secs(ago)).unwrap_or(now)
-        })
-    }
-}
 
 /// A token bucket: `burst` tokens, refilled at `per_minute` tokens a minute.
 #[derive(Debug, Clone)]
@@ -270,6 +208,8 @@ impl FlapGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::roll_times::{ROLL_TIMES_KEPT, RollTimes};
+    use jiff::Timestamp;
     use rollsafe_core::workload::WatchedKind;
 
     fn key() -> WorkloadKey {

@@ -477,6 +477,23 @@ impl Evaluator<'_> {
         )
     }
 
+    /// Whether a held roll's mark may be written now: the deadline it must end by, or what to
+    /// do instead — a dry run's `decision`, or a skip while a watch is stale or this replica
+    /// does not lead.
+    fn may_mark(&self, decision: &'static str, names: &str) -> Result<Instant, Box<Outcome>> {
+        if self.dry_run {
+            return Err(Box::new(Outcome::DryRun {
+                decision,
+                changed: names.to_owned(),
+            }));
+        }
+        if self.stale {
+            return Err(Box::new(skip(SkipReason::StaleView)));
+        }
+        self.deadline
+            .ok_or_else(|| Box::new(skip(SkipReason::NotLeader)))
+    }
+
     /// Whether a roll of `key` for `changed` needs an approval: the workload's or a changed
     /// object's `rollsafe.dev/approval`, or `--require-approval` for its namespace.
     fn approval_required(
@@ -506,17 +523,9 @@ impl Evaluator<'_> {
         names: &str,
         changed: &BTreeSet<SourceKey>,
     ) -> Outcome {
-        if self.dry_run {
-            return Outcome::DryRun {
-                decision: "awaiting_approval",
-                changed: names.to_owned(),
-            };
-        }
-        if self.stale {
-            return skip(SkipReason::StaleView);
-        }
-        let Some(deadline) = self.deadline else {
-            return skip(SkipReason::NotLeader);
+        let deadline = match self.may_mark("awaiting_approval", names) {
+            Ok(deadline) => deadline,
+            Err(outcome) => return *outcome,
         };
         let marked = entry
             .pending
@@ -567,17 +576,9 @@ impl Evaluator<'_> {
         names: &str,
         changed: &BTreeSet<SourceKey>,
     ) -> Outcome {
-        if self.dry_run {
-            return Outcome::DryRun {
-                decision: "pending",
-                changed: names.to_owned(),
-            };
-        }
-        if self.stale {
-            return skip(SkipReason::StaleView);
-        }
-        let Some(deadline) = self.deadline else {
-            return skip(SkipReason::NotLeader);
+        let deadline = match self.may_mark("pending", names) {
+            Ok(deadline) => deadline,
+            Err(outcome) => return *outcome,
         };
         let mark = closed.mark(digest::parse_record(digest).0);
         let recheck = closed.recheck(self.wall);
