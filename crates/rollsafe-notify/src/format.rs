@@ -20,7 +20,12 @@ pub enum Format {
 
 impl Format {
     /// Every format, in documentation order.
-    pub const ALL: [Format; 4] = [Format::Json, Format::Slack, Format::Teams, Format::GoogleChat];
+    pub const ALL: [Format; 4] = [
+        Format::Json,
+        Format::Slack,
+        Format::Teams,
+        Format::GoogleChat,
+    ];
 
     /// `json`, `slack`, `teams` or `googlechat`: the flag's value and the metrics label.
     pub fn as_str(self) -> &'static str {
@@ -69,8 +74,6 @@ impl FromStr for Format {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests may unwrap")]
-
     use super::*;
 
     #[test]

@@ -88,8 +88,6 @@ impl NotifyMetrics {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests may unwrap")]
-
     use super::*;
 
     #[test]

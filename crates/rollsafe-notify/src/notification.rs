@@ -69,15 +69,15 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// An object whose change caused the outcome: its kind, name and the key names that changed
-/// (empty: the object as a whole). Never a value.
+/// An object whose change caused the outcome: its kind, its name and key names — the keys of
+/// it the workload consumes (empty: the object as a whole). Never a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cause {
     /// `Secret` or `ConfigMap`.
     pub kind: String,
     /// The object's name (in the workload's namespace).
     pub name: String,
-    /// The names of the keys that changed, when known.
+    /// Key names (never values); empty: the whole object.
     pub keys: Vec<String>,
 }
 
@@ -129,7 +129,10 @@ impl Notification {
 
     /// `Deployment shop/web`.
     pub(crate) fn workload_label(&self) -> String {
-        format!("{} {}/{}", self.workload_kind, self.namespace, self.workload)
+        format!(
+            "{} {}/{}",
+            self.workload_kind, self.namespace, self.workload
+        )
     }
 
     /// The causes as `Secret/db (password), ConfigMap/settings`.
@@ -170,7 +173,10 @@ mod tests {
             link: None,
             at: jiff::Timestamp::UNIX_EPOCH,
         };
-        assert_eq!(n.describe_command(), "kubectl describe -n shop statefulset/db");
+        assert_eq!(
+            n.describe_command(),
+            "kubectl describe -n shop statefulset/db"
+        );
         assert_eq!(n.workload_label(), "StatefulSet shop/db");
         assert_eq!(
             n.causes_label(),

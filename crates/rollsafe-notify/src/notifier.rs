@@ -136,7 +136,9 @@ impl Notifier {
                 self.metrics.queue_depth.dec();
                 self.metrics.count(queue.format, DeliveryResult::Dropped);
                 let (code, why) = match err {
-                    mpsc::error::TrySendError::Full(_) => ("queue_full", "the sink's queue is full"),
+                    mpsc::error::TrySendError::Full(_) => {
+                        ("queue_full", "the sink's queue is full")
+                    }
                     mpsc::error::TrySendError::Closed(_) => {
                         ("notifier_stopped", "the sink's delivery task has ended")
                     }

@@ -68,7 +68,10 @@ fn slack_payload(n: &Notification) -> Value {
     if let Some(cluster) = &n.cluster {
         lines.push(format!("*Cluster:* {}", escape_mrkdwn(cluster)));
     }
-    lines.push(format!("*Workload:* {}", escape_mrkdwn(&n.workload_label())));
+    lines.push(format!(
+        "*Workload:* {}",
+        escape_mrkdwn(&n.workload_label())
+    ));
     if !n.causes.is_empty() {
         lines.push(format!("*Changed:* {}", escape_mrkdwn(&n.causes_label())));
     }
@@ -170,7 +173,10 @@ fn google_chat_payload(n: &Notification) -> Value {
     if let Some(cluster) = &n.cluster {
         lines.push(format!("*Cluster:* {}", neutralize_chat(cluster)));
     }
-    lines.push(format!("*Workload:* {}", neutralize_chat(&n.workload_label())));
+    lines.push(format!(
+        "*Workload:* {}",
+        neutralize_chat(&n.workload_label())
+    ));
     if !n.causes.is_empty() {
         lines.push(format!("*Changed:* {}", neutralize_chat(&n.causes_label())));
     }
@@ -268,7 +274,10 @@ mod tests {
             "a &amp; b &lt;!channel&gt; c&gt;d"
         );
         assert_eq!(neutralize_chat("<users/all>"), "\u{2039}users/all\u{203a}");
-        assert_eq!(encode_link_delimiters("https://x/a|b<c>"), "https://x/a%7Cb%3Cc%3E");
+        assert_eq!(
+            encode_link_delimiters("https://x/a|b<c>"),
+            "https://x/a%7Cb%3Cc%3E"
+        );
     }
 
     #[test]

@@ -197,8 +197,6 @@ fn retry_after(headers: &HeaderMap, now: jiff::Timestamp) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests may unwrap")]
-
     use super::*;
 
     fn with_retry_after(value: &str) -> HeaderMap {
@@ -218,14 +216,21 @@ mod tests {
                 "99999999999999999999999",
                 Some(Duration::from_secs(u64::MAX)),
             ),
-            ("Sun, 01 Mar 2026 12:00:10 GMT", Some(Duration::from_secs(10))),
+            (
+                "Sun, 01 Mar 2026 12:00:10 GMT",
+                Some(Duration::from_secs(10)),
+            ),
             ("Sun, 01 Mar 2026 11:00:00 GMT", Some(Duration::ZERO)),
             ("-1", None),
             ("1.5", None),
             ("soon", None),
         ];
         for (value, expected) in cases {
-            assert_eq!(retry_after(&with_retry_after(value), now), expected, "{value}");
+            assert_eq!(
+                retry_after(&with_retry_after(value), now),
+                expected,
+                "{value}"
+            );
         }
         assert_eq!(retry_after(&HeaderMap::new(), now), None);
     }

@@ -182,8 +182,6 @@ impl fmt::Debug for WebhookUrl {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests may unwrap")]
-
     use super::*;
 
     #[test]
@@ -212,7 +210,10 @@ mod tests {
     #[test]
     fn full_url_is_kept_for_sending() {
         let url: WebhookUrl = "https://example.com/a/b?c=d".parse().unwrap();
-        assert_eq!(url.expose_full_url().to_string(), "https://example.com/a/b?c=d");
+        assert_eq!(
+            url.expose_full_url().to_string(),
+            "https://example.com/a/b?c=d"
+        );
     }
 
     #[test]
