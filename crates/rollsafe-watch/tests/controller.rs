@@ -2624,6 +2624,26 @@ async fn one_workload_never_has_two_patches_in_flight() {
     running.stop().await;
 }
 
+/// `kubectl describe deployment NAME` against the emulator (on a blocking thread: the emulator
+/// answers on this test's runtime); `None` without kubectl outside CI.
+async fn kubectl_describe(env: &Env, name: &str) -> Option<String> {
+    let kubectl = rollsafe_testing::kubectl()?;
+    let kubeconfig = env.kubeconfig.clone();
+    let name = name.to_owned();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["-n", NS, "describe", "deployment", &name])
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
 /// `web`'s restart window, office hours in UTC; the controllers' clock starts 15 s before it
 /// opens, on a Thursday, and runs on.
 const OFFICE_HOURS: &str = "Mon-Fri 09:00-17:00 UTC";
@@ -2676,6 +2696,14 @@ async fn a_change_outside_the_restart_window_is_held_across_a_restart_and_rolls_
         "Roll for changes to Secret/db held by its restart window (Mon-Fri 09:00-17:00 UTC) until 2026-12-03T09:00+00:00"
     );
     assert_eq!(pending[0]["type"], "Normal");
+    // What the on-call engineer reads: the Event and the mark, through kubectl.
+    if let Some(described) = kubectl_describe(&env, "web").await {
+        assert!(
+            described.contains("Roll for changes to Secret/db held by its restart window"),
+            "{described}"
+        );
+        assert!(described.contains("rollsafe.dev/pending"), "{described}");
+    }
 
     // A restart neither loses the hold nor repeats it: no patch, the same mark.
     let patches = env.patches("deployments", "web").len();
