@@ -359,6 +359,9 @@ pub struct Controller {
     changed: HashMap<WorkloadKey, BTreeSet<SourceKey>>,
     /// Per workload, when the first change it has not rolled for yet was observed.
     first_change: HashMap<WorkloadKey, Instant>,
+    /// Per workload whose roll a window or an approval holds, since when (its first change):
+    /// its roll is timed in `held_roll`, not in `reaction`.
+    held_since: HashMap<WorkloadKey, Instant>,
     metrics: ControllerMetrics,
     /// Whether, and until when, this replica may patch; `None`: no leader election (always
     /// acts).
@@ -406,6 +409,7 @@ impl Controller {
             flap: FlapGuard::new(settings.flap_limit),
             changed: HashMap::new(),
             first_change: HashMap::new(),
+            held_since: HashMap::new(),
             metrics: ControllerMetrics::default(),
             leader: None,
             leading: false,
@@ -1052,6 +1056,7 @@ impl Controller {
         self.baselines.remove(key);
         self.changed.remove(key);
         self.first_change.remove(key);
+        self.held_since.remove(key);
     }
 
     /// Starts every Secret, ConfigMap and workload watch over (a namespace joined the
@@ -1579,8 +1584,25 @@ impl Controller {
             }
             Purpose::Roll { deferred } => {
                 self.flap.rolled(key, now);
-                if let Some(first) = self.first_change.remove(key) {
-                    self.metrics.reaction.observe(first.elapsed().as_secs_f64());
+                let first = self.first_change.remove(key);
+                let held_since = self.held_since.remove(key);
+                // Held by this process, or marked held when it rolled (held before a restart).
+                let held = held_since.is_some()
+                    || self
+                        .cache
+                        .workload(key)
+                        .and_then(|entry| entry.plan.as_ref())
+                        .is_some_and(crate::decision::Plan::is_pending);
+                match (held, held_since.or(first)) {
+                    (true, Some(since)) => {
+                        self.metrics
+                            .held_roll
+                            .observe(since.elapsed().as_secs_f64());
+                    }
+                    (false, Some(first)) => {
+                        self.metrics.reaction.observe(first.elapsed().as_secs_f64());
+                    }
+                    (_, None) => {}
                 }
                 self.changed.remove(key);
                 self.count(|s| {
@@ -1592,13 +1614,21 @@ impl Controller {
             }
             Purpose::Halt => {
                 self.flap.forget(key);
+                self.held_since.remove(key);
                 self.forget_changes(key);
                 self.metrics.halts.inc();
                 self.count(|s| s.halts += 1);
             }
             // The changes stay: the roll that follows names them.
-            Purpose::Pend => self.count(|s| s.pended += 1),
-            Purpose::Unpend => self.forget_changes(key),
+            Purpose::Pend => {
+                let since = self.first_change.get(key).copied().unwrap_or(now);
+                self.held_since.entry(key.clone()).or_insert(since);
+                self.count(|s| s.pended += 1);
+            }
+            Purpose::Unpend => {
+                self.held_since.remove(key);
+                self.forget_changes(key);
+            }
         }
     }
 

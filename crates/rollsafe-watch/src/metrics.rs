@@ -57,8 +57,12 @@ pub struct ControllerMetrics {
     pub rolls: Family<RollLabels, Counter>,
     /// Evaluations that wrote nothing, by reason.
     pub skipped: Family<SkipLabels, Counter>,
-    /// From the first observed change of a workload's inputs to the roll patch acknowledged.
+    /// From the first observed change of a workload's inputs to the roll patch acknowledged,
+    /// for rolls nothing held.
     pub reaction: Histogram,
+    /// The same, for rolls a restart window or an approval held: the wait is the people's, not
+    /// the controller's, and is kept out of `reaction`.
+    pub held_roll: Histogram,
     /// Evaluations waiting in the debounce queue.
     pub queue_depth: Gauge,
     /// Cached objects.
@@ -101,6 +105,8 @@ impl Default for ControllerMetrics {
             rolls: Family::default(),
             skipped: Family::default(),
             reaction: Histogram::new(exponential_buckets(0.005, 2.0, 16)),
+            // One minute to about 11 days.
+            held_roll: Histogram::new(exponential_buckets(60.0, 2.0, 15)),
             queue_depth: Gauge::default(),
             objects: Family::default(),
             halts: Counter::default(),
@@ -142,6 +148,12 @@ impl ControllerMetrics {
             "From the first observed change of a workload's inputs to its roll patch acknowledged",
             Unit::Seconds,
             self.reaction.clone(),
+        );
+        registry.register_with_unit(
+            "held_roll",
+            "From the first observed change to the roll, for rolls a restart window or an approval held",
+            Unit::Seconds,
+            self.held_roll.clone(),
         );
         registry.register(
             "queue_depth",

@@ -2708,7 +2708,12 @@ async fn a_change_outside_the_restart_window_is_held_across_a_restart_and_rolls_
     // A restart neither loses the hold nor repeats it: no patch, the same mark.
     let patches = env.patches("deployments", "web").len();
     running.stop().await;
-    let mut running = env.controller(held());
+    let metrics = rollsafe_watch::metrics::ControllerMetrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let mut running = Running::spawn(
+        Controller::new(env.connection.client(None), held()).with_metrics(metrics.clone()),
+    );
     running
         .until("synced, web held again", |s| {
             s.synced && s.held_by_window == 1 && s.pending == 0
@@ -2746,6 +2751,15 @@ async fn a_change_outside_the_restart_window_is_held_across_a_restart_and_rolls_
     // Nothing more once it rolled.
     barrier(&env, &mut running, "2").await;
     assert_eq!(env.rollouts("web"), 1);
+    // The held roll is timed apart: the reaction histogram has the barrier's roll only.
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for expected in [
+        "rollsafe_watch_held_roll_seconds_count 1",
+        "rollsafe_watch_reaction_seconds_count 1",
+    ] {
+        assert!(text.contains(expected), "{expected} in\n{text}");
+    }
     running.stop().await;
 }
 
