@@ -18,6 +18,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod approval;
 pub mod connection;
 pub mod engine;
 pub mod follow;
@@ -26,6 +27,7 @@ pub mod read;
 pub mod review;
 pub mod transport;
 
+pub use approval::{ApprovalError, send_approval};
 pub use connection::{Connection, ConnectionError, IdentityError, Impersonation};
 pub use engine::{
     Discovery, MAX_PATCHES_IN_FLIGHT, PatchOutcome, RestartEngine, RestartPlan, RestartRequest,

@@ -20,13 +20,13 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use rollsafe_core::contract::WorkloadName;
 use rollsafe_core::name::{Namespace, SecretName};
-use rollsafe_core::pending::{self, APPROVE_FIELD_MANAGER, HeldBy, PENDING, PendingMark};
+use rollsafe_core::pending::{self, HeldBy, PENDING, PendingMark};
 use rollsafe_core::reference::{self, TargetKind};
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::workload::WorkloadKind;
+use rollsafe_kube::ApprovalError;
 use serde::Serialize;
 use tracing::info;
 
@@ -195,26 +195,22 @@ async fn handle(
         ));
     }
     // 9. The approval, once, as the caller.
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client, namespace.as_str(), &workload_resource(kind));
-    let params = PatchParams {
-        field_manager: Some(APPROVE_FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    let sent = tokio::time::timeout(
+    let sent = rollsafe_kube::send_approval(
+        client,
+        kind,
+        &namespace,
+        &workload,
+        document,
         state.engine.timeouts().patch,
-        api.patch(&workload, &params, &Patch::Json::<()>(document)),
     )
     .await;
     let outcome = match sent {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
-            Err(ApiError::ApprovalSuperseded)
-        }
-        Ok(Err(kube::Error::Api(status))) if status.code == 403 => Err(ApiError::KubernetesDenied),
-        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Err(ApiError::WorkloadNotFound),
-        Ok(Err(_)) => Err(internal(request_id, "the approval patch failed")),
-        Err(_) => Err(internal(request_id, "the approval patch timed out")),
+        Ok(()) => Ok(()),
+        Err(ApprovalError::Superseded) => Err(ApiError::ApprovalSuperseded),
+        Err(ApprovalError::Forbidden) => Err(ApiError::KubernetesDenied),
+        Err(ApprovalError::NotFound) => Err(ApiError::WorkloadNotFound),
+        Err(ApprovalError::Failed) => Err(internal(request_id, "the approval patch failed")),
+        Err(ApprovalError::TimedOut) => Err(internal(request_id, "the approval patch timed out")),
     };
     // 10. The result record, before the answer.
     let class = match &outcome {
@@ -252,11 +248,4 @@ fn workload_kind(text: &str) -> Option<WorkloadKind> {
     WorkloadKind::ALL
         .into_iter()
         .find(|kind| kind.as_str() == text)
-}
-
-fn workload_resource(kind: WorkloadKind) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("apps", "v1", kind.as_str()),
-        kind.plural(),
-    )
 }

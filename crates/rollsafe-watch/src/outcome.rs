@@ -383,20 +383,26 @@ impl Evaluator<'_> {
         // workload marked pending once per content.
         if matches!(purpose, Purpose::Roll { .. }) {
             let due = digest::parse_record(&digest).0;
-            if self.approval_required(key, entry, &changed)
+            if approval::required(self.cache, key, entry, &changed, self.require_approval)
                 && entry.approved.as_deref() != Some(due)
             {
                 return Some(self.await_approval(key, entry, plan, due, &names, &changed));
             }
-            if let Some(closed) = self.window_closed(entry, &changed) {
+            if let Some(closed) =
+                windows::holding(self.cache, entry, &changed, self.restart_window, self.wall)
+            {
                 return Some(self.hold(entry, plan, &digest, &closed, &names, &changed));
             }
         }
         let versions = self.cache.versions(key).unwrap_or_default();
         // The roll times the brakes read back after a failover: kept as long as either brake
         // looks back.
-        let keep = self.flap.limit().window.max(self.bucket.refill_time());
-        let rolled_at = entry.rolled_at.after_roll(self.wall, keep);
+        let rolled_at = if matches!(purpose, Purpose::Roll { .. }) {
+            let keep = self.flap.limit().window.max(self.bucket.refill_time());
+            entry.rolled_at.after_roll(self.wall, keep)
+        } else {
+            String::new()
+        };
         let document = match purpose {
             Purpose::Unpend => plan.unpend_document(),
             _ => plan.document(&decision, &versions, &change_cause(&names), &rolled_at),
@@ -459,24 +465,6 @@ impl Evaluator<'_> {
 }
 
 impl Evaluator<'_> {
-    /// The restart window holding a roll of `entry` for `changed` now, if one is closed.
-    fn window_closed(
-        &self,
-        entry: &crate::cache::WorkloadEntry,
-        changed: &BTreeSet<SourceKey>,
-    ) -> Option<Closed> {
-        let sources = changed.iter().filter_map(|source| {
-            let window = self.cache.source_entry(source)?.window.as_deref()?;
-            Some((format!("{}/{}", source.kind.as_str(), source.name), window))
-        });
-        windows::closed(
-            entry.window.as_deref(),
-            sources,
-            self.restart_window,
-            self.wall,
-        )
-    }
-
     /// Whether a held roll's mark may be written now: the deadline it must end by, or what to
     /// do instead — a dry run's `decision`, or a skip while a watch is stale or this replica
     /// does not lead.
@@ -492,23 +480,6 @@ impl Evaluator<'_> {
         }
         self.deadline
             .ok_or_else(|| Box::new(skip(SkipReason::NotLeader)))
-    }
-
-    /// Whether a roll of `key` for `changed` needs an approval: the workload's or a changed
-    /// object's `rollsafe.dev/approval`, or `--require-approval` for its namespace.
-    fn approval_required(
-        &self,
-        key: &WorkloadKey,
-        entry: &crate::cache::WorkloadEntry,
-        changed: &BTreeSet<SourceKey>,
-    ) -> bool {
-        entry.approval
-            || self.require_approval.contains(&key.namespace)
-            || changed.iter().any(|source| {
-                self.cache
-                    .source_entry(source)
-                    .is_some_and(|found| found.approval)
-            })
     }
 
     /// The outcome of a roll to `due` (its workload digest) awaiting approval: the pending mark
@@ -538,11 +509,6 @@ impl Evaluator<'_> {
         let Some(document) = plan.pend_document(&approval::mark(self.wall, due)) else {
             return nothing();
         };
-        let changes = if names.is_empty() {
-            String::new()
-        } else {
-            format!(" for changes to {names}")
-        };
         Outcome::Patch(Box::new(Write {
             document,
             purpose: Purpose::Pend,
@@ -551,12 +517,7 @@ impl Evaluator<'_> {
                 type_: EventType::Normal,
                 reason: "Pending",
                 action: "Roll",
-                note: format!(
-                    "Roll{changes} awaits approval: rollsafe approve -n {} {}/{}",
-                    key.namespace,
-                    key.kind.as_str().to_ascii_lowercase(),
-                    key.name
-                ),
+                note: approval::awaiting_note(key, names),
                 related: changed.first().cloned(),
                 causes: changed.iter().cloned().collect(),
             }),
@@ -676,8 +637,8 @@ fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>
                 "Jobs' pod template updated{changes}: {}",
                 Deferral::NextRun.when_it_rolls()
             ),
-            related: related.clone(),
-            causes: causes.clone(),
+            related,
+            causes,
         },
         None => Announcement {
             type_: EventType::Normal,
@@ -688,8 +649,8 @@ fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>
             } else {
                 format!("Rolled for changes to {names}")
             },
-            related: related.clone(),
-            causes: causes.clone(),
+            related,
+            causes,
         },
         Some(deferral) => Announcement {
             type_: EventType::Warning,
@@ -699,8 +660,8 @@ fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>
                 "Pod template updated{changes} but pods do not roll now: {}",
                 deferral.reason()
             ),
-            related: related.clone(),
-            causes: causes.clone(),
+            related,
+            causes,
         },
     }
 }

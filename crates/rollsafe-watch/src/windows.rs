@@ -16,7 +16,10 @@
 
 use jiff::{SignedDuration, Timestamp};
 use rollsafe_core::window::{self, RestartWindow, WindowError};
+use std::collections::BTreeSet;
 use std::time::Duration;
+
+use crate::cache::{Cache, SourceKey, WorkloadEntry};
 
 pub use rollsafe_core::window::RESTART_WINDOW;
 
@@ -134,6 +137,22 @@ impl Closed {
     }
 }
 
+/// The window holding a roll of `entry` for `changed` at `now`, the changed objects' windows
+/// read from `cache`, `default` `--restart-window`.
+pub fn holding(
+    cache: &Cache,
+    entry: &WorkloadEntry,
+    changed: &BTreeSet<SourceKey>,
+    default: Option<&RestartWindow>,
+    now: Timestamp,
+) -> Option<Closed> {
+    let sources = changed.iter().filter_map(|source| {
+        let window = cache.source_entry(source)?.window.as_deref()?;
+        Some((format!("{}/{}", source.kind.as_str(), source.name), window))
+    });
+    closed(entry.window.as_deref(), sources, default, now)
+}
+
 /// Whether a roll due now is held: `workload` is the workload's own annotation, `sources` the
 /// annotations of the changed objects that carry one (by name), `default` `--restart-window`.
 pub fn closed<'a>(
@@ -151,11 +170,14 @@ pub fn closed<'a>(
         ),
         None => {
             let window = default?;
-            return (!window.is_open(now)).then(|| Closed {
-                until: window.next_open(now),
-                owner: Owner::Flag,
-                windows: window.to_string(),
-                until_local: window.next_open(now).map(|at| window.local(at)),
+            return (!window.is_open(now)).then(|| {
+                let until = window.next_open(now);
+                Closed {
+                    until,
+                    owner: Owner::Flag,
+                    windows: window.to_string(),
+                    until_local: until.map(|at| window.local(at)),
+                }
             });
         }
     };

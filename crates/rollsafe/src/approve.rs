@@ -15,10 +15,9 @@
 use std::process::ExitCode;
 
 use anyhow::bail;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use rollsafe_kube::ApprovalError;
 use rollsafe_kube::transport::{GET_TIMEOUT, PATCH_TIMEOUT};
-use rollsafe_watch::approval::{self, APPROVE_FIELD_MANAGER, HeldBy, PendingMark};
-use rollsafe_watch::patches::workload_resource;
+use rollsafe_watch::approval::{self, HeldBy, PendingMark};
 use rollsafe_watch::windows::PENDING;
 
 use crate::kube_args::KubeArgs;
@@ -80,34 +79,28 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             bail!("{shown} has no roll awaiting approval");
         };
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client, namespace.as_str(), &workload_resource((*kind).into()));
-        let params = PatchParams {
-            field_manager: Some(APPROVE_FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        let sent = tokio::time::timeout(
+        let sent = rollsafe_kube::send_approval(
+            client,
+            *kind,
+            &namespace,
+            name,
+            document,
             PATCH_TIMEOUT,
-            api.patch(name, &params, &Patch::Json::<()>(document)),
         )
         .await;
         match sent {
-            Ok(Ok(_)) => Ok(format!(
+            Ok(()) => Ok(format!(
                 "approved {shown} in {namespace}: the roll to {} pending since {}",
                 read.digest,
                 read.at.unwrap_or("-")
             )),
-            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => bail!(
+            Err(ApprovalError::Superseded) => bail!(
                 "the roll awaiting approval on {shown} changed meanwhile; nothing was approved (see rollsafe why {shown})"
             ),
-            Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
-                bail!("forbidden: approving needs patch on {shown}")
-            }
-            Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
-                bail!("{shown} not found in namespace {namespace}")
-            }
-            Ok(Err(_)) => bail!("cannot patch {shown}"),
-            Err(_) => bail!("cannot patch {shown}: timed out"),
+            Err(ApprovalError::Forbidden) => bail!("forbidden: approving needs patch on {shown}"),
+            Err(ApprovalError::NotFound) => bail!("{shown} not found in namespace {namespace}"),
+            Err(ApprovalError::TimedOut) => bail!("cannot patch {shown}: timed out"),
+            Err(ApprovalError::Failed) => bail!("cannot patch {shown}"),
         }
     })?;
     stdout::line(&line)?;

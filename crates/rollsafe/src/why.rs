@@ -28,7 +28,7 @@
 //! stderr and nothing on stdout, when it does not exist, cannot be read, or the target, the
 //! namespace or the fingerprint key is invalid.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -45,7 +45,7 @@ use rollsafe_kube::EventSummary;
 use rollsafe_kube::transport::{GET_TIMEOUT, LIST_PAGE_TIMEOUT};
 use rollsafe_watch::Fingerprinter;
 use rollsafe_watch::annotations::CONFIG_RECORD;
-use rollsafe_watch::approval::{HeldBy, PendingMark};
+use rollsafe_watch::approval::{self, HeldBy, PendingMark};
 use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
 use rollsafe_watch::consumption::{self, Consumption, Keys};
 use rollsafe_watch::decision::{self, CHANGE_CAUSE, RollDecision};
@@ -429,68 +429,54 @@ async fn explain(
         None if entry.facts.halted => Decision::Halted,
         None => Decision::Unknown,
     };
-    // A due roll outside its restart window is held, as the controller holds it.
-    let closed = match decision {
-        Decision::Roll | Decision::Deferred => {
-            let changed = evaluation.changed.iter().filter_map(|config| {
-                let window = sources.get(config)?.entry.as_ref()?.window.as_deref()?;
-                Some((format!("{}/{}", config.kind.as_str(), config.name), window))
-            });
-            windows::closed(
-                entry.window.as_deref(),
-                changed,
-                restart_window,
-                Timestamp::now(),
-            )
-        }
-        _ => None,
-    };
+    // A due roll the controller holds, by its own rules: first an approval it does not have
+    // (the workload's or a changed object's rollsafe.dev/approval, or the controller's mark: its
+    // --require-approval is not known here), then a closed restart window.
     let names: Vec<String> = evaluation.changed.iter().map(ToString::to_string).collect();
-    // A due roll that needs an approval it does not have waits for it, before any window (the
-    // workload's or a changed object's rollsafe.dev/approval, or the controller's mark: its
-    // --require-approval is not known here).
+    let changed: BTreeSet<SourceKey> = evaluation
+        .changed
+        .iter()
+        .map(|config| SourceKey::of(namespace.as_str(), config))
+        .collect();
+    let due_roll = matches!(decision, Decision::Roll | Decision::Deferred);
     let due = evaluation
         .now
         .as_deref()
         .map(|now| digest::parse_record(now).0);
     let mark = entry.pending.as_deref().and_then(PendingMark::parse);
-    let awaiting = matches!(decision, Decision::Roll | Decision::Deferred)
-        && (entry.approval
-            || evaluation.changed.iter().any(|config| {
-                sources
-                    .get(config)
-                    .and_then(|source| source.entry.as_ref())
-                    .is_some_and(|found| found.approval)
-            })
-            || mark
-                .is_some_and(|mark| mark.held_by == HeldBy::Approval && Some(mark.digest) == due))
+    let marked_for_approval =
+        mark.filter(|mark| mark.held_by == HeldBy::Approval && Some(mark.digest) == due);
+    let awaiting = due_roll
+        && (approval::required(&evaluation.cache, &key, &entry, &changed, &[])
+            || marked_for_approval.is_some())
         && entry.approved.as_deref() != due;
     let pending = if awaiting {
-        let changes = if names.is_empty() {
-            String::new()
-        } else {
-            format!(" for changes to {}", names.join(", "))
-        };
         Some(Pending {
             held_by: "approval",
             until: None,
-            since: mark
-                .filter(|mark| mark.held_by == HeldBy::Approval && Some(mark.digest) == due)
-                .and_then(|mark| mark.at.map(str::to_owned)),
-            reason: format!(
-                "Roll{changes} awaits approval: rollsafe approve -n {namespace} {}/{name}",
-                kind.as_str().to_ascii_lowercase()
-            ),
+            since: marked_for_approval.and_then(|mark| mark.at.map(str::to_owned)),
+            reason: approval::awaiting_note(&key, &names.join(", ")),
             marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Approval),
         })
     } else {
-        closed.map(|closed| Pending {
-            held_by: "window",
-            until: closed.until.map(|until| until.to_string()),
-            since: None,
-            reason: closed.note(&names.join(", ")),
-            marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Window),
-        })
+        due_roll
+            .then(|| {
+                windows::holding(
+                    &evaluation.cache,
+                    &entry,
+                    &changed,
+                    restart_window,
+                    Timestamp::now(),
+                )
+            })
+            .flatten()
+            .map(|closed| Pending {
+                held_by: "window",
+                until: closed.until.map(|until| until.to_string()),
+                since: None,
+                reason: closed.note(&names.join(", ")),
+                marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Window),
+            })
     };
     let decision = if pending.is_some() {
         Decision::Pending
@@ -632,6 +618,8 @@ struct Evaluation {
     unreadable: bool,
     /// The decision, when `now` is known.
     decision: Decision,
+    /// The controller's cache of the workload and what it consumes, for the holds' rules.
+    cache: Cache,
 }
 
 /// Decides as the controller does: the watch crate's cache of one workload and what it
@@ -670,6 +658,7 @@ fn evaluate(
             per_object: false,
             unreadable,
             decision: Decision::Unknown,
+            cache,
         };
     };
     let changed = match &entry.facts.record {
@@ -701,6 +690,7 @@ fn evaluate(
         per_object,
         unreadable,
         decision,
+        cache,
     }
 }
 
