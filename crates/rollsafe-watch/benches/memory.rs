@@ -73,16 +73,16 @@ const WORKLOADS: usize = 2_000;
 fn secret_key(object: &Value) -> SourceKey {
     SourceKey {
         kind: TargetKind::Secret,
-        namespace: "bench".to_owned(),
-        name: object["metadata"]["name"].as_str().unwrap().to_owned(),
+        namespace: "bench".into(),
+        name: object["metadata"]["name"].as_str().unwrap().into(),
     }
 }
 
 fn workload_key(index: usize) -> WorkloadKey {
     WorkloadKey {
         kind: WatchedKind::Deployment,
-        namespace: "bench".to_owned(),
-        name: format!("app-{index:05}"),
+        namespace: "bench".into(),
+        name: format!("app-{index:05}").into(),
     }
 }
 

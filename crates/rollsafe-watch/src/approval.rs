@@ -22,7 +22,9 @@ pub fn required(
     namespaces: &[String],
 ) -> bool {
     entry.approval
-        || namespaces.contains(&key.namespace)
+        || namespaces
+            .iter()
+            .any(|namespace| *namespace == key.namespace)
         || changed.iter().any(|source| {
             cache
                 .source_entry(source)

@@ -38,6 +38,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::consumption::{Consumption, Keys};
+use crate::uid::Uid;
 
 /// The domain tag of the workload digest.
 pub const DIGEST_DOMAIN: &[u8] = b"rollsafe.dev/config-hash\0v1\0";
@@ -54,74 +55,130 @@ pub type ValueDigest = [u8; 32];
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SourceDigest {
     /// `metadata.uid`.
-    pub uid: String,
+    pub uid: Uid,
     /// `rollsafe.dev/watch: "false"` or `openchoreo.dev/restart-on-change: "false"`.
     pub opted_out: bool,
     /// Key → digest of its value.
     pub keys: KeyDigests,
 }
 
-/// Each key of one object and the digest of its value, sorted by key: one allocation of 48
-/// bytes per key plus the key names (a `BTreeMap` allocates a node of eleven slots, over 600
-/// bytes, even for one key; most objects have one to three).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct KeyDigests(Vec<(Box<str>, ValueDigest)>);
+/// Each key of one object and the digest of its value, sorted by key, packed in one allocation:
+/// per key, its name's length (two bytes, little-endian), the name, then the 32-byte digest. A
+/// Secret with three short keys costs one block of about 130 bytes, where a vector of (boxed
+/// name, digest) pairs cost that vector plus a block per name (most objects have one to three
+/// keys, so a key is found by walking them). A key name is at most 253 bytes in Kubernetes; a
+/// longer one, which no API server sends, is cut to [`MAX_KEY_BYTES`] at a character boundary.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct KeyDigests(Option<Box<[u8]>>);
+
+/// The longest key name kept, in bytes (Kubernetes allows 253).
+pub const MAX_KEY_BYTES: usize = u16::MAX as usize;
+
+const LEN_BYTES: usize = 2;
+const DIGEST_BYTES: usize = 32;
+
+impl fmt::Debug for KeyDigests {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
 
 impl KeyDigests {
     /// No key.
     pub const fn new() -> Self {
-        Self(Vec::new())
+        Self(None)
     }
 
     /// The digest of `key`'s value.
     pub fn get(&self, key: &str) -> Option<&ValueDigest> {
-        self.position(key).ok().map(|at| &self.0[at].1)
+        self.iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, digest)| digest)
     }
 
     /// How many keys.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.iter().count()
     }
 
     /// No key.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_none()
     }
 
     /// The keys and digests, sorted by key.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &ValueDigest)> {
-        self.0.iter().map(|(key, value)| (&**key, value))
+    pub fn iter(&self) -> KeyDigestsIter<'_> {
+        KeyDigestsIter(self.0.as_deref().unwrap_or_default())
     }
 
     /// Sets `key`'s digest.
     pub fn insert(&mut self, key: &str, value: ValueDigest) {
-        match self.position(key) {
-            Ok(at) => self.0[at].1 = value,
-            Err(at) => self.0.insert(at, (key.into(), value)),
+        let mut entries: Vec<(&str, ValueDigest)> = self.iter().map(|(k, v)| (k, *v)).collect();
+        match entries.binary_search_by(|(k, _)| (*k).cmp(key)) {
+            Ok(at) => entries[at].1 = value,
+            Err(at) => entries.insert(at, (key, value)),
         }
+        *self = Self::packed(entries);
     }
 
     /// Removes `key`.
     pub fn remove(&mut self, key: &str) {
-        if let Ok(at) = self.position(key) {
-            self.0.remove(at);
+        if self.get(key).is_some() {
+            let entries = self.iter().filter(|(k, _)| *k != key).map(|(k, v)| (k, *v));
+            *self = Self::packed(entries.collect::<Vec<_>>());
         }
     }
 
-    fn position(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
+    /// Packs entries that are sorted by key and unique.
+    fn packed<K: AsRef<str>>(entries: impl IntoIterator<Item = (K, ValueDigest)>) -> Self {
+        let mut bytes = Vec::new();
+        for (key, digest) in entries {
+            let key = clip(key.as_ref());
+            // `clip` keeps at most MAX_KEY_BYTES (u16::MAX) bytes.
+            let len = u16::try_from(key.len()).unwrap_or(u16::MAX);
+            bytes.extend_from_slice(&len.to_le_bytes());
+            bytes.extend_from_slice(key.as_bytes());
+            bytes.extend_from_slice(&digest);
+        }
+        Self((!bytes.is_empty()).then(|| bytes.into_boxed_slice()))
+    }
+}
+
+/// `key` cut to [`MAX_KEY_BYTES`] at a character boundary.
+fn clip(key: &str) -> &str {
+    if key.len() <= MAX_KEY_BYTES {
+        return key;
+    }
+    let mut end = MAX_KEY_BYTES;
+    while !key.is_char_boundary(end) {
+        end -= 1;
+    }
+    &key[..end]
+}
+
+/// The entries of a [`KeyDigests`], in order.
+#[derive(Debug, Clone)]
+pub struct KeyDigestsIter<'a>(&'a [u8]);
+
+impl<'a> Iterator for KeyDigestsIter<'a> {
+    type Item = (&'a str, &'a ValueDigest);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (len, rest) = self.0.split_first_chunk::<LEN_BYTES>()?;
+        let len = usize::from(u16::from_le_bytes(*len));
+        let (key, rest) = rest.split_at_checked(len)?;
+        let (digest, rest) = rest.split_first_chunk::<DIGEST_BYTES>()?;
+        self.0 = rest;
+        // Written from a `&str` by `packed`, cut at a character boundary.
+        let key = std::str::from_utf8(key).ok()?;
+        Some((key, digest))
     }
 }
 
 impl From<BTreeMap<String, ValueDigest>> for KeyDigests {
-    /// Already sorted and unique: kept in that order, allocated to fit.
+    /// Already sorted and unique: packed in that order.
     fn from(map: BTreeMap<String, ValueDigest>) -> Self {
-        let mut keys: Vec<(Box<str>, ValueDigest)> = map
-            .into_iter()
-            .map(|(k, v)| (k.into_boxed_str(), v))
-            .collect();
-        keys.shrink_to_fit();
-        Self(keys)
+        Self::packed(map)
     }
 }
 
@@ -234,7 +291,7 @@ impl Fingerprinter {
                 continue;
             };
             out.push(1);
-            lp(&mut out, found.uid.as_bytes());
+            found.uid.with_bytes(|uid| lp(&mut out, uid));
             let entry = |out: &mut Vec<u8>, key: &str, value: Option<&ValueDigest>| {
                 lp(out, key.as_bytes());
                 match value {
@@ -415,7 +472,7 @@ mod tests {
 
     fn source(uid: &str, keys: &[(&str, &str)]) -> SourceDigest {
         SourceDigest {
-            uid: uid.to_owned(),
+            uid: Uid::new(uid),
             opted_out: false,
             keys: keys
                 .iter()

@@ -31,7 +31,9 @@ pub mod progression;
 pub mod reduced;
 pub mod roll_times;
 pub mod rollouts;
+pub mod uid;
 pub mod windows;
+pub mod workload_object;
 
 pub use controller::{Controller, ControllerError, ControllerSettings, Status};
 pub use digest::Fingerprinter;

@@ -41,7 +41,10 @@
 //! A reduced run: `ROLLSAFE_SCALE_SECRETS=10000 ROLLSAFE_SCALE_WORKLOADS=2000`. Other knobs:
 //! `ROLLSAFE_SCALE_NAMESPACES` (100), `ROLLSAFE_SCALE_HELM` (a fiftieth of the Secrets),
 //! `ROLLSAFE_SCALE_CHANGES` (300), `ROLLSAFE_SCALE_RATE` (changes per second, 30),
-//! `ROLLSAFE_SCALE_DEBOUNCE` (`0`); `RUST_LOG` reaches the controller (default `info`). Its log
+//! `ROLLSAFE_SCALE_DEBOUNCE` (`0`), `ROLLSAFE_SCALE_ADOPTIONS` (the controller's
+//! `--max-adoptions-per-second`; its default when unset), `ROLLSAFE_SCALE_WRAP` (a command the
+//! binary runs under, for a profiling run: `heaptrack -o /tmp/watch`; the memory figures are
+//! then the wrapper's); `RUST_LOG` reaches the controller (default `info`). Its log
 //! goes to a temporary file, or to `ROLLSAFE_SCALE_LOG`; its warnings are counted in the table,
 //! and its tail is printed if it dies.
 
@@ -117,6 +120,8 @@ struct Scale {
     changes: usize,
     rate: f64,
     debounce: String,
+    /// `--max-adoptions-per-second`; empty: the controller's default.
+    adoptions: String,
 }
 
 fn setting<T: FromStr>(name: &str, default: T) -> T {
@@ -139,6 +144,7 @@ impl Scale {
             changes: setting("ROLLSAFE_SCALE_CHANGES", 300),
             rate: setting("ROLLSAFE_SCALE_RATE", 30.0),
             debounce: setting("ROLLSAFE_SCALE_DEBOUNCE", "0".to_owned()),
+            adoptions: setting("ROLLSAFE_SCALE_ADOPTIONS", String::new()),
         }
     }
 
@@ -482,6 +488,28 @@ impl Process {
         };
         (field("VmRSS:"), field("VmHWM:"))
     }
+
+    /// (`RssAnon`, `RssFile`) in bytes: the process's own memory, and the pages of the binary
+    /// and libraries it has touched (shared with any other process running them).
+    fn resident_parts(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|line| {
+                    line.trim_start_matches(name)
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or(0)
+                * 1024
+        };
+        (field("RssAnon:"), field("RssFile:"))
+    }
 }
 
 impl Drop for Process {
@@ -491,9 +519,20 @@ impl Drop for Process {
     }
 }
 
-fn spawn_controller(kubeconfig: &Path, admin: SocketAddr, log: PathBuf, debounce: &str) -> Process {
+fn spawn_controller(kubeconfig: &Path, admin: SocketAddr, log: PathBuf, scale: &Scale) -> Process {
     let stderr = std::fs::File::create(&log).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+    // A profiling run wraps the binary (`ROLLSAFE_SCALE_WRAP="heaptrack -o /tmp/watch"`); the
+    // memory figures are then the wrapper's process, not the controller's.
+    let wrap = std::env::var("ROLLSAFE_SCALE_WRAP").unwrap_or_default();
+    let mut words = wrap.split_whitespace();
+    let mut command = match words.next() {
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.args(words).arg(env!("CARGO_BIN_EXE_rollsafe"));
+            command
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_rollsafe")),
+    };
     command
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -501,12 +540,21 @@ fn spawn_controller(kubeconfig: &Path, admin: SocketAddr, log: PathBuf, debounce
         .args(["watch", "--kubeconfig"])
         .arg(kubeconfig)
         .args(["--admin-listen", &admin.to_string()])
-        .args(["--debounce", debounce])
+        .args(["--debounce", &scale.debounce])
         .args(["--max-rolls-per-minute", "0"])
         .args(["--instance", "scale-bench"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr);
+    // The allocator's settings, for an experiment (`MIMALLOC_ALLOW_THP=0`).
+    for (name, value) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("MIMALLOC_") {
+            command.env(name, value);
+        }
+    }
+    if !scale.adoptions.is_empty() {
+        command.args(["--max-adoptions-per-second", &scale.adoptions]);
+    }
     if let Some(filter) = std::env::var_os("RUST_LOG") {
         command.env("RUST_LOG", filter);
     }
@@ -823,7 +871,7 @@ async fn run(scale: &Scale, server: &tokio::runtime::Handle) {
     let started = Instant::now();
     let log = std::env::var_os("ROLLSAFE_SCALE_LOG")
         .map_or_else(|| dir.path().join("watch.log"), PathBuf::from);
-    let mut process = spawn_controller(&kubeconfig, admin, log.clone(), &scale.debounce);
+    let mut process = spawn_controller(&kubeconfig, admin, log.clone(), scale);
     loop {
         if let Some((200, _)) = http_get(admin, "/readyz").await {
             break;
@@ -890,10 +938,13 @@ async fn run(scale: &Scale, server: &tokio::runtime::Handle) {
         describe_lists(&settle_lists, ready_micros)
     );
     let (rss_adopted, hwm_adopted) = process.memory();
+    let (anon, file) = process.resident_parts();
     println!(
-        "memory, steady after adoption: VmRSS {:.1} MiB ({} B per listed object), VmHWM {:.1} MiB (at ready {:.1} MiB)",
+        "memory, steady after adoption: VmRSS {:.1} MiB ({} B per listed object; {:.1} MiB anonymous, {:.1} MiB of the binary's and libraries' pages), VmHWM {:.1} MiB (at ready {:.1} MiB)",
         mib(rss_adopted),
         thousands((rss_adopted / listed as u64) as usize),
+        mib(anon),
+        mib(file),
         mib(hwm_adopted),
         mib(hwm_ready)
     );

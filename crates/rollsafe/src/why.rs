@@ -419,8 +419,8 @@ async fn explain(
     }
     let key = WorkloadKey {
         kind: (*kind).into(),
-        namespace: namespace.to_string(),
-        name: name.clone(),
+        namespace: namespace.as_str().into(),
+        name: name.as_str().into(),
     };
     let evaluation = evaluate(&key, &entry, &sources, read_values.then_some(fingerprinter));
     let decision = match &evaluation.now {
@@ -642,7 +642,7 @@ fn evaluate(
             let source_key = SourceKey {
                 kind: config.kind,
                 namespace: key.namespace.clone(),
-                name: config.name.clone(),
+                name: config.name.as_str().into(),
             };
             cache.apply_source(source_key, digests.clone());
         }

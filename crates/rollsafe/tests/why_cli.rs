@@ -147,16 +147,16 @@ impl Env {
             cache.apply_source(
                 SourceKey {
                     kind: config.kind,
-                    namespace: NS.to_owned(),
-                    name: config.name.clone(),
+                    namespace: NS.into(),
+                    name: config.name.as_str().into(),
                 },
                 SourceEntry::from_object(config.kind, &source),
             );
         }
         let key = WorkloadKey {
             kind: WorkloadKind::Deployment.into(),
-            namespace: NS.to_owned(),
-            name: name.to_owned(),
+            namespace: NS.into(),
+            name: name.into(),
         };
         cache.apply_workload(key.clone(), entry);
         let record = cache.record(&key, fingerprinter).unwrap();

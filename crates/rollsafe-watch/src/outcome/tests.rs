@@ -23,16 +23,16 @@ const THURSDAY_EARLY: &str = "2026-12-03T06:00:00Z";
 fn web() -> WorkloadKey {
     WorkloadKey {
         kind: WatchedKind::Deployment,
-        namespace: NS.to_owned(),
-        name: "web".to_owned(),
+        namespace: NS.into(),
+        name: "web".into(),
     }
 }
 
 fn db() -> SourceKey {
     SourceKey {
         kind: TargetKind::Secret,
-        namespace: NS.to_owned(),
-        name: "db".to_owned(),
+        namespace: NS.into(),
+        name: "db".into(),
     }
 }
 
@@ -516,8 +516,8 @@ fn an_event_names_at_most_ten_objects() {
     let keys: BTreeSet<SourceKey> = (0..12)
         .map(|i| SourceKey {
             kind: TargetKind::Secret,
-            namespace: NS.to_owned(),
-            name: format!("o{i:02}"),
+            namespace: NS.into(),
+            name: format!("o{i:02}").into(),
         })
         .collect();
     let note = names(&keys);
