@@ -221,6 +221,7 @@ pub struct EmulatorBuilder {
     bookmark_interval: Option<Duration>,
     without_history: bool,
     event_ttl: Option<Duration>,
+    watch_list: bool,
 }
 
 impl EmulatorBuilder {
@@ -280,6 +281,17 @@ impl EmulatorBuilder {
         self
     }
 
+    /// The `WatchList` feature gate (streaming lists: a watch with `sendInitialEvents=true`).
+    /// Off by default, as in kube-apiserver 1.33, whose release the emulator advertises: such a
+    /// watch is refused with 422. On, as with `--feature-gates=WatchList=true` (and by default
+    /// from 1.34): the current objects come as `ADDED` events, then a bookmark annotated
+    /// `k8s.io/initial-events-end`, then the watch goes on.
+    #[must_use]
+    pub fn watch_list(mut self, enabled: bool) -> Self {
+        self.watch_list = enabled;
+        self
+    }
+
     /// How often bookmarks are sent on watches that allow them.
     #[must_use]
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
@@ -333,6 +345,7 @@ impl EmulatorBuilder {
             addr: bound,
             admin_token,
             bookmark_interval: self.bookmark_interval.unwrap_or(DEFAULT_BOOKMARK_INTERVAL),
+            watch_list: self.watch_list,
             edit_counter: AtomicU64::new(0),
             shutdown: shutdown_rx,
             tls,

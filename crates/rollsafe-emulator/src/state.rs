@@ -55,6 +55,8 @@ pub(crate) struct Shared {
     pub admin_token: String,
     /// Interval of watch bookmarks.
     pub bookmark_interval: Duration,
+    /// The `WatchList` feature gate: streaming lists are served.
+    pub watch_list: bool,
     /// Counter for default concurrent-edit annotations.
     pub edit_counter: AtomicU64,
     /// Becomes true on shutdown.

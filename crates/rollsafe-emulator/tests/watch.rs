@@ -214,6 +214,59 @@ async fn streaming_lists_are_refused_as_by_a_1_33_server() {
     );
 }
 
+/// With the `WatchList` gate on (as from 1.34, or 1.33 with `--feature-gates=WatchList=true`):
+/// every current object as `ADDED`, then a bookmark annotated `k8s.io/initial-events-end` at
+/// the snapshot's resourceVersion, then the live events.
+#[tokio::test]
+async fn streaming_lists_are_served_with_the_watch_list_gate_on() {
+    let emu = start_with(Emulator::builder().watch_list(true)).await;
+    seed_deployments(&emu, "shop", 3);
+    seed_deployments(&emu, "other", 2);
+    let api: Api<Deployment> = Api::namespaced(client(&emu, "admin").await, "shop");
+    let mut stream = api
+        .watch(&WatchParams::streaming_lists().timeout(20), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut added = Vec::new();
+    let end = loop {
+        match tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await {
+            Ok(Ok(Some(WatchEvent::Added(d)))) => added.push(d.metadata.name.unwrap()),
+            Ok(Ok(Some(WatchEvent::Bookmark(bookmark)))) => break bookmark,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    added.sort();
+    assert_eq!(added, ["d0000", "d0001", "d0002"]);
+    assert_eq!(
+        end.metadata
+            .annotations
+            .get("k8s.io/initial-events-end")
+            .map(String::as_str),
+        Some("true")
+    );
+    let listed = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        Some(end.metadata.resource_version.as_str()),
+        listed.metadata.resource_version.as_deref(),
+        "the bookmark carries the snapshot's resourceVersion"
+    );
+    let mut d = emu
+        .get_object("deployments", Some("shop"), "d0001")
+        .unwrap();
+    d["metadata"]["labels"]["x"] = json!("y");
+    emu.put_object(d).unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(ev, Some(WatchEvent::Modified(ref d)) if d.metadata.name.as_deref() == Some("d0001")),
+        "{ev:?}"
+    );
+    emu.shutdown().await;
+}
+
 fn secret(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Secret",
            "metadata": {"name": name, "namespace": "shop"}, "data": {}})

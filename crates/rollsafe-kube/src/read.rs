@@ -127,6 +127,71 @@ pub async fn serves(
     Ok(list.is_some_and(|list| list.resources.iter().any(|r| r.name == resource)))
 }
 
+/// The bookmark annotation that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Whether the API server serves streaming lists: a watch with `sendInitialEvents=true` (the
+/// `WatchList` feature gate — on in 1.32, off in 1.33, on again from 1.34). One metadata-only
+/// watch of `kind` in `namespace` (all namespaces for `None`), narrowed by a field selector to
+/// one name, read until the bookmark annotated [`INITIAL_EVENTS_END`]: `true` when it comes,
+/// `false` when the server refuses the request with 422 (the gate off) or ends the watch
+/// without it (a server that ignores the parameter sends no such bookmark). No Secret value
+/// crosses the wire (metadata only), and at most the one named object is sent.
+pub async fn serves_streaming_lists(
+    client: &kube::Client,
+    kind: TargetKind,
+    namespace: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<bool, ReadError> {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    use kube::api::{Api, ApiResource, DynamicObject, WatchEvent, WatchParams};
+
+    // Bounded by the caller's timeout too; the server ends the watch by then at the latest.
+    let server_timeout = u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX);
+    let params = WatchParams::streaming_lists()
+        .fields("metadata.name=rollsafe-streaming-list-check")
+        .timeout(server_timeout);
+    let probe = async {
+        let resource = match kind {
+            TargetKind::Secret => ApiResource::erase::<Secret>(&()),
+            TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
+        };
+        let api: Api<DynamicObject> = match namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let mut events = api
+            .watch_metadata(&params, "0")
+            .await
+            .map_err(watch_error)?
+            .boxed();
+        while let Some(event) = events.try_next().await.map_err(watch_error)? {
+            if let WatchEvent::Bookmark(bookmark) = event
+                && bookmark
+                    .metadata
+                    .annotations
+                    .contains_key(INITIAL_EVENTS_END)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    match tokio::time::timeout(timeout, probe).await {
+        Ok(Err(ReadError::Status(422))) => Ok(false),
+        Ok(answer) => answer,
+        Err(_) => Err(ReadError::Timeout),
+    }
+}
+
+/// A watch's failure, without its upstream text.
+fn watch_error(error: kube::Error) -> ReadError {
+    match error {
+        kube::Error::Api(status) => ReadError::Status(status.code),
+        _ => ReadError::Transport(TransportFailure::AfterSend),
+    }
+}
+
 /// Reads a Secret's or ConfigMap's metadata and nothing else (`PartialObjectMetadata`, as
 /// [`read_secret_metadata`]); `Ok(None)` when it does not exist (404). `name` must be a valid
 /// object name (a DNS-1123 subdomain): the caller checks it before asking.

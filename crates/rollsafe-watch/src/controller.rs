@@ -149,6 +149,10 @@ pub struct ControllerSettings {
     pub cluster_name: Option<String>,
     /// `--page-url`: the page, linked from every notification.
     pub page_url: Option<String>,
+    /// Each watch starts with a streaming list (`sendInitialEvents`: the objects as watch
+    /// events, then a bookmark) instead of a paged list; only for an API server that serves
+    /// them (the caller checks: `rollsafe_kube::read::serves_streaming_lists`).
+    pub streaming_lists: bool,
 }
 
 impl ControllerSettings {
@@ -192,6 +196,7 @@ impl Default for ControllerSettings {
             notifier: None,
             cluster_name: None,
             page_url: None,
+            streaming_lists: false,
         }
     }
 }
@@ -688,9 +693,11 @@ impl Controller {
         };
         let mut all = SelectAll::new();
         if let Some(selector) = &self.settings.namespace_selector {
-            let config = watcher::Config::default()
-                .timeout(self.settings.watch_timeout)
-                .labels(selector);
+            let config = self.initial_list(
+                watcher::Config::default()
+                    .timeout(self.settings.watch_timeout)
+                    .labels(selector),
+            );
             let stream = self.add_stream(&None, None, Api::<Namespace>::all, move |api, id| {
                 watcher(api, config.clone())
                     .default_backoff()
@@ -793,10 +800,20 @@ impl Controller {
     }
 
     fn watch_config(&self) -> watcher::Config {
-        let config = watcher::Config::default().timeout(self.settings.watch_timeout);
+        let config =
+            self.initial_list(watcher::Config::default().timeout(self.settings.watch_timeout));
         match ignored_namespaces(&self.settings.ignore_namespaces) {
             Some(fields) => config.fields(&fields),
             None => config,
+        }
+    }
+
+    /// How a watch lists at its start (and after a 410): streamed when the server serves it.
+    fn initial_list(&self, config: watcher::Config) -> watcher::Config {
+        if self.settings.streaming_lists {
+            config.streaming_lists()
+        } else {
+            config
         }
     }
 

@@ -508,6 +508,80 @@ async fn a_compacted_watch_relists_without_spurious_rolls() {
     running.stop().await;
 }
 
+/// Against a server that serves streaming lists, every watch starts with one (no paged list
+/// at all), a compacted watch starts over with one, and the controller behaves as with paged
+/// lists: adoption without a roll, no spurious roll after the relist, one roll per change.
+#[tokio::test]
+async fn streaming_lists_start_every_watch_and_change_nothing_else() {
+    let TestCluster {
+        emu,
+        connection,
+        kubeconfig,
+        dir,
+    } = TestCluster::start_with(
+        rollsafe_emulator::Emulator::builder()
+            .watch_list(true)
+            .seed_objects(two_workloads()),
+    )
+    .await;
+    let env = Env {
+        emu,
+        connection,
+        kubeconfig,
+        _dir: dir,
+    };
+    let mut running = env.controller(ControllerSettings {
+        streaming_lists: true,
+        watch_timeout: 1,
+        ..settings()
+    });
+    running
+        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
+        .await;
+    for resource in [
+        "secrets",
+        "configmaps",
+        "deployments",
+        "statefulsets",
+        "daemonsets",
+    ] {
+        assert!(
+            env.emu.requests_for("list", resource).is_empty(),
+            "no paged list of {resource}"
+        );
+        let watches = env.emu.requests_for("watch", resource);
+        assert!(
+            watches.iter().any(|w| {
+                w.query_param("sendInitialEvents").as_deref() == Some("true")
+                    && w.query_param("resourceVersionMatch").as_deref() == Some("NotOlderThan")
+            }),
+            "{resource}: {watches:?}"
+        );
+    }
+    env.emu.compact();
+    running
+        .until("relists after the 410", |s| {
+            s.relists >= 3 && s.watch_errors >= 3
+        })
+        .await;
+    barrier(&env, &mut running, "2").await;
+    assert_eq!(env.rollouts("web"), 0, "no roll from the relist");
+    assert!(env.emu.requests_for("list", "secrets").is_empty());
+    env.put(secret(
+        "db",
+        &[("password", "changed"), ("user", "app")],
+        json!({}),
+    ));
+    running
+        .until("a roll after the barrier's", |s| {
+            s.rolls == 2 && s.pending == 0
+        })
+        .await;
+    assert_eq!(env.rollouts("web"), 1);
+    assert_eq!(env.rollouts("api"), 1, "the barrier's roll only");
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn a_keyed_digest_is_published_as_v1k() {
     let env = Env::start(two_workloads()).await;

@@ -42,7 +42,9 @@
 //! `ROLLSAFE_SCALE_NAMESPACES` (100), `ROLLSAFE_SCALE_HELM` (a fiftieth of the Secrets),
 //! `ROLLSAFE_SCALE_CHANGES` (300), `ROLLSAFE_SCALE_RATE` (changes per second, 30),
 //! `ROLLSAFE_SCALE_DEBOUNCE` (`0`), `ROLLSAFE_SCALE_ADOPTIONS` (the controller's
-//! `--max-adoptions-per-second`; its default when unset), `ROLLSAFE_SCALE_WRAP` (a command the
+//! `--max-adoptions-per-second`; its default when unset), `ROLLSAFE_SCALE_WATCH_LIST`
+//! (`true`: the emulator serves streaming lists, as Kubernetes 1.34 does, and the controller
+//! starts each watch with one; default `false`, 1.33's default, so paged lists), `ROLLSAFE_SCALE_WRAP` (a command the
 //! binary runs under, for a profiling run: `heaptrack -o /tmp/watch`; the memory figures are
 //! then the wrapper's); `RUST_LOG` reaches the controller (default `info`). Its log
 //! goes to a temporary file, or to `ROLLSAFE_SCALE_LOG`; its warnings are counted in the table,
@@ -122,6 +124,8 @@ struct Scale {
     debounce: String,
     /// `--max-adoptions-per-second`; empty: the controller's default.
     adoptions: String,
+    /// The emulator serves streaming lists (the `WatchList` gate, on from Kubernetes 1.34).
+    watch_list: bool,
 }
 
 fn setting<T: FromStr>(name: &str, default: T) -> T {
@@ -145,6 +149,7 @@ impl Scale {
             rate: setting("ROLLSAFE_SCALE_RATE", 30.0),
             debounce: setting("ROLLSAFE_SCALE_DEBOUNCE", "0".to_owned()),
             adoptions: setting("ROLLSAFE_SCALE_ADOPTIONS", String::new()),
+            watch_list: setting("ROLLSAFE_SCALE_WATCH_LIST", false),
         }
     }
 
@@ -814,6 +819,7 @@ async fn run(scale: &Scale, server: &tokio::runtime::Handle) {
         server,
         Emulator::builder()
             .without_rollout_history()
+            .watch_list(scale.watch_list)
             .bookmark_interval(BOOKMARK_INTERVAL)
             .identity(BENCH_USER, "scale-bench-token", &[MASTERS_GROUP]),
     )
@@ -992,15 +998,39 @@ async fn run(scale: &Scale, server: &tokio::runtime::Handle) {
     let (rss_end, hwm_end) = process.memory();
 
     let mut reactions = Vec::new();
+    // Split by fan-out: a change with one consumer, and one with GROUP consumers, whose
+    // patches the server answers one after another.
+    let (mut single, mut shared) = (Vec::new(), Vec::new());
     {
         let t = tracker.lock().unwrap();
         for (change, ack) in plan.iter().zip(&acks) {
             for consumer in &change.consumers {
                 let rolled = t.seen[consumer].rolls[0];
-                reactions.push(rolled.saturating_duration_since(*ack));
+                let reaction = rolled.saturating_duration_since(*ack);
+                reactions.push(reaction);
+                if change.consumers.len() == 1 {
+                    single.push(reaction);
+                } else {
+                    shared.push(reaction);
+                }
             }
         }
     }
+    let spread = |samples: &[Duration]| match samples {
+        [] => "none".to_owned(),
+        _ => format!(
+            "p50/p99 {:.1}/{:.1} ms",
+            ms(percentile(samples, 0.5)),
+            ms(percentile(samples, 0.99))
+        ),
+    };
+    println!(
+        "reaction by fan-out: {} rolls of changes with one consumer {}; {} rolls of changes with {GROUP} consumers {}",
+        single.len(),
+        spread(&single),
+        shared.len(),
+        spread(&shared),
+    );
     println!(
         "churn: {} changes in {:.1} s ({:.1}/s) reaching {} consumers; {} bare patches meanwhile; the controller's lists from the start (s after the churn began): {}",
         plan.len(),

@@ -152,6 +152,18 @@ pub(crate) struct Args {
     /// The page's URL, linked from every notification.
     #[arg(long, value_name = "URL", env = "ROLLSAFE_WATCH_PAGE_URL")]
     page_url: Option<String>,
+    /// How each watch lists at its start: "auto" streams the list (sendInitialEvents, one
+    /// watch request instead of pages) when the API server serves it, checked once at
+    /// startup (Kubernetes 1.34 and later by default), and pages it otherwise; "off" always
+    /// pages.
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "auto",
+        value_enum,
+        env = "ROLLSAFE_WATCH_STREAMING_LISTS"
+    )]
+    streaming_lists: StreamingLists,
     /// Every roll of a workload in this namespace waits for an approval (`rollsafe approve
     /// KIND/NAME`), as if it carried rollsafe.dev/approval: "required" (repeatable).
     #[arg(
@@ -227,6 +239,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         notify_format,
         cluster_name,
         page_url,
+        streaming_lists,
         flap_limit,
         instance,
         admin_listen,
@@ -307,7 +320,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         as_user: None,
         as_group: Vec::new(),
     };
-    process::runtime()?.block_on(watch(kube, settings, sinks, lease, admin_listen))
+    process::runtime()?.block_on(watch(
+        kube,
+        settings,
+        streaming_lists,
+        sinks,
+        lease,
+        admin_listen,
+    ))
 }
 
 /// `--notify-format`.
@@ -364,6 +384,7 @@ pub(crate) fn fingerprinter(key_file: Option<&Path>) -> anyhow::Result<Fingerpri
 async fn watch(
     kube: ConnectionArgs,
     settings: ControllerSettings,
+    streaming_lists: StreamingLists,
     sinks: Vec<Sink>,
     lease: Option<Lease>,
     admin_listen: SocketAddr,
@@ -379,6 +400,9 @@ async fn watch(
         && let Err(code) = check_namespace_selector(&connection, selector).await?
     {
         return Ok(code);
+    }
+    if streaming_lists == StreamingLists::Auto {
+        settings.streaming_lists = streaming_lists_served(&connection, &settings).await;
     }
     if settings.argo_rollouts && !rollouts_served(&connection).await? {
         warn!(
@@ -413,6 +437,55 @@ async fn watch(
     release(election).await;
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--streaming-lists`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StreamingLists {
+    /// Streamed when the API server serves it, else paged.
+    Auto,
+    /// Always paged.
+    Off,
+}
+
+/// Whether the watches can start with streaming lists: one check against the kind of source
+/// watched first, in the first watched namespace. A failed check is logged once and the
+/// watches page their lists, as they always could.
+async fn streaming_lists_served(
+    connection: &rollsafe_kube::Connection,
+    settings: &ControllerSettings,
+) -> bool {
+    let kind = if settings.ignore_kinds.contains(&TargetKind::Secret) {
+        TargetKind::ConfigMap
+    } else {
+        TargetKind::Secret
+    };
+    let served = rollsafe_kube::read::serves_streaming_lists(
+        &connection.client(None),
+        kind,
+        settings.namespaces.first().map(String::as_str),
+        STARTUP_CHECK_TIMEOUT,
+    )
+    .await;
+    match served {
+        Ok(true) => {
+            info!("the API server serves streaming lists: each watch starts with one");
+            true
+        }
+        Ok(false) => {
+            info!(
+                "the API server does not serve streaming lists: each watch starts with a paged list"
+            );
+            false
+        }
+        Err(error) => {
+            warn!(
+                code = error.code(),
+                "cannot check whether the API server serves streaming lists: each watch starts with a paged list"
+            );
+            false
+        }
+    }
 }
 
 /// Whether the API server serves Argo Rollouts (`rollouts` in the discovery document of

@@ -123,18 +123,16 @@ fn too_old_line(requested: u64, oldest: u64) -> Bytes {
     line("ERROR", &status)
 }
 
-/// The `WatchList` feature gate of the advertised release: beta and on in 1.32, off again in
-/// 1.33 (on from 1.34). Off, `sendInitialEvents` is refused with 422 as the real validation does;
-/// the streaming-list path below is what the gate turns on.
-const WATCH_LIST_GATE: bool = false;
-
 pub(crate) fn watch(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     let d = def(c.info.res);
     let q = c.query;
     let (labels, fields) = selectors(c)?;
     let bookmarks = q.flag("allowWatchBookmarks");
     let send_initial = q.get("sendInitialEvents").map(|v| v == "true" || v == "1");
-    if send_initial.is_some() && !WATCH_LIST_GATE {
+    // The `WatchList` feature gate: beta and on in 1.32, off again in 1.33, the advertised
+    // release (on from 1.34); `EmulatorBuilder::watch_list` turns it on. Off, `sendInitialEvents`
+    // is refused with 422 as the real validation does.
+    if send_initial.is_some() && !c.shared.watch_list {
         return Err(list_options_invalid(&[FieldCause::forbidden(
             "sendInitialEvents",
             "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
