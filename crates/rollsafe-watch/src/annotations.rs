@@ -18,6 +18,19 @@ pub use rollsafe_core::opt_in::{
     HALTED, MAX_LIST_ENTRIES, OptIn, OptInError, RESTART_ON_CHANGE, WATCH, source_opted_out,
     workload_opt_in,
 };
+pub use rollsafe_core::pending::{APPROVAL, APPROVED, PENDING, requires as requires_approval};
+pub use rollsafe_core::window::RESTART_WINDOW;
+
+use rollsafe_core::window::{RestartWindow, WindowError};
+
+/// A `rollsafe.dev/restart-window` annotation as read: a window, or why it is not one
+/// ([`crate::windows`] applies it).
+pub type WindowAnnotation = Result<RestartWindow, WindowError>;
+
+/// Reads a `rollsafe.dev/restart-window` value, if present.
+pub fn restart_window(value: Option<&str>) -> Option<Box<WindowAnnotation>> {
+    value.map(|text| Box::new(text.parse()))
+}
 
 /// The pod-template annotation a roll sets.
 pub const CONFIG_HASH: &str = "rollsafe.dev/config-hash";

@@ -13,11 +13,10 @@ use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, 
 use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::Value;
 
-use crate::annotations::ROLLED_AT;
 use crate::annotations::{
-    self, CONFIG_RECORD, CONFIG_VERSIONS, OptIn, PROGRESSIVE, RESTART_ON_CHANGE, WATCH,
+    self, APPROVAL, APPROVED, CONFIG_RECORD, CONFIG_VERSIONS, OptIn, PENDING, PROGRESSIVE,
+    RESTART_ON_CHANGE, RESTART_WINDOW, ROLLED_AT, WATCH, WindowAnnotation,
 };
-use crate::approval::{self, APPROVAL, APPROVED};
 use crate::consumption::{self, Consumption, Keys};
 use crate::decision::{Facts, HALTED, Plan};
 use crate::digest::{Fingerprinter, KeyDigests, SourceDigest, record_id};
@@ -25,7 +24,6 @@ use crate::freshness::{Currency, version_number, versions_value};
 use crate::reduced::{Reduced, SourceType, digest_of};
 use crate::roll_times::RollTimes;
 use crate::uid::Uid;
-use crate::windows::{self, PENDING, RESTART_WINDOW, WindowAnnotation};
 
 /// A Secret or ConfigMap: kind, namespace, name. Names of up to 24 bytes are held inline
 /// ([`CompactString`]), so most keys allocate nothing.
@@ -202,8 +200,8 @@ impl SourceEntry {
             progressive: annotation(ROLLOUT_ANNOTATION)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
             reloader_match: reloader_compat && reloader::is_true_value(annotation(reloader::MATCH)),
-            window: windows::annotation(annotation(RESTART_WINDOW)),
-            approval: approval::requires(annotation(APPROVAL)),
+            window: annotations::restart_window(annotation(RESTART_WINDOW)),
+            approval: annotations::requires_approval(annotation(APPROVAL)),
             listed: Listing::NONE,
         }
     }
@@ -392,9 +390,9 @@ impl WorkloadEntry {
             opt_in_error,
             versions: annotation(CONFIG_VERSIONS).map(Box::from),
             wave: annotation(WAVE_ANNOTATION).map(Box::from),
-            window: windows::annotation(annotation(RESTART_WINDOW)),
+            window: annotations::restart_window(annotation(RESTART_WINDOW)),
             pending: annotation(PENDING).map(Box::from),
-            approval: approval::requires(annotation(APPROVAL)),
+            approval: annotations::requires_approval(annotation(APPROVAL)),
             approved: annotation(APPROVED).map(Box::from),
             rolled_at: annotation(ROLLED_AT)
                 .map(RollTimes::parse)

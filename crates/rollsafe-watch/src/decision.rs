@@ -12,10 +12,9 @@ use rollsafe_core::patch::{InspectError, RestartPatch};
 use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::{Map, Value};
 
+use crate::annotations::{APPROVED, PENDING};
 use crate::annotations::{CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS, ROLLED_AT};
-use crate::approval::APPROVED;
 use crate::digest::parse_record;
-use crate::windows::PENDING;
 
 pub use crate::annotations::HALTED;
 

@@ -15,27 +15,17 @@
 //! by the patch that rolls it.
 
 use jiff::{SignedDuration, Timestamp};
-use rollsafe_core::window::{self, RestartWindow, WindowError};
+use rollsafe_core::window::{self, RestartWindow};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::cache::{Cache, SourceKey, WorkloadEntry};
 
-pub use rollsafe_core::window::RESTART_WINDOW;
-
-pub use rollsafe_core::pending::PENDING;
+pub use crate::annotations::{PENDING, RESTART_WINDOW, WindowAnnotation};
 
 /// The longest a held workload waits before it is looked at again, even when its window opens
 /// later: the wall clock is read again (a clock stepped by NTP, a window edited).
 pub const WINDOW_RECHECK: Duration = Duration::from_secs(15 * 60);
-
-/// A `rollsafe.dev/restart-window` annotation as read: a window, or why it is not one.
-pub type WindowAnnotation = Result<RestartWindow, WindowError>;
-
-/// Reads the annotation's value, if present.
-pub fn annotation(value: Option<&str>) -> Option<Box<WindowAnnotation>> {
-    value.map(|text| Box::new(text.parse()))
-}
 
 /// The wall clock windows are read against: the system's, or (for tests) one set to another
 /// instant that runs on from there at the system's pace.

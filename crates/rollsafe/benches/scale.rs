@@ -285,9 +285,11 @@ fn load(emu: &rollsafe_emulator::Handle, scale: &Scale) -> Inventory {
         inventory.helm += helm;
         inventory.workloads += workloads;
     }
-    let mut target = rollsafe_emulator::Handle::sample_deployment(BASELINE_NS, BASELINE_DEPLOYMENT);
-    target["metadata"]["annotations"] = json!({"bench": "0"});
-    put(target);
+    for name in std::iter::once(BASELINE_DEPLOYMENT.to_owned()).chain(fanned_targets()) {
+        let mut target = rollsafe_emulator::Handle::sample_deployment(BASELINE_NS, &name);
+        target["metadata"]["annotations"] = json!({"bench": "0"});
+        put(target);
+    }
     inventory
 }
 
@@ -690,6 +692,30 @@ fn emulator_micros(emu: &rollsafe_emulator::Handle) -> u64 {
     emu.requests().last().map_or(0, |e| e.end_micros)
 }
 
+/// A table row: `samples`' p50 / p99 beside `baseline`'s, and the p99 ratio.
+fn fan_out_row(
+    figure: &str,
+    samples: &[Duration],
+    baseline: &[Duration],
+    what: &str,
+) -> (String, String, String, String) {
+    if samples.is_empty() || baseline.is_empty() {
+        return (figure.to_owned(), "none".into(), "—".into(), "—".into());
+    }
+    let (s50, s99) = (percentile(samples, 0.5), percentile(samples, 0.99));
+    let (b50, b99) = (percentile(baseline, 0.5), percentile(baseline, 0.99));
+    (
+        figure.to_owned(),
+        format!("{:.1} / {:.1} ms", ms(s50), ms(s99)),
+        format!("{:.1} / {:.1} ms {what}", ms(b50), ms(b99)),
+        format!(
+            "{:.1}× / {:.1}×",
+            s50.as_secs_f64() / b50.as_secs_f64(),
+            s99.as_secs_f64() / b99.as_secs_f64()
+        ),
+    )
+}
+
 fn percentile(samples: &[Duration], p: f64) -> Duration {
     let mut sorted = samples.to_vec();
     sorted.sort();
@@ -755,41 +781,64 @@ async fn churn(
 }
 
 /// Bare JSON Patch round trips at `rate` per second until `stop`.
+/// The Deployments a fanned-out bare write patches at once, as many as a shared Secret has
+/// consumers.
+fn fanned_targets() -> impl Iterator<Item = String> {
+    (0..GROUP).map(|i| format!("{BASELINE_DEPLOYMENT}-{i}"))
+}
+
+/// One bare JSON Patch of `name`'s annotation; its round trip.
+async fn bare_patch(api: Api<Deployment>, name: String, index: usize) -> Duration {
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "add", "path": "/metadata/annotations/bench", "value": format!("{index}")}
+    ]))
+    .unwrap();
+    let started = Instant::now();
+    api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .unwrap();
+    started.elapsed()
+}
+
+/// Bare patches at `rate` until `stop`: one per tick (its round trip), and on every
+/// [`SHARED_EVERY`]th tick also [`GROUP`] at once to as many Deployments, as a shared Secret's
+/// consumers are rolled (the time until the last is answered).
 async fn bare_patches(
     client: kube::Client,
     rate: f64,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Vec<Duration> {
+) -> (Vec<Duration>, Vec<Duration>) {
     let api: Api<Deployment> = Api::namespaced(client, BASELINE_NS);
     let mut ticks = ticks(rate);
-    let mut sent = Vec::new();
+    let (mut sent, mut fanned) = (Vec::new(), Vec::new());
     for index in 1.. {
         tokio::select! {
             _ = ticks.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
         }
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "add", "path": "/metadata/annotations/bench", "value": format!("{index}")}
-        ]))
-        .unwrap();
-        let api = api.clone();
-        sent.push(tokio::spawn(async move {
-            let started = Instant::now();
-            api.patch(
-                BASELINE_DEPLOYMENT,
-                &PatchParams::default(),
-                &Patch::Json::<()>(patch),
-            )
-            .await
-            .unwrap();
-            started.elapsed()
-        }));
+        sent.push(tokio::spawn(bare_patch(
+            api.clone(),
+            BASELINE_DEPLOYMENT.to_owned(),
+            index,
+        )));
+        if index % SHARED_EVERY == 0 {
+            let api = api.clone();
+            fanned.push(tokio::spawn(async move {
+                let started = Instant::now();
+                let all = fanned_targets().map(|name| bare_patch(api.clone(), name, index));
+                futures::future::join_all(all).await;
+                started.elapsed()
+            }));
+        }
     }
-    futures::future::join_all(sent)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect()
+    let answered = |tasks: Vec<tokio::task::JoinHandle<Duration>>| async {
+        futures::future::join_all(tasks)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect::<Vec<_>>()
+    };
+    (answered(sent).await, answered(fanned).await)
 }
 
 fn main() {
@@ -976,7 +1025,7 @@ async fn run(scale: &Scale, server: &tokio::runtime::Handle) {
         .unwrap();
     let churn_took = churn_started.elapsed();
     stop_tx.send_replace(true);
-    let round_trips = bare.await.unwrap();
+    let (round_trips, fanned_trips) = bare.await.unwrap();
     let until = Instant::now() + ROLL_DEADLINE;
     loop {
         let missing = {
@@ -1016,21 +1065,6 @@ async fn run(scale: &Scale, server: &tokio::runtime::Handle) {
             }
         }
     }
-    let spread = |samples: &[Duration]| match samples {
-        [] => "none".to_owned(),
-        _ => format!(
-            "p50/p99 {:.1}/{:.1} ms",
-            ms(percentile(samples, 0.5)),
-            ms(percentile(samples, 0.99))
-        ),
-    };
-    println!(
-        "reaction by fan-out: {} rolls of changes with one consumer {}; {} rolls of changes with {GROUP} consumers {}",
-        single.len(),
-        spread(&single),
-        shared.len(),
-        spread(&shared),
-    );
     println!(
         "churn: {} changes in {:.1} s ({:.1}/s) reaching {} consumers; {} bare patches meanwhile; the controller's lists from the start (s after the churn began): {}",
         plan.len(),
@@ -1175,6 +1209,24 @@ async fn run(scale: &Scale, server: &tokio::runtime::Handle) {
             format!("{:.1} ms", ms(rmax)),
             format!("{:.1} ms bare patch max", ms(bmax)),
             format!("{:.1}×", rmax.as_secs_f64() / bmax.as_secs_f64()),
+        ),
+        fan_out_row(
+            &format!(
+                "reaction p50 / p99, changes with one consumer ({})",
+                single.len()
+            ),
+            &single,
+            &round_trips,
+            "bare patch",
+        ),
+        fan_out_row(
+            &format!(
+                "reaction p50 / p99, changes with {GROUP} consumers ({} rolls)",
+                shared.len()
+            ),
+            &shared,
+            &fanned_trips,
+            &format!("{GROUP} bare patches at once, last answered"),
         ),
         (
             "steady after adoption (every watch resumed)".into(),

@@ -746,13 +746,13 @@ fn the_workloads_window_wins_then_the_sources_then_the_flag() {
     ));
     // The changed object's window, over the flag's.
     let mut source = secret_at("rotated", "4");
-    source.window = windows::annotation(Some("* 05:00-07:00 UTC"));
+    source.window = crate::annotations::restart_window(Some("* 05:00-07:00 UTC"));
     world.cache.apply_source(db(), source);
     assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
     // The workload's own, over the object's.
     let mut world = held_world(Some(OFFICE), None);
     let mut source = secret_at("rotated", "4");
-    source.window = windows::annotation(Some("* 05:00-07:00 UTC"));
+    source.window = crate::annotations::restart_window(Some("* 05:00-07:00 UTC"));
     world.cache.apply_source(db(), source);
     assert_eq!(world.write().purpose, Purpose::Pend);
     // A window not understood holds the roll until it is corrected.
