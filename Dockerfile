@@ -25,6 +25,10 @@ LABEL org.opencontainers.image.title="rollsafe" \
 COPY --from=builder /out/rollsafe /usr/local/bin/rollsafe
 # The distroless `nonroot` user; the Helm chart pins the same UID.
 USER 65532:65532
+# The allocator (mimalloc) without transparent huge pages, also on nodes whose kernel backs every
+# heap with them (`transparent_hugepage/enabled: always`): partly used 2 MiB pages stay resident
+# whole (docs/watch.md, "Memory").
+ENV MIMALLOC_ALLOW_THP=0
 EXPOSE 8080 9090
 # No HEALTHCHECK: Kubernetes probes /healthz and /readyz.
 ENTRYPOINT ["/usr/local/bin/rollsafe"]

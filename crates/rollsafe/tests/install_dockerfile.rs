@@ -66,6 +66,10 @@ fn the_build_step_is_a_locked_release_build_for_a_named_target() {
         "Kubernetes probes do the health checks"
     );
     assert!(instructions.contains(&"USER 65532:65532"));
+    assert!(
+        instructions.contains(&"ENV MIMALLOC_ALLOW_THP=0"),
+        "the allocator keeps no huge pages on nodes that use them for every process"
+    );
     let runtime = instructions
         .iter()
         .rev()
