@@ -107,7 +107,65 @@ struct Kept {
     namespace: Option<String>,
     uid: Option<String>,
     resource_version: Option<String>,
-    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: KeptAnnotations,
+}
+
+/// Whether the controller reads a source's annotation `key`: rollsafe's own
+/// (`rollsafe.dev/…`), OpenChoreo's opt-out and Reloader's. Every other annotation is skipped by
+/// the decoder, `kubectl.kubernetes.io/last-applied-configuration` above all: on a Secret
+/// applied with kubectl it holds the Secret's data, which the controller must never hold.
+pub fn read_annotation(key: &str) -> bool {
+    key.starts_with("rollsafe.dev/")
+        || key == crate::annotations::RESTART_ON_CHANGE
+        || rollsafe_core::opt_in::reloader::is_reloader_annotation(key)
+}
+
+/// The annotations [`read_annotation`] keeps; `None` when there were none at all.
+#[derive(Default)]
+struct KeptAnnotations(Option<BTreeMap<String, String>>);
+
+impl<'de> Deserialize<'de> for KeptAnnotations {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_option(KeptAnnotationsVisitor)
+    }
+}
+
+struct KeptAnnotationsVisitor;
+
+impl<'de> Visitor<'de> for KeptAnnotationsVisitor {
+    type Value = KeptAnnotations;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of annotations")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<KeptAnnotations, E> {
+        Ok(KeptAnnotations(None))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<KeptAnnotations, E> {
+        Ok(KeptAnnotations(None))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<KeptAnnotations, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeptAnnotations, A::Error> {
+        let mut kept = BTreeMap::new();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if read_annotation(&key) {
+                kept.insert(key.into_owned(), map.next_value::<String>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(KeptAnnotations(Some(kept)))
+    }
 }
 
 impl<'de, K: SourceType> Deserialize<'de> for Reduced<K> {
@@ -136,7 +194,7 @@ impl<'de, K: SourceType> Visitor<'de> for ObjectVisitor<K> {
                     namespace: kept.namespace,
                     uid: kept.uid,
                     resource_version: kept.resource_version,
-                    annotations: kept.annotations,
+                    annotations: kept.annotations.0,
                     ..ObjectMeta::default()
                 };
             } else if let Some(base64) = K::base64(&field) {
@@ -324,6 +382,60 @@ mod tests {
                 SourceEntry::from_object_in(TargetKind::ConfigMap, &object, true),
                 "{object}"
             );
+        }
+    }
+
+    /// Only the annotations the controller reads are kept; a kubectl-applied Secret's
+    /// last-applied-configuration, which holds its data, is skipped by the decoder.
+    #[test]
+    fn only_the_annotations_the_controller_reads_are_kept() {
+        let last_applied =
+            r#"{"apiVersion":"v1","data":{"password":"aHVudGVyMg=="},"kind":"Secret"}"#;
+        let object = json!({"metadata": {"name": "db", "namespace": "shop", "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": last_applied,
+                "rollsafe.dev/watch": "false",
+                "rollsafe.dev/restart-window": "Sat 10:00-12:00 UTC",
+                "openchoreo.dev/restart-on-change": "false",
+                "reloader.stakater.com/match": "true",
+                "secret.reloader.stakater.com/reload": "x",
+                "example.com/team": "payments"}},
+            "data": {"password": "aHVudGVyMg=="}});
+        let reduced: Reduced<Secrets> = serde_json::from_value(object).unwrap();
+        let kept: Vec<&str> = reduced
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "openchoreo.dev/restart-on-change",
+                "reloader.stakater.com/match",
+                "rollsafe.dev/restart-window",
+                "rollsafe.dev/watch",
+                "secret.reloader.stakater.com/reload",
+            ]
+        );
+        assert!(!format!("{reduced:?}").contains("aHVudGVyMg"));
+        for (key, read) in [
+            ("rollsafe.dev/approval", true),
+            ("rollsafe.dev.evil/x", false),
+            ("kubectl.kubernetes.io/last-applied-configuration", false),
+            ("openchoreo.dev/other", false),
+        ] {
+            assert_eq!(read_annotation(key), read, "{key}");
+        }
+        // No annotations, or null: none.
+        for metadata in [
+            json!({"name": "a"}),
+            json!({"name": "a", "annotations": null}),
+        ] {
+            let reduced: Reduced<Secrets> =
+                serde_json::from_value(json!({"metadata": metadata})).unwrap();
+            assert!(reduced.metadata.annotations.is_none());
         }
     }
 
