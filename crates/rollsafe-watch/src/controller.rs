@@ -507,6 +507,12 @@ impl Controller {
         stall_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut leadership = self.leader.as_ref().map(Leadership::flag);
         let mut renewals = self.leader.as_ref().map(Leadership::renewals);
+        // Whether the last turn evaluated: a turn that finds evaluations already due runs them
+        // at once (a timer set for an instant already past fires only at the timer's next
+        // tick, up to a millisecond later, on every roll), unless the last turn did — then the
+        // due ones wait for the timer and the watches are read in between, so a backlog (every
+        // workload due after a restart) never keeps the loop from its streams.
+        let mut evaluated = false;
         tokio::pin!(shutdown);
         let leader = self.is_leader();
         self.leading = leader;
@@ -536,6 +542,8 @@ impl Controller {
                 .as_ref()
                 .and_then(Leadership::valid_until)
                 .filter(|_| self.leading);
+            let eager = !evaluated && deadline.is_some_and(|due| due <= Instant::now());
+            evaluated = false;
             let rollout_check = self.rollouts.next_deadline();
             tokio::select! {
                 biased;
@@ -544,7 +552,14 @@ impl Controller {
                     return Ok(());
                 }
                 sent = self.pool.answered(), if !self.pool.is_empty() => self.answered(sent),
-                () = sleep_until(deadline), if deadline.is_some() => self.evaluate_due().await,
+                () = std::future::ready(()), if eager => {
+                    self.evaluate_due().await;
+                    evaluated = true;
+                }
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    self.evaluate_due().await;
+                    evaluated = true;
+                }
                 () = sleep_until(adoption), if adoption.is_some() => {
                     if let Some(key) = self.pool.next_adoption() {
                         self.evaluate(&key).await;
