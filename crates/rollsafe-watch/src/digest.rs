@@ -463,6 +463,48 @@ mod tests {
     use super::*;
     use rollsafe_core::reference::TargetKind;
 
+    /// The packed keys read back as the map they were packed from, in order, through every
+    /// change; an empty name and a name of many bytes included.
+    #[test]
+    fn packed_key_digests_read_back_as_their_map() {
+        let long = "k".repeat(253);
+        let mut map: BTreeMap<String, ValueDigest> = [
+            ("password", b"a".as_slice()),
+            ("", b"empty name"),
+            ("tls.crt", b"cert"),
+            (long.as_str(), b"long"),
+            ("ümlaut-key", b"u"),
+        ]
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value_digest(value)))
+        .collect();
+        let mut packed = KeyDigests::from(map.clone());
+        let read = |packed: &KeyDigests| -> Vec<(String, ValueDigest)> {
+            packed.iter().map(|(k, v)| (k.to_owned(), *v)).collect()
+        };
+        let expected = |map: &BTreeMap<String, ValueDigest>| -> Vec<(String, ValueDigest)> {
+            map.iter().map(|(k, v)| (k.clone(), *v)).collect()
+        };
+        assert_eq!(read(&packed), expected(&map));
+        assert_eq!(packed.len(), 5);
+        assert_eq!(packed.get("tls.crt"), Some(&value_digest(b"cert")));
+        assert_eq!(packed.get("tls"), None);
+        packed.insert("api-key", value_digest(b"new"));
+        map.insert("api-key".to_owned(), value_digest(b"new"));
+        packed.insert("password", value_digest(b"b"));
+        map.insert("password".to_owned(), value_digest(b"b"));
+        packed.remove("");
+        map.remove("");
+        packed.remove("absent");
+        assert_eq!(read(&packed), expected(&map));
+        assert_eq!(packed, KeyDigests::from(map.clone()));
+        for key in map.keys().cloned().collect::<Vec<_>>() {
+            packed.remove(&key);
+        }
+        assert!(packed.is_empty());
+        assert_eq!(packed, KeyDigests::new());
+    }
+
     fn cref(kind: TargetKind, name: &str) -> ConfigRef {
         ConfigRef {
             kind,
