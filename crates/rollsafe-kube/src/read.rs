@@ -163,9 +163,13 @@ pub async fn serves_streaming_lists(
         let mut events = api
             .watch_metadata(&params, "0")
             .await
-            .map_err(watch_error)?
+            .map_err(|error| kube_error(&error))?
             .boxed();
-        while let Some(event) = events.try_next().await.map_err(watch_error)? {
+        while let Some(event) = events
+            .try_next()
+            .await
+            .map_err(|error| kube_error(&error))?
+        {
             if let WatchEvent::Bookmark(bookmark) = event
                 && bookmark
                     .metadata
@@ -184,11 +188,12 @@ pub async fn serves_streaming_lists(
     }
 }
 
-/// A watch's failure, without its upstream text.
-fn watch_error(error: kube::Error) -> ReadError {
+/// A kube call's failure, without its upstream text: the status the API server answered, or
+/// when the transport failed ([`transport::classify_error`]).
+fn kube_error(error: &kube::Error) -> ReadError {
     match error {
         kube::Error::Api(status) => ReadError::Status(status.code),
-        _ => ReadError::Transport(TransportFailure::AfterSend),
+        _ => ReadError::Transport(transport::classify_error(error)),
     }
 }
 
@@ -313,8 +318,7 @@ pub async fn list_secrets(
     for _ in 0..MAX_SECRET_PAGES {
         let page = match tokio::time::timeout(timeout, api.list_metadata(&params)).await {
             Ok(Ok(page)) => page,
-            Ok(Err(kube::Error::Api(status))) => return Err(ReadError::Status(status.code)),
-            Ok(Err(error)) => return Err(ReadError::Transport(transport::classify_error(&error))),
+            Ok(Err(error)) => return Err(kube_error(&error)),
             Err(_) => return Err(ReadError::Timeout),
         };
         out.extend(page.items.into_iter().filter_map(|item| {
@@ -371,8 +375,7 @@ pub async fn list_workload_events(
         .limit(EVENT_PAGE_SIZE);
     let list = match tokio::time::timeout(timeout, api.list(&params)).await {
         Ok(Ok(list)) => list,
-        Ok(Err(kube::Error::Api(status))) => return Err(ReadError::Status(status.code)),
-        Ok(Err(error)) => return Err(ReadError::Transport(transport::classify_error(&error))),
+        Ok(Err(error)) => return Err(kube_error(&error)),
         Err(_) => return Err(ReadError::Timeout),
     };
     Ok(list.items.into_iter().map(summary).collect())

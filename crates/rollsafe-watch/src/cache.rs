@@ -110,8 +110,9 @@ impl Listing {
 pub struct Listings(u32);
 
 impl Listings {
-    /// The mark of a list that starts now. After `u32::MAX` lists the numbers start over at 1: by then every
-    /// entry has been marked again or dropped by a later list of its own watch.
+    /// The mark of a list that starts now. After `u32::MAX` lists the numbers start over at
+    /// 1: by then every entry has been marked again or dropped by a later list of its own
+    /// watch.
     pub fn start(&mut self) -> Listing {
         self.0 = self.0.wrapping_add(1).max(1);
         Listing(self.0)

@@ -552,11 +552,11 @@ impl Controller {
                     return Ok(());
                 }
                 sent = self.pool.answered(), if !self.pool.is_empty() => self.answered(sent),
-                () = std::future::ready(()), if eager => {
-                    self.evaluate_due().await;
-                    evaluated = true;
-                }
-                () = sleep_until(deadline), if deadline.is_some() => {
+                () = async {
+                    if !eager {
+                        sleep_until(deadline).await;
+                    }
+                }, if deadline.is_some() => {
                     self.evaluate_due().await;
                     evaluated = true;
                 }
@@ -1930,7 +1930,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// stream (a restart, or the controller's end) drops what was decoded ahead and stops the task,
 /// and the watch request with it.
 fn decoded_apart<T: Send + 'static>(mut stream: BoxStream<'static, T>) -> BoxStream<'static, T> {
-    let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
+    let (sender, mut receiver) = mpsc::channel(STREAM_BUFFER);
     tokio::spawn(async move {
         loop {
             let item = tokio::select! {
@@ -1943,11 +1943,7 @@ fn decoded_apart<T: Send + 'static>(mut stream: BoxStream<'static, T>) -> BoxStr
             }
         }
     });
-    futures::stream::unfold(receiver, |mut receiver| async move {
-        let item = receiver.recv().await?;
-        Some((item, receiver))
-    })
-    .boxed()
+    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)).boxed()
 }
 
 /// Reduces a watcher event; an object without a namespace or name is skipped.

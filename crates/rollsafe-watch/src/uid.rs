@@ -29,7 +29,12 @@ impl Uid {
         // Kept as bytes only when formatting them gives this very text back (uppercase,
         // braces and the other forms `uuid` reads are kept as text).
         match uuid::Uuid::try_parse(text) {
-            Ok(parsed) if parsed.hyphenated().encode_lower(&mut [0; 36]) == text => {
+            Ok(parsed)
+                if parsed
+                    .hyphenated()
+                    .encode_lower(&mut [0; uuid::fmt::Hyphenated::LENGTH])
+                    == text =>
+            {
                 Uid::Uuid(parsed.into_bytes())
             }
             _ => Uid::Text(text.into()),

@@ -33,17 +33,27 @@ impl WorkloadObject {
         if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             metadata.remove("managedFields");
         }
-        let metadata = &object.metadata;
-        Some(Self {
-            metadata: ObjectMeta {
-                name: metadata.name.clone(),
-                namespace: metadata.namespace.clone(),
-                uid: metadata.uid.clone(),
-                resource_version: metadata.resource_version.clone(),
-                ..ObjectMeta::default()
-            },
-            object: value,
-        })
+        Some(Self::of(value))
+    }
+
+    /// The object `object` (already without managedFields), with the metadata fields kube's
+    /// watcher reads copied out of it.
+    fn of(object: Value) -> Self {
+        let text = |name: &str| {
+            object
+                .get("metadata")
+                .and_then(|metadata| metadata.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let metadata = ObjectMeta {
+            name: text("name"),
+            namespace: text("namespace"),
+            uid: text("uid"),
+            resource_version: text("resourceVersion"),
+            ..ObjectMeta::default()
+        };
+        Self { metadata, object }
     }
 }
 
@@ -105,24 +115,7 @@ impl<'de> Visitor<'de> for ObjectVisitor {
             };
             object.insert(field, value);
         }
-        let text = |name: &str| {
-            object
-                .get("metadata")
-                .and_then(|metadata| metadata.get(name))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let metadata = ObjectMeta {
-            name: text("name"),
-            namespace: text("namespace"),
-            uid: text("uid"),
-            resource_version: text("resourceVersion"),
-            ..ObjectMeta::default()
-        };
-        Ok(WorkloadObject {
-            metadata,
-            object: Value::Object(object),
-        })
+        Ok(WorkloadObject::of(Value::Object(object)))
     }
 }
 

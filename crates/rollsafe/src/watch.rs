@@ -455,14 +455,9 @@ async fn streaming_lists_served(
     connection: &rollsafe_kube::Connection,
     settings: &ControllerSettings,
 ) -> bool {
-    let kind = if settings.ignore_kinds.contains(&TargetKind::Secret) {
-        TargetKind::ConfigMap
-    } else {
-        TargetKind::Secret
-    };
     let served = rollsafe_kube::read::serves_streaming_lists(
         &connection.client(None),
-        kind,
+        first_source_kind(settings),
         settings.namespaces.first().map(String::as_str),
         STARTUP_CHECK_TIMEOUT,
     )
@@ -485,6 +480,15 @@ async fn streaming_lists_served(
             );
             false
         }
+    }
+}
+
+/// The kind of source a startup check asks about: Secrets, unless they are not watched.
+fn first_source_kind(settings: &ControllerSettings) -> TargetKind {
+    if settings.ignore_kinds.contains(&TargetKind::Secret) {
+        TargetKind::ConfigMap
+    } else {
+        TargetKind::Secret
     }
 }
 
@@ -512,10 +516,9 @@ async fn check_source_selector(
     settings: &ControllerSettings,
     selector: &str,
 ) -> anyhow::Result<Result<(), ExitCode>> {
-    let kind = if settings.ignore_kinds.contains(&TargetKind::Secret) {
-        ApiResource::erase::<ConfigMap>(&())
-    } else {
-        ApiResource::erase::<Secret>(&())
+    let kind = match first_source_kind(settings) {
+        TargetKind::Secret => ApiResource::erase::<Secret>(&()),
+        TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
     };
     let client = connection.client(None);
     let api: Api<DynamicObject> = match settings.namespaces.first() {
