@@ -183,3 +183,98 @@ fn a_bad_webhook_is_refused_without_repeating_it() {
         assert!(!stderr.contains("T0KEN"), "the URL was repeated: {stderr}");
     }
 }
+
+/// `--streaming-lists`: against a server that serves streaming lists, `auto` (the default)
+/// starts every watch with one and says so; `off` pages; against one that does not (1.33's
+/// default), `auto` says so and pages. Seen in the log the user reads and in the requests the
+/// server received; a value that is not a mode is a usage error.
+#[test]
+fn streaming_lists_are_used_where_served_and_said_so() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    for (gate, args, streamed, said) in [
+        (
+            true,
+            &[][..],
+            true,
+            "the API server serves streaming lists: each watch starts with one",
+        ),
+        (false, &[][..], false, "does not serve streaming lists"),
+        (true, &["--streaming-lists", "off"][..], false, ""),
+    ] {
+        let cluster = runtime.block_on(rollsafe_testing::TestCluster::start_with(
+            rollsafe_emulator::Emulator::builder().watch_list(gate),
+        ));
+        let kubeconfig = cluster.kubeconfig.to_string_lossy().into_owned();
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("rollsafe"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", "/nonexistent")
+            .args([
+                "watch",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "text",
+            ])
+            .args(["--kubeconfig", kubeconfig.as_str()])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Until every kind is watched (after its list, or streamed from the start).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let watched = |resource: &str| {
+            cluster.emu.requests_for("watch", resource).iter().any(|r| {
+                !r.query.contains("rollsafe-streaming-list-check")
+                    && r.query_param("timeoutSeconds").is_some()
+            })
+        };
+        while !["secrets", "configmaps", "deployments"]
+            .iter()
+            .all(|r| watched(r))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the watches never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child.kill().unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(said), "{args:?} gate {gate}: {stderr}");
+        for resource in ["secrets", "configmaps", "deployments"] {
+            let streamed_watch = cluster.emu.requests_for("watch", resource).iter().any(|r| {
+                r.query_param("sendInitialEvents").as_deref() == Some("true")
+                    && !r.query.contains("rollsafe-streaming-list-check")
+            });
+            let paged = !cluster.emu.requests_for("list", resource).is_empty();
+            assert_eq!(
+                (streamed_watch, paged),
+                (streamed, !streamed),
+                "{resource}, {args:?}, gate {gate}"
+            );
+        }
+        let checks = cluster
+            .emu
+            .requests()
+            .iter()
+            .filter(|r| r.query.contains("rollsafe-streaming-list-check"))
+            .count();
+        assert_eq!(
+            checks,
+            usize::from(args.is_empty()),
+            "one check, only for auto"
+        );
+        runtime.block_on(cluster.emu.shutdown());
+    }
+    let (code, stdout, stderr) = watch(&["--streaming-lists", "always"], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("--streaming-lists"), "{stderr}");
+}
