@@ -1,4 +1,6 @@
-//! Test support for rollsafe's test suites and benchmarks (never published): a [`TestCluster`]
+//! Test support for rollsafe's test suites and benchmarks (never published): the two
+//! substrates — the emulator and a real control plane ([`control_plane`]) — and a namespace of
+//! a test's own on either ([`TestNamespace`], [`on_both_substrates!`]); a [`TestCluster`]
 //! (an in-process emulator, its kubeconfig on disk and a connection from it) and builders for
 //! the objects the suites seed ([`Workload`], [`secret`], [`rbac_for_group`]), and where the
 //! real `kubectl` the suites read back through is ([`kubectl`]).
@@ -7,6 +9,14 @@
 
 #![warn(missing_docs, unreachable_pub)]
 #![expect(clippy::expect_used, reason = "a failed set-up is a failed test")]
+
+pub mod control_plane;
+mod substrate;
+
+pub use substrate::{
+    CONTROL_PLANE_ENV, Capabilities, Substrate, TestNamespace, USERS, eventually,
+    shared_control_plane,
+};
 
 use std::path::PathBuf;
 

@@ -1,0 +1,349 @@
+//! The two substrates a suite runs on — the emulator and the real control plane — and a
+//! namespace of its own on either ([`TestNamespace`], linkerd's `with_temp_ns` pattern).
+//!
+//! The real control plane is started once per test run by `cargo xtask test` (or by hand with
+//! `cargo run -q -p rollsafe-testing --bin control-plane`), which hands its description to the
+//! suites in [`CONTROL_PLANE_ENV`]. A suite asks what a substrate can do
+//! ([`Substrate::capabilities`]) rather than branching on its name.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::discovery::{Scope, pinned_kind};
+use rollsafe_emulator::{Emulator, RunningEmulator};
+use rollsafe_kube::Connection;
+use serde_json::Value;
+
+use crate::control_plane::{ControlPlaneInfo, log_tails};
+
+/// The environment variable holding the shared control plane's description (the JSON line
+/// `control-plane` prints).
+pub const CONTROL_PLANE_ENV: &str = "ROLLSAFE_CONTROL_PLANE";
+
+/// The test users both substrates have, with their groups (alice in `devs`, bob in `ops`).
+pub const USERS: [(&str, &str); 2] = [("alice", "devs"), ("bob", "ops")];
+
+/// A substrate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Substrate {
+    /// The in-process emulator on `127.0.0.1:0`.
+    Emulator,
+    /// The real control plane built from Go modules, shared by the test run.
+    Real,
+}
+
+/// What a substrate can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[expect(clippy::struct_excessive_bools, reason = "independent capabilities")]
+pub struct Capabilities {
+    /// Injected faults (stalls, dropped events, 409 storms) and the emulator's admin API.
+    pub faults: bool,
+    /// A server-side log of every request.
+    pub request_log: bool,
+    /// Kubernetes' own workload controllers, scheduler and garbage collector.
+    pub real_controllers: bool,
+    /// Kubernetes' own authorizer (RBAC) and admission chain.
+    pub real_authorizer: bool,
+}
+
+impl Substrate {
+    /// What this substrate can do.
+    pub fn capabilities(self) -> Capabilities {
+        match self {
+            Self::Emulator => Capabilities {
+                faults: true,
+                request_log: true,
+                real_controllers: false,
+                real_authorizer: false,
+            },
+            Self::Real => Capabilities {
+                faults: false,
+                request_log: false,
+                real_controllers: true,
+                real_authorizer: true,
+            },
+        }
+    }
+
+    /// `emulator` or `real`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Emulator => "emulator",
+            Self::Real => "real",
+        }
+    }
+}
+
+/// The shared real control plane's description, from [`CONTROL_PLANE_ENV`]. Panics with one
+/// line saying how to start it when it is not there: a real-substrate test never passes
+/// vacuously.
+pub fn shared_control_plane() -> ControlPlaneInfo {
+    let Some(text) = std::env::var_os(CONTROL_PLANE_ENV) else {
+        panic!(
+            "{CONTROL_PLANE_ENV} is not set: real-substrate tests run under `cargo xtask test`, which builds and starts the real control plane (it needs Go 1.26 at /usr/local/go)"
+        );
+    };
+    serde_json::from_str(&text.to_string_lossy())
+        .unwrap_or_else(|_| panic!("{CONTROL_PLANE_ENV} does not hold a control plane's JSON line"))
+}
+
+/// A namespace of a test's own on one substrate, created empty, with an admin connection, a
+/// kubeconfig (contexts `admin`, `alice` and `bob`) and, on the emulator, the emulator itself.
+/// On the real control plane the namespace is deleted by [`TestNamespace::finish`]; when a test
+/// fails it is kept, and the tails of the components' logs are printed.
+pub struct TestNamespace {
+    /// The substrate.
+    pub substrate: Substrate,
+    /// The namespace's name.
+    pub name: String,
+    /// A connection as the kubeconfig's `admin` context.
+    pub connection: Connection,
+    /// The kubeconfig file (contexts `admin`, `alice` and `bob`).
+    pub kubeconfig: PathBuf,
+    client: kube::Client,
+    emu: Option<RunningEmulator>,
+    logs: Option<PathBuf>,
+    /// A temporary directory for the test's files.
+    pub dir: tempfile::TempDir,
+}
+
+/// A DNS-1123 label for a test: its name, shortened, and a per-process sequence number and
+/// the process id, so that concurrent runs never share a namespace.
+fn namespace_for(test: &str) -> String {
+    static SEQUENCE: AtomicU32 = AtomicU32::new(0);
+    let mut stem: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    stem.truncate(40);
+    let stem = stem.trim_matches('-');
+    format!(
+        "t-{stem}-{}-{}",
+        std::process::id(),
+        SEQUENCE.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl TestNamespace {
+    /// A new namespace for `test` on `substrate`.
+    pub async fn create(substrate: Substrate, test: &str) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (kubeconfig, emu, logs) = match substrate {
+            Substrate::Emulator => {
+                let mut builder = Emulator::builder();
+                for (user, group) in USERS {
+                    builder = builder.identity(user, &format!("{user}-token"), &[group]);
+                }
+                let emu = builder
+                    .start("127.0.0.1:0".parse().expect("a socket address"))
+                    .await
+                    .expect("the emulator starts");
+                let kubeconfig = dir.path().join("kubeconfig");
+                emu.write_kubeconfig(&kubeconfig)
+                    .expect("the kubeconfig is written");
+                (kubeconfig, Some(emu), None)
+            }
+            Substrate::Real => {
+                let info = shared_control_plane();
+                (info.kubeconfig, None, Some(info.logs))
+            }
+        };
+        let connection = Connection::from_kubeconfig(Some(&kubeconfig), Some("admin"))
+            .await
+            .expect("a connection from the kubeconfig");
+        let client = connection.client(None);
+        let namespace = Self {
+            substrate,
+            name: namespace_for(test),
+            connection,
+            kubeconfig,
+            client,
+            emu,
+            logs,
+            dir,
+        };
+        namespace
+            .apply([serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace.name, "labels": {"rollsafe.dev/test": "true"}}})])
+            .await;
+        namespace
+    }
+
+    /// What the substrate can do.
+    pub fn capabilities(&self) -> Capabilities {
+        self.substrate.capabilities()
+    }
+
+    /// The emulator, on the emulator substrate.
+    pub fn emulator(&self) -> Option<&RunningEmulator> {
+        self.emu.as_ref()
+    }
+
+    /// An admin client.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// A connection as `context` of the kubeconfig (`admin`, `alice`, `bob`).
+    pub async fn connection_as(&self, context: &str) -> Connection {
+        Connection::from_kubeconfig(Some(&self.kubeconfig), Some(context))
+            .await
+            .expect("a connection from the kubeconfig")
+    }
+
+    /// The API resource of an object's `apiVersion` and `kind`, and whether it is namespaced.
+    async fn resource(&self, object: &Value) -> (kube::api::ApiResource, bool) {
+        let api_version = object["apiVersion"].as_str().expect("an apiVersion");
+        let kind = object["kind"].as_str().expect("a kind");
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, capabilities) = pinned_kind(&self.client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{api_version} {kind} is not served: {e}"));
+        (resource, capabilities.scope == Scope::Namespaced)
+    }
+
+    /// The dynamic API for an object of the same `apiVersion` and `kind` as `object`, in this
+    /// namespace when the kind is namespaced.
+    pub async fn api_for(&self, object: &Value) -> Api<DynamicObject> {
+        let (resource, namespaced) = self.resource(object).await;
+        if namespaced {
+            Api::namespaced_with(self.client.clone(), &self.name, &resource)
+        } else {
+            Api::all_with(self.client.clone(), &resource)
+        }
+    }
+
+    /// Creates each object, namespaced ones in this namespace (whatever namespace they name),
+    /// and returns them as stored.
+    pub async fn apply(&self, objects: impl IntoIterator<Item = Value>) -> Vec<Value> {
+        let mut stored = Vec::new();
+        for mut object in objects {
+            let (_, namespaced) = self.resource(&object).await;
+            if namespaced {
+                object["metadata"]["namespace"] = Value::String(self.name.clone());
+            }
+            let api = self.api_for(&object).await;
+            let dynamic: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
+            let created = api
+                .create(&PostParams::default(), &dynamic)
+                .await
+                .unwrap_or_else(|e| panic!("creating {}: {e}", describe(&object)));
+            stored.push(serde_json::to_value(created).expect("an object"));
+        }
+        stored
+    }
+
+    /// The object of `api_version`, `kind` and `name` in this namespace (or cluster-scoped),
+    /// as stored, if it exists.
+    pub async fn get(&self, api_version: &str, kind: &str, name: &str) -> Option<Value> {
+        let probe = serde_json::json!({"apiVersion": api_version, "kind": kind});
+        let api = self.api_for(&probe).await;
+        api.get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading {kind} {name}: {e}"))
+            .map(|o| serde_json::to_value(o).expect("an object"))
+    }
+
+    /// Deletes the namespace on the real control plane (everything in it goes with it); the
+    /// emulator simply stops.
+    pub async fn finish(self) {
+        if self.substrate == Substrate::Real {
+            let api: Api<DynamicObject> = Api::all_with(
+                self.client.clone(),
+                &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+            );
+            let _ = api.delete(&self.name, &DeleteParams::default()).await;
+        }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(logs) = &self.logs
+        {
+            eprintln!(
+                "namespace {} on the real control plane is kept; the components' logs end with:\n{}",
+                self.name,
+                log_tails(logs, 20)
+            );
+        }
+    }
+}
+
+fn describe(object: &Value) -> String {
+    format!(
+        "{} {}",
+        object["kind"].as_str().unwrap_or("object"),
+        object["metadata"]["name"].as_str().unwrap_or("")
+    )
+}
+
+/// Polls `check` every 100 ms until it gives `Some`, for at most `timeout`; panics naming
+/// `what` when it never does.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Generates, for each scenario, a module with one test per substrate: `on_emulator` and
+/// `on_real`, each in a namespace of its own ([`TestNamespace`]). Filter a run with
+/// `on_real` or `on_emulator`.
+///
+/// ```ignore
+/// rollsafe_testing::on_both_substrates! {
+///     /// What the scenario proves.
+///     async fn rolls_each_consumer(ns) {
+///         ns.apply([...]).await;
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! on_both_substrates {
+    ($( $(#[$meta:meta])* async fn $name:ident($ns:ident) $body:block )*) => {$(
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            async fn scenario($ns: &$crate::TestNamespace) $body
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_emulator() {
+                let ns = $crate::TestNamespace::create($crate::Substrate::Emulator, stringify!($name)).await;
+                scenario(&ns).await;
+                ns.finish().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_real() {
+                let ns = $crate::TestNamespace::create($crate::Substrate::Real, stringify!($name)).await;
+                scenario(&ns).await;
+                ns.finish().await;
+            }
+        }
+    )*};
+}
