@@ -46,7 +46,7 @@ fn bystander(kind: &str, name: &str) -> Value {
     Workload::of_kind(kind, name).with_replicas().build()
 }
 
-/// Creates the Secret and `objects`, and waits until every workload among them has settled:
+/// Creates the Secret and `objects`, and waits until every workload among them is at rest:
 /// on a real server a workload's controller writes its status for a moment after it is
 /// created, and each write changes the resourceVersion the patch tests (a conflict, as the
 /// contract says — the emulator wrote status in the same write and hid this).
@@ -57,13 +57,7 @@ async fn seed(ns: &TestNamespace, objects: Vec<Value>) {
         "not-a-real-password",
     )];
     all.extend(objects);
-    for object in ns.apply(all).await {
-        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-        if ["Deployment", "StatefulSet", "DaemonSet"].contains(&kind.as_str()) {
-            let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            wait_rolled_out(ns, &kind, name).await;
-        }
-    }
+    ns.apply_at_rest(all).await;
 }
 
 async fn workload(ns: &TestNamespace, kind: &str, name: &str) -> Value {
@@ -78,35 +72,6 @@ async fn annotation(ns: &TestNamespace, kind: &str, name: &str) -> Option<String
         .get(RESTART_ANNOTATION)?
         .as_str()
         .map(str::to_owned)
-}
-
-/// Whether the workload's controller has rolled every replica to its current template, by the
-/// status fields `kubectl rollout status` reads.
-fn rolled_out(object: &Value) -> bool {
-    let status = &object["status"];
-    let generation = object["metadata"]["generation"].as_i64().unwrap_or(0);
-    let observed = status["observedGeneration"].as_i64().unwrap_or(-1) >= generation;
-    let n = |field: &str| status[field].as_i64().unwrap_or(0);
-    observed
-        && match object["kind"].as_str().unwrap_or_default() {
-            "Deployment" => {
-                let replicas = object["spec"]["replicas"].as_i64().unwrap_or(1);
-                n("updatedReplicas") == replicas && n("availableReplicas") == replicas
-            }
-            "StatefulSet" => {
-                status["updateRevision"].is_string()
-                    && status["updateRevision"] == status["currentRevision"]
-                    && n("readyReplicas") == object["spec"]["replicas"].as_i64().unwrap_or(1)
-            }
-            _ => n("updatedNumberScheduled") == n("desiredNumberScheduled"),
-        }
-}
-
-async fn wait_rolled_out(ns: &TestNamespace, kind: &str, name: &str) {
-    eventually(&format!("{kind}/{name} rolled out"), SETTLE, || async {
-        rolled_out(&workload(ns, kind, name).await).then_some(())
-    })
-    .await;
 }
 
 on_both_substrates! {
@@ -140,8 +105,8 @@ on_both_substrates! {
         assert_eq!(annotation(ns, "StatefulSet", "worker").await.as_deref(), Some(NOW));
         assert_eq!(annotation(ns, "Deployment", "unrelated").await, None);
         assert_eq!(annotation(ns, "DaemonSet", "agent").await, None);
-        wait_rolled_out(ns, "Deployment", "api-server").await;
-        wait_rolled_out(ns, "StatefulSet", "worker").await;
+        ns.wait_at_rest("Deployment", "api-server").await;
+        ns.wait_at_rest("StatefulSet", "worker").await;
     }
 
     /// Discovery pages through lists longer than a page (limit 100, continue tokens) and finds

@@ -14,7 +14,7 @@ pub mod control_plane;
 mod substrate;
 
 pub use substrate::{
-    CONTROL_PLANE_ENV, Capabilities, Substrate, TestNamespace, USERS, eventually,
+    CONTROL_PLANE_ENV, Capabilities, Substrate, TestNamespace, USERS, at_rest, eventually,
     shared_control_plane,
 };
 

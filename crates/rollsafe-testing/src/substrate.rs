@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::discovery::{Scope, pinned_kind};
 use rollsafe_emulator::{Emulator, RunningEmulator};
 use rollsafe_kube::Connection;
@@ -22,6 +22,10 @@ use crate::control_plane::{ControlPlaneInfo, log_tails};
 /// The environment variable holding the shared control plane's description (the JSON line
 /// `control-plane` prints).
 pub const CONTROL_PLANE_ENV: &str = "ROLLSAFE_CONTROL_PLANE";
+
+/// How many creates [`TestNamespace::apply`] keeps in flight (results in the objects'
+/// order).
+const CREATES_IN_FLIGHT: usize = 8;
 
 /// The test users both substrates have, with their groups (alice in `devs`, bob in `ops`).
 pub const USERS: [(&str, &str); 2] = [("alice", "devs"), ("bob", "ops")];
@@ -104,6 +108,7 @@ pub struct TestNamespace {
     /// The kubeconfig file (contexts `admin`, `alice` and `bob`).
     pub kubeconfig: PathBuf,
     client: kube::Client,
+    resources: std::sync::Mutex<std::collections::HashMap<(String, String), (ApiResource, bool)>>,
     emu: Option<RunningEmulator>,
     logs: Option<PathBuf>,
     /// A temporary directory for the test's files.
@@ -167,6 +172,7 @@ impl TestNamespace {
             connection,
             kubeconfig,
             client,
+            resources: std::sync::Mutex::default(),
             emu,
             logs,
             dir,
@@ -201,15 +207,29 @@ impl TestNamespace {
     }
 
     /// The API resource of an object's `apiVersion` and `kind`, and whether it is namespaced.
-    async fn resource(&self, object: &Value) -> (kube::api::ApiResource, bool) {
+    async fn resource(&self, object: &Value) -> (ApiResource, bool) {
         let api_version = object["apiVersion"].as_str().expect("an apiVersion");
         let kind = object["kind"].as_str().expect("a kind");
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let Some(found) = self
+            .resources
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
+            return found.clone();
+        }
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let (resource, capabilities) = pinned_kind(&self.client, &gvk)
             .await
             .unwrap_or_else(|e| panic!("{api_version} {kind} is not served: {e}"));
-        (resource, capabilities.scope == Scope::Namespaced)
+        let found = (resource, capabilities.scope == Scope::Namespaced);
+        self.resources
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, found.clone());
+        found
     }
 
     /// The dynamic API for an object of the same `apiVersion` and `kind` as `object`, in this
@@ -226,21 +246,26 @@ impl TestNamespace {
     /// Creates each object, namespaced ones in this namespace (whatever namespace they name),
     /// and returns them as stored.
     pub async fn apply(&self, objects: impl IntoIterator<Item = Value>) -> Vec<Value> {
-        let mut stored = Vec::new();
-        for mut object in objects {
-            let (_, namespaced) = self.resource(&object).await;
-            if namespaced {
-                object["metadata"]["namespace"] = Value::String(self.name.clone());
-            }
-            let api = self.api_for(&object).await;
-            let dynamic: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
-            let created = api
-                .create(&PostParams::default(), &dynamic)
-                .await
-                .unwrap_or_else(|e| panic!("creating {}: {e}", describe(&object)));
-            stored.push(serde_json::to_value(created).expect("an object"));
+        use futures::StreamExt as _;
+        futures::stream::iter(objects)
+            .map(|object| self.create_one(object))
+            .buffered(CREATES_IN_FLIGHT)
+            .collect()
+            .await
+    }
+
+    async fn create_one(&self, mut object: Value) -> Value {
+        let (_, namespaced) = self.resource(&object).await;
+        if namespaced {
+            object["metadata"]["namespace"] = Value::String(self.name.clone());
         }
-        stored
+        let api = self.api_for(&object).await;
+        let dynamic: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
+        let created = api
+            .create(&PostParams::default(), &dynamic)
+            .await
+            .unwrap_or_else(|e| panic!("creating {}: {e}", describe(&object)));
+        serde_json::to_value(created).expect("an object")
     }
 
     /// The object of `api_version`, `kind` and `name` in this namespace (or cluster-scoped),
@@ -254,13 +279,82 @@ impl TestNamespace {
             .map(|o| serde_json::to_value(o).expect("an object"))
     }
 
+    /// Creates each object as [`TestNamespace::apply`] does, then waits until every
+    /// Deployment, StatefulSet and DaemonSet among them is at rest ([`at_rest`]): on a real
+    /// server a workload's controller writes its status for a moment after it is created, and
+    /// each write changes the resourceVersion a restart's patch tests.
+    pub async fn apply_at_rest(&self, objects: impl IntoIterator<Item = Value>) -> Vec<Value> {
+        let stored = self.apply(objects).await;
+        self.wait_all_at_rest().await;
+        stored
+    }
+
+    /// Waits until workload `kind`/`name` is [`at_rest`] and its resourceVersion did not move
+    /// between two reads.
+    pub async fn wait_at_rest(&self, kind: &str, name: &str) {
+        self.wait_until_at_rest(&[kind], Some(name)).await;
+    }
+
+    /// Waits until every Deployment, StatefulSet and DaemonSet in the namespace is
+    /// [`at_rest`] and none moved between two rounds of lists.
+    pub async fn wait_all_at_rest(&self) {
+        self.wait_until_at_rest(&["Deployment", "StatefulSet", "DaemonSet"], None)
+            .await;
+    }
+
+    async fn wait_until_at_rest(&self, kinds: &[&str], name: Option<&str>) {
+        let timeout = Duration::from_secs(90);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut previous: Option<Vec<Value>> = None;
+        loop {
+            let mut objects = Vec::new();
+            for kind in kinds {
+                let api = self
+                    .api_for(&serde_json::json!({"apiVersion": "apps/v1", "kind": kind}))
+                    .await;
+                let list = api
+                    .list(&kube::api::ListParams::default())
+                    .await
+                    .unwrap_or_else(|e| panic!("listing {kind}: {e}"));
+                objects.extend(
+                    list.items
+                        .into_iter()
+                        .map(|o| {
+                            let mut v = serde_json::to_value(o).expect("an object");
+                            v["kind"] = Value::String((*kind).to_owned());
+                            v
+                        })
+                        .filter(|v| name.is_none_or(|n| v["metadata"]["name"] == n)),
+                );
+            }
+            let versions: Vec<Value> = objects
+                .iter()
+                .map(|o| o["metadata"]["resourceVersion"].clone())
+                .collect();
+            let resting = objects.iter().all(at_rest) && (name.is_none() || !objects.is_empty());
+            if resting && previous.as_ref() == Some(&versions) {
+                return;
+            }
+            previous = Some(versions);
+            if tokio::time::Instant::now() >= deadline {
+                let restless: Vec<String> = objects
+                    .iter()
+                    .filter(|o| !at_rest(o))
+                    .map(|o| format!("{} {}", describe(o), o["status"]))
+                    .collect();
+                panic!("workloads at rest: not within {timeout:?}: {restless:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Deletes the namespace on the real control plane (everything in it goes with it); the
     /// emulator simply stops.
     pub async fn finish(self) {
         if self.substrate == Substrate::Real {
             let api: Api<DynamicObject> = Api::all_with(
                 self.client.clone(),
-                &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+                &ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
             );
             let _ = api.delete(&self.name, &DeleteParams::default()).await;
         }
@@ -278,6 +372,30 @@ impl Drop for TestNamespace {
                 log_tails(logs, 20)
             );
         }
+    }
+}
+
+/// Whether a workload's controller has caught up with its spec: it observed the current
+/// generation and every replica runs the current template (a paused Deployment, or a
+/// StatefulSet or DaemonSet that updates `OnDelete`, once observed).
+pub fn at_rest(object: &Value) -> bool {
+    let status = &object["status"];
+    let generation = object["metadata"]["generation"].as_i64().unwrap_or(0);
+    if status["observedGeneration"].as_i64().unwrap_or(-1) < generation {
+        return false;
+    }
+    let n = |field: &str| status[field].as_i64().unwrap_or(0);
+    let spec = &object["spec"];
+    let replicas = spec["replicas"].as_i64().unwrap_or(1);
+    match object["kind"].as_str().unwrap_or_default() {
+        "Deployment" => {
+            spec["paused"].as_bool() == Some(true)
+                || (n("updatedReplicas") == replicas
+                    && n("availableReplicas") == replicas
+                    && n("replicas") == replicas)
+        }
+        "StatefulSet" => n("readyReplicas") == replicas && n("replicas") == replicas,
+        _ => n("numberReady") == n("desiredNumberScheduled"),
     }
 }
 

@@ -1,0 +1,418 @@
+//! The controller on both substrates — the real control plane and the emulator — with the same
+//! assertions: adoption rolls nothing, a change rolls once whether it arrives as a patch, a
+//! server-side apply or a replace, a no-op apply and an unread key roll nothing, a restart
+//! rolls nothing and a change missed meanwhile rolls once, a CronJob's template is rolled,
+//! two replicas on one Lease roll once, and each roll is followed to its end by the
+//! workload's own controller: complete, or stalled with Kubernetes' own
+//! `ProgressDeadlineExceeded` — announced by Events that `kubectl describe` shows.
+//!
+//! Each controller watches only its test's namespace: the real control plane is shared.
+//! Emulator-only cases (faults, the request log) stay in `controller.rs`.
+
+#![expect(clippy::unwrap_used, clippy::expect_used, reason = "tests may unwrap")]
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use rollsafe_testing::{TestNamespace, Workload, eventually, on_both_substrates};
+use rollsafe_watch::{Controller, ControllerSettings, Status};
+use serde_json::{Value, json};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+const DEADLINE: Duration = Duration::from_secs(90);
+
+struct Running {
+    status: watch::Receiver<Status>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    fn spawn(controller: Controller) -> Running {
+        let status = controller.status();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            controller
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Running { status, stop, task }
+    }
+
+    async fn until(&mut self, what: &str, done: impl Fn(&Status) -> bool) -> Status {
+        let waited = tokio::time::timeout(DEADLINE, self.status.wait_for(|s| done(s)))
+            .await
+            .map(|status| status.map(|s| s.clone()));
+        match waited {
+            Ok(Ok(status)) => status,
+            _ => panic!("timed out waiting for {what}: {:?}", *self.status.borrow()),
+        }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
+    }
+}
+
+fn settings(ns: &TestNamespace) -> ControllerSettings {
+    ControllerSettings {
+        namespaces: vec![ns.name.clone()],
+        debounce: Duration::from_millis(50),
+        ..ControllerSettings::default()
+    }
+}
+
+fn controller(ns: &TestNamespace, settings: ControllerSettings) -> Running {
+    Running::spawn(Controller::new(ns.connection.client(None), settings))
+}
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+fn secret(name: &str, data: &[(&str, &str)]) -> Value {
+    let data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(b64(v))))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": data})
+}
+
+fn key_ref(env: &str, secret: &str, key: &str) -> Value {
+    json!({"name": env, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+}
+
+/// A Deployment opted in, its container reading `env` and `env_from`.
+fn deployment(name: &str, env: Value, env_from: Value) -> Value {
+    let mut object = Workload::deployment(name).with_replicas().build();
+    object["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "true"});
+    object["spec"]["template"]["spec"]["containers"][0]["env"] = env;
+    object["spec"]["template"]["spec"]["containers"][0]["envFrom"] = env_from;
+    object
+}
+
+/// `web` reads db/password; `api` (the barrier) reads all of `other`.
+fn two_workloads() -> Vec<Value> {
+    vec![
+        secret("db", &[("password", "hunter2"), ("user", "app")]),
+        secret("other", &[("k", "1")]),
+        deployment("web", json!([key_ref("P", "db", "password")]), json!([])),
+        deployment("api", json!([]), json!([{"secretRef": {"name": "other"}}])),
+    ]
+}
+
+async fn secrets(ns: &TestNamespace) -> Api<DynamicObject> {
+    ns.api_for(&json!({"apiVersion": "v1", "kind": "Secret"}))
+        .await
+}
+
+/// Changes a Secret's data with a merge patch (as `kubectl patch` does).
+async fn patch_secret(ns: &TestNamespace, name: &str, data: &[(&str, &str)]) {
+    let data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(b64(v))))
+        .collect();
+    secrets(ns)
+        .await
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": data})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Server-side applies a Secret (as `kubectl apply --server-side` does).
+async fn apply_secret(ns: &TestNamespace, name: &str, data: &[(&str, &str)]) {
+    let mut object = secret(name, data);
+    object["metadata"]["namespace"] = json!(ns.name);
+    secrets(ns)
+        .await
+        .patch(
+            name,
+            &PatchParams::apply("kubectl").force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .unwrap();
+}
+
+/// Replaces a Secret whole (as `kubectl edit` and `kubectl replace` do).
+async fn replace_secret(ns: &TestNamespace, name: &str, data: &[(&str, &str)]) {
+    let api = secrets(ns).await;
+    let current = api.get(name).await.unwrap();
+    let mut object = secret(name, data);
+    object["metadata"]["namespace"] = json!(ns.name);
+    object["metadata"]["resourceVersion"] = json!(current.metadata.resource_version);
+    api.replace(
+        name,
+        &PostParams::default(),
+        &serde_json::from_value(object).unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+async fn workload(ns: &TestNamespace, kind: &str, name: &str) -> Value {
+    let api_version = if kind == "CronJob" {
+        "batch/v1"
+    } else {
+        "apps/v1"
+    };
+    ns.get(api_version, kind, name).await.unwrap()
+}
+
+/// A workload's pod template: what a roll changes. (Not `metadata.generation`: a real
+/// Deployment's generation also counts changes to its own annotations, which adoption writes.)
+async fn template(ns: &TestNamespace, name: &str) -> Value {
+    workload(ns, "Deployment", name).await["spec"]["template"].clone()
+}
+
+/// The config hash a roll wrote onto `name`'s template.
+async fn config_hash(ns: &TestNamespace, name: &str) -> Option<String> {
+    template(ns, name)
+        .await
+        .pointer("/metadata/annotations/rollsafe.dev~1config-hash")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// The Events about `name` with `reason`, through the core Events API.
+async fn events(ns: &TestNamespace, name: &str, reason: &str) -> Vec<Value> {
+    let api = ns
+        .api_for(&json!({"apiVersion": "v1", "kind": "Event"}))
+        .await;
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|e| e["reason"] == reason && e["involvedObject"]["name"] == name)
+        .collect()
+}
+
+/// Changes `other` and waits until `api` rolled: every event before it has been handled.
+async fn barrier(ns: &TestNamespace, running: &mut Running, value: &str) {
+    let rolls = running.status.borrow().rolls;
+    patch_secret(ns, "other", &[("k", value)]).await;
+    running
+        .until("the barrier roll", |s| s.rolls > rolls && s.pending == 0)
+        .await;
+}
+
+/// `kubectl describe` of a workload, through the machine's newest kubectl.
+async fn describe(ns: &TestNamespace, kind: &str, name: &str) -> String {
+    let kubectl = rollsafe_testing::kubectl().expect("kubectl");
+    let (kubeconfig, namespace) = (ns.kubeconfig.clone(), ns.name.clone());
+    let (kind, name) = (kind.to_owned(), name.to_owned());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["-n", &namespace, "describe", &kind, &name])
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+on_both_substrates! {
+    /// Adoption writes the record and changes no template (no new revision); a change to a
+    /// key `web` reads rolls it once, by one template change its controller rolls out; a
+    /// change to a key it does not read rolls nothing.
+    async fn adoption_rolls_nothing_and_a_change_rolls_once(ns) {
+        let created = ns.apply(two_workloads()).await;
+        let mut running = controller(ns, settings(ns));
+        let status = running.until("adoptions", |s| s.adoptions == 2 && s.pending == 0).await;
+        assert_eq!(status.rolls, 0);
+        let web = workload(ns, "Deployment", "web").await;
+        assert_eq!(web["spec"]["template"], created[2]["spec"]["template"], "adoption changed the template");
+        assert!(web["metadata"]["annotations"]["rollsafe.dev/config-record"]
+            .as_str().unwrap().starts_with("v1:"));
+
+        patch_secret(ns, "db", &[("password", "changed")]).await;
+        running.until("a roll", |s| s.rolls == 1 && s.pending == 0).await;
+        let rolled = template(ns, "web").await;
+        assert!(config_hash(ns, "web").await.is_some(), "{rolled}");
+        assert_eq!(config_hash(ns, "api").await, None);
+
+        patch_secret(ns, "db", &[("user", "ops")]).await;
+        barrier(ns, &mut running, "2").await;
+        assert_eq!(template(ns, "web").await, rolled, "an unread key rolled web");
+        assert_eq!(running.status.borrow().rolls, 2, "web once, api once");
+        running.stop().await;
+    }
+
+    /// A server-side apply of the same content rolls nothing; an apply and a replace that
+    /// change the value each roll once.
+    async fn apply_and_replace_roll_once_and_a_no_op_apply_rolls_nothing(ns) {
+        ns.apply(two_workloads()).await;
+        let mut running = controller(ns, settings(ns));
+        running.until("adoptions", |s| s.adoptions == 2 && s.pending == 0).await;
+        apply_secret(ns, "db", &[("password", "hunter2"), ("user", "app")]).await;
+        barrier(ns, &mut running, "2").await;
+        assert_eq!(config_hash(ns, "web").await, None, "a no-op apply rolled web");
+
+        apply_secret(ns, "db", &[("password", "applied"), ("user", "app")]).await;
+        running.until("the apply's roll", |s| s.rolls == 2 && s.pending == 0).await;
+        let applied = config_hash(ns, "web").await;
+        assert!(applied.is_some());
+
+        replace_secret(ns, "db", &[("password", "edited"), ("user", "app")]).await;
+        running.until("the replace's roll", |s| s.rolls == 3 && s.pending == 0).await;
+        let replaced = config_hash(ns, "web").await;
+        assert!(replaced.is_some() && replaced != applied);
+        running.stop().await;
+    }
+
+    /// A restart with nothing changed patches nothing; a change made while no controller runs
+    /// rolls once after the next start.
+    async fn a_restart_rolls_nothing_and_a_missed_change_rolls_once(ns) {
+        ns.apply(two_workloads()).await;
+        let mut first = controller(ns, settings(ns));
+        first.until("adoptions", |s| s.adoptions == 2 && s.pending == 0).await;
+        first.stop().await;
+        let record = |w: &Value| w["metadata"]["annotations"]["rollsafe.dev/config-record"].clone();
+        let before = workload(ns, "Deployment", "web").await;
+
+        let mut second = controller(ns, settings(ns));
+        let status = second.until("synced and idle", |s| s.synced && s.pending == 0 && s.evaluations >= 2).await;
+        assert_eq!((status.rolls, status.adoptions), (0, 0), "{status:?}");
+        let after = workload(ns, "Deployment", "web").await;
+        assert_eq!(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+            "a restart wrote to web");
+        assert_eq!(record(&after), record(&before));
+        second.stop().await;
+
+        patch_secret(ns, "db", &[("password", "rotated")]).await;
+        let mut third = controller(ns, settings(ns));
+        third.until("the missed roll", |s| s.rolls == 1 && s.pending == 0).await;
+        let rolled = template(ns, "web").await;
+        assert!(config_hash(ns, "web").await.is_some());
+        barrier(ns, &mut third, "3").await;
+        assert_eq!(template(ns, "web").await, rolled, "rolled twice");
+        third.stop().await;
+    }
+
+    /// A CronJob consuming the Secret: its Jobs' template is rolled once per change of a key
+    /// it reads.
+    async fn a_cron_job_is_rolled_once_per_change(ns) {
+        ns.apply([
+            secret("db", &[("password", "a"), ("user", "app")]),
+            json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": "nightly", "annotations": {"rollsafe.dev/watch": "true"}},
+                "spec": {"schedule": "0 3 * * *",
+                    "jobTemplate": {"spec": {"template": {"spec": {
+                        "restartPolicy": "OnFailure",
+                        "containers": [{"name": "job", "image": "registry.example/job:1",
+                                        "env": [key_ref("P", "db", "password")]}]}}}}}}),
+        ]).await;
+        let mut running = controller(ns, settings(ns));
+        running.until("adoption", |s| s.adoptions == 1 && s.pending == 0).await;
+        patch_secret(ns, "db", &[("password", "b")]).await;
+        running.until("the roll", |s| s.rolls == 1 && s.pending == 0).await;
+        let cron = workload(ns, "CronJob", "nightly").await;
+        assert!(cron.pointer("/spec/jobTemplate/spec/template/metadata/annotations/rollsafe.dev~1config-hash").is_some(), "{cron}");
+        running.stop().await;
+    }
+
+    /// Two replicas on one real Lease: one leads; one change is rolled once, by the leader.
+    async fn two_replicas_on_one_lease_roll_once(ns) {
+        use rollsafe_watch::leader::{LeaseSettings, elect};
+        ns.apply(two_workloads()).await;
+        let lease = |identity: &str| LeaseSettings {
+            namespace: ns.name.clone(),
+            name: "rollsafe-watch".to_owned(),
+            identity: identity.to_owned(),
+            duration_seconds: 4,
+            grace_seconds: 3,
+        };
+        let a = elect(ns.connection.client(None), &lease("a")).await.unwrap();
+        let mut first = Running::spawn(Controller::new(ns.connection.client(None), settings(ns))
+            .with_leadership(a.leader.clone()));
+        first.until("a leads and adopts", |s| s.leader && s.adoptions == 2 && s.pending == 0).await;
+        let b = elect(ns.connection.client(None), &lease("b")).await.unwrap();
+        let mut second = Running::spawn(Controller::new(ns.connection.client(None), settings(ns))
+            .with_leadership(b.leader.clone()));
+        let status = second.until("b synced", |s| s.synced && s.pending == 0).await;
+        assert!(!status.leader);
+        patch_secret(ns, "db", &[("password", "one")]).await;
+        first.until("the leader rolls", |s| s.rolls == 1 && s.pending == 0).await;
+        assert!(config_hash(ns, "web").await.is_some());
+        assert_eq!(second.status.borrow().rolls, 0);
+        let lease_object = ns.get("coordination.k8s.io/v1", "Lease", "rollsafe-watch").await.unwrap();
+        assert_eq!(lease_object["spec"]["holderIdentity"], "a");
+        first.stop().await;
+        second.stop().await;
+        drop((a, b));
+    }
+
+    /// Each roll is followed to its end: `web`'s rollout completes; `bad`'s new pods crash-loop
+    /// and its Deployment controller reports `ProgressDeadlineExceeded`. Both outcomes are
+    /// Events that `kubectl describe` shows, naming no value.
+    ///
+    /// The one substrate-specific step: the crash is the pod simulator's marker on the real
+    /// control plane and a fault on the emulator (docs/testing.md).
+    async fn each_roll_is_followed_to_its_end(ns) {
+        let mut bad = deployment("bad", json!([key_ref("P", "db", "password")]), json!([]));
+        bad["spec"]["progressDeadlineSeconds"] = json!(2);
+        bad["spec"]["template"]["metadata"]["annotations"] = json!({"sim.rollsafe.dev/crash-on-roll": "true"});
+        ns.apply([
+            secret("db", &[("password", "hunter2")]),
+            deployment("web", json!([key_ref("P", "db", "password")]), json!([])),
+            bad,
+        ]).await;
+        if let Some(emu) = ns.emulator() {
+            emu.change_settings(rollsafe_emulator::SettingsChange {
+                pod_ready_millis: Some(200),
+                progress_deadline_scale: None,
+            }).unwrap();
+            emu.add_fault(rollsafe_emulator::Fault::on("patch", "deployments")
+                .name("bad").nth(2)
+                .then(rollsafe_emulator::FaultAction::rollout_fails("CrashLoopBackOff", "simulated crash")));
+        }
+        let mut running = controller(ns, ControllerSettings {
+            progress_deadline: Duration::from_secs(60),
+            ..settings(ns)
+        });
+        running.until("adoptions", |s| s.adoptions == 2 && s.pending == 0).await;
+        patch_secret(ns, "db", &[("password", "rotated-s3cr3t")]).await;
+        running.until("two rolls", |s| s.rolls == 2).await;
+        eventually("RolloutComplete for web and RolloutStalled for bad", DEADLINE, || async {
+            (!events(ns, "web", "RolloutComplete").await.is_empty()
+                && !events(ns, "bad", "RolloutStalled").await.is_empty()).then_some(())
+        }).await;
+        let stalled = events(ns, "bad", "RolloutStalled").await;
+        assert_eq!(stalled.len(), 1, "{stalled:?}");
+        assert_eq!(stalled[0]["type"], "Warning");
+        let note = stalled[0]["message"].as_str().unwrap();
+        assert!(note.contains("progress deadline exceeded"), "{note}");
+        assert!(note.contains("has timed out progressing"), "{note}");
+        assert!(events(ns, "bad", "RolloutComplete").await.is_empty());
+        let complete = events(ns, "web", "RolloutComplete").await;
+        assert!(complete[0]["message"].as_str().unwrap().starts_with("Rollout complete after "));
+        let bad = workload(ns, "Deployment", "bad").await;
+        let progressing = bad["status"]["conditions"].as_array().unwrap().iter()
+            .find(|c| c["type"] == "Progressing").unwrap().clone();
+        assert_eq!(progressing["reason"], "ProgressDeadlineExceeded", "{progressing}");
+
+        let described = describe(ns, "deployment", "bad").await;
+        assert!(described.contains("RolloutStalled"), "{described}");
+        assert!(described.contains("Rollout stalled after"), "{described}");
+        assert!(!described.contains("s3cr3t"), "{described}");
+        let described = describe(ns, "deployment", "web").await;
+        assert!(described.contains("Rolled for changes to Secret/db"), "{described}");
+        running.stop().await;
+    }
+}

@@ -1,0 +1,1235 @@
+//! Least privilege, proven by the real authorizer: the chart's RBAC on the real control plane
+//! (kube-apiserver v1.37 with `--authorization-mode=Node,RBAC`, shared by the test run through
+//! `ROLLSAFE_CONTROL_PLANE`; docs/install.md, "Least privilege on the real API server").
+//!
+//! Each scenario renders the chart with real Helm (the SDK driver the chart tests use), applies
+//! its ServiceAccounts, Roles, ClusterRoles and bindings with real kubectl as the admin, mints
+//! the ServiceAccounts' tokens with the TokenRequest API (`kubectl create token`) and runs the
+//! real binary with them:
+//!
+//! - `rollsafe serve` (namespace scope) as its pod runs it — no kubeconfig, the API server from
+//!   `KUBERNETES_SERVICE_*`, the token in a ServiceAccount directory: a restart through it is
+//!   `requested` and both consumers carry the restart annotation; after its first token is
+//!   invalidated (the Secret it is bound to deleted) the server turns unready, and a second
+//!   token of the same ServiceAccount written over the file brings it back without a restart;
+//! - `rollsafe watch --leader-elect` with the chart's arguments and environment and a
+//!   kubeconfig whose user is the controller's token, once with `controller.namespaces` (Roles)
+//!   and once cluster-wide (a ClusterRole, the workloads chosen by a label of the test's own so
+//!   that nothing of a concurrent test is touched): it takes the Lease, adopts the workload,
+//!   rolls it when its Secret changes and records an Event.
+//!
+//! Then minimality: `kubectl auth can-i --list` with each ServiceAccount's token, per
+//! namespace, parsed and compared — minus what every ServiceAccount of the cluster is granted
+//! (measured with an unbound ServiceAccount) — with the rule tables of docs/install.md encoded
+//! below; and explicit requests the real authorizer refuses with 403.
+//!
+//! The real server keeps no request log for the suites, so "every call was allowed" is read from
+//! the outcome (the runs succeed) and from the binaries' own logs (no `forbidden` in them).
+//!
+//! Every test here ends in `_on_real`: `cargo xtask test --substrate emulator` skips them, and
+//! without `ROLLSAFE_CONTROL_PLANE` they fail rather than pass vacuously. Without the Helm SDK's
+//! python or kubectl they say so and stop, as the chart tests do (and fail under `CI`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod install_common;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use install_common::{chart_dir, helm, helm_python, objects};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use rollsafe_core::contract::RESTART_ANNOTATION;
+use rollsafe_testing::control_plane::ControlPlaneInfo;
+use rollsafe_testing::{Substrate, TestNamespace, Workload, eventually, shared_control_plane};
+use serde_json::{Value, json};
+
+/// How long a step may take on a loaded two-core machine running a control plane.
+const SETTLE: Duration = Duration::from_secs(120);
+const SECRET: &str = "db-credentials";
+const LEASE: &str = "rollsafe-watch";
+const INSTANCE: &str = "controller-0";
+
+// ---------------------------------------------------------------------------------------------
+// The documented minimum (docs/install.md), as `kubectl auth can-i --list` names it: the
+// resource (`resource.group`), the resource names (empty: any) and the verbs.
+
+type Documented = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+/// "RBAC, generated from the mode": namespace scope, impersonation off — in the release
+/// namespace only (Role `<fullname>-restart` and Role `<fullname>-access-rules`).
+const SERVER_RELEASE_NAMESPACE: &[Documented] = &[
+    ("secrets", &[], &["get"]),
+    ("deployments.apps", &[], &["list", "patch"]),
+    ("statefulsets.apps", &[], &["list", "patch"]),
+    ("daemonsets.apps", &[], &["list", "patch"]),
+    ("configmaps", &["krypton-access"], &["get"]),
+];
+
+/// "The controller": in every watched namespace (a Role each, or the ClusterRole).
+const CONTROLLER_WATCHED: &[Documented] = &[
+    ("secrets", &[], &["list", "watch"]),
+    ("configmaps", &[], &["list", "watch"]),
+    ("deployments.apps", &[], &["list", "watch", "patch"]),
+    ("statefulsets.apps", &[], &["list", "watch", "patch"]),
+    ("daemonsets.apps", &[], &["list", "watch", "patch"]),
+    ("cronjobs.batch", &[], &["list", "watch", "patch"]),
+    ("events.events.k8s.io", &[], &["create", "patch"]),
+];
+
+/// "The controller": the Lease, in the release namespace only.
+const CONTROLLER_LEASE: &[Documented] = &[
+    ("leases.coordination.k8s.io", &[LEASE], &["get", "patch"]),
+    ("leases.coordination.k8s.io", &[], &["create"]),
+];
+
+/// One permission of `kubectl auth can-i --list`: resource, non-resource URL, resource name,
+/// verb (empty strings where a column is empty).
+type Grant = (String, String, String, String);
+
+fn expand(tables: &[&[Documented]]) -> BTreeSet<Grant> {
+    let mut grants = BTreeSet::new();
+    for table in tables {
+        for (resource, names, verbs) in *table {
+            let names: Vec<&str> = if names.is_empty() {
+                vec![""]
+            } else {
+                names.to_vec()
+            };
+            for name in names {
+                for verb in *verbs {
+                    grants.insert((
+                        (*resource).to_owned(),
+                        String::new(),
+                        name.to_owned(),
+                        (*verb).to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    grants
+}
+
+/// Parses the table `kubectl auth can-i --list` prints (kubectl 1.33 has no `-o json` for it):
+/// `Resources  Non-Resource URLs  Resource Names  Verbs`, the last three bracketed lists.
+fn parse_can_i_list(text: &str) -> BTreeSet<Grant> {
+    let mut grants = BTreeSet::new();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    assert!(
+        header.starts_with("Resources") && header.contains("Verbs"),
+        "not a can-i table: {text}"
+    );
+    for line in lines.map(str::trim).filter(|l| !l.is_empty()) {
+        let (resource, rest) = if line.starts_with('[') {
+            ("", line)
+        } else {
+            line.split_once(char::is_whitespace)
+                .unwrap_or_else(|| panic!("a can-i line without columns: {line:?}"))
+        };
+        let lists: Vec<Vec<&str>> = rest
+            .split('[')
+            .skip(1)
+            .map(|part| {
+                part.split(']')
+                    .next()
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .collect()
+            })
+            .collect();
+        assert_eq!(lists.len(), 3, "a can-i line of three lists: {line:?}");
+        let or_empty = |list: &Vec<&str>| -> Vec<String> {
+            if list.is_empty() {
+                vec![String::new()]
+            } else {
+                list.iter().map(|s| (*s).to_owned()).collect()
+            }
+        };
+        for url in or_empty(&lists[0]) {
+            for name in or_empty(&lists[1]) {
+                for verb in &lists[2] {
+                    grants.insert((
+                        resource.to_owned(),
+                        url.clone(),
+                        name.clone(),
+                        (*verb).to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    grants
+}
+
+/// A permission as one word: `verb resource[/name]`, or `verb URL`.
+fn show(grant: &Grant) -> String {
+    let (resource, url, name, verb) = grant;
+    match (resource.as_str(), name.as_str()) {
+        ("", _) => format!("{verb} {url}"),
+        (resource, "") => format!("{verb} {resource}"),
+        (resource, name) => format!("{verb} {resource}/{name}"),
+    }
+}
+
+/// Asserts that `granted` is exactly `baseline` plus `documented`.
+fn assert_exactly(
+    who: &str,
+    namespace: &str,
+    granted: &BTreeSet<Grant>,
+    baseline: &BTreeSet<Grant>,
+    documented: &BTreeSet<Grant>,
+) {
+    let beyond_baseline: BTreeSet<Grant> = granted.difference(baseline).cloned().collect();
+    let extra: Vec<String> = beyond_baseline.difference(documented).map(show).collect();
+    let missing: Vec<String> = documented.difference(granted).map(show).collect();
+    let lost: Vec<String> = baseline.difference(granted).map(show).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty() && lost.is_empty(),
+        "{who} in {namespace}: granted beyond the documented minimum {extra:?}; documented but \
+         not granted {missing:?}; a ServiceAccount's baseline not granted {lost:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real control plane, kubectl and Helm.
+
+/// kubectl: the newest release the machine carries (1.33), else whichever `kubectl` the other
+/// suites use (missing: skipped with a message, failed under `CI`).
+fn newest_kubectl() -> Option<PathBuf> {
+    let newest = PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl.1.33");
+    if newest.is_file() {
+        return Some(newest);
+    }
+    rollsafe_testing::kubectl()
+}
+
+struct Real {
+    info: ControlPlaneInfo,
+    kubectl: PathBuf,
+    python: PathBuf,
+    /// The cluster CA (the admin kubeconfig's `certificate-authority`).
+    ca: PathBuf,
+    /// The API server's port on 127.0.0.1.
+    port: u16,
+}
+
+impl Real {
+    /// The shared control plane (panics in one line when `ROLLSAFE_CONTROL_PLANE` is not set:
+    /// these tests never pass vacuously), kubectl and the Helm SDK's python (as for every chart
+    /// test: when either is missing the test says so and stops, and fails under `CI`).
+    fn new() -> Option<Self> {
+        let info = shared_control_plane();
+        let python = helm_python()?;
+        let kubectl = newest_kubectl()?;
+        let kubeconfig: Value =
+            serde_json::from_slice(&std::fs::read(&info.kubeconfig).unwrap()).unwrap();
+        let ca = PathBuf::from(
+            kubeconfig["clusters"][0]["cluster"]["certificate-authority"]
+                .as_str()
+                .expect("the admin kubeconfig names its CA file"),
+        );
+        let port = info
+            .server
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("the API server's port");
+        Some(Self {
+            info,
+            kubectl,
+            python,
+            ca,
+            port,
+        })
+    }
+
+    /// kubectl as the admin (`system:masters`).
+    fn admin(&self, args: &[&str]) -> Output {
+        Command::new(&self.kubectl)
+            .arg("--kubeconfig")
+            .arg(&self.info.kubeconfig)
+            .args(["--context", "admin"])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// kubectl as the admin; its stdout, the command failing the test otherwise.
+    fn admin_ok(&self, args: &[&str]) -> String {
+        let output = self.admin(args);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// kubectl with nothing but a bearer token, as anything holding it could.
+    fn with_token(&self, token: &str, args: &[&str]) -> Output {
+        Command::new(&self.kubectl)
+            .env("KUBECONFIG", "/dev/null")
+            .arg(format!("--server={}", self.info.server))
+            .arg(format!("--certificate-authority={}", self.ca.display()))
+            .arg(format!("--token={token}"))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `kubectl apply` of `objects` as the admin; what kubectl said on stderr (warnings).
+    fn apply(&self, objects: &[Value], dir: &Path) -> String {
+        let file = dir.join("chart-rbac.json");
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+        std::fs::write(&file, serde_json::to_string(&list).unwrap()).unwrap();
+        let output = self.admin(&["apply", "-f", file.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "kubectl apply failed: {stderr}");
+        stderr
+    }
+
+    /// A token for ServiceAccount `namespace/name` from the TokenRequest API, optionally bound
+    /// to a Secret (it stops authenticating when that Secret is deleted).
+    fn token(&self, namespace: &str, name: &str, bound_to_secret: Option<&str>) -> String {
+        let mut args = vec!["-n", namespace, "create", "token", name, "--duration=1h"];
+        if let Some(secret) = bound_to_secret {
+            args.extend([
+                "--bound-object-kind",
+                "Secret",
+                "--bound-object-name",
+                secret,
+            ]);
+        }
+        let token = self.admin_ok(&args).trim().to_owned();
+        assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+        token
+    }
+
+    /// The user a token authenticates as (`kubectl auth whoami`, a SelfSubjectReview).
+    fn whoami(&self, token: &str) -> String {
+        let output = self.with_token(token, &["auth", "whoami", "-o", "json"]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let review: Value = serde_json::from_slice(&output.stdout).unwrap();
+        review["status"]["userInfo"]["username"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Everything a token may do in `namespace`, as `kubectl auth can-i --list` reports it.
+    fn can_i_list(&self, token: &str, namespace: &str) -> BTreeSet<Grant> {
+        let output = self.with_token(token, &["auth", "can-i", "--list", "-n", namespace]);
+        assert!(
+            output.status.success(),
+            "can-i --list: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        parse_can_i_list(&String::from_utf8_lossy(&output.stdout))
+    }
+
+    /// A kubeconfig whose only user is `token`, in `namespace`.
+    fn token_kubeconfig(&self, path: &Path, token: &str, namespace: &str) {
+        let config = json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "real", "cluster": {"server": self.info.server,
+                                                      "certificate-authority": self.ca}}],
+            "users": [{"name": "sa", "user": {"token": token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": "real", "user": "sa",
+                                                    "namespace": namespace}}],
+            "current-context": "sa"
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    }
+}
+
+/// The kinds applied from a render: the identities and their RBAC (the processes run as the
+/// test's children, not through the chart's Deployments).
+const RBAC_KINDS: [&str; 5] = [
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+];
+
+/// A release of the chart, rendered with real Helm under a name of the test's own (its
+/// ClusterRoles and ClusterRoleBindings are cluster-wide names on a shared cluster).
+struct Release {
+    fullname: String,
+    objects: Vec<Value>,
+}
+
+impl Release {
+    fn render(real: &Real, values: &Value, namespace: &str) -> Self {
+        static SEQUENCE: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "rsr-{}-{}",
+            std::process::id(),
+            SEQUENCE.fetch_add(1, Ordering::Relaxed)
+        );
+        let answer = helm(
+            &real.python,
+            json!({"op": "render", "chart": chart_dir(), "values": values,
+                   "name": name, "namespace": namespace}),
+        )
+        .unwrap_or_else(|error| panic!("render failed: {error}"));
+        let mut manifests: Vec<(String, String)> = answer["manifests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(path, text)| (path.clone(), text.as_str().unwrap().to_owned()))
+            .collect();
+        manifests.sort();
+        Self {
+            fullname: format!("{name}-rollsafe"),
+            objects: objects(&manifests),
+        }
+    }
+
+    /// The objects of `kinds` whose component is `component`.
+    fn of(&self, component: &str, kinds: &[&str]) -> Vec<Value> {
+        self.objects
+            .iter()
+            .filter(|o| {
+                kinds.contains(&o["kind"].as_str().unwrap_or_default())
+                    && o["metadata"]["labels"]["app.kubernetes.io/component"] == component
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The Deployment of `component`.
+    fn deployment(&self, component: &str) -> Value {
+        self.of(component, &["Deployment"]).pop().unwrap()
+    }
+}
+
+/// Deletes the cluster-scoped objects a test applied, whether it passes or fails (namespaced
+/// ones go with their namespace).
+struct ClusterScoped<'a> {
+    real: &'a Real,
+    objects: Vec<(String, String)>,
+}
+
+impl<'a> ClusterScoped<'a> {
+    fn of(real: &'a Real, applied: &[Value]) -> Self {
+        let objects = applied
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "ClusterRoleBinding")
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap().to_lowercase(),
+                    o["metadata"]["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        Self { real, objects }
+    }
+}
+
+impl Drop for ClusterScoped<'_> {
+    fn drop(&mut self) {
+        for (kind, name) in &self.objects {
+            let _ = self
+                .real
+                .admin(&["delete", kind, name, "--ignore-not-found", "--wait=false"]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads.
+
+fn consumer(kind: &str, name: &str, labels: &Value) -> Value {
+    let mut object = Workload::of_kind(kind, name)
+        .with_replicas()
+        .consuming_secret_via_env_from(SECRET)
+        .build();
+    object["metadata"]["labels"] = labels.clone();
+    object
+}
+
+/// Whether the workload's controller has rolled every replica to its current template, by the
+/// status fields `kubectl rollout status` reads.
+fn rolled_out(object: &Value) -> bool {
+    let status = &object["status"];
+    let generation = object["metadata"]["generation"].as_i64().unwrap_or(0);
+    let observed = status["observedGeneration"].as_i64().unwrap_or(-1) >= generation;
+    let n = |field: &str| status[field].as_i64().unwrap_or(0);
+    let replicas = object["spec"]["replicas"].as_i64().unwrap_or(1);
+    observed
+        && match object["kind"].as_str().unwrap_or_default() {
+            "Deployment" => n("updatedReplicas") == replicas && n("availableReplicas") == replicas,
+            "StatefulSet" => {
+                status["updateRevision"].is_string()
+                    && status["updateRevision"] == status["currentRevision"]
+                    && n("readyReplicas") == replicas
+            }
+            _ => n("updatedNumberScheduled") == n("desiredNumberScheduled"),
+        }
+}
+
+/// Waits until the workload settled: on a real server its controller writes its status for a
+/// moment after each change, and each write changes the resourceVersion a restart's patch
+/// tests.
+async fn wait_rolled_out(ns: &TestNamespace, kind: &str, name: &str) {
+    eventually(
+        &format!("{kind} {}/{name} rolled out", ns.name),
+        SETTLE,
+        || async { rolled_out(&ns.get("apps/v1", kind, name).await?).then_some(()) },
+    )
+    .await;
+}
+
+fn template_annotation(object: &Value, key: &str) -> Option<String> {
+    object
+        .pointer("/spec/template/metadata/annotations")?
+        .get(key)?
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn metadata_annotation(object: &Value, key: &str) -> Option<String> {
+    object
+        .pointer("/metadata/annotations")?
+        .get(key)?
+        .as_str()
+        .map(str::to_owned)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The processes.
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP/1.1 GET; the status code.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A child process of the test, stopped when dropped; its stderr in `log`.
+struct Process {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Process {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Polls `/readyz` until it answers `status`; `false` if the process exited first.
+    async fn wait_ready(&mut self, status: u16) -> bool {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        loop {
+            if http_status(self.port, "/readyz") == Some(status) {
+                return true;
+            }
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return false;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "/readyz did not answer {status} within {SETTLE:?}; the process logged:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The environment a pod running `container` gets in `namespace`: its literal values and the
+/// downward API's `metadata.namespace`. (Secret references are the caller's.)
+fn pod_env(command: &mut Command, container: &Value, namespace: &str, home: &Path) {
+    command.env_clear().env("HOME", home);
+    for variable in container["env"].as_array().unwrap() {
+        let name = variable["name"].as_str().unwrap();
+        if let Some(value) = variable["value"].as_str() {
+            command.env(name, value);
+        } else if variable["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace" {
+            command.env(name, namespace);
+        }
+    }
+}
+
+/// `rollsafe serve` as the chart's server Deployment runs it: the chart's environment, no
+/// kubeconfig, the API server from `KUBERNETES_SERVICE_*`, the token, CA and namespace from
+/// the ServiceAccount directory.
+async fn serve_in_cluster(
+    real: &Real,
+    deployment: &Value,
+    sa_dir: &Path,
+    session_secret: &str,
+    dir: &Path,
+) -> Process {
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+    // The port is free when chosen, but another test may bind it first: a server that exits
+    // before it is ready is started again on another port.
+    for attempt in 0..3 {
+        let port = free_port();
+        let log = dir.join(format!("serve-{attempt}.log"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+        command.args(
+            container["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap()),
+        );
+        pod_env(&mut command, container, namespace, dir);
+        command
+            .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+            .env("KUBERNETES_SERVICE_PORT", real.port.to_string())
+            .env("ROLLSAFE_SERVICEACCOUNT_DIR", sa_dir)
+            .env("SESSION_SECRET", session_secret)
+            .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let mut server = Process {
+            child: command.spawn().unwrap(),
+            port,
+            log,
+        };
+        if server.wait_ready(200).await {
+            return server;
+        }
+    }
+    panic!("the server exited before it was ready, three times");
+}
+
+/// `rollsafe watch` as the chart's controller Deployment runs it (its arguments and
+/// environment), with a kubeconfig whose user is the controller's token, and the admin
+/// listener on a free loopback port.
+async fn watch_with_kubeconfig(deployment: &Value, kubeconfig: &Path, dir: &Path) -> Process {
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+    for attempt in 0..3 {
+        let port = free_port();
+        let log = dir.join(format!("watch-{attempt}.log"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+        command.args(
+            container["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap()),
+        );
+        command.arg("--kubeconfig").arg(kubeconfig);
+        pod_env(&mut command, container, namespace, dir);
+        command
+            .env("ROLLSAFE_WATCH_ADMIN_LISTEN", format!("127.0.0.1:{port}"))
+            .env("ROLLSAFE_WATCH_INSTANCE", INSTANCE)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let mut controller = Process {
+            child: command.spawn().unwrap(),
+            port,
+            log,
+        };
+        if controller.wait_ready(200).await {
+            return controller;
+        }
+    }
+    panic!("the controller exited before it was ready, three times");
+}
+
+fn session_token(secret: &str, email: &str, groups: &[&str]) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+    command
+        .args(["token", "--email", email, "--ttl", "10m"])
+        .env("SESSION_SECRET", secret);
+    for group in groups {
+        command.args(["--group", group]);
+    }
+    let output = command.output().unwrap();
+    assert!(output.status.success());
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// `rollsafe restart` through the server: the exit code and the result.
+fn restart(port: u16, token: &str, target: &str) -> (i32, Value) {
+    let output = Command::new(env!("CARGO_BIN_EXE_rollsafe"))
+        .args([
+            "restart",
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+            "-o",
+            "json",
+            target,
+        ])
+        .env("ROLLSAFE_TOKEN", token)
+        .output()
+        .unwrap();
+    let body = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), body)
+}
+
+fn write_atomically(path: &Path, text: &str) {
+    let next = path.with_extension("next");
+    std::fs::write(&next, text).unwrap();
+    std::fs::rename(&next, path).unwrap();
+}
+
+fn base64_decode(text: &str) -> String {
+    use base64::Engine as _;
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// Asserts a binary's log holds no refusal by the API server.
+fn assert_never_refused(who: &str, log: &str) {
+    assert!(
+        !log.to_lowercase().contains("forbidden"),
+        "{who} was refused by the API server:\n{log}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals, sent straight to the API with a ServiceAccount's credentials.
+
+fn get(path: &str) -> http::Request<Vec<u8>> {
+    http::Request::get(path).body(Vec::new()).unwrap()
+}
+
+fn merge(path: &str) -> http::Request<Vec<u8>> {
+    http::Request::patch(path)
+        .header("content-type", "application/merge-patch+json")
+        .body(br#"{"metadata":{"annotations":{"x":"y"}}}"#.to_vec())
+        .unwrap()
+}
+
+fn delete(path: &str) -> http::Request<Vec<u8>> {
+    http::Request::delete(path).body(Vec::new()).unwrap()
+}
+
+/// Each request is refused with 403 by the real authorizer.
+async fn assert_forbidden(client: &kube::Client, requests: Vec<http::Request<Vec<u8>>>) {
+    for request in requests {
+        let what = format!("{} {}", request.method(), request.uri());
+        let refused = client.request_text(request).await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(status)) if status.code == 403),
+            "{what} must be refused with 403: {refused:?}"
+        );
+    }
+}
+
+/// Records, once per run, what kubectl says about its skew against the 1.37 server.
+fn note_kubectl_skew(real: &Real) {
+    let output = real.admin(&["version", "-o", "json"]);
+    let versions: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    eprintln!(
+        "kubectl {} against kube-apiserver {}: {}",
+        versions["clientVersion"]["gitVersion"],
+        versions["serverVersion"]["gitVersion"],
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server.
+
+/// Namespace scope: the chart's server RBAC is sufficient for a restart run through the real
+/// `rollsafe serve` with its ServiceAccount's TokenRequest token, and it is exactly the
+/// documented minimum: in the release namespace the four rules of docs/install.md and nothing
+/// more, elsewhere nothing but what every ServiceAccount has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_namespace_scope_is_the_documented_minimum_on_real() {
+    let Some(real) = Real::new() else {
+        return;
+    };
+    note_kubectl_skew(&real);
+    let release_ns = TestNamespace::create(Substrate::Real, "rbac-server").await;
+    let other = TestNamespace::create(Substrate::Real, "rbac-server-other").await;
+    let r = release_ns.name.clone();
+    let dir = release_ns.dir.path();
+
+    let values = json!({"server": {"restartEnabled": true, "adminGroups": ["platform"]}});
+    let release = Release::render(&real, &values, &r);
+    let mut applied = release.of("server", &RBAC_KINDS);
+    assert!(
+        applied.iter().all(|o| o["kind"] != "ClusterRole"),
+        "namespace scope renders no ClusterRole"
+    );
+    applied.extend(release.of("server", &["Secret"]));
+    let _cluster_scoped = ClusterScoped::of(&real, &applied);
+    let warnings = real.apply(&applied, dir);
+    eprintln!("kubectl apply (server's RBAC) warned: {warnings:?}");
+    let sa = release.fullname.clone();
+    let sa_user = format!("system:serviceaccount:{r}:{sa}");
+    let stored_sa = release_ns.get("v1", "ServiceAccount", &sa).await.unwrap();
+    assert_eq!(stored_sa["automountServiceAccountToken"], false);
+
+    // Workloads: two consumers in the release namespace, one in another namespace.
+    let labels = json!({"app.kubernetes.io/part-of": "rbac-test"});
+    release_ns
+        .apply([
+            rollsafe_testing::secret(&r, SECRET, "hunter2"),
+            rollsafe_testing::secret(&r, "token-binding", "unused"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "unrelated"}, "data": {"a": "b"}}),
+            consumer("Deployment", "web", &labels),
+            consumer("StatefulSet", "worker", &labels),
+        ])
+        .await;
+    other
+        .apply([
+            rollsafe_testing::secret(&other.name, SECRET, "hunter2"),
+            consumer("Deployment", "web", &labels),
+        ])
+        .await;
+    wait_rolled_out(&release_ns, "Deployment", "web").await;
+    wait_rolled_out(&release_ns, "StatefulSet", "worker").await;
+    wait_rolled_out(&other, "Deployment", "web").await;
+
+    // The pod's ServiceAccount directory, with a token bound to a Secret of the test's own.
+    let first = real.token(&r, &sa, Some("token-binding"));
+    assert_eq!(real.whoami(&first), sa_user);
+    let sa_dir = dir.join("serviceaccount");
+    std::fs::create_dir_all(&sa_dir).unwrap();
+    std::fs::write(sa_dir.join("token"), &first).unwrap();
+    std::fs::copy(&real.ca, sa_dir.join("ca.crt")).unwrap();
+    std::fs::write(sa_dir.join("namespace"), &r).unwrap();
+
+    let session = release_ns
+        .get("v1", "Secret", &format!("{}-session", release.fullname))
+        .await
+        .expect("the chart's session Secret was applied");
+    let session_secret = base64_decode(session["data"]["session-secret"].as_str().unwrap());
+    let mut server = serve_in_cluster(
+        &real,
+        &release.deployment("server"),
+        &sa_dir,
+        &session_secret,
+        dir,
+    )
+    .await;
+
+    // Sufficient: a restart run, every call made as the ServiceAccount.
+    let caller = session_token(&session_secret, "alice@example.com", &["platform"]);
+    let target = format!("{r}/{SECRET}");
+    let (code, result) = restart(server.port, &caller, &target);
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["status"], "requested", "{result}");
+    assert_eq!(result["matched"], 2, "{result}");
+    assert_eq!(result["failures"], json!([]), "{result}");
+    assert_eq!(result["discoveryFailures"], json!([]), "{result}");
+    let mut first_marks = Vec::new();
+    for kind in ["Deployment", "StatefulSet"] {
+        let name = if kind == "Deployment" {
+            "web"
+        } else {
+            "worker"
+        };
+        let object = release_ns.get("apps/v1", kind, name).await.unwrap();
+        let mark = template_annotation(&object, RESTART_ANNOTATION)
+            .unwrap_or_else(|| panic!("{kind} {name} carries the restart annotation"));
+        first_marks.push(mark);
+    }
+    let untouched = other.get("apps/v1", "Deployment", "web").await.unwrap();
+    assert_eq!(template_annotation(&untouched, RESTART_ANNOTATION), None);
+
+    // Minimal: exactly the documented rules, as the real authorizer evaluates them.
+    let baseline_sa = "rbac-baseline";
+    real.admin_ok(&["-n", &r, "create", "serviceaccount", baseline_sa]);
+    let baseline_token = real.token(&r, baseline_sa, None);
+    let documented = expand(&[SERVER_RELEASE_NAMESPACE]);
+    for (namespace, expected) in [(&r, &documented), (&other.name, &BTreeSet::new())] {
+        let baseline = real.can_i_list(&baseline_token, namespace);
+        // `/readyz` asks for `/version`: every authenticated user may (docs/install.md), so
+        // the chart grants nothing for it.
+        let version = (
+            String::new(),
+            "/version".to_owned(),
+            String::new(),
+            "get".to_owned(),
+        );
+        assert!(baseline.contains(&version), "{baseline:?}");
+        eprintln!(
+            "what every ServiceAccount may do in {namespace} on kube-apiserver {}: {:?}",
+            real.info.version,
+            baseline.iter().map(show).collect::<Vec<_>>()
+        );
+        let granted = real.can_i_list(&first, namespace);
+        assert_exactly(&sa_user, namespace, &granted, &baseline, expected);
+    }
+    // And the operations the suites' runs perform, one by one (docs/install.md's "needed by").
+    for (verb, resource) in [
+        ("get", "secrets"),
+        ("list", "deployments.apps"),
+        ("list", "statefulsets.apps"),
+        ("list", "daemonsets.apps"),
+        ("patch", "deployments.apps"),
+        ("patch", "statefulsets.apps"),
+        ("patch", "daemonsets.apps"),
+        ("get", "configmaps/krypton-access"),
+    ] {
+        let output = real.with_token(&first, &["auth", "can-i", verb, resource, "-n", &r]);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "yes",
+            "{verb} {resource}"
+        );
+    }
+
+    // Refused by the real authorizer, with 403.
+    let connection = rollsafe_kube::Connection::in_cluster(
+        &rollsafe_kube::connection::InCluster::new("127.0.0.1", real.port, &sa_dir),
+    )
+    .unwrap();
+    let client = connection.client(None);
+    let o = &other.name;
+    let impersonating = http::Request::get(format!("/api/v1/namespaces/{r}/secrets/{SECRET}"))
+        .header(
+            "Impersonate-User",
+            "system:serviceaccount:kube-system:default",
+        )
+        .body(Vec::new())
+        .unwrap();
+    assert_forbidden(
+        &client,
+        vec![
+            get(&format!("/api/v1/namespaces/{r}/secrets")),
+            get("/api/v1/secrets"),
+            delete(&format!("/apis/apps/v1/namespaces/{r}/deployments/web")),
+            delete(&format!("/api/v1/namespaces/{r}/secrets/{SECRET}")),
+            get(&format!("/api/v1/namespaces/{r}/configmaps/unrelated")),
+            get(&format!(
+                "/apis/coordination.k8s.io/v1/namespaces/{r}/leases"
+            )),
+            get(&format!("/api/v1/namespaces/{o}/secrets/{SECRET}")),
+            get(&format!("/apis/apps/v1/namespaces/{o}/deployments")),
+            merge(&format!("/apis/apps/v1/namespaces/{o}/deployments/web")),
+            get("/api/v1/namespaces"),
+            impersonating,
+        ],
+    )
+    .await;
+    assert_never_refused("rollsafe serve", &server.log());
+
+    // A bound token stops authenticating when its Secret goes: the server turns unready, and a
+    // second token of the same ServiceAccount written over the file brings it back — the same
+    // identity (the emulator needed a second identity for a second token).
+    real.admin_ok(&["-n", &r, "delete", "secret", "token-binding"]);
+    let deleted = std::time::Instant::now();
+    assert!(server.wait_ready(503).await, "the server exited");
+    eprintln!(
+        "the bound token was refused {:?} after its Secret was deleted",
+        deleted.elapsed()
+    );
+    let second = real.token(&r, &sa, None);
+    assert_eq!(real.whoami(&second), sa_user);
+    write_atomically(&sa_dir.join("token"), &second);
+    assert!(server.wait_ready(200).await, "the server exited");
+    wait_rolled_out(&release_ns, "Deployment", "web").await;
+    wait_rolled_out(&release_ns, "StatefulSet", "worker").await;
+    let (code, result) = restart(server.port, &caller, &target);
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["status"], "requested", "{result}");
+    let web = release_ns
+        .get("apps/v1", "Deployment", "web")
+        .await
+        .unwrap();
+    assert_ne!(
+        template_annotation(&web, RESTART_ANNOTATION).as_ref(),
+        first_marks.first(),
+        "the second run patched again"
+    );
+    assert_never_refused("rollsafe serve", &server.log());
+
+    drop(server);
+    other.finish().await;
+    release_ns.finish().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The controller.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watching {
+    /// `controller.namespaces: [A]`: a Role in A, nothing cluster-wide.
+    Namespaces,
+    /// No list: a ClusterRole; the workloads chosen by a label of the test's own.
+    Cluster,
+}
+
+async fn controller_scenario(mode: Watching) {
+    let Some(real) = Real::new() else {
+        return;
+    };
+    note_kubectl_skew(&real);
+    let release_ns = TestNamespace::create(Substrate::Real, "rbac-controller").await;
+    let watched = TestNamespace::create(Substrate::Real, "rbac-controller-watched").await;
+    let other = TestNamespace::create(Substrate::Real, "rbac-controller-other").await;
+    let (r, a, o) = (
+        release_ns.name.clone(),
+        watched.name.clone(),
+        other.name.clone(),
+    );
+    let dir = release_ns.dir.path();
+
+    // The selection label names this test alone: on a shared cluster a cluster-wide controller
+    // must never touch a concurrent test's workloads.
+    let run = a.clone();
+    let mut controller_values = json!({"enabled": true, "all": true, "debounce": "100ms",
+                                       "selector": format!("rollsafe.dev/run={run}")});
+    if mode == Watching::Namespaces {
+        controller_values["namespaces"] = json!([a]);
+    }
+    let release = Release::render(&real, &json!({"controller": controller_values}), &r);
+    let applied = release.of("controller", &RBAC_KINDS);
+    let cluster_roles = applied
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole")
+        .count();
+    assert_eq!(
+        cluster_roles,
+        usize::from(mode == Watching::Cluster),
+        "{mode:?}"
+    );
+    let _cluster_scoped = ClusterScoped::of(&real, &applied);
+    let warnings = real.apply(&applied, dir);
+    eprintln!("kubectl apply (controller's RBAC, {mode:?}) warned: {warnings:?}");
+    let sa = format!("{}-controller", release.fullname);
+    let sa_user = format!("system:serviceaccount:{r}:{sa}");
+
+    let selected = json!({"rollsafe.dev/run": run});
+    watched
+        .apply([
+            rollsafe_testing::secret(&a, SECRET, "hunter2"),
+            consumer("Deployment", "web", &selected),
+        ])
+        .await;
+    // Outside the selection: another namespace (namespaces mode, where the label is
+    // irrelevant) or unlabelled (cluster mode).
+    let outside = if mode == Watching::Namespaces {
+        selected.clone()
+    } else {
+        json!({"app": "web"})
+    };
+    other
+        .apply([
+            rollsafe_testing::secret(&o, SECRET, "hunter2"),
+            consumer("Deployment", "web", &outside),
+        ])
+        .await;
+    wait_rolled_out(&watched, "Deployment", "web").await;
+    wait_rolled_out(&other, "Deployment", "web").await;
+
+    let token = real.token(&r, &sa, None);
+    assert_eq!(real.whoami(&token), sa_user);
+    let kubeconfig = dir.join("controller.kubeconfig");
+    real.token_kubeconfig(&kubeconfig, &token, &r);
+    let controller =
+        watch_with_kubeconfig(&release.deployment("controller"), &kubeconfig, dir).await;
+
+    // Sufficient: it takes the Lease, adopts the workload in scope and rolls it when its
+    // Secret changes, and records the roll as an Event.
+    let lease = eventually("the controller holds its Lease", SETTLE, || async {
+        let lease = release_ns
+            .get("coordination.k8s.io/v1", "Lease", LEASE)
+            .await?;
+        (lease["spec"]["holderIdentity"] == INSTANCE).then_some(lease)
+    })
+    .await;
+    assert_eq!(lease["metadata"]["namespace"], r.as_str());
+    eventually("the adoption", SETTLE, || async {
+        let web = watched.get("apps/v1", "Deployment", "web").await?;
+        metadata_annotation(&web, "rollsafe.dev/config-record")
+    })
+    .await;
+    let adopted = watched.get("apps/v1", "Deployment", "web").await.unwrap();
+    assert_eq!(
+        template_annotation(&adopted, "rollsafe.dev/config-hash"),
+        None,
+        "an adoption rolls nothing"
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(watched.client(), &a);
+    secrets
+        .patch(
+            SECRET,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"password": "rotated"}})),
+        )
+        .await
+        .unwrap();
+    eventually("the roll", SETTLE, || async {
+        let web = watched.get("apps/v1", "Deployment", "web").await?;
+        template_annotation(&web, "rollsafe.dev/config-hash")
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(watched.client(), &a);
+    eventually("the Rolled Event", SETTLE, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("Rolled")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web")
+            })
+            .then_some(())
+    })
+    .await;
+    let untouched = other.get("apps/v1", "Deployment", "web").await.unwrap();
+    assert_eq!(
+        metadata_annotation(&untouched, "rollsafe.dev/config-record"),
+        None,
+        "nothing outside the selection is adopted"
+    );
+    assert_never_refused("rollsafe watch", &controller.log());
+
+    // Minimal: exactly the documented rules, per namespace.
+    let baseline_sa = "rbac-baseline";
+    real.admin_ok(&["-n", &r, "create", "serviceaccount", baseline_sa]);
+    let baseline_token = real.token(&r, baseline_sa, None);
+    let (in_release, in_watched, in_other) = match mode {
+        Watching::Namespaces => (
+            expand(&[CONTROLLER_LEASE]),
+            expand(&[CONTROLLER_WATCHED]),
+            BTreeSet::new(),
+        ),
+        Watching::Cluster => (
+            expand(&[CONTROLLER_WATCHED, CONTROLLER_LEASE]),
+            expand(&[CONTROLLER_WATCHED]),
+            expand(&[CONTROLLER_WATCHED]),
+        ),
+    };
+    for (namespace, expected) in [(&r, &in_release), (&a, &in_watched), (&o, &in_other)] {
+        let baseline = real.can_i_list(&baseline_token, namespace);
+        let granted = real.can_i_list(&token, namespace);
+        assert_exactly(&sa_user, namespace, &granted, &baseline, expected);
+    }
+
+    // Refused by the real authorizer, with 403.
+    let connection = rollsafe_kube::Connection::from_kubeconfig(Some(&kubeconfig), None)
+        .await
+        .unwrap();
+    let client = connection.client(None);
+    let lease_json = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                            "metadata": {"name": LEASE, "namespace": r}});
+    let update_lease = http::Request::put(format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{r}/leases/{LEASE}"
+    ))
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&lease_json).unwrap())
+    .unwrap();
+    let mut refusals = vec![
+        get(&format!("/api/v1/namespaces/{a}/secrets/{SECRET}")),
+        get(&format!("/apis/apps/v1/namespaces/{a}/deployments/web")),
+        delete(&format!("/apis/apps/v1/namespaces/{a}/deployments/web")),
+        get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{r}/leases/another"
+        )),
+        merge(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{a}/leases/{LEASE}"
+        )),
+        update_lease,
+        delete(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{r}/leases/{LEASE}"
+        )),
+        get("/api/v1/namespaces"),
+    ];
+    if mode == Watching::Namespaces {
+        refusals.extend([
+            get(&format!("/api/v1/namespaces/{o}/secrets")),
+            get("/api/v1/secrets"),
+            merge(&format!("/apis/apps/v1/namespaces/{o}/deployments/web")),
+        ]);
+    }
+    assert_forbidden(&client, refusals).await;
+    if mode == Watching::Cluster {
+        // The ClusterRole's list is cluster-wide, as documented.
+        client
+            .request_text(get("/api/v1/secrets?limit=1"))
+            .await
+            .expect("a cluster-wide controller lists Secrets everywhere");
+    }
+    assert_never_refused("rollsafe watch", &controller.log());
+
+    drop(controller);
+    other.finish().await;
+    watched.finish().await;
+    release_ns.finish().await;
+}
+
+/// The controller with `controller.namespaces`: Roles in the watched namespace, the Lease Role
+/// in the release namespace, nothing elsewhere — and enough to lead, adopt, roll and record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_with_namespaces_is_the_documented_minimum_on_real() {
+    controller_scenario(Watching::Namespaces).await;
+}
+
+/// The controller cluster-wide: the ClusterRole's rules in every namespace, the Lease Role in
+/// the release namespace only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_cluster_wide_is_the_documented_minimum_on_real() {
+    controller_scenario(Watching::Cluster).await;
+}
+
+/// The parser the comparisons depend on (no cluster needed).
+#[test]
+fn can_i_tables_are_parsed() {
+    let text = "Resources                                       Non-Resource URLs   Resource Names     Verbs\n\
+                configmaps                                      []                  [krypton-access]   [get]\n\
+                deployments.apps                                []                  []                 [list patch]\n\
+                                                                [/version]          []                 [get]\n";
+    let grants = parse_can_i_list(text);
+    let g = |r: &str, u: &str, n: &str, v: &str| {
+        (r.to_owned(), u.to_owned(), n.to_owned(), v.to_owned())
+    };
+    assert_eq!(
+        grants,
+        BTreeSet::from([
+            g("configmaps", "", "krypton-access", "get"),
+            g("deployments.apps", "", "", "list"),
+            g("deployments.apps", "", "", "patch"),
+            g("", "/version", "", "get"),
+        ])
+    );
+}
