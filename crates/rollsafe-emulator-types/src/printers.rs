@@ -437,7 +437,7 @@ pub static EVENTS: Printer = Printer::new(
         ("Source", "string", "", 1),
         ("Message", "string", "", 0),
         ("First Seen", "string", "", 1),
-        ("Count", "integer", "", 1),
+        ("Count", "string", "", 1),
         ("Name", "string", "name", 1),
     ],
     |o, now| {
@@ -451,22 +451,15 @@ pub static EVENTS: Printer = Printer::new(
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
             .join(", ");
-        let last = [
-            "/lastTimestamp",
-            "/eventTime",
-            "/metadata/creationTimestamp",
-        ]
-        .iter()
-        .find_map(|p| o.pointer(p).and_then(Value::as_str))
-        .unwrap_or("");
-        let first = [
-            "/firstTimestamp",
-            "/eventTime",
-            "/metadata/creationTimestamp",
-        ]
-        .iter()
-        .find_map(|p| o.pointer(p).and_then(Value::as_str))
-        .unwrap_or("");
+        // `printEvent`: no creationTimestamp fallback; an Event without times is `<unknown>`.
+        let last = ["/lastTimestamp", "/firstTimestamp", "/eventTime"]
+            .iter()
+            .find_map(|p| o.pointer(p).and_then(Value::as_str))
+            .unwrap_or("");
+        let first = ["/firstTimestamp", "/eventTime"]
+            .iter()
+            .find_map(|p| o.pointer(p).and_then(Value::as_str))
+            .unwrap_or("");
         // An Event series (what kube's recorder and client-go's new events API write) is
         // shown by its own count and last observation, as `printEvent` does.
         let series = o.get("series").filter(|s| s.is_object());

@@ -111,9 +111,14 @@ impl LabelSelector {
                 Requirement::NotExists(key.trim().to_string())
             } else if let Some((k, v)) = part.split_once("!=") {
                 Requirement::NotEq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once("==") {
-                Requirement::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once('=') {
+            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+                // What follows the operator is an identifier: `tier===web` is the real 400.
+                if v.trim_start().starts_with(['=', '!']) {
+                    return Err(format!(
+                        "unable to parse requirement: found '{}', expected: identifier",
+                        &v.trim_start()[..1]
+                    ));
+                }
                 Requirement::Eq(k.trim().into(), v.trim().into())
             } else if let Some((k, rest)) = part.split_once(" notin ") {
                 let values = set_values(rest)

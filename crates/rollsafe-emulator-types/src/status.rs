@@ -178,6 +178,17 @@ impl StatusError {
         Self::plain(404, "404 page not found")
     }
 
+    /// 404 for an unknown resource of a served group version (`/api/v1/nothing`): the API
+    /// installer's JSON `Status`, not the mux's plain text.
+    pub fn resource_not_found() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            Some(Value::Object(Map::new())),
+        )
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(def: &ResourceDef, method: &str) -> Self {
         Self::new(
@@ -232,20 +243,26 @@ impl StatusError {
         )
     }
 
-    /// 415 UnsupportedMediaType for a PATCH content type.
-    pub fn unsupported_patch(def: &ResourceDef) -> Self {
-        let accepted = if def.custom {
-            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-        } else {
-            "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
-        };
+    /// 415 UnsupportedMediaType for a PATCH content type: the route refuses it before the
+    /// patch handler runs, with the generic message and empty details (measured against
+    /// kube-apiserver 1.37 by the differential suite).
+    pub fn unsupported_patch(_def: &ResourceDef) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            &format!(
-                "the body of the request was in an unknown format - accepted media types include: {accepted}"
-            ),
-            None,
+            "415: Unsupported Media Type",
+            Some(Value::Object(Map::new())),
+        )
+    }
+
+    /// 405 for a method the route of a resource does not have (`PUT` on a collection): the
+    /// router's generic answer, with empty details.
+    pub fn method_not_routed() -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+            Some(Value::Object(Map::new())),
         )
     }
 

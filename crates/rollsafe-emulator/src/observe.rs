@@ -28,6 +28,9 @@ pub struct RequestLogEntry {
     /// `Accept` of the request: the form the client asked the answer in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept: Option<String>,
+    /// `User-Agent` of the request (the default field manager's name comes from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
     /// Kubernetes verb, for resource requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verb: Option<String>,
@@ -69,9 +72,13 @@ pub struct RequestLogEntry {
     pub start_micros: u64,
     /// End, in microseconds since the emulator started.
     pub end_micros: u64,
-    /// Request body of PATCH requests (cut at 64 KiB).
+    /// The request's body, when it has one (a write's object or patch, DeleteOptions …), cut at
+    /// 64 KiB, when it is UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// The request's body when it is not UTF-8 (a protobuf body), base64, cut at 64 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
 }
 
 impl RequestLogEntry {

@@ -105,6 +105,7 @@ impl Shared {
             query: query.to_string(),
             content_type: None,
             accept: None,
+            user_agent: None,
             verb: None,
             resource: None,
             namespace: None,
@@ -121,6 +122,7 @@ impl Shared {
             start_micros: self.micros(),
             end_micros: 0,
             body: None,
+            body_base64: None,
         }
     }
 

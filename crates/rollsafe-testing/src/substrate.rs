@@ -51,6 +51,9 @@ pub struct Capabilities {
     pub real_controllers: bool,
     /// Kubernetes' own authorizer (RBAC) and admission chain.
     pub real_authorizer: bool,
+    /// Streaming lists (`sendInitialEvents`): off in the emulator by default (the `WatchList`
+    /// gate of 1.33), on in the real 1.37 server.
+    pub streaming_lists: bool,
 }
 
 impl Substrate {
@@ -62,12 +65,14 @@ impl Substrate {
                 request_log: true,
                 real_controllers: false,
                 real_authorizer: false,
+                streaming_lists: false,
             },
             Self::Real => Capabilities {
                 faults: false,
                 request_log: false,
                 real_controllers: true,
                 real_authorizer: true,
+                streaming_lists: true,
             },
         }
     }

@@ -415,4 +415,29 @@ on_both_substrates! {
         assert!(described.contains("Rolled for changes to Secret/db"), "{described}");
         running.stop().await;
     }
+
+    /// The startup check finds streaming lists where the server serves them (the real 1.37
+    /// server) and not where it does not (the emulator's default, 1.33's gate); the controller
+    /// then starts every watch with a streaming list, or pages, and either way adopts without
+    /// rolling and rolls a change once.
+    async fn streaming_lists_where_served_and_paged_lists_where_not(ns) {
+        ns.apply(two_workloads()).await;
+        let served = rollsafe_kube::read::serves_streaming_lists(
+            &ns.connection.client(None),
+            rollsafe_core::reference::TargetKind::Secret,
+            Some(&ns.name),
+            Duration::from_secs(10),
+        ).await.unwrap();
+        assert_eq!(served, ns.capabilities().streaming_lists);
+        let mut running = controller(ns, ControllerSettings {
+            streaming_lists: served,
+            ..settings(ns)
+        });
+        let status = running.until("adoptions", |s| s.adoptions == 2 && s.pending == 0).await;
+        assert_eq!(status.rolls, 0);
+        patch_secret(ns, "db", &[("password", "streamed")]).await;
+        running.until("a roll", |s| s.rolls == 1 && s.pending == 0).await;
+        assert!(config_hash(ns, "web").await.is_some());
+        running.stop().await;
+    }
 }

@@ -175,8 +175,10 @@ on_both_substrates! {
     }
 
     /// `--progressive`: the canary's new pods crash-loop, its Deployment controller reports
-    /// `ProgressDeadlineExceeded`, the run stops there with exit 4 and the rest is never
-    /// patched; kubectl says the same deadline was exceeded.
+    /// `ProgressDeadlineExceeded` (after its own 3 s; a Deployment's stall is its own condition's to say, so a run that
+    /// missed it would end at `--timeout` with exit 5), the run
+    /// stops there with exit 4 and the rest is never patched; kubectl says the same deadline
+    /// was exceeded.
     async fn progressive_stops_at_a_crash_looping_canary(ns) {
         let mut api = consumer("Deployment", "api");
         api["spec"]["progressDeadlineSeconds"] = json!(3);
@@ -189,7 +191,8 @@ on_both_substrates! {
         }
         seed(ns, vec![api, consumer("StatefulSet", "worker")]).await;
         let (code, out, stderr) =
-            rollsafe(ns, &["restart-consumers", "--progressive", "-n", &ns.name, SECRET]).await;
+            rollsafe(ns, &["restart-consumers", "--progressive", "--timeout", "120s",
+                "-n", &ns.name, SECRET]).await;
         assert_eq!(code, 4, "{stderr}\n{out}");
         assert_eq!(out["stopped"]["cause"], "stalled", "{out}");
         assert_eq!(out["stopped"]["workload"]["name"], "api");
@@ -198,5 +201,27 @@ on_both_substrates! {
         assert!(restarted_at(ns, "Deployment", "api").await.is_some());
         assert_eq!(restarted_at(ns, "StatefulSet", "worker").await, None);
         assert_eq!(kubectl_rollout_status(ns, "deployment/api").await, "deadline");
+    }
+
+    /// A StatefulSet has no progress deadline of its own: its crash-looping new pod makes no
+    /// progress within `--progress-deadline`, and `--wait` reports it stalled with the pods'
+    /// own reason (exit 4).
+    async fn a_crash_looping_stateful_set_stalls_within_the_progress_deadline(ns) {
+        let mut worker = consumer("StatefulSet", "worker");
+        crash_on_roll(ns, &mut worker, "statefulsets");
+        if let Some(emu) = ns.emulator() {
+            emu.change_settings(rollsafe_emulator::SettingsChange {
+                pod_ready_millis: Some(200),
+                progress_deadline_scale: None,
+            }).unwrap();
+        }
+        seed(ns, vec![worker]).await;
+        let (code, out, stderr) = rollsafe(ns, &["restart-consumers", "--wait",
+            "--progress-deadline", "10s", "--timeout", "120s", "-n", &ns.name, SECRET]).await;
+        assert_eq!(code, 4, "{stderr}\n{out}");
+        let worker = &out["rollout"]["workloads"][0];
+        assert_eq!(worker["state"], "stalled", "{out}");
+        assert_eq!(worker["reason"]["reason"], "NoProgress", "{out}");
+        assert_eq!(worker["reason"]["podReason"], "CrashLoopBackOff", "{out}");
     }
 }

@@ -256,6 +256,10 @@ fn atomic_object(field: &str) -> bool {
             | "namespaceSelector"
             | "podSelector"
             | "roleRef"
+            // An Event's `ObjectReference` and an Ingress backend's `ServiceBackendPort`
+            // (`+structType=atomic`).
+            | "involvedObject"
+            | "port"
     )
 }
 
@@ -319,7 +323,8 @@ fn keyed<'v>(items: &'v [Value], keys: &[&str]) -> Option<Vec<(String, &'v Value
 fn implicit(path: &[String], field: &str) -> bool {
     let parent: Vec<&str> = path.iter().map(String::as_str).collect();
     match parent.as_slice() {
-        [] => matches!(field, "metadata" | "spec" | "status"),
+        // An Event's `source` is a struct, not a pointer.
+        [] => matches!(field, "metadata" | "spec" | "status" | "source"),
         ["f:spec"] => matches!(
             field,
             "template" | "strategy" | "updateStrategy" | "containers"
@@ -686,6 +691,23 @@ fn filter(d: &ResourceDef, sub: Option<&str>, mut set: FieldSet) -> FieldSet {
     ] {
         set.remove_member(path);
     }
+    // A Service's cluster IPs and IP families are allocated by its REST storage after the
+    // field manager ran: nobody owns them.
+    if d.kind == "Service" {
+        for field in [
+            "f:clusterIP",
+            "f:clusterIPs",
+            "f:ipFamilies",
+            "f:ipFamilyPolicy",
+        ] {
+            set.remove_member(&["f:spec", field]);
+        }
+    }
+    // A Namespace's spec is its `kubernetes` finalizer, the namespace strategy's, set after
+    // the field manager ran too.
+    if d.kind == "Namespace" {
+        set.remove_subtree("f:spec");
+    }
     if d.subresources.contains(&"status") {
         if sub == Some("status") {
             set.retain_subtree("f:status");
@@ -1035,9 +1057,12 @@ pub fn apply(
     }
     let object_changed = merged != live_clean;
     let mut mine = me;
-    mine.time = match previous {
-        Some(p) if !object_changed && p.set == mine.set => p.time,
-        _ => Some(util::now_seconds()),
+    // Stamped only when the object changed; otherwise the entry keeps its previous time, and
+    // a new entry has none (measured against kube-apiserver 1.37 by the differential suite).
+    mine.time = if object_changed {
+        Some(util::now_seconds())
+    } else {
+        previous.and_then(|p| p.time)
     };
     entries.push(mine);
     if m.name == KUBECTL && sub.is_none() {

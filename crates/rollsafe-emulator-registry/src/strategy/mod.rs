@@ -95,6 +95,7 @@ pub fn of(res: ResId) -> &'static Strategy {
             &rbac::STRATEGY
         }
         ids::SERVICES => &service::STRATEGY,
+        ids::INGRESSES => &service::INGRESS,
         ids::CUSTOMRESOURCEDEFINITIONS => &crd::STRATEGY,
         ids::PRIORITYCLASSES => &scheduling::PRIORITY_CLASSES,
         _ => &DEFAULT,
@@ -114,6 +115,20 @@ pub fn prepare(d: &ResourceDef, obj: &mut Value, old: Option<&Value>) -> Result<
     };
     map.insert("apiVersion".into(), json!(d.api_version()));
     map.insert("kind".into(), json!(d.kind));
+    // Empty labels and annotations are not kept: `ObjectMeta`'s maps are `omitempty`.
+    if !d.custom
+        && let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        for key in ["labels", "annotations"] {
+            if meta
+                .get(key)
+                .and_then(Value::as_object)
+                .is_some_and(Map::is_empty)
+            {
+                meta.remove(key);
+            }
+        }
+    }
     (of(d.id).prepare)(map, old);
     Ok(())
 }

@@ -11,6 +11,17 @@ use super::{DEFAULT, Strategy, default, object_at};
 /// Services.
 pub static STRATEGY: Strategy = Strategy { prepare, ..DEFAULT };
 
+/// Ingresses (stored only): a new one's status is the empty `IngressStatus`, as the real
+/// strategy's `PrepareForCreate` sets it.
+pub static INGRESS: Strategy = Strategy {
+    prepare: prepare_ingress,
+    ..DEFAULT
+};
+
+fn prepare_ingress(map: &mut Map<String, Value>, _old: Option<&Value>) {
+    default(map, "status", json!({"loadBalancer": {}}));
+}
+
 /// The next address handed out in `10.96.0.0/12` (from `10.96.0.10`, as `10.96.0.1` is the
 /// `kubernetes` Service and `.10` traditionally DNS: the first allocation is `.11`).
 static NEXT_IP: AtomicU32 = AtomicU32::new(11);

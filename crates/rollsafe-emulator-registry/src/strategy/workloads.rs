@@ -134,10 +134,15 @@ fn prepare_statefulset(map: &mut Map<String, Value>, _old: Option<&Value>) {
         default(spec, "revisionHistoryLimit", json!(10));
         default(spec, "podManagementPolicy", json!("OrderedReady"));
         default_rolling_update(spec, "updateStrategy", json!({"partition": 0}));
+        default(
+            spec,
+            "persistentVolumeClaimRetentionPolicy",
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+        );
     }
 }
 
-fn prepare_daemonset(map: &mut Map<String, Value>, _old: Option<&Value>) {
+fn prepare_daemonset(map: &mut Map<String, Value>, old: Option<&Value>) {
     if let Some(spec) = object_at(map, "spec") {
         default_pod_template(spec);
         default(spec, "revisionHistoryLimit", json!(10));
@@ -146,6 +151,20 @@ fn prepare_daemonset(map: &mut Map<String, Value>, _old: Option<&Value>) {
             "updateStrategy",
             json!({"maxUnavailable": 1, "maxSurge": 0}),
         );
+    }
+    // apps/v1 keeps the internal `spec.templateGeneration` in an annotation: 1 at creation,
+    // one more at each template change (the strategy's `PrepareForCreate`/`PrepareForUpdate`).
+    let template = map.get("spec").and_then(|s| s.get("template"));
+    let generation = match old {
+        None => 1,
+        Some(old) if old.pointer("/spec/template") != template => template_generation(old) + 1,
+        Some(old) => template_generation(old),
+    };
+    if let Some(meta) = object_at(map, "metadata") {
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(TEMPLATE_GENERATION.into(), json!(generation.to_string()));
+        }
     }
 }
 
@@ -535,21 +554,19 @@ fn sync_daemonset(obj: &mut Value, old: Option<&Value>, template_changed: bool) 
         "updatedNumberScheduled": updated,
         "numberMisscheduled": 0,
     });
-    let tg = old
-        .and_then(|o| {
-            o.pointer("/spec/templateGeneration")
-                .and_then(Value::as_i64)
-        })
-        .unwrap_or(0);
-    let tg = if old.is_none() || template_changed {
-        tg + 1
-    } else {
-        tg
-    };
-    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.insert("templateGeneration".into(), json!(tg));
-    }
     set_status(obj, status);
+}
+
+/// The annotation in which apps/v1 DaemonSets carry their template generation.
+pub const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// A DaemonSet's template generation (1 when it has none yet).
+pub fn template_generation(ds: &Value) -> i64 {
+    ds.pointer("/metadata/annotations")
+        .and_then(|a| a.get(TEMPLATE_GENERATION))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
 }
 
 fn no_events(_: &Value, _: Option<&Value>, _: bool) -> Vec<Value> {

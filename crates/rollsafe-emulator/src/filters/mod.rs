@@ -10,6 +10,7 @@ pub(crate) mod impersonation;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
 use http::HeaderMap;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
 use hyper::body::Incoming;
@@ -21,7 +22,6 @@ use crate::http_util::{error, read_body};
 use crate::observe::{MAX_LOGGED_BODY, RequestLogEntry};
 use crate::state::{Body, Shared};
 use rollsafe_emulator_types::query::Query;
-use rollsafe_emulator_types::resources::def;
 use rollsafe_emulator_types::route::{self, Route, Verb};
 use rollsafe_emulator_types::status::StatusError;
 
@@ -49,6 +49,7 @@ pub(crate) async fn serve(req: Request<Incoming>, shared: &Arc<Shared>) -> Outco
     let mut pending = shared.begin_entry(parts.method.as_str(), &path, &raw_query);
     pending.entry.content_type = header(&parts.headers, CONTENT_TYPE);
     pending.entry.accept = header(&parts.headers, ACCEPT);
+    pending.entry.user_agent = header(&parts.headers, USER_AGENT);
     let outcome = serve_inner(&parts, body, shared, &mut pending.entry).await;
     let status = match &outcome {
         Outcome::Respond(r) => r.status().as_u16(),
@@ -92,13 +93,11 @@ async fn serve_inner(
             return respond(StatusError::page_not_found());
         }
         Route::Resource(info) => info,
-        Route::NotFound => return respond(StatusError::page_not_found()),
-        Route::MethodNotAllowed(res) => {
-            return respond(StatusError::method_not_allowed(
-                def(res),
-                parts.method.as_str(),
-            ));
+        Route::NotFound if entry.path.starts_with("/api/v1/") => {
+            return respond(StatusError::resource_not_found());
         }
+        Route::NotFound => return respond(StatusError::page_not_found()),
+        Route::MethodNotAllowed(_) => return respond(StatusError::method_not_routed()),
         other => {
             return Outcome::Respond(handlers::nonresource::non_resource(
                 other,
@@ -123,9 +122,14 @@ async fn serve_inner(
         Ok(b) => b,
         Err(e) => return respond(e),
     };
-    if info.verb == Verb::Patch {
-        let cut = body.len().min(MAX_LOGGED_BODY);
-        entry.body = Some(String::from_utf8_lossy(&body[..cut]).into_owned());
+    if !body.is_empty() {
+        let cut = &body[..body.len().min(MAX_LOGGED_BODY)];
+        match std::str::from_utf8(cut) {
+            Ok(text) => entry.body = Some(text.to_owned()),
+            Err(_) => {
+                entry.body_base64 = Some(base64::engine::general_purpose::STANDARD.encode(cut));
+            }
+        }
     }
 
     if let Err(e) = authorization::authorize(shared, &user, &info) {

@@ -65,6 +65,11 @@ pub(crate) fn delete(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         }
         Deleted::Gone(obj) => obj,
     };
+    // Services and ServiceAccounts answer with the object deleted (their REST storages set
+    // `ReturnDeletedObject`); the others with a Success Status.
+    if matches!(c.info.res, ids::SERVICES | ids::SERVICEACCOUNTS) {
+        return Ok(json(200, &c.shown(&deleted)));
+    }
     let mut details = Map::new();
     details.insert("name".into(), json!(c.name()));
     if !d.group.is_empty() {
@@ -92,7 +97,15 @@ pub(crate) fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, StatusEr
     let mut items = Vec::new();
     for (res, ns, name) in keys {
         if let Ok(obj) = store.delete_with(res, &ns, &name, &Preconditions::default(), c.write()) {
-            items.push(c.shown(&obj).into_owned());
+            let mut item = c.shown(&obj).into_owned();
+            // As in any list of a built-in kind, the items carry no kind and apiVersion.
+            if !d.custom
+                && let Some(map) = item.as_object_mut()
+            {
+                map.remove("kind");
+                map.remove("apiVersion");
+            }
+            items.push(item);
         }
     }
     let rv = store.current_rv();

@@ -24,7 +24,11 @@ pub(crate) fn get(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     if crate::handlers::table::wanted(&c.accept) {
         return Ok(json(
             200,
-            &crate::handlers::table::table(c, [&*obj], json!({})),
+            &crate::handlers::table::table(
+                c,
+                [&*obj],
+                json!({"resourceVersion": obj.pointer("/metadata/resourceVersion")}),
+            ),
         ));
     }
     if let Some(version) = metadata::wanted(&c.accept, metadata::OBJECT) {

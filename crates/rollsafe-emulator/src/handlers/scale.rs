@@ -19,7 +19,11 @@ pub(crate) fn scale_of(obj: &Value) -> Value {
             "resourceVersion": meta.get("resourceVersion"),
             "creationTimestamp": meta.get("creationTimestamp"),
         },
-        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        // `ScaleSpec.replicas` is `omitempty`: 0 is not written.
+        "spec": match obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1)) {
+            zero if zero == json!(0) => json!({}),
+            replicas => json!({"replicas": replicas}),
+        },
         "status": {
             "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
             "selector": selector,

@@ -32,19 +32,26 @@ pub(crate) fn token_request(c: &Call<'_>) -> Result<Response<Body>, StatusError>
         .and_then(Value::as_i64)
         .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
     if seconds < MIN_EXPIRATION_SECONDS {
+        // The invalid object is the TokenRequest, named as the request names it (usually not:
+        // `""`), not the ServiceAccount.
+        let name = body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let mut details = json!({"group": "authentication.k8s.io", "kind": "TokenRequest",
+            "causes": [{"reason": "FieldValueInvalid",
+                        "message": format!("Invalid value: {seconds}: may not specify a duration less than 10 minutes"),
+                        "field": "spec.expirationSeconds"}]});
+        if !name.is_empty() {
+            details["name"] = json!(name);
+        }
         return Err(StatusError::new(
             422,
             "Invalid",
             &format!(
-                "TokenRequest.authentication.k8s.io \"{}\" is invalid: spec.expirationSeconds: Invalid value: {seconds}: may not specify a duration less than 10 minutes",
-                c.name()
+                "TokenRequest.authentication.k8s.io \"{name}\" is invalid: spec.expirationSeconds: Invalid value: {seconds}: may not specify a duration less than 10 minutes"
             ),
-            Some(
-                json!({"name": c.name(), "group": "authentication.k8s.io", "kind": "TokenRequest",
-                        "causes": [{"reason": "FieldValueInvalid",
-                                    "message": format!("Invalid value: {seconds}: may not specify a duration less than 10 minutes"),
-                                    "field": "spec.expirationSeconds"}]}),
-            ),
+            Some(details),
         ));
     }
     let audiences = Some(rollsafe_emulator_types::util::strings(

@@ -50,7 +50,7 @@ impl Store {
             .pointer("/spec/template")
             .cloned()
             .unwrap_or_else(|| json!({}));
-        let generation = int_at(ds, "/spec/templateGeneration", 1).to_string();
+        let generation = crate::strategy::workloads::template_generation(ds).to_string();
         let per_node = |pods: &[Arc<Value>]| -> Vec<Vec<Arc<Value>>> {
             NODES
                 .iter()
