@@ -252,4 +252,70 @@ on_both_substrates! {
         assert_eq!(allowed.requested[0].name, "web");
         assert_eq!(annotation(ns, "Deployment", "web").await.as_deref(), Some(NOW));
     }
+
+    /// At most four patches are in flight at any moment, across kinds, as the server saw
+    /// them (the emulator's request log; the real API server's audit log), and each workload
+    /// is patched once.
+    async fn at_most_four_patches_are_in_flight(ns) {
+        let mut objects = Vec::new();
+        for i in 0..30 {
+            objects.push(consumer("Deployment", &format!("web-{i:02}")));
+        }
+        for i in 0..10 {
+            objects.push(consumer("StatefulSet", &format!("db-{i:02}")));
+            objects.push(consumer("DaemonSet", &format!("agent-{i:02}")));
+        }
+        for object in &mut objects {
+            if object["kind"] != "DaemonSet" {
+                object["spec"]["replicas"] = json!(0);
+            }
+        }
+        seed(ns, objects).await;
+        let result = run(ns, None).await;
+        assert_eq!(result.status, RestartStatus::Requested, "{result:?}");
+        assert_eq!(result.requested.len(), 50);
+        let patches = eventually("the server recorded 50 patches", SETTLE, || async {
+            let patches: Vec<_> = ns.server_requests().into_iter()
+                .filter(|r| r.verb == "patch")
+                .filter(|r| ["deployments", "statefulsets", "daemonsets"].contains(&r.resource.as_str()))
+                .collect();
+            (patches.len() >= 50).then_some(patches)
+        }).await;
+        assert_eq!(patches.len(), 50, "{patches:?}");
+        let mut names: Vec<_> = patches.iter().map(|p| p.name.clone().unwrap()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 50, "a workload was patched twice");
+        let peak = rollsafe_testing::peak_overlap(&patches);
+        assert!((1..=rollsafe_kube::MAX_PATCHES_IN_FLIGHT).contains(&peak), "peak {peak}");
+    }
+
+    /// Every request of an impersonated run reaches the server as the impersonated identity
+    /// — the lists and the patches — and the authorizer judged it as that identity.
+    async fn every_request_of_an_impersonated_run_is_impersonated(ns) {
+        let mut objects = rollsafe_testing::rbac_for_group(&ns.name, "devs", false);
+        objects.push(consumer("Deployment", "web"));
+        objects.push(consumer("StatefulSet", "worker"));
+        seed(ns, objects).await;
+        let ada = Impersonation::new("ada@example.com", ["devs", "ops"]).unwrap();
+        let result = eventually("ada's RoleBinding is in force", SETTLE, || async {
+            let result = run(ns, Some(&ada)).await;
+            (result.status == RestartStatus::Requested).then_some(result)
+        }).await;
+        assert_eq!(result.requested.len(), 2);
+        let requests = eventually("the server recorded the run", SETTLE, || async {
+            let requests: Vec<_> = ns.server_requests().into_iter()
+                .filter(|r| r.impersonated_user.is_some() || r.verb == "patch")
+                .filter(|r| ["deployments", "statefulsets", "daemonsets"].contains(&r.resource.as_str()))
+                .collect();
+            (requests.iter().filter(|r| r.verb == "patch").count() >= 2).then_some(requests)
+        }).await;
+        assert!(requests.iter().any(|r| r.verb == "list"), "{requests:?}");
+        for request in &requests {
+            assert_eq!(request.impersonated_user.as_deref(), Some("ada@example.com"), "{request:?}");
+            for group in ["devs", "ops"] {
+                assert!(request.impersonated_groups.iter().any(|g| g == group), "{request:?}");
+            }
+        }
+    }
 }

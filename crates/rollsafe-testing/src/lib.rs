@@ -11,7 +11,10 @@
 #![expect(clippy::expect_used, reason = "a failed set-up is a failed test")]
 
 pub mod control_plane;
+mod server_log;
 mod substrate;
+
+pub use server_log::{ServerRequest, peak_overlap};
 
 pub use substrate::{
     CONTROL_PLANE_ENV, Capabilities, Substrate, TestNamespace, USERS, at_rest, eventually,

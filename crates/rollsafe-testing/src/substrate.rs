@@ -18,6 +18,7 @@ use rollsafe_kube::Connection;
 use serde_json::Value;
 
 use crate::control_plane::{ControlPlaneInfo, log_tails};
+use crate::server_log::{self, ServerRequest};
 
 /// The environment variable holding the shared control plane's description (the JSON line
 /// `control-plane` prints).
@@ -45,7 +46,8 @@ pub enum Substrate {
 pub struct Capabilities {
     /// Injected faults (stalls, dropped events, 409 storms) and the emulator's admin API.
     pub faults: bool,
-    /// A server-side log of every request.
+    /// A server-side log of every request (the real server's audit log holds the workload
+    /// and Secret requests only: [`TestNamespace::server_requests`]).
     pub request_log: bool,
     /// Kubernetes' own workload controllers, scheduler and garbage collector.
     pub real_controllers: bool,
@@ -116,6 +118,7 @@ pub struct TestNamespace {
     resources: std::sync::Mutex<std::collections::HashMap<(String, String), (ApiResource, bool)>>,
     emu: Option<RunningEmulator>,
     logs: Option<PathBuf>,
+    audit: Option<PathBuf>,
     /// A temporary directory for the test's files.
     pub dir: tempfile::TempDir,
 }
@@ -147,7 +150,7 @@ impl TestNamespace {
     /// A new namespace for `test` on `substrate`.
     pub async fn create(substrate: Substrate, test: &str) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let (kubeconfig, emu, logs) = match substrate {
+        let (kubeconfig, emu, logs, audit) = match substrate {
             Substrate::Emulator => {
                 let mut builder = Emulator::builder();
                 for (user, group) in USERS {
@@ -160,11 +163,11 @@ impl TestNamespace {
                 let kubeconfig = dir.path().join("kubeconfig");
                 emu.write_kubeconfig(&kubeconfig)
                     .expect("the kubeconfig is written");
-                (kubeconfig, Some(emu), None)
+                (kubeconfig, Some(emu), None, None)
             }
             Substrate::Real => {
                 let info = shared_control_plane();
-                (info.kubeconfig, None, Some(info.logs))
+                (info.kubeconfig, None, Some(info.logs), Some(info.audit))
             }
         };
         let connection = Connection::from_kubeconfig(Some(&kubeconfig), Some("admin"))
@@ -180,6 +183,7 @@ impl TestNamespace {
             resources: std::sync::Mutex::default(),
             emu,
             logs,
+            audit,
             dir,
         };
         namespace
@@ -351,6 +355,20 @@ impl TestNamespace {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The requests in this namespace the server recorded: the emulator's request log, or the
+    /// real API server's audit log (workload and Secret requests; [`crate::control_plane`]).
+    /// Either records a request once its answer is complete.
+    pub fn server_requests(&self) -> Vec<ServerRequest> {
+        let all = match (&self.emu, &self.audit) {
+            (Some(emu), _) => server_log::from_emulator(&emu.requests()),
+            (None, Some(audit)) => server_log::from_audit_log(audit),
+            (None, None) => Vec::new(),
+        };
+        all.into_iter()
+            .filter(|r| r.namespace.as_deref() == Some(self.name.as_str()))
+            .collect()
     }
 
     /// Deletes the namespace on the real control plane (everything in it goes with it); the

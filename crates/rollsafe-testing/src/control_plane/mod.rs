@@ -39,6 +39,10 @@ pub struct ControlPlaneInfo {
     pub users: BTreeMap<String, PathBuf>,
     /// The folder of the processes' logs, one file per component.
     pub logs: PathBuf,
+    /// The API server's audit log (JSON lines, `audit.k8s.io/v1` Events at `Metadata` level)
+    /// of the workload lists and patches and the Secret reads: the real substrate's
+    /// server-side request log.
+    pub audit: PathBuf,
 }
 
 /// Why a control plane could not be built or started. Messages are fixed; the logs folder
@@ -91,6 +95,24 @@ impl ControlPlaneError {
 
 /// How long each readiness step may take on a loaded two-core machine.
 const READY_STEP: Duration = Duration::from_secs(120);
+
+/// What the API server audits: the requests rollsafe makes of workloads and Secrets (their
+/// times, user, impersonation and answer; `Metadata` level, so no body and no Secret value).
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [get, list, watch, patch, create, update, delete]
+  resources:
+  - group: apps
+    resources: [deployments, statefulsets, daemonsets]
+  - group: batch
+    resources: [cronjobs]
+  - group: \"\"
+    resources: [secrets, configmaps]
+- level: None
+";
 
 /// The admin's context in the admin kubeconfig (the emulator's name for it too).
 pub const ADMIN_CONTEXT: &str = "admin";
@@ -173,6 +195,7 @@ impl ControlPlane {
                 server: server.clone(),
                 users,
                 logs: logs.clone(),
+                audit: logs.join("audit.jsonl"),
             },
             processes: Vec::new(),
             dir,
@@ -207,6 +230,10 @@ impl ControlPlane {
             })?;
         let (etcd_port, peer_port) = (free_port()?, free_port()?);
         let work = plane.dir.path().to_owned();
+        let audit_policy = work.join("audit-policy.yaml");
+        std::fs::write(&audit_policy, AUDIT_POLICY).map_err(|_| ControlPlaneError::Setup {
+            reason: "cannot write the audit policy".to_owned(),
+        })?;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
         plane.spawn(
@@ -249,6 +276,10 @@ impl ControlPlane {
                 "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
                 "--allow-privileged=true".to_owned(),
                 "--profiling=false".to_owned(),
+                arg("audit-policy-file", &audit_policy),
+                arg("audit-log-path", &plane.info.audit),
+                "--audit-log-format=json".to_owned(),
+                "--audit-log-mode=blocking".to_owned(),
                 "--v=1".to_owned(),
             ],
             &[],
@@ -358,6 +389,8 @@ pub fn log_tails(logs: &Path, lines: usize) -> String {
         .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     files.sort();
+    // The audit log is data for the tests, not a component's words.
+    files.retain(|f| f.extension().is_none_or(|e| e != "jsonl"));
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
