@@ -5,7 +5,8 @@
 //! Ctrl-C stops every process it started and removes its files.
 //!
 //! With `--watch-stdin` it also stops when its standard input closes, so a parent that holds
-//! the other end (`cargo xtask test`) never leaves it behind, however the parent ends.
+//! the other end (`cargo xtask test`) never leaves it behind, however the parent ends — also
+//! while it is still starting (the start is dropped, which stops what it had started).
 //!
 //! Exit codes: 0 after a clean stop, 1 when the control plane could not be built or started
 //! (one line on stderr saying why, and the tails of the components' logs), 2 when a component
@@ -28,7 +29,34 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut plane = match ControlPlane::build_and_start().await {
+    // Listen before booting: a stop asked for while the control plane starts drops the start,
+    // which stops whatever it had started.
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        eprintln!("control-plane: cannot listen for SIGTERM");
+        return ExitCode::from(1);
+    };
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
+    if watch_stdin {
+        std::thread::spawn(move || {
+            let mut buffer = [0_u8; 256];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut buffer), Ok(n) if n > 0) {}
+            let _ = closed_tx.send(());
+        });
+    }
+    let stdin_closed = async {
+        if closed_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(stdin_closed);
+    let started = tokio::select! {
+        started = ControlPlane::build_and_start() => started,
+        () = &mut stdin_closed => return ExitCode::SUCCESS,
+        _ = terminate.recv() => return ExitCode::SUCCESS,
+        _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+    };
+    let mut plane = match started {
         Ok(plane) => plane,
         Err(error) => {
             eprintln!("control-plane: {error}");
@@ -49,26 +77,7 @@ async fn main() -> ExitCode {
     {
         return ExitCode::from(1);
     }
-    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
-        eprintln!("control-plane: cannot listen for SIGTERM");
-        return ExitCode::from(1);
-    };
     let mut check = tokio::time::interval(Duration::from_secs(1));
-    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
-    if watch_stdin {
-        std::thread::spawn(move || {
-            let mut buffer = [0_u8; 256];
-            let mut stdin = std::io::stdin();
-            while matches!(stdin.read(&mut buffer), Ok(n) if n > 0) {}
-            let _ = closed_tx.send(());
-        });
-    }
-    let stdin_closed = async {
-        if closed_rx.await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::pin!(stdin_closed);
     let code = loop {
         tokio::select! {
             () = &mut stdin_closed => break ExitCode::SUCCESS,
