@@ -11,6 +11,7 @@
 #![expect(clippy::expect_used, reason = "a failed set-up is a failed test")]
 
 pub mod control_plane;
+mod poll;
 mod server_log;
 mod substrate;
 

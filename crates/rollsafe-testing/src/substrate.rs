@@ -432,21 +432,14 @@ fn describe(object: &Value) -> String {
 
 /// Polls `check` every 100 ms until it gives `Some`, for at most `timeout`; panics naming
 /// `what` when it never does.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    match crate::poll::poll_until(timeout, Duration::from_millis(100), check).await {
+        Some(value) => value,
+        None => panic!("{what}: not within {timeout:?}"),
     }
 }
 

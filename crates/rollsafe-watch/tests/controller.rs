@@ -11,10 +11,12 @@ use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
 use rollsafe_kube::Connection;
 use rollsafe_testing::{TestCluster, Workload};
 use rollsafe_watch::windows::WallClock;
-use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter, Status};
+use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter};
+
+mod common;
+use common::Running;
 use serde_json::{Value, json};
-use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 
 const NS: &str = "shop";
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -24,51 +26,6 @@ struct Env {
     connection: Connection,
     kubeconfig: std::path::PathBuf,
     _dir: tempfile::TempDir,
-}
-
-struct Running {
-    status: watch::Receiver<Status>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    /// Runs `controller` on its own task until `stop` is called.
-    fn spawn(controller: Controller) -> Running {
-        let status = controller.status();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            controller
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Running { status, stop, task }
-    }
-
-    /// Waits (polling the published status, with a deadline) until `done` holds.
-    async fn until(&mut self, what: &str, done: impl Fn(&Status) -> bool) -> Status {
-        let waited = tokio::time::timeout(DEADLINE, self.status.wait_for(|s| done(s)))
-            .await
-            .map(|status| status.map(|s| s.clone()));
-        match waited {
-            Ok(Ok(status)) => status,
-            _ => panic!("timed out waiting for {what}: {:?}", *self.status.borrow()),
-        }
-    }
-
-    /// Synced, and nothing pending.
-    async fn settled(&mut self) -> Status {
-        self.until("synced and idle", |s| s.synced && s.pending == 0)
-            .await
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
-    }
 }
 
 impl Env {

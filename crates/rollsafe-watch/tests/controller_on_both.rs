@@ -16,49 +16,11 @@ use std::time::Duration;
 use base64::Engine as _;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use rollsafe_testing::{TestNamespace, Workload, eventually, on_both_substrates};
-use rollsafe_watch::{Controller, ControllerSettings, Status};
+use rollsafe_watch::{Controller, ControllerSettings};
 use serde_json::{Value, json};
-use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
 
-const DEADLINE: Duration = Duration::from_secs(90);
-
-struct Running {
-    status: watch::Receiver<Status>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    fn spawn(controller: Controller) -> Running {
-        let status = controller.status();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            controller
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Running { status, stop, task }
-    }
-
-    async fn until(&mut self, what: &str, done: impl Fn(&Status) -> bool) -> Status {
-        let waited = tokio::time::timeout(DEADLINE, self.status.wait_for(|s| done(s)))
-            .await
-            .map(|status| status.map(|s| s.clone()));
-        match waited {
-            Ok(Ok(status)) => status,
-            _ => panic!("timed out waiting for {what}: {:?}", *self.status.borrow()),
-        }
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
-    }
-}
+mod common;
+use common::{DEADLINE, Running};
 
 fn settings(ns: &TestNamespace) -> ControllerSettings {
     ControllerSettings {

@@ -21,23 +21,16 @@ use super::{ControlPlaneError, READY_STEP};
 const POLL: Duration = Duration::from_millis(250);
 
 /// Polls `check` until it gives `Some`, for at most [`READY_STEP`].
-pub(super) async fn until<T, F, Fut>(step: &str, mut check: F) -> Result<T, ControlPlaneError>
+pub(super) async fn until<T, F, Fut>(step: &str, check: F) -> Result<T, ControlPlaneError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + READY_STEP;
-    loop {
-        if let Some(value) = check().await {
-            return Ok(value);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(ControlPlaneError::NotReady {
-                step: step.to_owned(),
-            });
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    crate::poll::poll_until(READY_STEP, POLL, check)
+        .await
+        .ok_or_else(|| ControlPlaneError::NotReady {
+            step: step.to_owned(),
+        })
 }
 
 /// etcd's `/health` says `"health":"true"`.
