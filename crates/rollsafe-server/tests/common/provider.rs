@@ -44,6 +44,11 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// How long the provider may take to print its line. A start that hangs (seen once in a CI
+/// run from nothing: the process alive and idle, never listening) is killed and tried once more,
+/// so that it fails the test instead of stalling the whole run.
+const PROVIDER_START: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub fn start_provider(
     module: &Path,
     port: u16,
@@ -51,27 +56,43 @@ pub fn start_provider(
     key_id: &str,
     clock_offset: i64,
 ) -> Provider {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oidc/provider.mjs");
-    let mut child = Command::new("node")
-        .arg(script)
-        .env("OIDC_PROVIDER_MODULE", module)
-        .env("PORT", port.to_string())
-        .env("REDIRECT_URIS", format!("[\"{redirect}\"]"))
-        .env("KEY_ID", key_id)
-        .env("CLOCK_OFFSET_SECONDS", clock_offset.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    stdout.read_line(&mut line).unwrap();
-    let ready: serde_json::Value = serde_json::from_str(&line).unwrap();
-    Provider {
-        child,
-        issuer: ready["issuer"].as_str().unwrap().to_owned(),
-        _stdout: stdout,
+    for attempt in 1..=2 {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oidc/provider.mjs");
+        let mut child = Command::new("node")
+            .arg(script)
+            .env("OIDC_PROVIDER_MODULE", module)
+            .env("PORT", port.to_string())
+            .env("REDIRECT_URIS", format!("[\"{redirect}\"]"))
+            .env("KEY_ID", key_id)
+            .env("CLOCK_OFFSET_SECONDS", clock_offset.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let (sent, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let read = stdout.read_line(&mut line).map(|_| line);
+            let _ = sent.send((read, stdout));
+        });
+        match received.recv_timeout(PROVIDER_START) {
+            Ok((Ok(line), stdout)) if !line.trim().is_empty() => {
+                let ready: serde_json::Value = serde_json::from_str(&line).unwrap();
+                return Provider {
+                    child,
+                    issuer: ready["issuer"].as_str().unwrap().to_owned(),
+                    _stdout: stdout,
+                };
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                eprintln!("the OIDC provider did not start (attempt {attempt})");
+            }
+        }
     }
+    panic!("the OIDC provider did not start within {PROVIDER_START:?}, twice");
 }
 
 /// rollsafe's settings for the test provider.
