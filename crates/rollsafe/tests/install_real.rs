@@ -35,14 +35,13 @@
 mod install_common;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use install_common::{chart_dir, helm, helm_python, objects};
+use install_common::{free_port, helm_python, http_status, objects, render_as};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use rollsafe_core::contract::RESTART_ANNOTATION;
 use rollsafe_testing::control_plane::ControlPlaneInfo;
@@ -382,19 +381,7 @@ impl Release {
             std::process::id(),
             SEQUENCE.fetch_add(1, Ordering::Relaxed)
         );
-        let answer = helm(
-            &real.python,
-            json!({"op": "render", "chart": chart_dir(), "values": values,
-                   "name": name, "namespace": namespace}),
-        )
-        .unwrap_or_else(|error| panic!("render failed: {error}"));
-        let mut manifests: Vec<(String, String)> = answer["manifests"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(path, text)| (path.clone(), text.as_str().unwrap().to_owned()))
-            .collect();
-        manifests.sort();
+        let manifests = render_as(&real.python, values, &name, namespace);
         Self {
             fullname: format!("{name}-rollsafe"),
             objects: objects(&manifests),
@@ -514,30 +501,6 @@ fn metadata_annotation(object: &Value, key: &str) -> Option<String> {
 
 // ---------------------------------------------------------------------------------------------
 // The processes.
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A plain HTTP/1.1 GET; the status code.
-fn http_status(port: u16, path: &str) -> Option<u16> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response.split_whitespace().nth(1)?.parse().ok()
-}
 
 /// A child process of the test, stopped when dropped; its stderr in `log`.
 struct Process {

@@ -97,10 +97,20 @@ pub const NAMESPACE: &str = "rollsafe";
 
 /// `helm template`: the rendered manifests by template path.
 pub fn render(python: &Path, values: &Value) -> Vec<(String, String)> {
+    render_as(python, values, RELEASE, NAMESPACE)
+}
+
+/// `helm template` as release `name` in `namespace`: the rendered manifests by template path.
+pub fn render_as(
+    python: &Path,
+    values: &Value,
+    name: &str,
+    namespace: &str,
+) -> Vec<(String, String)> {
     let answer = helm(
         python,
         json!({"op": "render", "chart": chart_dir(), "values": values,
-               "name": RELEASE, "namespace": NAMESPACE}),
+               "name": name, "namespace": namespace}),
     )
     .unwrap_or_else(|error| panic!("render failed: {error}"));
     let mut manifests: Vec<(String, String)> = answer["manifests"]
@@ -111,6 +121,32 @@ pub fn render(python: &Path, values: &Value) -> Vec<(String, String)> {
         .collect();
     manifests.sort();
     manifests
+}
+
+/// A free port on 127.0.0.1 (released before it is used).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP/1.1 GET; the status code.
+pub fn http_status(port: u16, path: &str) -> Option<u16> {
+    use std::io::Read as _;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The Kubernetes objects of a render (NOTES.txt and empty templates left out).
