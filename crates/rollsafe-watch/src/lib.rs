@@ -14,6 +14,7 @@
 
 pub mod admin;
 pub mod annotations;
+pub mod announce;
 pub mod approval;
 pub mod cache;
 pub mod consumption;
@@ -31,9 +32,15 @@ pub mod progression;
 pub mod reduced;
 pub mod roll_times;
 pub mod rollouts;
+pub mod settings;
+pub mod status;
+pub(crate) mod streams;
+pub mod tracker;
 pub mod uid;
 pub mod windows;
 pub mod workload_object;
 
-pub use controller::{Controller, ControllerError, ControllerSettings, Status};
+pub use controller::{Controller, ControllerError};
 pub use digest::Fingerprinter;
+pub use settings::ControllerSettings;
+pub use status::Status;

@@ -12,7 +12,7 @@
 //! decided here. The brakes' own bookkeeping is part of deciding: a roll that goes ahead has
 //! taken its token, and the flap stop drops the rolls that left its window.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -22,6 +22,7 @@ use rollsafe_core::window::RestartWindow;
 use rollsafe_core::workload::Deferral;
 use tokio::time::Instant;
 
+use crate::announce::{Announcement, Reason};
 use crate::approval::{self, HeldBy, PendingMark};
 use crate::cache::{Cache, SourceKey, WorkloadKey};
 use crate::decision::{self, Plan, RollDecision};
@@ -29,6 +30,7 @@ use crate::digest::{self, Fingerprinter};
 use crate::freshness;
 use crate::limits::{FlapGuard, FlapLimit, TokenBucket};
 use crate::progression::{self, Gate};
+use crate::tracker::Tracker;
 use crate::windows::{self, Closed};
 
 /// The most object names an Event note lists.
@@ -201,35 +203,15 @@ impl Purpose {
     }
 }
 
-/// A Kubernetes Event about the workload.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Announcement {
-    /// Normal or Warning.
-    pub type_: EventType,
-    /// `Rolled`, `RolloutDeferred` or `Halted`.
-    pub reason: &'static str,
-    /// `Roll` or `Halt`.
-    pub action: &'static str,
-    /// The text: object names only, never values.
-    pub note: String,
-    /// The object whose change caused it (the first, by kind and name, when several did),
-    /// the Event's `related`: the recorder counts a repeat into an earlier Event only when
-    /// this too is the same, so a roll for another object is an Event of its own, with its
-    /// own note.
-    pub related: Option<SourceKey>,
-    /// Every object whose change caused it, by kind and name (the note names at most ten;
-    /// notifications name them all).
-    pub causes: Vec<SourceKey>,
-}
-
 /// What one evaluation reads, and the brakes it moves.
 pub struct Evaluator<'a> {
     /// The caches.
     pub cache: &'a Cache,
     /// Computes the record.
     pub fingerprinter: &'a Fingerprinter,
-    /// Per workload, the sources whose changes it has not rolled for yet (named in Events).
-    pub changed: &'a HashMap<WorkloadKey, BTreeSet<SourceKey>>,
+    /// What is remembered of each workload: the changes it has not rolled for yet (named in
+    /// Events), whether its rollout stalled, its baseline.
+    pub tracker: &'a Tracker,
     /// Decide and count, never patch.
     pub dry_run: bool,
     /// When a patch started now must have ended; `None`: no patch may be started (this
@@ -243,14 +225,8 @@ pub struct Evaluator<'a> {
     pub bucket: &'a mut TokenBucket,
     /// `--rollout progressive`: every source's consumers roll in waves.
     pub progressive_all: bool,
-    /// Workloads whose rollout this replica saw stall.
-    pub stalled: &'a HashSet<WorkloadKey>,
     /// A watch is stale: nothing may be patched.
     pub stale: bool,
-    /// Per workload without a record, the record it had just before a consumed object
-    /// changed in this replica's view: it decides as the workload's record would, so such a
-    /// change rolls (it is not absorbed into the adoption).
-    pub baselines: &'a HashMap<WorkloadKey, String>,
     /// `--restart-window`: the window of every workload and source without its own.
     pub restart_window: Option<&'a RestartWindow>,
     /// The wall-clock time windows are read at.
@@ -265,14 +241,17 @@ impl Evaluator<'_> {
     pub fn evaluate(self, key: &WorkloadKey, now: Instant) -> Option<Outcome> {
         let entry = self.cache.workload(key)?;
         let digest = self.cache.record(key, self.fingerprinter)?;
+        // Without a record, the record it had just before a consumed object changed in this
+        // replica's view decides as the workload's record would, so such a change rolls (it is
+        // not absorbed into the adoption).
         let baseline = self
-            .baselines
-            .get(key)
+            .tracker
+            .baseline(key)
             .filter(|_| entry.facts.record.is_none());
         let decision = match baseline {
-            Some(baseline) if *baseline != digest => {
+            Some(baseline) if baseline != digest => {
                 let facts = decision::Facts {
-                    record: Some(baseline.clone()),
+                    record: Some(baseline.to_owned()),
                     ..entry.facts.clone()
                 };
                 decision::decide(&facts, &digest)
@@ -321,8 +300,8 @@ impl Evaluator<'_> {
                 return Some(Outcome::Confirm { sources: unproven });
             }
         }
-        let changed = match self.changed.get(key) {
-            Some(changed) if !changed.is_empty() => changed.clone(),
+        let changed = match self.tracker.changed(key) {
+            Some(changed) => changed.clone(),
             // No watch event named the change (it happened while this replica was not
             // watching): the records say which objects it was.
             _ => entry
@@ -347,7 +326,7 @@ impl Evaluator<'_> {
                 key,
                 &changed,
                 self.progressive_all,
-                self.stalled,
+                &|workload| self.tracker.is_stalled(workload),
             ) {
                 Gate::Go => {}
                 Gate::Wait => {
@@ -361,8 +340,7 @@ impl Evaluator<'_> {
                         digest,
                         event: Announcement {
                             type_: EventType::Warning,
-                            reason: "RolloutHeld",
-                            action: "Roll",
+                            reason: Reason::RolloutHeld,
                             note: format!(
                                 "Not rolled for changes to {}/{}: the progressive rollout stopped at {}/{}, whose rollout stalled",
                                 source.kind.as_str(),
@@ -515,8 +493,7 @@ impl Evaluator<'_> {
             deadline,
             event: Some(Announcement {
                 type_: EventType::Normal,
-                reason: "Pending",
-                action: "Roll",
+                reason: Reason::Pending,
                 note: approval::awaiting_note(key, names),
                 related: changed.first().cloned(),
                 causes: changed.iter().cloned().collect(),
@@ -558,8 +535,7 @@ impl Evaluator<'_> {
             deadline,
             event: Some(Announcement {
                 type_: EventType::Normal,
-                reason: "Pending",
-                action: "Roll",
+                reason: Reason::Pending,
                 note: closed.note(names),
                 related: changed.first().cloned(),
                 causes: changed.iter().cloned().collect(),
@@ -631,8 +607,7 @@ fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>
     match deferred {
         Some(Deferral::NextRun) => Announcement {
             type_: EventType::Normal,
-            reason: "RolloutDeferred",
-            action: "Roll",
+            reason: Reason::RolloutDeferred,
             note: format!(
                 "Jobs' pod template updated{changes}: {}",
                 Deferral::NextRun.when_it_rolls()
@@ -642,8 +617,7 @@ fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>
         },
         None => Announcement {
             type_: EventType::Normal,
-            reason: "Rolled",
-            action: "Roll",
+            reason: Reason::Rolled,
             note: if names.is_empty() {
                 "Rolled: what it consumes changed while rollsafe was not watching".to_owned()
             } else {
@@ -654,8 +628,7 @@ fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>
         },
         Some(deferral) => Announcement {
             type_: EventType::Warning,
-            reason: "RolloutDeferred",
-            action: "Roll",
+            reason: Reason::RolloutDeferred,
             note: format!(
                 "Pod template updated{changes} but pods do not roll now: {}",
                 deferral.reason()
@@ -670,8 +643,7 @@ fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>
 fn halted(limit: FlapLimit) -> Announcement {
     Announcement {
         type_: EventType::Warning,
-        reason: "Halted",
-        action: "Halt",
+        reason: Reason::Halted,
         note: format!(
             "Not rolled: it was rolled {} times within {}s. Remove the rollsafe.dev/halted annotation to resume",
             limit.rolls,

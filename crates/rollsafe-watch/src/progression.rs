@@ -17,7 +17,7 @@
 //!   the progression over from the first wave) or that rollout recovers;
 //! - `complete` or `deferred`: the next member.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rollsafe_core::rollout::RolloutState;
@@ -57,7 +57,7 @@ pub fn gate(
     key: &WorkloadKey,
     changed: &BTreeSet<SourceKey>,
     progressive_all: bool,
-    stalled: &HashSet<WorkloadKey>,
+    stalled: &dyn Fn(&WorkloadKey) -> bool,
 ) -> Gate {
     for source in changed {
         let progressive = progressive_all
@@ -80,7 +80,7 @@ fn gate_for(
     fingerprinter: &Fingerprinter,
     key: &WorkloadKey,
     source: &SourceKey,
-    stalled: &HashSet<WorkloadKey>,
+    stalled: &dyn Fn(&WorkloadKey) -> bool,
 ) -> Gate {
     // Keys of one namespace (a workload consumes only its own namespace's objects): their
     // order is result order, kind then name.
@@ -123,7 +123,7 @@ fn gate_for(
                 // It has yet to roll for what it consumes now.
                 return Gate::Wait;
             }
-            if entry.rollout == RolloutState::Stalled || stalled.contains(member) {
+            if entry.rollout == RolloutState::Stalled || stalled(member) {
                 return Gate::Held {
                     stalled: member.clone(),
                     source: source.clone(),

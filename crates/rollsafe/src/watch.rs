@@ -115,10 +115,10 @@ pub(crate) struct Args {
     #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_FINGERPRINT_KEY_FILE")]
     fingerprint_key_file: Option<PathBuf>,
     /// Rolls per minute across everything watched (0: unlimited).
-    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::controller::DEFAULT_ROLLS_PER_MINUTE, env = "ROLLSAFE_WATCH_MAX_ROLLS_PER_MINUTE")]
+    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::settings::DEFAULT_ROLLS_PER_MINUTE, env = "ROLLSAFE_WATCH_MAX_ROLLS_PER_MINUTE")]
     max_rolls_per_minute: u32,
     /// Rolls allowed at once before the per-minute rate applies.
-    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::controller::DEFAULT_BURST, env = "ROLLSAFE_WATCH_BURST")]
+    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::settings::DEFAULT_BURST, env = "ROLLSAFE_WATCH_BURST")]
     burst: u32,
     /// First records written per second while adopting workloads (0: unpaced). Rolls never
     /// wait for adoptions: they have patch slots of their own.

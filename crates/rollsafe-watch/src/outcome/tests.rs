@@ -1,7 +1,6 @@
 //! The decision step on a cache built by hand: no API server, paused time where the brakes'
 //! windows matter.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -12,8 +11,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::*;
+use crate::announce::Reason;
 use crate::cache::{SourceEntry, WorkloadEntry};
 use crate::limits::FlapLimit;
+use crate::tracker::Tracker;
 use crate::windows::RESTART_WINDOW;
 
 const NS: &str = "shop";
@@ -65,7 +66,8 @@ fn deployment(annotations: Value) -> Value {
 struct World {
     cache: Cache,
     fingerprinter: Fingerprinter,
-    changed: HashMap<WorkloadKey, BTreeSet<SourceKey>>,
+    /// What the controller remembers of `web`: changes, baseline, stall.
+    tracker: Tracker,
     flap: FlapGuard,
     bucket: TokenBucket,
     dry_run: bool,
@@ -73,8 +75,6 @@ struct World {
     budget: Option<Duration>,
     /// A watch is stale.
     stale: bool,
-    /// Records kept before a change, for workloads without one.
-    baselines: HashMap<WorkloadKey, String>,
     /// `--restart-window`.
     restart_window: Option<RestartWindow>,
     /// The wall clock.
@@ -89,13 +89,12 @@ impl World {
         let mut world = Self {
             cache: Cache::default(),
             fingerprinter: Fingerprinter::unkeyed(),
-            changed: HashMap::new(),
+            tracker: Tracker::default(),
             flap: FlapGuard::new(FlapLimit::default()),
             bucket: TokenBucket::new(0, 1, Instant::now()),
             dry_run: false,
             budget: Some(Duration::from_secs(15)),
             stale: false,
-            baselines: HashMap::new(),
             restart_window: None,
             wall: THURSDAY_EARLY.parse().unwrap(),
             require_approval: Vec::new(),
@@ -134,7 +133,7 @@ impl World {
         edit(&mut object);
         self.object(object);
         self.cache.apply_source(db(), secret_at("rotated", "4"));
-        self.changed.entry(web()).or_default().insert(db());
+        self.tracker.changed_at(&web(), &db(), Instant::now());
         self
     }
 
@@ -143,16 +142,14 @@ impl World {
         Evaluator {
             cache: &self.cache,
             fingerprinter: &self.fingerprinter,
-            changed: &self.changed,
+            tracker: &self.tracker,
             dry_run: self.dry_run,
             deadline: self.budget.map(|budget| now + budget),
             retry_after: Duration::from_secs(10),
             flap: &mut self.flap,
             bucket: &mut self.bucket,
             progressive_all: false,
-            stalled: &HashSet::new(),
             stale: self.stale,
-            baselines: &self.baselines,
             restart_window: self.restart_window.as_ref(),
             wall: self.wall,
             require_approval: &self.require_approval,
@@ -255,9 +252,12 @@ fn first_sight_adopts_without_an_event() {
 fn a_change_before_the_first_record_rolls_from_the_baseline() {
     // `web` has no record yet (its adoption waits for the pace); `db` changes.
     let mut world = World::new();
-    world.baselines.insert(web(), world.record());
+    let record = world.record();
+    world
+        .tracker
+        .update(&web(), |state| state.baseline = Some(record));
     world.cache.apply_source(db(), secret_at("rotated", "4"));
-    world.changed.entry(web()).or_default().insert(db());
+    world.tracker.changed_at(&web(), &db(), Instant::now());
     let write = world.write();
     assert_eq!(write.purpose, Purpose::Roll { deferred: None });
     assert_eq!(
@@ -265,11 +265,17 @@ fn a_change_before_the_first_record_rolls_from_the_baseline() {
         Some("Rolled for changes to Secret/db".to_owned())
     );
     // A baseline equal to what it consumes now: the adoption it was waiting for.
-    world.baselines.insert(web(), world.record());
+    let record = world.record();
+    world
+        .tracker
+        .update(&web(), |state| state.baseline = Some(record));
     assert_eq!(world.write().purpose, Purpose::Adopt);
     // A record on the workload decides, never a baseline.
     let mut world = World::new().after_a_change();
-    world.baselines.insert(web(), world.record());
+    let record = world.record();
+    world
+        .tracker
+        .update(&web(), |state| state.baseline = Some(record));
     assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
 }
 
@@ -308,15 +314,14 @@ fn a_change_rolls_and_names_the_changed_objects() {
         write.event,
         Some(Announcement {
             type_: EventType::Normal,
-            reason: "Rolled",
-            action: "Roll",
+            reason: Reason::Rolled,
             note: "Rolled for changes to Secret/db".to_owned(),
             related: Some(db()),
             causes: vec![db()],
         })
     );
     // A change made before this process watched: the records name it.
-    world.changed.clear();
+    world.tracker.forget_changes(&web());
     let write = world.write();
     assert_eq!(
         write.event.as_ref().map(|event| event.note.as_str()),
@@ -362,8 +367,7 @@ fn a_paused_workload_is_patched_and_the_deferral_announced() {
         write.event,
         Some(Announcement {
             type_: EventType::Warning,
-            reason: "RolloutDeferred",
-            action: "Roll",
+            reason: Reason::RolloutDeferred,
             note: "Pod template updated for changes to Secret/db but pods do not roll now: the Deployment is paused".to_owned(),
             related: Some(db()),
             causes: vec![db()],
@@ -479,8 +483,7 @@ async fn a_flapping_workload_is_halted_with_an_event() {
         halt.event,
         Some(Announcement {
             type_: EventType::Warning,
-            reason: "Halted",
-            action: "Halt",
+            reason: Reason::Halted,
             note: "Not rolled: it was rolled 2 times within 600s. Remove the rollsafe.dev/halted annotation to resume".to_owned(),
             related: None,
             causes: Vec::new(),
@@ -696,8 +699,7 @@ fn a_roll_outside_its_window_is_marked_pending_once_and_takes_no_token() {
         write.event,
         Some(Announcement {
             type_: EventType::Normal,
-            reason: "Pending",
-            action: "Roll",
+            reason: Reason::Pending,
             note: "Roll for changes to Secret/db held by its restart window (Mon-Fri 09:00-17:00 Europe/Berlin) until 2026-12-03T09:00+01:00".to_owned(),
             related: Some(db()),
             causes: vec![db()],
