@@ -1,7 +1,7 @@
 //! Kubernetes names that can only hold valid values.
 //!
-//! A [`Namespace`], a [`SecretName`], a [`ConfigMapName`], an [`AnnotationKey`] and an
-//! [`AnnotationPrefix`] are validated once, where they enter the program (an HTTP path, a
+//! A [`Namespace`], a [`SecretName`], a [`ConfigMapName`], a [`WorkloadObjectName`], an
+//! [`AnnotationKey`] and an [`AnnotationPrefix`] are validated once, where they enter the program (an HTTP path, a
 //! command-line argument, a setting, a deserialized document), and are trusted everywhere after:
 //! the engine and the reads take them and never validate again.
 //!
@@ -12,7 +12,7 @@
 //! | type | rule |
 //! |---|---|
 //! | [`Namespace`] | DNS-1123 label |
-//! | [`SecretName`], [`ConfigMapName`] | DNS-1123 subdomain |
+//! | [`SecretName`], [`ConfigMapName`], [`WorkloadObjectName`] | DNS-1123 subdomain |
 //! | [`AnnotationKey`] | qualified name (optional subdomain prefix and `/`, then a name) |
 //! | [`AnnotationPrefix`] | DNS-1123 subdomain |
 
@@ -36,6 +36,9 @@ pub enum NameError {
     /// Not a DNS-1123 subdomain.
     #[error("not a valid ConfigMap name (a DNS-1123 subdomain)")]
     ConfigMapName,
+    /// Not a DNS-1123 subdomain.
+    #[error("not a valid workload name (a DNS-1123 subdomain)")]
+    WorkloadObjectName,
     /// Not a qualified name.
     #[error("not a valid annotation key (a qualified name such as example.com/name)")]
     AnnotationKey,
@@ -51,6 +54,7 @@ impl NameError {
             NameError::Namespace => "invalid_namespace",
             NameError::SecretName => "invalid_secret_name",
             NameError::ConfigMapName => "invalid_configmap_name",
+            NameError::WorkloadObjectName => "invalid_workload_name",
             NameError::AnnotationKey => "invalid_annotation_key",
             NameError::AnnotationPrefix => "invalid_annotation_prefix",
         }
@@ -177,6 +181,13 @@ name_type!(
     ConfigMapName
 );
 name_type!(
+    /// The name of a Deployment, StatefulSet or DaemonSet: a DNS-1123 subdomain. (The
+    /// `{kind, name}` pair of a result is [`crate::contract::WorkloadName`].)
+    WorkloadObjectName,
+    is_dns1123_subdomain,
+    WorkloadObjectName
+);
+name_type!(
     /// An annotation (or label) key: a qualified name.
     AnnotationKey,
     is_qualified_name,
@@ -251,6 +262,11 @@ mod tests {
                 subdomain,
                 "{value:?}"
             );
+            assert_eq!(
+                value.parse::<WorkloadObjectName>().is_ok(),
+                subdomain,
+                "{value:?}"
+            );
             assert_eq!(value.parse::<AnnotationKey>().is_ok(), key, "{value:?}");
         }
     }
@@ -288,6 +304,7 @@ mod tests {
         for error in [
             "SECRET-VALUE".parse::<Namespace>().unwrap_err(),
             "SECRET-VALUE".parse::<SecretName>().unwrap_err(),
+            "SECRET-VALUE".parse::<WorkloadObjectName>().unwrap_err(),
             "SECRET VALUE".parse::<AnnotationKey>().unwrap_err(),
         ] {
             assert!(!error.to_string().contains("SECRET"), "{error}");

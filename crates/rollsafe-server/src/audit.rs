@@ -35,6 +35,7 @@ use rollsafe_core::workload::WorkloadKind;
 use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
+use tracing::error;
 
 use crate::output::{self, LossyLines};
 
@@ -210,9 +211,29 @@ pub struct AuditBase {
     pub request_id: String,
     /// [`ACTION`] or [`APPROVE_ACTION`].
     pub action: &'static str,
+    /// For an approval, the workload it is about (the digest once known): on its result lines.
+    pub approval: Option<ApprovalFields>,
 }
 
 impl AuditBase {
+    /// The fields of a request by `user` about the Secret `namespace`/`name`.
+    pub fn new(
+        action: &'static str,
+        user: &crate::session::User,
+        namespace: String,
+        name: String,
+        request_id: &str,
+    ) -> Self {
+        Self {
+            user: user.email.clone(),
+            namespace,
+            name,
+            request_id: request_id.to_owned(),
+            action,
+            approval: None,
+        }
+    }
+
     /// A line with this decision.
     pub fn line(self, result: AuditResult, restart: Option<RestartFields>) -> AuditLine {
         let header = self.header(Stage::Result);
@@ -221,7 +242,7 @@ impl AuditBase {
             result,
             reason: None,
             restart,
-            approval: None,
+            approval: self.approval,
             request_id: self.request_id,
         }
     }
@@ -267,6 +288,45 @@ pub struct IntentLine {
     pub planned: Vec<WorkloadName>,
     /// The request id of the run; its result line carries the same.
     pub request_id: String,
+}
+
+/// Writes a result line; a failure is logged (the line's stream copy is best effort too).
+pub async fn record(sink: &AuditSink, line: AuditLine) {
+    if let Err(error) = sink.write(&line).await {
+        error!(error = error.code(), "audit line not written durably");
+    }
+}
+
+/// An act that was not taken: its intent record could not be made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntentNotWritten;
+
+/// The audit protocol around one act that may change workloads, for every route that acts:
+/// the intent record naming `planned` is made durable **before** the act, and the act is not
+/// taken when it cannot be ([`IntentNotWritten`]); nothing planned records no intent. After
+/// the act, its result line (`result_line` of what the act returned) is written before this
+/// returns, so the response waits for it.
+pub async fn audited<T>(
+    sink: &AuditSink,
+    base: AuditBase,
+    planned: Vec<WorkloadName>,
+    act: impl Future<Output = T>,
+    result_line: impl FnOnce(AuditBase, &T) -> AuditLine,
+) -> Result<T, IntentNotWritten> {
+    if !planned.is_empty() {
+        let intent = base.intent(planned);
+        if let Err(error) = sink.write(&intent).await {
+            error!(
+                error = error.code(),
+                action = base.action,
+                "intent record not written; nothing done"
+            );
+            return Err(IntentNotWritten);
+        }
+    }
+    let outcome = act.await;
+    record(sink, result_line(base, &outcome)).await;
+    Ok(outcome)
 }
 
 /// Why an audit line could not be written durably.
@@ -510,6 +570,7 @@ mod tests {
             name: "db".into(),
             request_id: "r-1".into(),
             action: ACTION,
+            approval: None,
         }
     }
 

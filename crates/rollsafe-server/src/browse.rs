@@ -16,8 +16,8 @@ use serde_json::json;
 
 use crate::auth::{identity_for, signed_in};
 use crate::error::ApiError;
+use crate::gates::{in_scope, is_history_label, read_problem};
 use crate::request::{internal, with_request_id};
-use crate::restart::{in_scope, read_problem};
 use crate::scope;
 use crate::state::AppState;
 
@@ -85,14 +85,9 @@ pub(crate) async fn secrets(
                 error if error.is_forbidden() => ApiError::KubernetesDenied,
                 error => internal(&request_id, read_problem(&error)),
             })?;
-        let kind_label = settings.annotation_prefix.key("kind");
         let names: Vec<_> = listed
             .into_iter()
-            .filter(|secret| {
-                kind_label.as_ref().is_none_or(|label| {
-                    secret.labels.get(label.as_str()).map(String::as_str) != Some("history")
-                })
-            })
+            .filter(|secret| !is_history_label(&secret.labels, &settings.annotation_prefix))
             .map(|secret| json!({ "name": secret.name }))
             .collect();
         Ok(Json(json!({ "namespace": namespace, "secrets": names })).into_response())

@@ -7,9 +7,9 @@
 //!   stands, read from the same listed objects (`ConsumersRollout`). Stateless: any replica
 //!   answers, and the caller remembers what it saw.
 //!
-//! Both run [`gated_discovery`]: the same authentication, reserved-identity rule, path
-//! validation, server-wide limit, scope, live visibility, ACL and budgets, with the same
-//! refusals.
+//! Both run `gated_discovery`: the same authentication, reserved-identity rule, path
+//! validation, scope, live visibility, ACL and budgets ([`crate::gates`], as a read), with the
+//! same refusals, under their own server-wide limit.
 
 use std::sync::Arc;
 
@@ -18,13 +18,12 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use rollsafe_core::name::{Namespace, SecretName};
+use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_kube::Discovery;
 
-use crate::auth::{identity_for, signed_in};
 use crate::error::ApiError;
+use crate::gates::SecretCheck;
 use crate::request::with_request_id;
-use crate::restart::{restart_annotation, secret_gates};
 use crate::state::AppState;
 
 /// The preview route.
@@ -49,7 +48,7 @@ pub(crate) async fn rollout(
 ) -> Response {
     with_request_id("rollout", |request_id| async move {
         let discovery = gated_discovery(&state, &headers, path, &request_id).await?;
-        Ok(Json(discovery.rollout(&restart_annotation())).into_response())
+        Ok(Json(discovery.rollout(&AnnotationKey::restarted_at())).into_response())
     })
     .await
 }
@@ -63,26 +62,18 @@ async fn gated_discovery(
     path: Result<Path<(Namespace, SecretName)>, PathRejection>,
     request_id: &str,
 ) -> Result<Discovery, ApiError> {
-    let user = signed_in(state, headers).await?;
+    let check = SecretCheck::read(state, request_id);
+    let user = check.caller(headers, None).await?;
     let Ok(Path((namespace, name))) = path else {
         return Err(ApiError::InvalidPath);
     };
-    let identity = identity_for(state, &user, request_id)?;
-    // These reads list as much as a restart does: they share their own server-wide limit.
-    let Some(_permit) = state.previews.try_admit() else {
-        return Err(ApiError::Busy);
-    };
-    secret_gates(
-        state,
-        identity.as_ref(),
-        &user,
-        &namespace,
-        &name,
-        request_id,
-    )
-    .await?;
-    Ok(state
+    // These reads list as much as a restart does: they share their own server-wide limit,
+    // whose slot is held until the discovery is done.
+    let admitted = check.secret(&user, &namespace, &name).await?;
+    let discovery = state
         .engine
-        .discover(&namespace, &name, identity.as_ref())
-        .await)
+        .discover(&namespace, &name, admitted.identity.as_ref())
+        .await;
+    drop(admitted.permit);
+    Ok(discovery)
 }

@@ -6,11 +6,14 @@
 //!   `KRYPTON_*`/`SESSION_*` environment, parsed into [`Settings`] — the wiring, which nothing
 //!   below imports.
 //! - [`router`]: every route and the middleware that sees every response.
-//! - The handlers: [`restart`] (the gate sequence of a restart, and `restart::run_audited`,
-//!   the audit protocol around the engine), `consumers` (the preview and the rollout view), `browse` (the page's
-//!   reads), [`login`] (signing a browser in and out, OpenID Connect included), [`web`] (the
-//!   embedded page), `health` (the probes); with `auth` (who the caller is) and
-//!   `request` (request ids, the sanitized 500).
+//! - The handlers: [`restart`] (a restart: its gates, then the engine inside the audit
+//!   protocol), `approve` (the page's Approve), `consumers` (the preview and the rollout view),
+//!   `browse` (the page's reads), [`login`] (signing a browser in and out, OpenID Connect
+//!   included), [`web`] (the embedded page), `health` (the probes). No handler imports another:
+//!   what they share sits below them — `gates` (authentication for a state change, the restart
+//!   flag, the run limits, scope, live visibility, the ACL), `auth` (who the caller is),
+//!   `request` (request ids, the sanitized 500) and [`audit::audited`] (intent before the act,
+//!   result after).
 //! - [`state`]: [`AppState`], what every request shares; [`settings`]: the validated settings.
 //! - The parts: [`session`] (session JWTs, [`session::SessionSecret`], [`session::AuthMode`]),
 //!   [`token_review`] (Kubernetes bearer tokens checked with a TokenReview), [`oidc`] (the
@@ -32,6 +35,7 @@ mod browse;
 pub mod config;
 mod consumers;
 pub mod error;
+mod gates;
 mod health;
 pub mod identity;
 pub mod limits;

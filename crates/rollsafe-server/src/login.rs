@@ -14,11 +14,9 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde::Deserialize;
 use tracing::{info, warn};
 
@@ -28,16 +26,8 @@ use crate::oidc::{LOGIN_COOKIE, LOGIN_TTL, LoginError, LoginState};
 use crate::session::{self, AuthMode, COOKIE, Credentials, NewSession};
 use crate::state::{AppState, same_origin};
 
-/// The sign-in routes.
-pub fn routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/auth/session", post(sign_in))
-        .route("/auth/logout", post(sign_out))
-        .route("/auth/login", get(oidc_login))
-        .route("/auth/callback", get(oidc_callback))
-}
-
-async fn sign_in(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+/// `POST /auth/session`.
+pub(crate) async fn sign_in(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     if !same_origin(&headers) {
         return ApiError::CrossSite.into_response();
     }
@@ -62,7 +52,8 @@ async fn sign_in(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
     with_cookie(cookie)
 }
 
-async fn sign_out(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+/// `POST /auth/logout`.
+pub(crate) async fn sign_out(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     if !same_origin(&headers) {
         return ApiError::CrossSite.into_response();
     }
@@ -94,7 +85,8 @@ fn with_cookie(cookie: String) -> Response {
 }
 
 /// `GET /auth/login`: OpenID Connect, to the provider.
-async fn oidc_login(State(state): State<Arc<AppState>>) -> Response {
+/// `GET /auth/login`.
+pub(crate) async fn oidc_login(State(state): State<Arc<AppState>>) -> Response {
     let (Some(oidc), AuthMode::Session { secret, .. }) = (&state.oidc, &state.settings.auth) else {
         return ApiError::NotFound.into_response();
     };
@@ -126,14 +118,15 @@ async fn oidc_login(State(state): State<Arc<AppState>>) -> Response {
 
 /// The query of `/auth/callback`.
 #[derive(Debug, Deserialize)]
-struct Callback {
+pub(crate) struct Callback {
     code: Option<String>,
     state: Option<String>,
     error: Option<String>,
 }
 
 /// `GET /auth/callback`: OpenID Connect, back from the provider.
-async fn oidc_callback(
+/// `GET /auth/callback`.
+pub(crate) async fn oidc_callback(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     query: Result<Query<Callback>, axum::extract::rejection::QueryRejection>,

@@ -13,6 +13,9 @@
 //! - `/auth/*`: [`crate::login`]; the page and its assets: [`crate::web`]; `/healthz`,
 //!   `/readyz`: `crate::health`.
 //!
+//! Each route is written once, in one table (path, metrics label, handler): the router is
+//! built from it and the middleware labels responses from it.
+//!
 //! Every response carries `Cache-Control: no-store` and the page's security headers. Every
 //! error response is an [`ApiError`]: `observe` counts it by its static code and logs that
 //! code.
@@ -24,7 +27,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use tracing::info;
 
 use crate::error::{ApiError, ErrorCode};
@@ -34,33 +37,112 @@ use crate::{approve, browse, consumers, health, login, restart, web};
 /// The largest request body accepted (the restart route reads none).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
+/// One route: its path, the label its responses are counted under, and its handler.
+struct Route {
+    path: &'static str,
+    label: &'static str,
+    handler: fn() -> MethodRouter<Arc<AppState>>,
+}
+
+/// Every route, once: [`router`] routes them and `observe` labels their responses from here.
+const ROUTES: &[Route] = &[
+    Route {
+        path: "/api/namespaces/{namespace}/secrets/{name}/restart-consumers",
+        label: "restart",
+        handler: || post(restart::restart_consumers),
+    },
+    Route {
+        path: "/api/namespaces/{namespace}/secrets/{name}/consumers",
+        label: "consumers",
+        handler: || get(consumers::consumers),
+    },
+    Route {
+        path: "/api/namespaces/{namespace}/secrets/{name}/consumers/{kind}/{workload}/approve",
+        label: "approve",
+        handler: || post(approve::approve),
+    },
+    Route {
+        path: "/api/namespaces/{namespace}/secrets/{name}/rollout",
+        label: "rollout",
+        handler: || get(consumers::rollout),
+    },
+    Route {
+        path: "/api/config",
+        label: "config",
+        handler: || get(browse::config),
+    },
+    Route {
+        path: "/api/me",
+        label: "me",
+        handler: || get(browse::me),
+    },
+    Route {
+        path: "/api/namespaces",
+        label: "namespaces",
+        handler: || get(browse::namespaces),
+    },
+    Route {
+        path: "/api/namespaces/{namespace}/secrets",
+        label: "secrets",
+        handler: || get(browse::secrets),
+    },
+    Route {
+        path: "/auth/session",
+        label: "session",
+        handler: || post(login::sign_in),
+    },
+    Route {
+        path: "/auth/logout",
+        label: "logout",
+        handler: || post(login::sign_out),
+    },
+    Route {
+        path: "/auth/login",
+        label: "login",
+        handler: || get(login::oidc_login),
+    },
+    Route {
+        path: "/auth/callback",
+        label: "callback",
+        handler: || get(login::oidc_callback),
+    },
+    Route {
+        path: "/",
+        label: "page",
+        handler: || get(web::index),
+    },
+    Route {
+        path: "/app.js",
+        label: "page",
+        handler: || get(web::script),
+    },
+    Route {
+        path: "/app.css",
+        label: "page",
+        handler: || get(web::style),
+    },
+    Route {
+        path: "/healthz",
+        label: "healthz",
+        handler: || get(health::healthz),
+    },
+    Route {
+        path: "/readyz",
+        label: "readyz",
+        handler: || get(health::readyz),
+    },
+];
+
+/// The label of responses no route matched.
+const OTHER: &str = "other";
+
 /// The API router.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route(
-            "/api/namespaces/{namespace}/secrets/{name}/restart-consumers",
-            post(restart::restart_consumers),
-        )
-        .route(
-            "/api/namespaces/{namespace}/secrets/{name}/consumers",
-            get(consumers::consumers),
-        )
-        .route(
-            "/api/namespaces/{namespace}/secrets/{name}/consumers/{kind}/{workload}/approve",
-            post(approve::approve),
-        )
-        .route(
-            "/api/namespaces/{namespace}/secrets/{name}/rollout",
-            get(consumers::rollout),
-        )
-        .route("/api/config", get(browse::config))
-        .route("/api/me", get(browse::me))
-        .route("/api/namespaces", get(browse::namespaces))
-        .route("/api/namespaces/{namespace}/secrets", get(browse::secrets))
-        .merge(login::routes())
-        .merge(web::routes())
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
+    ROUTES
+        .iter()
+        .fold(Router::new(), |router, route| {
+            router.route(route.path, (route.handler)())
+        })
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), observe))
@@ -71,30 +153,14 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// Refuses declared bodies over [`MAX_BODY_BYTES`], counts every response and sets
 /// `Cache-Control: no-store` on it.
 async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let route = match request
+    let matched = request
         .extensions()
         .get::<MatchedPath>()
-        .map(MatchedPath::as_str)
-    {
-        Some("/api/namespaces/{namespace}/secrets/{name}/restart-consumers") => "restart",
-        Some("/api/namespaces/{namespace}/secrets/{name}/consumers") => "consumers",
-        Some("/api/namespaces/{namespace}/secrets/{name}/consumers/{kind}/{workload}/approve") => {
-            "approve"
-        }
-        Some("/api/namespaces/{namespace}/secrets/{name}/rollout") => "rollout",
-        Some("/api/config") => "config",
-        Some("/api/me") => "me",
-        Some("/api/namespaces") => "namespaces",
-        Some("/api/namespaces/{namespace}/secrets") => "secrets",
-        Some("/auth/session") => "session",
-        Some("/auth/logout") => "logout",
-        Some("/auth/login") => "login",
-        Some("/auth/callback") => "callback",
-        Some("/" | "/app.js" | "/app.css") => "page",
-        Some("/healthz") => "healthz",
-        Some("/readyz") => "readyz",
-        _ => "other",
-    };
+        .map(MatchedPath::as_str);
+    let route = ROUTES
+        .iter()
+        .find(|route| Some(route.path) == matched)
+        .map_or(OTHER, |route| route.label);
     let declared_length = request
         .headers()
         .get(header::CONTENT_LENGTH)

@@ -32,7 +32,7 @@ const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
 /// that has started to finish under the engine's configured `timeouts`
 /// ([`rollsafe_kube::Timeouts::max_run`]), plus the gates' deadline.
 pub fn shutdown_grace(timeouts: &rollsafe_kube::Timeouts) -> Duration {
-    crate::restart::GATE_DEADLINE + timeouts.max_run() + SHUTDOWN_MARGIN
+    crate::gates::GATE_DEADLINE + timeouts.max_run() + SHUTDOWN_MARGIN
 }
 
 /// Why serving failed.

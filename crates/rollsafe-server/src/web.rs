@@ -9,14 +9,8 @@
 //! nothing from another origin, no framing) with `X-Content-Type-Options: nosniff` and
 //! `Referrer-Policy: no-referrer`; everything is `Cache-Control: no-store`.
 
-use std::sync::Arc;
-
-use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-
-use crate::state::AppState;
 
 /// The page.
 const INDEX_HTML: &str = include_str!("../web/index.html");
@@ -28,21 +22,19 @@ const APP_CSS: &str = include_str!("../web/app.css");
 /// The Content-Security-Policy of every response.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// The page's routes.
-pub fn routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route(
-            "/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
-        )
-        .route(
-            "/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
-        )
-        .route(
-            "/app.css",
-            get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
-        )
+/// `GET /`: the page.
+pub(crate) async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+/// `GET /app.js`: its script.
+pub(crate) async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+/// `GET /app.css`: its style sheet.
+pub(crate) async fn style() -> Response {
+    asset("text/css; charset=utf-8", APP_CSS)
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
