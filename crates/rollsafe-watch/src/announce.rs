@@ -29,6 +29,9 @@ use crate::windows::WallClock;
 pub enum Reason {
     /// The workload was rolled.
     Rolled,
+    /// The workload was rolled past the flap stop's limit as a recovery: the roll replaces a
+    /// rollout that stalled (an Event of its own, not counted into earlier `Rolled` ones).
+    Recovered,
     /// The pod template was updated but the pods roll later (paused, `OnDelete`, a partition,
     /// a CronJob's next run).
     RolloutDeferred,
@@ -46,8 +49,9 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 8] = [
         Reason::Rolled,
+        Reason::Recovered,
         Reason::RolloutDeferred,
         Reason::Halted,
         Reason::Pending,
@@ -60,6 +64,7 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Rolled => "Rolled",
+            Reason::Recovered => "Recovered",
             Reason::RolloutDeferred => "RolloutDeferred",
             Reason::Halted => "Halted",
             Reason::Pending => "Pending",
@@ -72,9 +77,11 @@ impl Reason {
     /// The Event's `action`: what the controller did or withheld.
     pub fn action(self) -> &'static str {
         match self {
-            Reason::Rolled | Reason::RolloutDeferred | Reason::Pending | Reason::RolloutHeld => {
-                "Roll"
-            }
+            Reason::Rolled
+            | Reason::Recovered
+            | Reason::RolloutDeferred
+            | Reason::Pending
+            | Reason::RolloutHeld => "Roll",
             Reason::Halted => "Halt",
             Reason::RolloutComplete | Reason::RolloutStalled => "Rollout",
         }
@@ -83,7 +90,7 @@ impl Reason {
     /// The outcome a notification of it carries.
     pub fn notification(self) -> NotifyOutcome {
         match self {
-            Reason::Rolled => NotifyOutcome::Rolled,
+            Reason::Rolled | Reason::Recovered => NotifyOutcome::Rolled,
             Reason::RolloutDeferred => NotifyOutcome::Deferred,
             Reason::Halted => NotifyOutcome::Halted,
             Reason::Pending => NotifyOutcome::Pending,

@@ -69,6 +69,8 @@ pub struct ControllerMetrics {
     pub objects: Family<ObjectLabels, Gauge>,
     /// Workloads halted by the flap stop (by this process).
     pub halts: Counter,
+    /// Rolls past the flap stop's limit as recoveries (each replaces a rollout that stalled).
+    pub recoveries: Counter,
     /// Cached workloads halted now (`rollsafe.dev/halted` on them, by any replica, until a
     /// person removes it).
     pub halted: Gauge,
@@ -110,6 +112,7 @@ impl Default for ControllerMetrics {
             queue_depth: Gauge::default(),
             objects: Family::default(),
             halts: Counter::default(),
+            recoveries: Counter::default(),
             halted: Gauge::default(),
             held_by_window: Gauge::default(),
             synced: Gauge::default(),
@@ -175,6 +178,11 @@ impl ControllerMetrics {
             "halts",
             "Workloads halted by the flap stop",
             self.halts.clone(),
+        );
+        registry.register(
+            "recoveries",
+            "Rolls past the flap stop's limit as recoveries of a stalled rollout",
+            self.recoveries.clone(),
         );
         registry.register(
             "synced",
@@ -275,6 +283,7 @@ mod tests {
             "rollsafe_watch_reaction_seconds_count 1",
             "rollsafe_watch_queue_depth 0",
             "rollsafe_watch_halts_total 0",
+            "rollsafe_watch_recoveries_total 0",
             "rollsafe_watch_rollouts_stalled_total 0",
         ] {
             assert!(text.contains(expected), "{expected} in\n{text}");

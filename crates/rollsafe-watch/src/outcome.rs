@@ -13,18 +13,19 @@
 //! taken its token, and the flap stop drops the rolls that left its window.
 
 use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use json_patch::Patch;
 use kube::runtime::events::EventType;
 use rollsafe_core::window::RestartWindow;
-use rollsafe_core::workload::Deferral;
+use rollsafe_core::workload::{Deferral, WatchedKind};
 use tokio::time::Instant;
 
 use crate::announce::{Announcement, Reason};
 use crate::approval::{self, HeldBy, PendingMark};
-use crate::cache::{Cache, SourceKey, WorkloadKey};
+use crate::cache::{Cache, SourceKey, WorkloadEntry, WorkloadKey};
 use crate::decision::{self, Plan, RollDecision};
 use crate::digest::{self, Fingerprinter};
 use crate::freshness;
@@ -156,6 +157,9 @@ pub struct Write {
     /// Once acknowledged: evaluate again after this long (a held roll, when its window
     /// opens); `None`: when something changes.
     pub recheck: Option<Duration>,
+    /// A recovery roll past the flap stop's limit (it replaces a rollout that stalled): if
+    /// its own rollout stalls too, the next roll past the limit halts.
+    pub recovery: bool,
 }
 
 /// What a patch does.
@@ -235,12 +239,208 @@ pub struct Evaluator<'a> {
     pub require_approval: &'a [String],
 }
 
+/// The stages of one evaluation, in the order they run. Each either lets the roll go on or
+/// ends the evaluation with its [`Outcome`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// What the records say: not watched, halted, unchanged, adopt or roll.
+    Decide,
+    /// A roll only for a view at least as new as the record's.
+    Freshness,
+    /// A progressive roll waits for, or is held at, an earlier wave.
+    Progression,
+    /// An approval or a restart window holds the roll.
+    Holds,
+    /// Whether anything may be written now: a dry run, a stale watch, leadership.
+    Permission,
+    /// The flap stop and the global rate limit.
+    Brakes,
+    /// The patch.
+    Write,
+}
+
+impl Stage {
+    /// Every stage, in order.
+    pub const ALL: [Stage; 7] = [
+        Stage::Decide,
+        Stage::Freshness,
+        Stage::Progression,
+        Stage::Holds,
+        Stage::Permission,
+        Stage::Brakes,
+        Stage::Write,
+    ];
+
+    /// Its name, as `why` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Decide => "decide",
+            Stage::Freshness => "freshness",
+            Stage::Progression => "progression",
+            Stage::Holds => "holds",
+            Stage::Permission => "permission",
+            Stage::Brakes => "brakes",
+            Stage::Write => "write",
+        }
+    }
+}
+
+/// What one stage came to, in an [`Explanation`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageReport {
+    /// The stage.
+    pub stage: Stage,
+    /// `None`: the roll went on past it; otherwise the outcome it ended the evaluation with.
+    pub stopped: Option<Outcome>,
+}
+
+/// The same evaluation as [`Evaluator::evaluate`], stage by stage: what each stage came to, up
+/// to the one that ended it, and the outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explanation {
+    /// The stages that ran, in order; the last one ended the evaluation.
+    pub stages: Vec<StageReport>,
+    /// The decision of the records, when the workload was cached.
+    pub decision: Option<RollDecision>,
+    /// The objects whose changes the roll is for (empty: none seen, or not a roll).
+    pub changed: BTreeSet<SourceKey>,
+    /// The outcome; `None` when the workload is not cached.
+    pub outcome: Option<Outcome>,
+}
+
+/// What the decide stage found, for the stages after it.
+struct Decided<'e> {
+    entry: &'e WorkloadEntry,
+    plan: &'e Plan,
+    digest: String,
+    baseline: bool,
+    decision: RollDecision,
+    purpose: Purpose,
+}
+
+/// How a roll passed the brakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Braked {
+    /// Counted by the flap stop, a token taken.
+    Counted,
+    /// A recovery: it replaces a rollout that stalled, and went through the flap stop past
+    /// its limit (counted, not halted).
+    Recovery,
+    /// A CronJob: its roll restarts nothing now (its next Job starts with the new template),
+    /// so neither brake applies.
+    Exempt,
+}
+
+/// Runs one stage: its outcome ends the evaluation (recorded when explaining).
+macro_rules! stage {
+    ($trace:expr, $stage:expr, $body:expr) => {
+        match $body {
+            ControlFlow::Continue(value) => {
+                if let Some(trace) = $trace.as_mut() {
+                    trace.push(StageReport {
+                        stage: $stage,
+                        stopped: None,
+                    });
+                }
+                value
+            }
+            ControlFlow::Break(outcome) => {
+                if let Some(trace) = $trace.as_mut() {
+                    trace.push(StageReport {
+                        stage: $stage,
+                        stopped: Some(outcome.clone()),
+                    });
+                }
+                return Some(outcome);
+            }
+        }
+    };
+}
+
 impl Evaluator<'_> {
     /// The outcome of evaluating `key` at `now`; `None` when it is not cached (deleted since it
     /// was scheduled).
     pub fn evaluate(self, key: &WorkloadKey, now: Instant) -> Option<Outcome> {
-        let entry = self.cache.workload(key)?;
-        let digest = self.cache.record(key, self.fingerprinter)?;
+        self.run(key, now, &mut None, &mut BTreeSet::new(), &mut None)
+    }
+
+    /// The same evaluation, recorded stage by stage. The brakes it is given are moved as by
+    /// [`Evaluator::evaluate`]: a caller explaining without acting passes its own copies.
+    pub fn explain(self, key: &WorkloadKey, now: Instant) -> Explanation {
+        let mut trace = Some(Vec::new());
+        let mut changed = BTreeSet::new();
+        let mut decision = None;
+        let outcome = self.run(key, now, &mut trace, &mut changed, &mut decision);
+        Explanation {
+            stages: trace.unwrap_or_default(),
+            decision,
+            changed,
+            outcome,
+        }
+    }
+
+    fn run(
+        mut self,
+        key: &WorkloadKey,
+        now: Instant,
+        trace: &mut Option<Vec<StageReport>>,
+        seen: &mut BTreeSet<SourceKey>,
+        decision: &mut Option<RollDecision>,
+    ) -> Option<Outcome> {
+        let cache = self.cache;
+        let entry = cache.workload(key)?;
+        let digest = cache.record(key, self.fingerprinter)?;
+        let decided = stage!(
+            trace,
+            Stage::Decide,
+            self.decide(key, entry, digest, decision)
+        );
+        let roll = matches!(decided.purpose, Purpose::Roll { .. });
+        if roll {
+            stage!(trace, Stage::Freshness, self.prove_freshness(key, &decided));
+        }
+        let changed = self.changes(key, &decided);
+        seen.clone_from(&changed);
+        let names = names(&changed);
+        if roll {
+            stage!(
+                trace,
+                Stage::Progression,
+                self.progression(key, &decided, &changed)
+            );
+            stage!(
+                trace,
+                Stage::Holds,
+                self.holds(key, &decided, &names, &changed)
+            );
+        }
+        let (document, deadline) = stage!(
+            trace,
+            Stage::Permission,
+            self.permission(key, &decided, &names)
+        );
+        let braked = stage!(
+            trace,
+            Stage::Brakes,
+            self.brakes(key, &decided, now, &names, &changed)
+        );
+        let write = self.write(&decided, document, deadline, braked, &names, &changed);
+        stage!(
+            trace,
+            Stage::Write,
+            ControlFlow::<Outcome, ()>::Break(write)
+        );
+        None
+    }
+
+    /// Decide: what the records say (the baseline standing in for a missing record).
+    fn decide<'e>(
+        &self,
+        key: &WorkloadKey,
+        entry: &'e WorkloadEntry,
+        digest: String,
+        seen: &mut Option<RollDecision>,
+    ) -> ControlFlow<Outcome, Decided<'e>> {
         // Without a record, the record it had just before a consumed object changed in this
         // replica's view decides as the workload's record would, so such a change rolls (it is
         // not absorbed into the adoption).
@@ -258,23 +458,24 @@ impl Evaluator<'_> {
             }
             _ => decision::decide(&entry.facts, &digest),
         };
+        *seen = Some(decision.clone());
         let purpose = match &decision {
             RollDecision::NotWatched => {
-                return Some(skip(SkipReason::NotWatched {
+                return ControlFlow::Break(skip(SkipReason::NotWatched {
                     opt_in_error: entry.opt_in_error,
                 }));
             }
-            RollDecision::Halted => return Some(skip(SkipReason::Halted)),
+            RollDecision::Halted => return ControlFlow::Break(skip(SkipReason::Halted)),
             // A pending mark no roll is due for any more (the change was undone while held)
             // is removed: it would tell of a roll that will not happen.
             RollDecision::Unchanged if entry.plan.as_ref().is_some_and(Plan::is_pending) => {
                 Purpose::Unpend
             }
-            RollDecision::Unchanged => return Some(skip(SkipReason::Unchanged)),
+            RollDecision::Unchanged => return ControlFlow::Break(skip(SkipReason::Unchanged)),
             RollDecision::Adopt { .. } => Purpose::Adopt,
             RollDecision::Roll { deferred, .. } => {
                 if !self.cache.sources_present(key) {
-                    return Some(skip(SkipReason::SourceMissing));
+                    return ControlFlow::Break(skip(SkipReason::SourceMissing));
                 }
                 Purpose::Roll {
                     deferred: *deferred,
@@ -282,96 +483,147 @@ impl Evaluator<'_> {
             }
         };
         let Some(plan) = entry.plan.as_ref() else {
-            return Some(skip(SkipReason::Unpatchable));
+            return ControlFlow::Break(skip(SkipReason::Unpatchable));
         };
-        // A roll only for a view at least as new as the record's (before the gate and the
-        // brakes: a roll that waits for a read takes no token).
-        // (A baseline is this replica's own view before the change: nothing to prove.)
-        if matches!(purpose, Purpose::Roll { .. }) && baseline.is_none() {
-            let unproven = unproven(self.cache, key, entry, &digest);
-            if !unproven.is_empty() {
-                if self.deadline.is_none() && !self.dry_run {
-                    return Some(skip(SkipReason::NotLeader));
-                }
-                // A stream already relisting (or stalled) answers this when it is fresh.
-                if self.stale && !self.dry_run {
-                    return Some(skip(SkipReason::StaleView));
-                }
-                return Some(Outcome::Confirm { sources: unproven });
-            }
+        ControlFlow::Continue(Decided {
+            entry,
+            plan,
+            digest,
+            baseline: baseline.is_some(),
+            decision,
+            purpose,
+        })
+    }
+
+    /// Prove freshness: a roll only for a view at least as new as the record's (before the
+    /// gate and the brakes: a roll that waits for a read takes no token). A baseline is this
+    /// replica's own view before the change: nothing to prove.
+    fn prove_freshness(&self, key: &WorkloadKey, decided: &Decided<'_>) -> ControlFlow<Outcome> {
+        if decided.baseline {
+            return ControlFlow::Continue(());
         }
-        let changed = match self.tracker.changed(key) {
-            Some(changed) => changed.clone(),
-            // No watch event named the change (it happened while this replica was not
-            // watching): the records say which objects it was.
-            _ => entry
-                .facts
-                .record
-                .as_deref()
-                .map(|record| {
-                    let consumed = self.cache.consumed_objects(key, entry);
-                    digest::changed_objects(record, &digest, consumed.iter())
-                        .into_iter()
-                        .map(|config| SourceKey::of(&key.namespace, config))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
-        // A progressive roll waits for, or is held by, the earlier waves (before the brakes:
-        // a roll that does not go takes no token and counts for no flap).
-        if matches!(purpose, Purpose::Roll { .. }) {
-            match progression::gate(
-                self.cache,
-                self.fingerprinter,
-                key,
-                &changed,
-                self.progressive_all,
-                &|workload| self.tracker.is_stalled(workload),
-            ) {
-                Gate::Go => {}
-                Gate::Wait => {
-                    return Some(Outcome::Skip {
-                        reason: Some(SkipReason::WaitingForWave),
-                        requeue: Some(progression::WAVE_RECHECK),
-                    });
-                }
-                Gate::Held { stalled, source } => {
-                    return Some(Outcome::Held {
-                        digest,
-                        event: Announcement {
-                            type_: EventType::Warning,
-                            reason: Reason::RolloutHeld,
-                            note: format!(
-                                "Not rolled for changes to {}/{}: the progressive rollout stopped at {}/{}, whose rollout stalled",
-                                source.kind.as_str(),
-                                source.name,
-                                stalled.kind.as_str(),
-                                stalled.name
-                            ),
-                            related: Some(source.clone()),
-                            causes: vec![source],
-                        },
-                    });
-                }
-            }
+        let unproven = unproven(self.cache, key, decided.entry, &decided.digest);
+        if unproven.is_empty() {
+            return ControlFlow::Continue(());
         }
-        let names = names(&changed);
-        // A roll that needs an approval waits for it; one outside its restart window is held
-        // (both before the brakes: a held roll takes no token and counts for no flap), the
-        // workload marked pending once per content.
-        if matches!(purpose, Purpose::Roll { .. }) {
-            let due = digest::parse_record(&digest).0;
-            if approval::required(self.cache, key, entry, &changed, self.require_approval)
-                && entry.approved.as_deref() != Some(due)
-            {
-                return Some(self.await_approval(key, entry, plan, due, &names, &changed));
-            }
-            if let Some(closed) =
-                windows::holding(self.cache, entry, &changed, self.restart_window, self.wall)
-            {
-                return Some(self.hold(entry, plan, &digest, &closed, &names, &changed));
-            }
+        if self.deadline.is_none() && !self.dry_run {
+            return ControlFlow::Break(skip(SkipReason::NotLeader));
         }
+        // A stream already relisting (or stalled) answers this when it is fresh.
+        if self.stale && !self.dry_run {
+            return ControlFlow::Break(skip(SkipReason::StaleView));
+        }
+        ControlFlow::Break(Outcome::Confirm { sources: unproven })
+    }
+
+    /// The objects whose changes the roll is for: as the watches named them, or, when no
+    /// watch event did (the change happened while this replica was not watching), as the
+    /// records say.
+    fn changes(&self, key: &WorkloadKey, decided: &Decided<'_>) -> BTreeSet<SourceKey> {
+        if let Some(changed) = self.tracker.changed(key) {
+            return changed.clone();
+        }
+        decided
+            .entry
+            .facts
+            .record
+            .as_deref()
+            .map(|record| {
+                let consumed = self.cache.consumed_objects(key, decided.entry);
+                digest::changed_objects(record, &decided.digest, consumed.iter())
+                    .into_iter()
+                    .map(|config| SourceKey::of(&key.namespace, config))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Progression: a progressive roll waits for, or is held by, the earlier waves (before
+    /// the brakes: a roll that does not go takes no token and counts for no flap).
+    fn progression(
+        &self,
+        key: &WorkloadKey,
+        decided: &Decided<'_>,
+        changed: &BTreeSet<SourceKey>,
+    ) -> ControlFlow<Outcome> {
+        match progression::gate(
+            self.cache,
+            self.fingerprinter,
+            key,
+            changed,
+            self.progressive_all,
+            &|workload| self.tracker.is_stalled(workload),
+        ) {
+            Gate::Go => ControlFlow::Continue(()),
+            Gate::Wait => ControlFlow::Break(Outcome::Skip {
+                reason: Some(SkipReason::WaitingForWave),
+                requeue: Some(progression::WAVE_RECHECK),
+            }),
+            Gate::Held { stalled, source } => ControlFlow::Break(Outcome::Held {
+                digest: decided.digest.clone(),
+                event: Announcement {
+                    type_: EventType::Warning,
+                    reason: Reason::RolloutHeld,
+                    note: format!(
+                        "Not rolled for changes to {}/{}: the progressive rollout stopped at {}/{}, whose rollout stalled",
+                        source.kind.as_str(),
+                        source.name,
+                        stalled.kind.as_str(),
+                        stalled.name
+                    ),
+                    related: Some(source.clone()),
+                    causes: vec![source],
+                },
+            }),
+        }
+    }
+
+    /// Holds: a roll that needs an approval waits for it; one outside its restart window is
+    /// held (both before the brakes: a held roll takes no token and counts for no flap), the
+    /// workload marked pending once per content.
+    fn holds(
+        &self,
+        key: &WorkloadKey,
+        decided: &Decided<'_>,
+        names: &str,
+        changed: &BTreeSet<SourceKey>,
+    ) -> ControlFlow<Outcome> {
+        let Decided {
+            entry,
+            plan,
+            digest,
+            ..
+        } = decided;
+        let due = digest::parse_record(digest).0;
+        if approval::required(self.cache, key, entry, changed, self.require_approval)
+            && entry.approved.as_deref() != Some(due)
+        {
+            return ControlFlow::Break(self.await_approval(key, entry, plan, due, names, changed));
+        }
+        if let Some(closed) =
+            windows::holding(self.cache, entry, changed, self.restart_window, self.wall)
+        {
+            return ControlFlow::Break(self.hold(entry, plan, digest, &closed, names, changed));
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Permission: the patch document, and the deadline it must be sent by — or what to do
+    /// instead: a dry run's decision, a skip while a watch is stale or this replica does not
+    /// lead.
+    fn permission(
+        &self,
+        key: &WorkloadKey,
+        decided: &Decided<'_>,
+        names: &str,
+    ) -> ControlFlow<Outcome, (Patch, Instant)> {
+        let Decided {
+            entry,
+            plan,
+            decision,
+            purpose,
+            ..
+        } = decided;
         let versions = self.cache.versions(key).unwrap_or_default();
         // The roll times the brakes read back after a failover: kept as long as either brake
         // looks back.
@@ -383,62 +635,125 @@ impl Evaluator<'_> {
         };
         let document = match purpose {
             Purpose::Unpend => plan.unpend_document(),
-            _ => plan.document(&decision, &versions, &change_cause(&names), &rolled_at),
+            _ => plan.document(decision, &versions, &change_cause(names), &rolled_at),
         };
         let Some(document) = document else {
-            return Some(nothing());
+            return ControlFlow::Break(nothing());
         };
         if self.dry_run {
-            return Some(Outcome::DryRun {
+            return ControlFlow::Break(Outcome::DryRun {
                 decision: decision.as_str(),
-                changed: names,
+                changed: names.to_owned(),
             });
         }
         if self.stale {
-            return Some(skip(SkipReason::StaleView));
+            return ControlFlow::Break(skip(SkipReason::StaleView));
         }
-        let Some(deadline) = self.deadline else {
-            return Some(skip(SkipReason::NotLeader));
+        match self.deadline {
+            Some(deadline) => ControlFlow::Continue((document, deadline)),
+            None => ControlFlow::Break(skip(SkipReason::NotLeader)),
+        }
+    }
+
+    /// Brakes: the flap stop, then the global rate limit, for a roll.
+    ///
+    /// - A CronJob's roll restarts nothing now (its next Job starts with the new template), so
+    ///   it cannot storm: neither brake applies to it.
+    /// - A **recovery** — a roll that replaces a rollout this replica saw stall (its own
+    ///   `RolloutStalled`), or one held behind such a rollout (`RolloutHeld`) — goes through
+    ///   the flap stop past its limit: counted, not halted. Unless the last roll past the
+    ///   limit was itself a recovery and stalled again: recoveries that keep stalling are a
+    ///   storm, and halt.
+    /// - Every other roll past the limit halts the workload, naming what it withheld.
+    fn brakes(
+        &mut self,
+        key: &WorkloadKey,
+        decided: &Decided<'_>,
+        now: Instant,
+        names: &str,
+        changed: &BTreeSet<SourceKey>,
+    ) -> ControlFlow<Outcome, Braked> {
+        let Purpose::Roll { .. } = decided.purpose else {
+            return ControlFlow::Continue(Braked::Counted);
         };
-        let write = |document, purpose, event| {
-            Outcome::Patch(Box::new(Write {
-                document,
-                purpose,
-                deadline,
-                event,
-                retry_after: self.retry_after,
-                recheck: None,
-            }))
-        };
-        let Purpose::Roll { deferred } = purpose else {
-            return Some(write(document, purpose, None));
-        };
+        if key.kind == WatchedKind::CronJob {
+            return ControlFlow::Continue(Braked::Exempt);
+        }
         // Rolls an earlier leader (or this process before a restart) made count too.
         self.flap
-            .seed(key, entry.rolled_at.instants(self.wall, now));
+            .seed(key, decided.entry.rolled_at.instants(self.wall, now));
+        let mut braked = Braked::Counted;
         if self.flap.would_flap(key, now) {
-            let limit = self.flap.limit();
-            let reason = format!(
-                "flapping: {} rolls within {}s; remove this annotation to resume",
-                limit.rolls,
-                limit.window.as_secs()
-            );
-            return Some(match plan.halt_document(&reason) {
-                Some(halt) => write(halt, Purpose::Halt, Some(halted(limit))),
-                None => nothing(),
-            });
+            let state = self.tracker.get(key);
+            let recovery = state.is_some_and(|s| s.stalled || s.held.is_some());
+            let recovering = state.is_some_and(|s| s.recovering);
+            if recovery && !recovering {
+                braked = Braked::Recovery;
+            } else {
+                let limit = self.flap.limit();
+                let reason = format!(
+                    "flapping: {} rolls within {}s; remove this annotation to resume",
+                    limit.rolls,
+                    limit.window.as_secs()
+                );
+                return ControlFlow::Break(match decided.plan.halt_document(&reason) {
+                    Some(halt) => Outcome::Patch(Box::new(Write {
+                        document: halt,
+                        purpose: Purpose::Halt,
+                        deadline: self.deadline.unwrap_or(now),
+                        event: Some(halted(limit, names, changed, recovering)),
+                        retry_after: self.retry_after,
+                        recheck: None,
+                        recovery: false,
+                    })),
+                    None => nothing(),
+                });
+            }
         }
         if let Err(wait) = self.bucket.take(now) {
-            return Some(Outcome::Skip {
+            return ControlFlow::Break(Outcome::Skip {
                 reason: Some(SkipReason::RateLimited),
                 requeue: Some(wait),
             });
         }
-        Some(write(
+        ControlFlow::Continue(braked)
+    }
+
+    /// Write: the patch, with its Event once acknowledged.
+    fn write(
+        &self,
+        decided: &Decided<'_>,
+        document: Patch,
+        deadline: Instant,
+        braked: Braked,
+        names: &str,
+        changed: &BTreeSet<SourceKey>,
+    ) -> Outcome {
+        let event = match decided.purpose {
+            Purpose::Roll { deferred } => {
+                let mut event = rolled(deferred, names, changed);
+                if braked == Braked::Recovery {
+                    event.reason = Reason::Recovered;
+                    let limit = self.flap.limit();
+                    event.note.push_str(&format!(
+                        ". A recovery: it replaces a rollout that stalled, so the flap stop counted it ({} rolls within {}s) but did not halt it",
+                        limit.rolls,
+                        limit.window.as_secs()
+                    ));
+                }
+                Some(event)
+            }
+            _ => None,
+        };
+        Outcome::Patch(Box::new(Write {
             document,
-            purpose,
-            Some(rolled(deferred, &names, &changed)),
-        ))
+            purpose: decided.purpose,
+            deadline,
+            event,
+            retry_after: self.retry_after,
+            recheck: None,
+            recovery: braked == Braked::Recovery,
+        }))
     }
 }
 
@@ -500,6 +815,7 @@ impl Evaluator<'_> {
             }),
             retry_after: self.retry_after,
             recheck: None,
+            recovery: false,
         }))
     }
 
@@ -542,6 +858,7 @@ impl Evaluator<'_> {
             }),
             retry_after: self.retry_after,
             recheck: Some(recheck),
+            recovery: false,
         }))
     }
 }
@@ -639,18 +956,34 @@ fn rolled(deferred: Option<Deferral>, names: &str, changed: &BTreeSet<SourceKey>
     }
 }
 
-/// The Event of a halt.
-fn halted(limit: FlapLimit) -> Announcement {
+/// The Event of a halt: what was not rolled, and why. `recovering`: the roll it withheld
+/// would have been a recovery, but the last recovery stalled too.
+fn halted(
+    limit: FlapLimit,
+    names: &str,
+    changed: &BTreeSet<SourceKey>,
+    recovering: bool,
+) -> Announcement {
+    let withheld = if names.is_empty() {
+        "Not rolled".to_owned()
+    } else {
+        format!("Not rolled for changes to {names}")
+    };
+    let recovery = if recovering {
+        " (its last recovery roll stalled too)"
+    } else {
+        ""
+    };
     Announcement {
         type_: EventType::Warning,
         reason: Reason::Halted,
         note: format!(
-            "Not rolled: it was rolled {} times within {}s. Remove the rollsafe.dev/halted annotation to resume",
+            "{withheld}: it was rolled {} times within {}s{recovery}. Remove the rollsafe.dev/halted annotation to resume",
             limit.rolls,
             limit.window.as_secs()
         ),
-        related: None,
-        causes: Vec::new(),
+        related: changed.first().cloned(),
+        causes: changed.iter().cloned().collect(),
     }
 }
 

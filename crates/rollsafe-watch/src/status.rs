@@ -34,6 +34,10 @@ pub struct Status {
     pub withheld: u64,
     /// Workloads halted by the flap stop.
     pub halts: u64,
+    /// Rolls past the flap stop's limit as recoveries (each replaces a rollout that stalled).
+    pub recoveries: u64,
+    /// Rollouts this replica followed that stalled.
+    pub rollouts_stalled: u64,
     /// Progressive rolls held at a stalled earlier wave (each workload and content once).
     pub held: u64,
     /// Rolls held by a restart window and marked pending (each workload and content once).

@@ -29,6 +29,9 @@ pub struct WorkloadState {
     /// Its followed rollout stalled (a StatefulSet's or DaemonSet's status cannot say so),
     /// until it rolls again or goes.
     pub stalled: bool,
+    /// Its last roll was a recovery past the flap stop's limit ([`crate::outcome`]'s brakes):
+    /// should that rollout stall too, the next roll past the limit halts.
+    pub recovering: bool,
     /// Without a record yet: the record it had just before a consumed object changed (taken
     /// from this replica's view before the change is applied), so that a change made while its
     /// adoption waits rolls it instead of being absorbed into its first record.

@@ -378,6 +378,77 @@ on_both_substrates! {
         running.stop().await;
     }
 
+    /// The trial's bad rotation: every rollout of `bad` stalls (its new pods crash). Five
+    /// rotations roll and stall; the sixth change within the flap stop's window (5 rolls in
+    /// 10 minutes) is the fix after a stall — a recovery: it rolls, and its Event says so. That
+    /// recovery stalls too, and the seventh change halts `bad`, the Halted Event naming the
+    /// Secret it did not roll for. The CronJob reading the same Secret restarts nothing when
+    /// rolled, so the flap stop never halts it: it rolls all seven times.
+    async fn the_fix_after_a_stall_rolls_and_a_storm_of_stalls_still_halts(ns) {
+        let mut bad = deployment("bad", json!([key_ref("P", "db", "password")]), json!([]));
+        bad["spec"]["progressDeadlineSeconds"] = json!(2);
+        bad["spec"]["template"]["metadata"]["annotations"] = json!({"sim.rollsafe.dev/crash-on-roll": "true"});
+        ns.apply([
+            secret("db", &[("password", "v0")]),
+            bad,
+            json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": "nightly", "annotations": {"rollsafe.dev/watch": "true"}},
+                "spec": {"schedule": "0 3 * * *",
+                    "jobTemplate": {"spec": {"template": {"spec": {
+                        "restartPolicy": "OnFailure",
+                        "containers": [{"name": "job", "image": "registry.example/job:1",
+                                        "env": [key_ref("P", "db", "password")]}]}}}}}}),
+        ]).await;
+        if let Some(emu) = ns.emulator() {
+            emu.change_settings(rollsafe_emulator::SettingsChange {
+                pod_ready_millis: Some(200),
+                progress_deadline_scale: None,
+            }).unwrap();
+            emu.add_fault(rollsafe_emulator::Fault::on("patch", "deployments")
+                .name("bad").always()
+                .then(rollsafe_emulator::FaultAction::rollout_fails("CrashLoopBackOff", "simulated crash")));
+        }
+        let mut running = controller(ns, ControllerSettings {
+            progress_deadline: Duration::from_secs(60),
+            ..settings(ns)
+        });
+        running.until("adoptions", |s| s.adoptions == 2 && s.pending == 0).await;
+        for n in 1..=6u64 {
+            patch_secret(ns, "db", &[("password", &format!("rotation-{n}"))]).await;
+            running.until("both rolled", |s| s.rolls == 2 * n).await;
+            running.until("bad's rollout stalled", |s| s.rollouts_stalled == n).await;
+        }
+        let status = running.status.borrow().clone();
+        assert_eq!((status.recoveries, status.halts), (1, 0), "{status:?}");
+        let recovered = events(ns, "bad", "Recovered").await;
+        assert_eq!(recovered.len(), 1, "{recovered:?}");
+        assert_eq!(recovered[0]["type"], "Normal");
+        assert_eq!(
+            recovered[0]["message"],
+            "Rolled for changes to Secret/db. A recovery: it replaces a rollout that stalled, so the flap stop counted it (5 rolls within 600s) but did not halt it"
+        );
+        // The recovery stalled too: a storm, halted.
+        patch_secret(ns, "db", &[("password", "rotation-7")]).await;
+        let status = running.until("bad halted, nightly rolled", |s| s.halts == 1 && s.rolls == 13 && s.pending == 0).await;
+        assert_eq!(status.recoveries, 1, "{status:?}");
+        let halted = events(ns, "bad", "Halted").await;
+        assert_eq!(halted.len(), 1, "{halted:?}");
+        assert_eq!(
+            halted[0]["message"],
+            "Not rolled for changes to Secret/db: it was rolled 5 times within 600s (its last recovery roll stalled too). Remove the rollsafe.dev/halted annotation to resume"
+        );
+        let described = describe(ns, "deployment", "bad").await;
+        assert!(described.contains("Not rolled for changes to Secret/db"), "{described}");
+        assert!(described.contains("Recovered"), "{described}");
+        assert!(!described.contains("rotation-"), "{described}");
+        let bad = workload(ns, "Deployment", "bad").await;
+        assert!(bad.pointer("/metadata/annotations/rollsafe.dev~1halted").is_some(), "{bad}");
+        let nightly = workload(ns, "CronJob", "nightly").await;
+        assert!(nightly.pointer("/metadata/annotations/rollsafe.dev~1halted").is_none(), "{nightly}");
+        assert!(events(ns, "nightly", "Halted").await.is_empty());
+        running.stop().await;
+    }
+
     /// The startup check finds streaming lists where the server serves them (the real 1.37
     /// server) and not where it does not (the emulator's default, 1.33's gate); the controller
     /// then starts every watch with a streaming list, or pages, and either way adopts without

@@ -252,9 +252,15 @@ impl Controller {
             self.requeue(key, Requeue::WindowOpens(after), now);
         }
         if matches!(purpose, Purpose::Roll { .. }) {
+            let recovery = write.recovery;
+            if recovery {
+                self.metrics.recoveries.inc();
+                self.count(|s| s.recoveries += 1);
+            }
             self.tracker.update(key, |state| {
                 state.stalled = false;
                 state.held = None;
+                state.recovering = recovery;
             });
         }
         if purpose == (Purpose::Roll { deferred: None })

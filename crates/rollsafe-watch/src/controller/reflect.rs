@@ -215,6 +215,7 @@ impl Controller {
             let result = status.state.as_str();
             if status.state == RolloutState::Stalled {
                 self.tracker.update(&key, |state| state.stalled = true);
+                self.count(|s| s.rollouts_stalled += 1);
             }
             self.metrics.rollout(key.kind.as_str(), result, elapsed);
             info!(workload = %key, result, seconds = elapsed.as_secs(), "rollout finished");

@@ -62,8 +62,21 @@ fn deployment(annotations: Value) -> Value {
                 "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}]}}}})
 }
 
+/// `web` as a CronJob, reading db/password, with these metadata annotations.
+fn cronjob(annotations: Value) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "web", "namespace": NS, "uid": "w-1", "resourceVersion": "7",
+            "annotations": annotations},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {
+            "metadata": {"annotations": {}}, "spec": {"containers": [
+            {"name": "app", "env": [{"name": "P",
+                "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}]}}}}}})
+}
+
 /// The controller's state around one workload.
 struct World {
+    /// The workload: `web`, a Deployment unless [`World::cronjob`].
+    key: WorkloadKey,
     cache: Cache,
     fingerprinter: Fingerprinter,
     /// What the controller remembers of `web`: changes, baseline, stall.
@@ -86,7 +99,20 @@ struct World {
 impl World {
     /// `db` exists; `web` is opted in, reads it, and has not rolled for anything yet.
     fn new() -> Self {
+        Self::of(web())
+    }
+
+    /// As [`World::new`], with `web` a CronJob.
+    fn cronjob() -> Self {
+        Self::of(WorkloadKey {
+            kind: WatchedKind::CronJob,
+            ..web()
+        })
+    }
+
+    fn of(key: WorkloadKey) -> Self {
         let mut world = Self {
+            key,
             cache: Cache::default(),
             fingerprinter: Fingerprinter::unkeyed(),
             tracker: Tracker::default(),
@@ -105,17 +131,25 @@ impl World {
     }
 
     fn workload(&mut self, annotations: Value) {
-        self.object(deployment(annotations));
+        self.object(self.shaped(annotations));
+    }
+
+    /// `web` of the world's kind with these annotations.
+    fn shaped(&self, annotations: Value) -> Value {
+        match self.key.kind {
+            WatchedKind::CronJob => cronjob(annotations),
+            _ => deployment(annotations),
+        }
     }
 
     fn object(&mut self, object: Value) {
-        let entry = WorkloadEntry::from_object(WatchedKind::Deployment, &object, false);
-        self.cache.apply_workload(web(), entry);
+        let entry = WorkloadEntry::from_object(self.key.kind, &object, false);
+        self.cache.apply_workload(self.key.clone(), entry);
     }
 
     /// The record of what `web` consumes now.
     fn record(&self) -> String {
-        self.cache.record(&web(), &self.fingerprinter).unwrap()
+        self.cache.record(&self.key, &self.fingerprinter).unwrap()
     }
 
     /// `web` recorded what it consumes now, then `db` changed.
@@ -127,13 +161,14 @@ impl World {
     /// and its versions written from `db` at resourceVersion 3, which then moves to 4.
     fn after_a_change_to(mut self, edit: impl FnOnce(&mut Value)) -> Self {
         let record = self.record();
-        let versions = self.cache.versions(&web()).unwrap();
-        let mut object = deployment(json!({"rollsafe.dev/watch": "true",
+        let versions = self.cache.versions(&self.key).unwrap();
+        let mut object = self.shaped(json!({"rollsafe.dev/watch": "true",
             "rollsafe.dev/config-record": record, "rollsafe.dev/config-versions": versions}));
         edit(&mut object);
         self.object(object);
         self.cache.apply_source(db(), secret_at("rotated", "4"));
-        self.tracker.changed_at(&web(), &db(), Instant::now());
+        let key = self.key.clone();
+        self.tracker.changed_at(&key, &db(), Instant::now());
         self
     }
 
@@ -154,7 +189,7 @@ impl World {
             wall: self.wall,
             require_approval: &self.require_approval,
         }
-        .evaluate(&web(), now)
+        .evaluate(&self.key, now)
     }
 
     fn write(&mut self) -> Write {
@@ -484,14 +519,218 @@ async fn a_flapping_workload_is_halted_with_an_event() {
         Some(Announcement {
             type_: EventType::Warning,
             reason: Reason::Halted,
-            note: "Not rolled: it was rolled 2 times within 600s. Remove the rollsafe.dev/halted annotation to resume".to_owned(),
-            related: None,
-            causes: Vec::new(),
+            note: "Not rolled for changes to Secret/db: it was rolled 2 times within 600s. Remove the rollsafe.dev/halted annotation to resume".to_owned(),
+            related: Some(db()),
+            causes: vec![db()],
         })
     );
     // Once the first roll leaves the window, the workload rolls again.
     tokio::time::advance(Duration::from_secs(480)).await;
     assert_eq!(world.write().purpose, Purpose::Roll { deferred: None });
+}
+
+/// How the brakes treat one roll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Braking {
+    /// Rolled, counted as usual.
+    Rolls,
+    /// Rolled past the flap stop's limit as a recovery, and the Event says so.
+    Recovers,
+    /// Halted, the Event naming what was not rolled.
+    Halts,
+    /// Rolled while the global rate limit postpones every other roll.
+    RollsUnlimited,
+}
+
+/// The brakes' rule for CronJobs and recoveries, as a table: a storm stays stopped, a fix
+/// after a stall never is, a CronJob (whose roll restarts nothing) is never braked.
+#[tokio::test(start_paused = true)]
+async fn the_brakes_stop_storms_but_never_the_fix() {
+    struct Row {
+        case: &'static str,
+        cronjob: bool,
+        /// Rolls already inside the flap window (the limit is 2).
+        rolled: usize,
+        /// Its last followed rollout stalled.
+        stalled: bool,
+        /// A progressive roll was held behind a stalled earlier wave.
+        held: bool,
+        /// Its last roll was a recovery past the limit.
+        recovering: bool,
+        /// The global bucket is empty.
+        bucket_empty: bool,
+        braking: Braking,
+    }
+    let rows = [
+        Row {
+            case: "an ordinary roll under the limit",
+            cronjob: false,
+            rolled: 1,
+            stalled: false,
+            held: false,
+            recovering: false,
+            bucket_empty: false,
+            braking: Braking::Rolls,
+        },
+        Row {
+            case: "an ordinary roll past the limit",
+            cronjob: false,
+            rolled: 2,
+            stalled: false,
+            held: false,
+            recovering: false,
+            bucket_empty: false,
+            braking: Braking::Halts,
+        },
+        Row {
+            case: "the fix after a stall, past the limit",
+            cronjob: false,
+            rolled: 2,
+            stalled: true,
+            held: false,
+            recovering: false,
+            bucket_empty: false,
+            braking: Braking::Recovers,
+        },
+        Row {
+            case: "a roll held behind a stalled wave, past the limit",
+            cronjob: false,
+            rolled: 2,
+            stalled: false,
+            held: true,
+            recovering: false,
+            bucket_empty: false,
+            braking: Braking::Recovers,
+        },
+        Row {
+            case: "a recovery whose last recovery stalled too",
+            cronjob: false,
+            rolled: 2,
+            stalled: true,
+            held: false,
+            recovering: true,
+            bucket_empty: false,
+            braking: Braking::Halts,
+        },
+        Row {
+            case: "a recovery under the limit",
+            cronjob: false,
+            rolled: 1,
+            stalled: true,
+            held: false,
+            recovering: false,
+            bucket_empty: false,
+            braking: Braking::Rolls,
+        },
+        Row {
+            case: "a CronJob past the limit",
+            cronjob: true,
+            rolled: 5,
+            stalled: false,
+            held: false,
+            recovering: false,
+            bucket_empty: false,
+            braking: Braking::Rolls,
+        },
+        Row {
+            case: "a CronJob with the bucket empty",
+            cronjob: true,
+            rolled: 0,
+            stalled: false,
+            held: false,
+            recovering: false,
+            bucket_empty: true,
+            braking: Braking::RollsUnlimited,
+        },
+    ];
+    for row in rows {
+        let mut world = if row.cronjob {
+            World::cronjob()
+        } else {
+            World::new()
+        }
+        .after_a_change();
+        let key = world.key.clone();
+        world.flap = FlapGuard::new(FlapLimit {
+            rolls: 2,
+            window: Duration::from_secs(600),
+        });
+        for _ in 0..row.rolled {
+            world.flap.rolled(&key, Instant::now());
+        }
+        world.bucket = TokenBucket::new(1, 1, Instant::now());
+        if row.bucket_empty {
+            world.bucket.take(Instant::now()).unwrap();
+        }
+        world.tracker.update(&key, |state| {
+            state.stalled = row.stalled;
+            state.held = row.held.then(|| "held".to_owned());
+            state.recovering = row.recovering;
+        });
+        let write = world.write();
+        let note = write
+            .event
+            .as_ref()
+            .map(|e| e.note.clone())
+            .unwrap_or_default();
+        match row.braking {
+            Braking::Rolls | Braking::RollsUnlimited => {
+                assert!(
+                    matches!(write.purpose, Purpose::Roll { .. }),
+                    "{}: {write:?}",
+                    row.case
+                );
+                assert!(!write.recovery, "{}", row.case);
+                assert!(!note.contains("recovery"), "{}: {note}", row.case);
+            }
+            Braking::Recovers => {
+                assert_eq!(
+                    write.purpose,
+                    Purpose::Roll { deferred: None },
+                    "{}",
+                    row.case
+                );
+                assert!(write.recovery, "{}", row.case);
+                assert_eq!(
+                    write.event.as_ref().map(|e| e.reason),
+                    Some(Reason::Recovered),
+                    "{}",
+                    row.case
+                );
+                assert!(
+                    note.starts_with("Rolled for changes to Secret/db. A recovery: it replaces a rollout that stalled"),
+                    "{}: {note}",
+                    row.case
+                );
+            }
+            Braking::Halts => {
+                assert_eq!(write.purpose, Purpose::Halt, "{}", row.case);
+                let event = write.event.expect("a halt is announced");
+                assert_eq!(event.reason, Reason::Halted, "{}", row.case);
+                assert_eq!(
+                    event.causes,
+                    vec![db()],
+                    "{}: names what it withheld",
+                    row.case
+                );
+                assert!(
+                    note.starts_with("Not rolled for changes to Secret/db"),
+                    "{}: {note}",
+                    row.case
+                );
+                assert_eq!(
+                    note.contains("its last recovery roll stalled too"),
+                    row.recovering,
+                    "{}: {note}",
+                    row.case
+                );
+            }
+        }
+        if row.braking == Braking::RollsUnlimited {
+            // The bucket was left untouched: an ordinary roll would still be postponed.
+            assert!(world.bucket.take(Instant::now()).is_err(), "{}", row.case);
+        }
+    }
 }
 
 #[test]
