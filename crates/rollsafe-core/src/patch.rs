@@ -9,7 +9,11 @@
 //! 3. `add` of the annotation under `spec.template.metadata.annotations`, creating the
 //!    `annotations` map, or the whole `metadata` map, when the inspected object lacks it. The
 //!    `resourceVersion` test makes that shape decision safe: if the object changed, the patch
-//!    fails before any operation applies.
+//!    fails before any operation applies;
+//! 4. for a workload whose roll `rollsafe watch` holds (its `rollsafe.dev/pending` mark), the
+//!    operations that settle the hold, as [`crate::pending`] says
+//!    ([`RestartPatch::document_settling`]): the restart rolls the pods with that content, so
+//!    the controller must not roll them for it again.
 //!
 //! The document is a typed [`json_patch::Patch`]; the annotation key is escaped per RFC 6901
 //! (`~` → `~0`, `/` → `~1`) by its JSON Pointer. The Kubernetes layer sends it as
@@ -21,6 +25,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::name::AnnotationKey;
+use crate::pending::Hold;
 
 /// Why no restart patch can be built for a listed object.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +200,31 @@ impl RestartPatch {
             test("resourceVersion", &self.preconditions.resource_version),
             PatchOperation::Add(AddOperation { path, value }),
         ])
+    }
+}
+
+impl RestartPatch {
+    /// [`RestartPatch::document`], then, for a workload whose roll `rollsafe watch` holds, the
+    /// operations settling that hold ([`Hold::settlement`]): the restart rolls the pods with the
+    /// content the hold was for, so the controller must not roll them again for it. The
+    /// resourceVersion test covers the hold as read.
+    pub fn document_settling(
+        &self,
+        key: &AnnotationKey,
+        value: &str,
+        hold: Option<&Hold>,
+    ) -> Patch {
+        let Patch(mut operations) = self.document(key, value);
+        if let Some(hold) = hold {
+            let annotations: Vec<&str> = self
+                .template
+                .iter()
+                .copied()
+                .chain(["metadata", "annotations"])
+                .collect();
+            operations.extend(hold.settlement(&annotations));
+        }
+        Patch(operations)
     }
 }
 
@@ -411,5 +441,67 @@ mod tests {
                 "{object}"
             );
         }
+    }
+
+    #[test]
+    fn a_restart_settles_the_hold_the_controller_keeps() {
+        use crate::pending::{HeldBy, Hold};
+        let held = |template: Value, approved: bool| {
+            let mut object = workload(template);
+            let mut annotations = json!({
+                "rollsafe.dev/watch": "true",
+                "rollsafe.dev/config-record": "v1:old;a=1",
+                "rollsafe.dev/pending": "window until=2026-12-07T08:00:00Z digest=v1:new",
+            });
+            if approved {
+                annotations["rollsafe.dev/pending"] =
+                    json!("approval since=2026-12-03T06:00:00Z digest=v1:new");
+                annotations["rollsafe.dev/approved"] = json!("v1:new");
+            }
+            object["metadata"]["annotations"] = annotations;
+            object
+        };
+        for template in [
+            json!({"spec": {}}),
+            json!({"metadata": {}, "spec": {}}),
+            json!({"metadata": {"annotations": {"a": "b"}}, "spec": {}}),
+        ] {
+            for approved in [false, true] {
+                let object = held(template.clone(), approved);
+                let hold = Hold::of(&object).unwrap();
+                let by = if approved {
+                    HeldBy::Approval
+                } else {
+                    HeldBy::Window
+                };
+                assert_eq!((hold.held_by(), hold.digest()), (by, "v1:new"));
+                let patch = RestartPatch::inspect(&object).unwrap();
+                let document = patch.document_settling(&key(KEY), TS, Some(&hold));
+                let patched = apply(&object, &document).unwrap();
+                let template = &patched["spec"]["template"]["metadata"]["annotations"];
+                assert_eq!(template[KEY], TS);
+                assert_eq!(template["rollsafe.dev/config-hash"], "v1:new");
+                let metadata = &patched["metadata"]["annotations"];
+                assert_eq!(metadata["rollsafe.dev/config-record"], "v1:new");
+                assert_eq!(metadata["rollsafe.dev/watch"], "true");
+                assert!(metadata.get("rollsafe.dev/pending").is_none());
+                assert!(metadata.get("rollsafe.dev/approved").is_none());
+                // The restart's own part is unchanged: the same tests, the same first add.
+                let Patch(settling) = &document;
+                let Patch(plain) = patch.document(&key(KEY), TS);
+                assert_eq!(settling[..3], plain[..]);
+            }
+        }
+        // No mark, or one that does not read: nothing to settle, the plain restart patch.
+        let plain = workload(json!({"spec": {}}));
+        assert_eq!(Hold::of(&plain), None);
+        let mut odd = plain.clone();
+        odd["metadata"]["annotations"] = json!({"rollsafe.dev/pending": "later"});
+        assert_eq!(Hold::of(&odd), None);
+        let patch = RestartPatch::inspect(&plain).unwrap();
+        assert_eq!(
+            patch.document_settling(&key(KEY), TS, None),
+            patch.document(&key(KEY), TS)
+        );
     }
 }

@@ -11,9 +11,21 @@
 //! what is approved is exactly the roll pending, never a newer one. The controller rolls once
 //! while the approved digest is still the one due; a newer change needs a new approval. The
 //! roll's patch removes both annotations.
+//!
+//! **A restart settles a hold.** A restart of the workload by anything else — the Restart
+//! Consumers API, the page, `rollsafe restart-consumers` — rolls its pods with the content the
+//! hold was for, so the same patch settles the hold ([`Hold`], used by the core's restart patch,
+//! [`crate::patch::RestartPatch::document_settling`]): as the controller's own roll does, the
+//! pod template's `rollsafe.dev/config-hash` and the metadata `rollsafe.dev/config-record` are
+//! set to the held digest, and `rollsafe.dev/pending` and `rollsafe.dev/approved` are removed.
+//! The controller then finds the record matching what the workload consumes and rolls nothing
+//! when the window opens, and there is nothing left to approve: the same content is never
+//! rolled twice. The record is the workload digest alone (the mark does not carry the
+//! per-object part), which the controller compares by its digest; its next roll writes the
+//! full record again.
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation, TestOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, TestOperation};
 use serde_json::Value;
 
 /// The workload-metadata annotation marking a roll the controller holds (a restart window, or
@@ -25,6 +37,12 @@ pub const APPROVAL: &str = "rollsafe.dev/approval";
 pub const APPROVED: &str = "rollsafe.dev/approved";
 /// The field manager of an approval.
 pub const APPROVE_FIELD_MANAGER: &str = "rollsafe-approve";
+/// The pod-template annotation a roll of `rollsafe watch` sets: the workload digest the pods
+/// were rolled for (`rollsafe_watch::annotations::CONFIG_HASH`).
+pub const CONFIG_HASH: &str = "rollsafe.dev/config-hash";
+/// The workload-metadata annotation recording the digest last rolled for or adopted
+/// (`rollsafe_watch::annotations::CONFIG_RECORD`): what the controller decides from.
+pub const CONFIG_RECORD: &str = "rollsafe.dev/config-record";
 
 /// Whether an `rollsafe.dev/approval` value requires approval: every value but `"false"` does
 /// (`"required"` is the documented one; a typo fails closed).
@@ -75,6 +93,73 @@ impl<'a> PendingMark<'a> {
             digest: digest?,
             at,
         })
+    }
+}
+
+/// A roll `rollsafe watch` holds on a workload (its `rollsafe.dev/pending` mark), as read from
+/// the listed object a restart patches: what the restart's patch settles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// What holds it.
+    held_by: HeldBy,
+    /// The workload digest of the roll held.
+    digest: String,
+    /// The workload carries `rollsafe.dev/approved` too.
+    approved: bool,
+}
+
+impl Hold {
+    /// The hold `object` carries: a `rollsafe.dev/pending` mark that reads, in a metadata
+    /// annotations map. `None` otherwise (a mark that does not read is left as it is).
+    pub fn of(object: &Value) -> Option<Self> {
+        let annotations = object.pointer("/metadata/annotations")?.as_object()?;
+        let mark = PendingMark::parse(annotations.get(PENDING)?.as_str()?)?;
+        Some(Self {
+            held_by: mark.held_by,
+            digest: mark.digest.to_owned(),
+            approved: annotations.contains_key(APPROVED),
+        })
+    }
+
+    /// What held the roll.
+    pub fn held_by(&self) -> HeldBy {
+        self.held_by
+    }
+
+    /// The workload digest of the roll held.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The operations that settle it, as the controller's roll does: the pod template's
+    /// `rollsafe.dev/config-hash` and the metadata `rollsafe.dev/config-record` set to the held
+    /// digest, the mark removed, and an approval removed (it approved that roll only).
+    /// `template` is the pointer of the pod template's annotations map, which must exist when
+    /// these apply (they follow the restart annotation's `add`, which creates it).
+    pub fn settlement(&self, template_annotations: &[&str]) -> Vec<PatchOperation> {
+        let metadata = |key: &str| PointerBuf::from_tokens(["metadata", "annotations", key]);
+        let digest = Value::String(self.digest.clone());
+        let mut operations = vec![
+            PatchOperation::Add(AddOperation {
+                path: PointerBuf::from_tokens(
+                    template_annotations.iter().copied().chain([CONFIG_HASH]),
+                ),
+                value: digest.clone(),
+            }),
+            PatchOperation::Add(AddOperation {
+                path: metadata(CONFIG_RECORD),
+                value: digest,
+            }),
+            PatchOperation::Remove(RemoveOperation {
+                path: metadata(PENDING),
+            }),
+        ];
+        if self.approved {
+            operations.push(PatchOperation::Remove(RemoveOperation {
+                path: metadata(APPROVED),
+            }));
+        }
+        operations
     }
 }
 

@@ -8,7 +8,8 @@
 //!                     matches of complete kinds, by kind then name ◄──┘
 //!                                   │
 //!                     RestartPatch::inspect (core) ── malformed identity → incomplete_list
-//!                                   │
+//!                     pending::Hold::of (core) ── a roll `rollsafe watch` holds, settled by
+//!                                   │             the same patch (document_settling)
 //!                     RestartPlan  ◄── RestartEngine::plan returns here: nothing patched yet
 //!                                   │
 //!                     PATCH × n, ≤ MAX_PATCHES_IN_FLIGHT at once, each sent once,
@@ -22,6 +23,13 @@
 //! [`RestartEngine::execute`] (the patches). [`RestartEngine::run`] composes the two. Every
 //! argument is a validated name, so a run cannot fail: every problem is a classified entry of
 //! its result.
+//!
+//! A match whose roll `rollsafe watch` holds (a restart window, an approval: its
+//! `rollsafe.dev/pending` mark) is restarted with the hold settled in the same patch — the
+//! record set to the held digest, the mark and any approval removed, as the controller's own
+//! roll does ([`rollsafe_core::pending`]) — so the controller never rolls that content again.
+//! Every front end (the API, the page, `rollsafe restart-consumers`, the progressive runner)
+//! goes through [`RestartEngine::execute`] and gets it; the result is the contract's, unchanged.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,6 +45,7 @@ use rollsafe_core::contract::{RestartOutcome, RestartResult, WorkloadName};
 use rollsafe_core::failure::{Failure, FailureCode, TransportFailure};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_core::patch::{Preconditions, RestartPatch};
+use rollsafe_core::pending::Hold;
 use rollsafe_core::preview::{Consumer, ConsumersPreview, InventoryState};
 use rollsafe_core::rollout::waves::WavePlan;
 use rollsafe_core::rollout::{ConsumersRollout, WAVE_ANNOTATION, WorkloadRollout};
@@ -334,6 +343,7 @@ impl RestartEngine {
                         target,
                         patch,
                         deferral: Deferral::of(found.kind, &found.object),
+                        hold: Hold::of(&found.object),
                     }),
                     Err(error) => {
                         span.in_scope(|| {
@@ -415,8 +425,21 @@ impl RestartEngine {
         let send = |planned: PlannedPatch| {
             let (client, namespace, annotation, value) = (&client, &namespace, &annotation, &value);
             async move {
-                let PlannedPatch { target, patch, .. } = planned;
-                let document = patch.document(annotation, value);
+                let PlannedPatch {
+                    target,
+                    patch,
+                    hold,
+                    ..
+                } = planned;
+                if let Some(hold) = &hold {
+                    debug!(
+                        kind = target.kind.as_str(),
+                        name = target.name,
+                        held_by = ?hold.held_by(),
+                        "the restart settles the roll rollsafe watch holds"
+                    );
+                }
+                let document = patch.document_settling(annotation, value, hold.as_ref());
                 let sent = Instant::now();
                 let expected = Expected {
                     annotation,
@@ -538,6 +561,8 @@ struct PlannedPatch {
     patch: RestartPatch,
     /// Why its pods would not roll now, as listed.
     deferral: Option<Deferral>,
+    /// The roll `rollsafe watch` holds on it, as listed: the patch settles it.
+    hold: Option<Hold>,
 }
 
 /// A run between its two phases: what discovery found and what [`RestartEngine::execute`] will

@@ -212,6 +212,7 @@ fn planned(names: &[&str]) -> Vec<PlannedPatch> {
             },
             patch: inspected("1"),
             deferral: None,
+            hold: None,
         })
         .collect()
 }

@@ -30,6 +30,7 @@ mod approve;
 mod audit;
 mod csrf;
 mod gates;
+mod held;
 mod impersonation;
 mod page;
 mod preview;
