@@ -28,6 +28,7 @@ pub mod limits;
 pub mod metrics;
 pub mod outcome;
 pub mod patches;
+pub mod preflight;
 pub mod progression;
 pub mod reduced;
 pub mod roll_times;

@@ -158,21 +158,33 @@ impl Streams {
                     .timeout(settings.watch_timeout)
                     .labels(selector),
             );
-            let stream = self.add(client, &None, None, Api::<Namespace>::all, move |api, id| {
-                watcher(api, config.clone())
-                    .default_backoff()
-                    .map(move |event| match event {
-                        Ok(event) => Item::Namespace(
-                            id,
-                            reduce(event, |o: Namespace| o.metadata.name.map(|name| (name, ()))),
-                        ),
-                        Err(error) => {
-                            warn!(error = %error, "namespace watch error; kube backs off and relists");
-                            Item::Error
-                        }
-                    })
-                    .boxed()
-            });
+            let stream = self.add(
+                client,
+                &None,
+                None,
+                Api::<Namespace>::all,
+                move |api, id| {
+                    watcher(api, config.clone())
+                        .default_backoff()
+                        .map(move |event| match event {
+                            Ok(event) => Item::Namespace(
+                                id,
+                                reduce(event, |o: Namespace| {
+                                    o.metadata.name.map(|name| (name, ()))
+                                }),
+                            ),
+                            Err(error) => {
+                                let (code, status) = failure(&error);
+                                warn!(
+                                    code,
+                                    status, "namespace watch error; kube backs off and relists"
+                                );
+                                Item::Error
+                            }
+                        })
+                        .boxed()
+                },
+            );
             self.namespace_stream = Some(self.states.len() - 1);
             all.push(stream);
         }
@@ -219,7 +231,11 @@ impl Streams {
                     .map(move |event| match event {
                         Ok(event) => Item::Source(id, kind, reduce(event, |o| source(o, compat))),
                         Err(error) => {
-                            warn!(error = %error, "source watch error; kube backs off and relists");
+                            let (code, status) = failure(&error);
+                            warn!(
+                                code,
+                                status, "source watch error; kube backs off and relists"
+                            );
                             Item::Error
                         }
                     })
@@ -261,7 +277,11 @@ impl Streams {
                             Item::Workload(id, kind, reduce(event, |o| workload(kind, o, watching)))
                         }
                         Err(error) => {
-                            warn!(error = %error, "workload watch error; kube backs off and relists");
+                            let (code, status) = failure(&error);
+                            warn!(
+                                code,
+                                status, "workload watch error; kube backs off and relists"
+                            );
                             Item::Error
                         }
                     })
@@ -446,6 +466,24 @@ impl Streams {
             }
         }
         change
+    }
+}
+
+/// What a watch error is, for its log line: a static code and, when the API server answered,
+/// its HTTP status — never the API server's text, nor a debug rendering of its Status.
+fn failure(error: &watcher::Error) -> (&'static str, Option<u16>) {
+    fn status(error: &kube::Error) -> Option<u16> {
+        match error {
+            kube::Error::Api(status) => Some(status.code),
+            _ => None,
+        }
+    }
+    match error {
+        watcher::Error::InitialListFailed(error) => ("list_failed", status(error)),
+        watcher::Error::WatchStartFailed(error) => ("watch_start_failed", status(error)),
+        watcher::Error::WatchError(answer) => ("watch_error", Some(answer.code)),
+        watcher::Error::WatchFailed(error) => ("watch_failed", status(error)),
+        watcher::Error::NoResourceVersion => ("no_resource_version", None),
     }
 }
 

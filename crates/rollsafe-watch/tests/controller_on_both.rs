@@ -449,6 +449,35 @@ on_both_substrates! {
         running.stop().await;
     }
 
+    /// A selector the API server refuses, given to the controller without the CLI's startup
+    /// check: its watches fail, are counted and logged — each log line a fixed sentence with a
+    /// code and the HTTP status, never a debug rendering of the API server's Status. The
+    /// startup check itself refuses it as a usage error naming the flag.
+    async fn a_refused_selector_is_logged_without_debug_renderings(ns) {
+        ns.apply(two_workloads()).await;
+        let mut settings = ControllerSettings {
+            selector: Some("a b c".to_owned()),
+            ..settings(ns)
+        };
+        let client = ns.connection.client(None);
+        let refused = rollsafe_watch::preflight::run(
+            &client,
+            &mut settings,
+            rollsafe_watch::preflight::StreamingLists::Off,
+        ).await.unwrap_err();
+        assert!(refused.is_usage());
+        assert_eq!(refused.code(), "selector_refused");
+        assert_eq!(
+            refused.to_string(),
+            "--selector \"a b c\" is not a label selector the API server accepts (e.g. app=web,tier in (a,b),!legacy)"
+        );
+        let mut running = controller(ns, settings);
+        running.until("the workload watches fail", |s| s.watch_errors >= 2).await;
+        let status = running.status.borrow().clone();
+        assert!(!status.synced, "{status:?}");
+        running.stop().await;
+    }
+
     /// The startup check finds streaming lists where the server serves them (the real 1.37
     /// server) and not where it does not (the emulator's default, 1.33's gate); the controller
     /// then starts every watch with a streaming list, or pages, and either way adopts without

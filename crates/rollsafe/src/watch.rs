@@ -9,18 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use prometheus_client::registry::Registry;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::window::RestartWindow;
-use rollsafe_core::workload::WatchedKind;
 use rollsafe_notify::{Format as NotifyFormat, Notifier, NotifyMetrics, Sink, WebhookUrl};
-use rollsafe_watch::admin;
 use rollsafe_watch::leader::{self, LeaseSettings};
 use rollsafe_watch::limits::FlapLimit;
 use rollsafe_watch::metrics::ControllerMetrics;
 use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter};
+use rollsafe_watch::{admin, preflight};
 use tracing::{info, warn};
 
 use crate::kube_args::ConnectionArgs;
@@ -391,25 +388,17 @@ async fn watch(
 ) -> anyhow::Result<ExitCode> {
     let connection = kube.connect().await?;
     let mut settings = settings;
-    if let Some(selector) = &settings.source_selector
-        && let Err(code) = check_source_selector(&connection, &settings, selector).await?
-    {
-        return Ok(code);
-    }
-    if let Some(selector) = &settings.namespace_selector
-        && let Err(code) = check_namespace_selector(&connection, selector).await?
-    {
-        return Ok(code);
-    }
-    if streaming_lists == StreamingLists::Auto {
-        settings.streaming_lists = streaming_lists_served(&connection, &settings).await;
-    }
-    if settings.argo_rollouts && !rollouts_served(&connection).await? {
-        warn!(
-            code = "rollouts_not_served",
-            "--argo-rollouts: this cluster does not serve rollouts.argoproj.io/v1alpha1; Rollouts are not watched"
-        );
-        settings.argo_rollouts = false;
+    let streaming = match streaming_lists {
+        StreamingLists::Auto => preflight::StreamingLists::Auto,
+        StreamingLists::Off => preflight::StreamingLists::Off,
+    };
+    match preflight::run(&connection.client(None), &mut settings, streaming).await {
+        Ok(()) => {}
+        Err(error) if error.is_usage() => {
+            eprintln!("rollsafe: {error}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => return Err(error.into()),
     }
     let metrics = ControllerMetrics::default();
     let mut registry = Registry::default();
@@ -447,130 +436,6 @@ pub(crate) enum StreamingLists {
     /// Always paged.
     Off,
 }
-
-/// Whether the watches can start with streaming lists: one check against the kind of source
-/// watched first, in the first watched namespace. A failed check is logged once and the
-/// watches page their lists, as they always could.
-async fn streaming_lists_served(
-    connection: &rollsafe_kube::Connection,
-    settings: &ControllerSettings,
-) -> bool {
-    let served = rollsafe_kube::read::serves_streaming_lists(
-        &connection.client(None),
-        first_source_kind(settings),
-        settings.namespaces.first().map(String::as_str),
-        STARTUP_CHECK_TIMEOUT,
-    )
-    .await;
-    match served {
-        Ok(true) => {
-            info!("the API server serves streaming lists: each watch starts with one");
-            true
-        }
-        Ok(false) => {
-            info!(
-                "the API server does not serve streaming lists: each watch starts with a paged list"
-            );
-            false
-        }
-        Err(error) => {
-            warn!(
-                code = error.code(),
-                "cannot check whether the API server serves streaming lists: each watch starts with a paged list"
-            );
-            false
-        }
-    }
-}
-
-/// The kind of source a startup check asks about: Secrets, unless they are not watched.
-fn first_source_kind(settings: &ControllerSettings) -> TargetKind {
-    if settings.ignore_kinds.contains(&TargetKind::Secret) {
-        TargetKind::ConfigMap
-    } else {
-        TargetKind::Secret
-    }
-}
-
-/// Whether the API server serves Argo Rollouts (`rollouts` in the discovery document of
-/// `argoproj.io/v1alpha1`). A failed request stops the start (without its upstream text).
-async fn rollouts_served(connection: &rollsafe_kube::Connection) -> anyhow::Result<bool> {
-    let kind = WatchedKind::Rollout;
-    rollsafe_kube::read::serves(
-        &connection.client(None),
-        kind.api_version(),
-        kind.plural(),
-        STARTUP_CHECK_TIMEOUT,
-    )
-    .await
-    .map_err(|error| {
-        anyhow::anyhow!("cannot read the API server's discovery of argoproj.io: {error}")
-    })
-}
-
-/// Asks the API server whether `--source-selector` parses, with the one request the watches
-/// would make first (a list, here of one object): a selector it refuses would make every
-/// watch fail over and over. Its refusal is a usage error (exit 2), said in our words.
-async fn check_source_selector(
-    connection: &rollsafe_kube::Connection,
-    settings: &ControllerSettings,
-    selector: &str,
-) -> anyhow::Result<Result<(), ExitCode>> {
-    let kind = match first_source_kind(settings) {
-        TargetKind::Secret => ApiResource::erase::<Secret>(&()),
-        TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
-    };
-    let client = connection.client(None);
-    let api: Api<DynamicObject> = match settings.namespaces.first() {
-        Some(namespace) => Api::namespaced_with(client, namespace, &kind),
-        None => Api::all_with(client, &kind),
-    };
-    check_selector("--source-selector", &api, selector).await
-}
-
-/// Asks the API server whether `--namespace-selector` parses (a list of one Namespace).
-async fn check_namespace_selector(
-    connection: &rollsafe_kube::Connection,
-    selector: &str,
-) -> anyhow::Result<Result<(), ExitCode>> {
-    let api: Api<DynamicObject> = Api::all_with(
-        connection.client(None),
-        &ApiResource::erase::<Namespace>(&()),
-    );
-    check_selector("--namespace-selector", &api, selector).await
-}
-
-/// Lists one object of `api` with `selector`: the API server's refusal (400) is a usage error
-/// (exit 2), said in our words.
-async fn check_selector(
-    flag: &str,
-    api: &Api<DynamicObject>,
-    selector: &str,
-) -> anyhow::Result<Result<(), ExitCode>> {
-    let params = ListParams::default().labels(selector).limit(1);
-    match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, api.list_metadata(&params)).await {
-        Ok(Ok(_)) => Ok(Ok(())),
-        Ok(Err(kube::Error::Api(status))) if status.code == 400 => {
-            eprintln!(
-                "rollsafe: {flag} {selector:?} is not a label selector the API server accepts (e.g. app=web,tier in (a,b),!legacy)"
-            );
-            Ok(Err(ExitCode::from(2)))
-        }
-        Ok(Err(kube::Error::Api(status))) => Err(anyhow::anyhow!(
-            "cannot check {flag}: Kubernetes answered HTTP {}",
-            status.code
-        )),
-        Ok(Err(_)) => Err(anyhow::anyhow!(
-            "cannot check {flag}: no response from Kubernetes"
-        )),
-        Err(_) => Err(anyhow::anyhow!(
-            "cannot check {flag}: the API server did not answer in time"
-        )),
-    }
-}
-
-/// How long each startup check (a selector, the discovery of Argo Rollouts) may take.
-const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `--ignore-namespace`: a namespace name.
 fn parse_namespace(text: &str) -> Result<String, String> {

@@ -105,7 +105,11 @@ fn bad_selection_input_is_refused_at_startup_with_exit_2() {
         .unwrap();
     let cluster = runtime.block_on(rollsafe_testing::TestCluster::start(Vec::new()));
     let kubeconfig = cluster.kubeconfig.to_string_lossy().into_owned();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--selector", "a b c"],
+            "rollsafe: --selector \"a b c\" is not a label selector the API server accepts",
+        ),
         (
             &["--source-selector", "tier in (a"],
             "rollsafe: --source-selector \"tier in (a\" is not a label selector the API server accepts",
@@ -135,6 +139,12 @@ fn bad_selection_input_is_refused_at_startup_with_exit_2() {
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
         assert_eq!(stdout, "", "{args:?}");
         assert!(stderr.contains(named), "{args:?}: {stderr}");
+        if named.starts_with("rollsafe: --") {
+            assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+            for debug in ["Status {", "Some(", "ApiError:"] {
+                assert!(!stderr.contains(debug), "{args:?}: {stderr}");
+            }
+        }
     }
     let watches = cluster
         .emu
