@@ -140,13 +140,35 @@ pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a message must never show: a `Debug` rendering of an error or of the API server's
+/// Status.
+const DEBUG_RENDERINGS: [&str; 3] = ["Status {", "Some(", "ApiError:"];
+
 /// An error and its causes on one line, as `{:#}` writes them, but without a cause whose text
 /// is already part of the line: some errors carry their cause both in their own message and
 /// as their source (kube's unreadable-kubeconfig error names the I/O error twice).
+///
+/// The API server's own answer is said as its HTTP status, never as its text or a `Debug`
+/// rendering of its Status (kube's error writes both); a cause that would show one anyway is
+/// left out.
 pub(crate) fn one_line(error: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in error.chain() {
+        // The answer's own source is the Status: its text is the API server's, not said.
+        if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&format!("Kubernetes answered HTTP {}", status.code));
+            break;
+        }
         let text = cause.to_string();
+        if DEBUG_RENDERINGS
+            .iter()
+            .any(|pattern| text.contains(pattern))
+        {
+            continue;
+        }
         if text.is_empty() || line.contains(&text) {
             continue;
         }
@@ -173,6 +195,17 @@ mod tests {
             "cannot connect to Kubernetes: failed to read '/x/kubeconfig': No such file or directory"
         );
         let distinct = anyhow::anyhow!("refused").context("no response from the server");
+        let answered = anyhow::Error::new(kube::Error::Api(
+            kube::core::Status::failure("leases is forbidden: User \"x\" cannot get", "Forbidden")
+                .with_code(403)
+                .boxed(),
+        ))
+        .context("lease manager error")
+        .context("cannot start the leader election");
+        assert_eq!(
+            one_line(&answered),
+            "cannot start the leader election: lease manager error: Kubernetes answered HTTP 403"
+        );
         assert_eq!(one_line(&distinct), "no response from the server: refused");
     }
 }
