@@ -23,6 +23,7 @@ pub mod connection;
 pub mod engine;
 pub mod follow;
 pub mod inventory;
+pub mod progressive;
 pub mod read;
 pub mod review;
 pub mod transport;

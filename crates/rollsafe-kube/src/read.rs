@@ -5,11 +5,12 @@
 use http::{Method, Request, StatusCode};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ApiResource, GroupVersionKind};
 use kube::client::Body;
 use rollsafe_core::failure::TransportFailure;
 use rollsafe_core::name::{ConfigMapName, Namespace, SecretName};
 use rollsafe_core::reference::TargetKind;
-use rollsafe_core::workload::WorkloadKind;
+use rollsafe_core::workload::{WatchedKind, WorkloadKind};
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
@@ -144,7 +145,7 @@ pub async fn serves_streaming_lists(
     timeout: std::time::Duration,
 ) -> Result<bool, ReadError> {
     use futures::{StreamExt as _, TryStreamExt as _};
-    use kube::api::{Api, ApiResource, DynamicObject, WatchEvent, WatchParams};
+    use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
 
     // Bounded by the caller's timeout too; the server ends the watch by then at the latest.
     let server_timeout = u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX);
@@ -152,10 +153,7 @@ pub async fn serves_streaming_lists(
         .fields("metadata.name=rollsafe-streaming-list-check")
         .timeout(server_timeout);
     let probe = async {
-        let resource = match kind {
-            TargetKind::Secret => ApiResource::erase::<Secret>(&()),
-            TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
-        };
+        let resource = api_resource(kind);
         let api: Api<DynamicObject> = match namespace {
             Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
             None => Api::all_with(client.clone(), &resource),
@@ -186,6 +184,23 @@ pub async fn serves_streaming_lists(
         Ok(answer) => answer,
         Err(_) => Err(ReadError::Timeout),
     }
+}
+
+/// The API resource of a Secret or ConfigMap, for dynamic (`DynamicObject`, metadata-only)
+/// requests: the one mapping of [`TargetKind`] to its resource.
+pub fn api_resource(kind: TargetKind) -> ApiResource {
+    match kind {
+        TargetKind::Secret => ApiResource::erase::<Secret>(&()),
+        TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
+    }
+}
+
+/// The API resource of a kind of workload `rollsafe watch` rolls (Argo Rollouts included).
+pub fn workload_resource(kind: WatchedKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(kind.group(), kind.version(), kind.as_str()),
+        kind.plural(),
+    )
 }
 
 /// A kube call's failure, without its upstream text: the status the API server answered, or

@@ -11,6 +11,7 @@
 #![expect(clippy::expect_used, reason = "a failed set-up is a failed test")]
 
 pub mod control_plane;
+pub mod http;
 mod poll;
 mod server_log;
 mod substrate;
@@ -283,4 +284,13 @@ pub fn kubectl_releases() -> Vec<PathBuf> {
         found.extend(kubectl());
     }
     found
+}
+
+/// Requests of one verb on one resource being handled by the emulator now.
+pub fn in_flight(emulator: &RunningEmulator, verb: &str, resource: &str) -> u32 {
+    emulator
+        .in_flight()
+        .iter()
+        .find(|s| s.verb == verb && s.resource == resource)
+        .map_or(0, |s| s.current)
 }

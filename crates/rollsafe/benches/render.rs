@@ -25,9 +25,6 @@ use std::time::{Duration, Instant};
 
 use rollsafe_core::render::{self, RenderSettings, dump, hash};
 
-/// The command's threading of the default-mode pipeline.
-#[path = "../src/render/threads.rs"]
-mod threads;
 use rollsafe_manifest::{Manifest, ManifestSet};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -135,7 +132,8 @@ fn render_stream(text: &str, previous: Option<&str>, settings: &RenderSettings) 
         .expect("generated stream parses");
     if !settings.referenced_config_rollout {
         // As the command does: the hash beside the writing.
-        return threads::render_default(set, settings.workload_type).expect("render succeeds");
+        return rollsafe_render::render_default(set, settings.workload_type)
+            .expect("render succeeds");
     }
     let previous = previous.map(|p| {
         let mut previous = ManifestSet::new();

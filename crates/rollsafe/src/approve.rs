@@ -42,14 +42,9 @@ pub(crate) const EXIT_CODES: &str = "Exit codes: 0 approved; 1 nothing awaits ap
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let target = WorkloadTarget::parse(&args.workload)?;
     let namespace = namespace_flag(args.kube.namespace.as_deref())?;
-    let identity = args.kube.identity()?;
     let line = process::runtime()?.block_on(async {
-        let connection = args.kube.connect().await?;
-        let namespace = match namespace {
-            Some(namespace) => namespace,
-            None => args.kube.context_namespace(&connection)?,
-        };
-        let client = connection.client(identity.as_ref());
+        let session = args.kube.session(namespace).await?;
+        let (namespace, client) = (session.namespace, session.client);
         let WorkloadTarget { kind, name } = &target;
         let shown = format!("{}/{name}", kind.as_str().to_ascii_lowercase());
         let object = match rollsafe_kube::read_workload(&client, *kind, &namespace, name, GET_TIMEOUT)

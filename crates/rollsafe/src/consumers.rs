@@ -31,10 +31,8 @@ use anyhow::Context as _;
 use rollsafe_client::{Client, ClientError, Token};
 use rollsafe_core::failure::FailureCode;
 use rollsafe_core::preview::ConsumersPreview;
-use rollsafe_kube::RestartEngine;
 
 use crate::kube_args::KubeArgs;
-use crate::restart_consumers::read_secret;
 use crate::restart_exit::{self, OutputFormat};
 use crate::target::Target;
 use crate::{process, stdout};
@@ -157,23 +155,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Err(error) => return Err(restart_exit::client_error(server, error)),
             }
         }
-        None => {
-            let identity = args.kube.identity()?;
-            process::runtime()?.block_on(async {
-                let connection = args.kube.connect().await?;
-                let namespace = match namespace {
-                    Some(namespace) => namespace,
-                    None => args.kube.context_namespace(&connection)?,
-                };
-                let engine = RestartEngine::new(&connection);
-                let client = connection.client(identity.as_ref());
-                read_secret(&client, &engine, &namespace, &secret).await?;
-                let discovery = engine
-                    .discover(&namespace, &secret, identity.as_ref())
-                    .await;
-                anyhow::Ok(discovery.preview())
-            })?
-        }
+        None => process::runtime()?.block_on(async {
+            let session = args.kube.session(namespace).await?;
+            let engine = session.engine();
+            session.read_secret(&engine, &secret).await?;
+            let discovery = engine
+                .discover(&session.namespace, &secret, session.identity.as_ref())
+                .await;
+            anyhow::Ok(discovery.preview())
+        })?,
     };
     let text = match args.output {
         OutputFormat::Json => restart_exit::json(&preview)?,

@@ -12,15 +12,14 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rollsafe_client::{Client, ClientError};
-use rollsafe_core::contract::RestartResult;
 use rollsafe_core::contract::WorkloadName;
 use rollsafe_core::duration;
 use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::rollout::follow::Follower;
 use rollsafe_core::rollout::{DEFAULT_PROGRESS_DEADLINE, RolloutState, RolloutStatus};
 use rollsafe_core::workload::WorkloadKind;
-use rollsafe_kube::{FOLLOW_INTERVAL, ReadError, RestartRequest, RolloutWatch};
-use serde::Serialize;
+pub(crate) use rollsafe_kube::progressive::{Ending, Follow, RolloutReport};
+use rollsafe_kube::{FOLLOW_INTERVAL, ReadError, RolloutWatch};
 use tokio::time::Instant;
 
 /// How long `--wait` follows by default.
@@ -63,13 +62,6 @@ pub(crate) struct FollowArgs {
     /// (a Deployment has its own `progressDeadlineSeconds`). Default 10m.
     #[arg(long, value_name = "DURATION", env = "ROLLSAFE_PROGRESS_DEADLINE")]
     pub progress_deadline: Option<String>,
-}
-
-/// What to follow, parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Follow {
-    pub timeout: Duration,
-    pub progress_deadline: Duration,
 }
 
 impl FollowArgs {
@@ -229,88 +221,22 @@ impl Followable for ServerWatch {
     }
 }
 
-/// A watch of what `result` requested for `request`, each workload expected to carry `value`.
-pub(crate) fn requested(
-    client: &kube::Client,
-    request: &RestartRequest,
-    result: &RestartResult,
-    value: &str,
-    follow: Follow,
-) -> RolloutWatch {
-    RolloutWatch::new(
-        client.clone(),
-        request.namespace.clone(),
-        &request.annotation,
-        result
-            .requested
-            .iter()
-            .map(|w| (w.clone(), Some(value.to_owned()))),
-        follow.progress_deadline,
-    )
+/// The report of `watch` at a follow's end.
+pub(crate) fn report(watch: &impl Followable, ended: Ending) -> RolloutReport {
+    RolloutReport::new(watch.statuses(), ended)
 }
 
-/// How a follow ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Ending {
-    /// Every rollout is final.
-    Done,
-    /// The timeout passed first.
-    Timeout,
-    /// Ctrl-C.
-    Interrupted,
-}
-
-/// One workload's rollout as reported at the end.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct FollowedWorkload {
-    pub kind: WorkloadKind,
-    pub name: String,
-    #[serde(flatten)]
-    pub status: RolloutStatus,
-}
-
-/// The rollouts of one follow, at its end.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct RolloutReport {
-    /// How it ended.
-    pub ended: Ending,
-    /// How many workloads ended in each state.
-    pub counts: BTreeMap<&'static str, usize>,
-    /// Each workload, by kind then name.
-    pub workloads: Vec<FollowedWorkload>,
-}
-
-impl RolloutReport {
-    pub(crate) fn of(watch: &impl Followable, ended: Ending) -> Self {
-        let workloads: Vec<FollowedWorkload> = watch
-            .statuses()
-            .into_iter()
-            .map(|(workload, status)| FollowedWorkload {
-                kind: workload.kind,
-                name: workload.name.clone(),
-                status: status.clone(),
-            })
-            .collect();
-        let mut counts = BTreeMap::new();
-        for workload in &workloads {
-            *counts.entry(workload.status.state.as_str()).or_insert(0) += 1;
-        }
-        Self {
-            ended,
-            counts,
-            workloads,
-        }
-    }
-
-    /// Whether any workload is in `state`.
-    pub(crate) fn any(&self, state: RolloutState) -> bool {
-        self.workloads.iter().any(|w| w.status.state == state)
-    }
-
+/// What the command line makes of a follow's report: its exit code and its text.
+pub(crate) trait Shown {
     /// The exit code this report asks for, if it asks for one: stalled before a timeout
     /// before a lost rollout; `None` when every workload is complete or deferred.
-    pub(crate) fn exit_code(&self) -> Option<ExitCode> {
+    fn exit_code(&self) -> Option<ExitCode>;
+    /// The final table, for `-o text`.
+    fn text(&self) -> String;
+}
+
+impl Shown for RolloutReport {
+    fn exit_code(&self) -> Option<ExitCode> {
         if self.ended == Ending::Interrupted {
             return Some(ExitCode::from(EXIT_INTERRUPTED));
         }
@@ -326,8 +252,7 @@ impl RolloutReport {
         None
     }
 
-    /// The final table, for `-o text`.
-    pub(crate) fn text(&self) -> String {
+    fn text(&self) -> String {
         let summary: Vec<String> = self
             .counts
             .iter()
@@ -355,10 +280,10 @@ impl RolloutReport {
     }
 }
 
-/// Follows `watch` until every rollout is final, `follow.timeout` has passed or Ctrl-C,
-/// showing progress on stderr.
-pub(crate) async fn run(watch: &mut impl Followable, follow: Follow) -> Ending {
-    let deadline = Instant::now() + follow.timeout;
+/// Follows `watch` until every rollout is final, `timeout` has passed or Ctrl-C, showing
+/// progress on stderr.
+pub(crate) async fn run(watch: &mut impl Followable, timeout: Duration) -> Ending {
+    let deadline = Instant::now() + timeout;
     let mut display = Display::new(watch);
     let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
     let ending = loop {

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
-use rollsafe_core::name::Namespace;
-use rollsafe_kube::{Connection, Impersonation};
+use anyhow::{Context as _, bail};
+use rollsafe_core::name::{Namespace, SecretName};
+use rollsafe_kube::{Connection, Impersonation, RestartEngine, read_secret_metadata};
 
 /// `--kubeconfig`, `--context`, `--as`, `--as-group` and `-n`, each also an environment variable
 /// (`ROLLSAFE_KUBECONFIG`, `ROLLSAFE_CONTEXT`, `ROLLSAFE_AS`, `ROLLSAFE_AS_GROUP`,
@@ -89,5 +89,67 @@ impl KubeArgs {
                  lowercase RFC 1123 label"
             )
         })
+    }
+}
+
+/// What a command that talks to Kubernetes directly works with, once connected: the
+/// connection, the namespace it acts in, and a client acting as `--as` (or as the kubeconfig's
+/// identity).
+pub(crate) struct Session {
+    /// The connection (its pool; [`Session::client`] acts as the identity).
+    pub connection: Connection,
+    /// The namespace: the command's own (`NAMESPACE/NAME`, `-n`), else the context's.
+    pub namespace: Namespace,
+    /// The identity impersonated, if `--as` was given.
+    pub identity: Option<Impersonation>,
+    /// A client acting as [`Session::identity`].
+    pub client: kube::Client,
+}
+
+impl KubeArgs {
+    /// The prologue of every command that talks to Kubernetes directly: the identity (`--as`),
+    /// the connection, and the namespace — `namespace` when the command resolved one, else the
+    /// kubeconfig context's.
+    pub(crate) async fn session(&self, namespace: Option<Namespace>) -> anyhow::Result<Session> {
+        let identity = self.identity()?;
+        let connection = self.connect().await?;
+        let namespace = match namespace {
+            Some(namespace) => namespace,
+            None => self.context_namespace(&connection)?,
+        };
+        let client = connection.client(identity.as_ref());
+        Ok(Session {
+            connection,
+            namespace,
+            identity,
+            client,
+        })
+    }
+}
+
+impl Session {
+    /// The restart engine on this connection.
+    pub(crate) fn engine(&self) -> RestartEngine {
+        RestartEngine::new(&self.connection)
+    }
+
+    /// The preflight of the commands that act for a Secret: it must exist and be readable by
+    /// the identity (a missing namespace reads as a missing Secret). An error here is exit 1.
+    pub(crate) async fn read_secret(
+        &self,
+        engine: &RestartEngine,
+        secret: &SecretName,
+    ) -> anyhow::Result<()> {
+        let namespace = &self.namespace;
+        match read_secret_metadata(&self.client, namespace, secret, engine.timeouts().get).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => bail!("Secret \"{secret}\" not found in namespace \"{namespace}\""),
+            Err(error) if error.is_forbidden() => {
+                bail!("not allowed to read Secret \"{secret}\" in namespace \"{namespace}\"")
+            }
+            Err(error) => {
+                bail!("cannot read Secret \"{secret}\" in namespace \"{namespace}\": {error}")
+            }
+        }
     }
 }

@@ -11,7 +11,6 @@
 //! or `HELM_NAMESPACE`.
 
 mod cluster;
-mod threads;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -335,7 +334,7 @@ fn render_inputs(
     if !referenced {
         let on_delete = on_delete_daemon_sets(&set, &settings, release_namespace.as_deref());
         // Default mode reads no previous copy: hash beside the writing.
-        let stream = threads::render_default(set, settings.workload_type)?;
+        let stream = rollsafe_render::render_default(set, settings.workload_type)?;
         report_on_delete(&on_delete);
         return Ok(stream);
     }
@@ -551,51 +550,4 @@ fn report_missing_previous(
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(inputs: &[&str]) -> ManifestSet {
-        let mut set = ManifestSet::new();
-        for (i, text) in inputs.iter().enumerate() {
-            set.parse_input(format!("in-{i}.yaml"), text).unwrap();
-        }
-        set
-    }
-
-    #[test]
-    fn the_walk_beside_the_writing_writes_what_it_writes_on_one_thread() {
-        let long = "ünïcödé-€-𝄞 ".repeat(400);
-        let big = format!(
-            "kind: ConfigMap\napiVersion: v1\nmetadata: {{name: big}}\ndata:\n  text: \"{long}\"\n"
-        );
-        let mixed = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\n\
-            ---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {}}}\n\
-            ---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec: {template: {spec: {}}}\n\
-            ---\n- {apiVersion: v1, kind: Secret, metadata: {name: s}, data: {p: cA==}}\n";
-        let failing =
-            "kind: ConfigMap\nmetadata: {name: a}\n---\nkind: Deployment\nmetadata: {name: web}\n";
-        let cases: [&[&str]; 4] = [&[mixed], &[mixed, &big], &[&big], &[failing]];
-        for inputs in cases {
-            for workload_type in [None, Some(WorkloadType::Deployment)] {
-                let render = |stream: Result<Vec<String>, render::pipeline::SetError>| {
-                    stream.map(|s| s.concat()).map_err(|e| e.to_string())
-                };
-                let beside = render(threads::beside_the_writing(set(inputs), workload_type));
-                let alone = render(render::pipeline::render_default(set(inputs), workload_type));
-                assert_eq!(beside, alone, "{workload_type:?}");
-                assert_eq!(
-                    render(threads::render_default(set(inputs), workload_type)),
-                    alone
-                );
-            }
-        }
-        let failed = threads::beside_the_writing(set(&[failing]), None).unwrap_err();
-        assert_eq!(
-            failed.to_string(),
-            "in-0.yaml: document 2: Deployment web: resource missing spec"
-        );
-    }
 }

@@ -10,7 +10,7 @@ use rollsafe_client::{Client, ClientError, Token};
 use rollsafe_core::contract::WorkloadName;
 use rollsafe_core::preview::ConsumersPreview;
 
-use crate::follow::{self, FollowArgs, RolloutReport, ServerWatch};
+use crate::follow::{self, FollowArgs, ServerWatch, Shown as _};
 use crate::restart_exit::{self, Deferrals, OutputFormat, exit_code, render_result};
 use crate::target::Target;
 use crate::{process, stdout};
@@ -91,8 +91,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 report.result.requested.iter().cloned(),
                 follow.progress_deadline,
             );
-            let ending = runtime.block_on(follow::run(&mut watch, follow));
-            let rollout = RolloutReport::of(&watch, ending);
+            let ending = runtime.block_on(follow::run(&mut watch, follow.timeout));
+            let rollout = follow::report(&watch, ending);
             let code = rollout
                 .exit_code()
                 .unwrap_or_else(|| exit_code(report.status()));

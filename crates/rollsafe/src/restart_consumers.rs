@@ -11,13 +11,14 @@ use std::process::ExitCode;
 use anyhow::bail;
 use rollsafe_core::contract::RESTART_ANNOTATION;
 use rollsafe_core::contract::RestartResult;
-use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
-use rollsafe_kube::{RestartEngine, RestartPlan, RestartRequest, read_secret_metadata};
+use rollsafe_core::name::AnnotationKey;
+use rollsafe_kube::progressive::{self, Follow, ProgressiveReport, RolloutReport};
+use rollsafe_kube::{RestartEngine, RestartPlan, RestartRequest};
 use serde::Serialize;
 
-use crate::follow::{self, Follow, FollowArgs, RolloutReport};
+use crate::follow::{self, FollowArgs, Shown as _};
 use crate::kube_args::KubeArgs;
-use crate::progressive::{self, ProgressiveReport};
+use crate::progressive::Display;
 use crate::restart_exit::{self, Deferrals, OutputFormat, exit_code, render_result};
 use crate::target::Target;
 use crate::{process, stdout};
@@ -57,26 +58,6 @@ enum Report {
     Progressive(ProgressiveReport),
 }
 
-/// The preflight of the kube commands: the Secret must exist and be readable by the identity
-/// (a missing namespace reads as a missing Secret). An error here is exit 1.
-pub(crate) async fn read_secret(
-    client: &kube::Client,
-    engine: &RestartEngine,
-    namespace: &Namespace,
-    secret: &SecretName,
-) -> anyhow::Result<()> {
-    match read_secret_metadata(client, namespace, secret, engine.timeouts().get).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => bail!("Secret \"{secret}\" not found in namespace \"{namespace}\""),
-        Err(error) if error.is_forbidden() => {
-            bail!("not allowed to read Secret \"{secret}\" in namespace \"{namespace}\"")
-        }
-        Err(error) => {
-            bail!("cannot read Secret \"{secret}\" in namespace \"{namespace}\": {error}")
-        }
-    }
-}
-
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if std::env::var_os("RUST_LOG").is_some() {
         process::init_logging();
@@ -93,19 +74,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let follow = args
         .follow
         .parse(args.progressive.then_some("--progressive"))?;
-    let identity = args.kube.identity()?;
     process::runtime()?.block_on(async {
-        let connection = args.kube.connect().await?;
-        let namespace = match namespace {
-            Some(namespace) => namespace,
-            None => args.kube.context_namespace(&connection)?,
-        };
-        let engine = RestartEngine::new(&connection);
-        let client = connection.client(identity.as_ref());
-        read_secret(&client, &engine, &namespace, &secret).await?;
-        let request = RestartRequest::new(namespace, secret)
+        let session = args.kube.session(namespace).await?;
+        let engine = session.engine();
+        session.read_secret(&engine, &secret).await?;
+        let request = RestartRequest::new(session.namespace.clone(), secret)
             .annotation(annotation)
-            .acting_as(identity);
+            .acting_as(session.identity.clone());
         let plan = engine.plan(&request).await;
         let Some(follow) = follow else {
             let deferrals = deferrals(&plan);
@@ -113,10 +88,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             stdout::result_line(&render_result(&result, args.output, &deferrals)?)?;
             return Ok(exit_code(result.status));
         };
+        let client = &session.client;
         let report = if args.progressive {
-            Report::Progressive(progressive::run(&engine, &client, &request, plan, follow).await)
+            Report::Progressive(
+                progressive::run(&engine, client, &request, plan, follow, &mut Display).await,
+            )
         } else {
-            followed(&engine, &client, &request, plan, follow, args.output).await?
+            followed(&engine, client, &request, plan, follow, args.output).await?
         };
         let (code, text) = match &report {
             Report::Followed { result, rollout } => (
@@ -125,7 +103,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .unwrap_or_else(|| exit_code(result.status)),
                 rollout.text(),
             ),
-            Report::Progressive(progression) => (progression.exit_code(), progression.text()),
+            Report::Progressive(progression) => (
+                crate::progressive::exit_code(progression),
+                crate::progressive::text(progression),
+            ),
         };
         let out = match args.output {
             OutputFormat::Json => restart_exit::json(&report)?,
@@ -158,10 +139,11 @@ async fn followed(
     if output == OutputFormat::Text {
         stdout::result_line(&render_result(&result, output, &deferrals)?)?;
     }
-    let mut watch = follow::requested(client, request, &result, &value, follow);
-    let ending = follow::run(&mut watch, follow).await;
+    let mut watch =
+        progressive::requested(client, request, &result, &value, follow.progress_deadline);
+    let ending = follow::run(&mut watch, follow.timeout).await;
     Ok(Report::Followed {
         result,
-        rollout: RolloutReport::of(&watch, ending),
+        rollout: follow::report(&watch, ending),
     })
 }

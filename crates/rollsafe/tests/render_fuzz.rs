@@ -26,10 +26,6 @@ use rollsafe_core::workload::WorkloadKind;
 use rollsafe_manifest::{Manifest, ManifestSet};
 use serde_json::{Value, json};
 
-/// The command's threading of the default-mode pipeline.
-#[path = "../src/render/threads.rs"]
-mod threads;
-
 /// The largest window of a fixture one case reads.
 const MAX_WINDOW: usize = 24 * 1024;
 /// The most text mutations of one case.
@@ -407,7 +403,7 @@ fn check_render(text: &str, which: u8) {
     // The command's default-mode pipeline (hashing beside the writing) must write exactly what
     // planning and applying in one step and then writing gives, or fail with the same message.
     let pipelined = (!settings.referenced_config_rollout).then(|| {
-        threads::render_default(set.clone(), settings.workload_type)
+        rollsafe_render::render_default(set.clone(), settings.workload_type)
             .map(|stream| stream.concat())
             .map_err(|error| error.to_string())
     });

@@ -5,18 +5,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(unix)]
 
-#[path = "../../rollsafe-server/tests/common/http.rs"]
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::Duration;
 
-use common::{in_flight, wait_until};
 use rollsafe_emulator::{Fault, FaultAction};
-use rollsafe_testing::{TestCluster, Workload};
+use rollsafe_testing::http as wire;
+use rollsafe_testing::{TestCluster, Workload, eventually, in_flight};
 use serde_json::{Value, json};
 
 const NS: &str = "team-a";
@@ -142,12 +139,12 @@ async fn cluster(secrets: usize, per_secret: usize) -> TestCluster {
 }
 
 /// POST a restart (the dev user of AUTH_DISABLED needs no token).
-async fn restart(addr: &str, name: &str, limit: Duration) -> Option<common::Response> {
+async fn restart(addr: &str, name: &str, limit: Duration) -> Option<wire::Response> {
     let request = format!(
         "POST /api/namespaces/{NS}/secrets/{name}/restart-consumers HTTP/1.1\r\n\
          Host: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
-    common::exchange(addr, request.as_bytes(), limit).await
+    wire::exchange(addr, request.as_bytes(), limit).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,7 +163,7 @@ async fn a_stdout_and_stderr_nobody_reads_do_not_stop_the_server() {
     for i in 0..requests {
         let request = "POST /api/namespaces/elsewhere/secrets/s0/restart-consumers HTTP/1.1\r\n\
              Host: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-        let response = common::exchange(&served.api, request.as_bytes(), Duration::from_secs(10))
+        let response = wire::exchange(&served.api, request.as_bytes(), Duration::from_secs(10))
             .await
             .unwrap_or_else(|| panic!("request {i} got no answer: the server is stuck on a pipe"));
         assert_eq!(response.status, 403, "request {i}");
@@ -176,12 +173,12 @@ async fn a_stdout_and_stderr_nobody_reads_do_not_stop_the_server() {
         (&served.admin, "/healthz"),
         (&served.admin, "/metrics"),
     ] {
-        let response = common::get(addr, path)
+        let response = wire::get(addr, path)
             .await
             .unwrap_or_else(|| panic!("{path} got no answer"));
         assert_eq!(response.status, 200, "{path}");
     }
-    let metrics = common::get(&served.admin, "/metrics").await.unwrap();
+    let metrics = wire::get(&served.admin, "/metrics").await.unwrap();
     let text = String::from_utf8_lossy(&metrics.body).into_owned();
     let counter = |name: &str| -> u64 {
         text.lines()
@@ -232,14 +229,16 @@ async fn kill_9_under_load_leaves_an_intent_for_every_rollout_and_no_torn_line()
             )
         })
         .collect();
-    assert!(
-        wait_until(Duration::from_secs(60), || emu.rollouts().len()
-            >= APPLIED as usize
-            && in_flight(&emu, "patch", "deployments") >= 4)
-        .await,
-        "the runs never reached the held point: {} rollouts",
-        emu.rollouts().len()
-    );
+    eventually(
+        "the runs reach the held point",
+        Duration::from_secs(60),
+        || {
+            let held = emu.rollouts().len() >= APPLIED as usize
+                && in_flight(&emu, "patch", "deployments") >= 4;
+            async move { held.then_some(()) }
+        },
+    )
+    .await;
     // kill -9 at the held point.
     drop(served);
     for run in runs {

@@ -1,52 +1,20 @@
-//! `rollsafe migrate reloader`: for every workload with Stakater Reloader's annotations, what
-//! `rollsafe watch --reloader-compat` will watch and what differs from Reloader; then Reloader's
-//! Helm values as rollsafe's. It reads the cluster (GET requests only, [`cluster`]) or
-//! manifests, and writes nothing: migrating restarts nothing.
+//! `rollsafe migrate reloader`: argument parsing, printing and exit codes over the migration
+//! library ([`rollsafe_migrate::reloader`], which reads and analyses).
 //!
-//! Output (`-o text`, the default, a report per workload, then the values; `-o json` one
-//! document, by the output rule; the shape is stable, pinned by a snapshot in
-//! `tests/migrate_cli.rs`, and documented in docs/watch.md):
-//!
-//! ```json
-//! { "workloads": [ { "kind": "Deployment", "namespace": "shop", "name": "api",
-//!                    "reloaderAnnotations": { "reloader.stakater.com/auto": "true" },
-//!                    "rollsafeWatch": null,
-//!                    "watch": { "state": "watched", "decidedBy": "reloader", "reason": "…" },
-//!                    "consumes": [ { "kind": "Secret", "name": "db", "keys": ["password"],
-//!                                    "rolls": true } ],
-//!                    "differences": [ { "code": "keyLevel", "objects": ["Secret/db"],
-//!                                       "keys": ["password"], "message": "…" } ],
-//!                    "leftovers": [] } ],
-//!   "summary": { "workloadsRead": 3, "withReloaderAnnotations": 1, … },
-//!   "notes": [ "…" ],
-//!   "values": { "controller": { "enabled": true, "reloaderCompat": true } },
-//!   "mapped": [ { "setting": "reloader.ignoreNamespaces", "value": "kube-system",
-//!                 "to": "controller.ignoreNamespaces" } ],
-//!   "unmapped": [ { "setting": "reloader.reloadStrategy", "value": "env-vars",
-//!                   "reason": "…" } ] }
-//! ```
+//! Output: `-o text` (the default), a report per workload, then the values; `-o json`, the one
+//! document [`Report`] serializes to, by the output rule.
 //!
 //! Exit codes: 0 when the report is printed; 1, with one line on stderr and nothing on stdout,
 //! when the cluster, a manifest or the values file cannot be read; 2 for a usage error.
 
-mod cluster;
-mod inventory;
 mod text;
-mod values;
-mod workload;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use rollsafe_core::name::Namespace;
-use rollsafe_kube::Connection;
-use rollsafe_manifest::Manifest;
-use serde::Serialize;
-use serde_json::Value;
+use rollsafe_migrate::reloader::{self, Inventory, Report, values};
 
-use self::inventory::Inventory;
-use self::values::{Mapped, Migration, Unmapped};
-use self::workload::{WatchState, WorkloadReport};
 use crate::kube_args::ConnectionArgs;
 use crate::restart_exit::{self, OutputFormat};
 use crate::{input, process, stdout};
@@ -93,90 +61,6 @@ pub(crate) const EXIT_CODES: &str = "Exit codes: 0 the report is printed; 1 the 
     manifest or the values file cannot be read (one line on stderr, nothing on stdout); 2 a \
     usage error. Nothing is ever written to the cluster.";
 
-/// What is said whatever was read.
-const FIRST_RUN: &str = "The first run of rollsafe watch --reloader-compat adopts every \
-    workload it watches: it writes each one's record and restarts nothing. What Reloader left \
-    on them (reloader.stakater.com/last-reloaded-from, STAKATER_* env vars) stays as it is and \
-    causes no roll; the first roll is for the first change after that.";
-/// Both controllers must not run at once.
-const ONE_CONTROLLER: &str = "Run one controller: scale Reloader to zero (or uninstall it) \
-    when rollsafe watch starts, or both restart the same workloads for the same change.";
-/// `controller.all` beside Reloader's annotations.
-const ALL: &str = "controller.all: workloads without Reloader annotations are watched too (not \
-    listed here). One whose Reloader annotations name objects, or ask for search, is watched as \
-    they say, where Reloader's autoReloadAll also restarted it for every referenced object.";
-/// `controller.sourceSelector` is not evaluated here.
-const SOURCE_SELECTOR: &str = "controller.sourceSelector is not applied in this report: \
-    objects outside it count as not watched.";
-
-/// The whole report, as printed.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Report {
-    /// The workloads with Reloader annotations, by namespace, name and kind.
-    workloads: Vec<WorkloadReport>,
-    summary: Summary,
-    notes: Vec<&'static str>,
-    /// rollsafe's chart values.
-    values: Value,
-    mapped: Vec<Mapped>,
-    unmapped: Vec<Unmapped>,
-}
-
-/// The counts.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Summary {
-    /// Deployments, StatefulSets, DaemonSets, CronJobs and Argo Rollouts read.
-    workloads_read: usize,
-    /// Of those, with Reloader annotations (the workloads listed).
-    with_reloader_annotations: usize,
-    /// Of those, watched by `rollsafe watch --reloader-compat`.
-    watched: usize,
-    /// Not watched.
-    not_watched: usize,
-    /// Where the values come from: `file` (`--reloader-values`) or `defaults`.
-    reloader_values: &'static str,
-}
-
-impl Report {
-    fn new(inventory: &Inventory, migration: Migration, values_file: bool) -> Self {
-        let mut workloads: Vec<WorkloadReport> = inventory
-            .workloads
-            .iter()
-            .filter_map(|(kind, object)| {
-                workload::analyse(*kind, object, &inventory.sources, &migration.scope)
-            })
-            .collect();
-        workloads
-            .sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
-        let count = |state| workloads.iter().filter(|w| w.watch.state == state).count();
-        let summary = Summary {
-            workloads_read: inventory.read,
-            with_reloader_annotations: workloads.len(),
-            watched: count(WatchState::Watched),
-            not_watched: count(WatchState::NotWatched),
-            reloader_values: if values_file { "file" } else { "defaults" },
-        };
-        let mut notes = vec![FIRST_RUN, ONE_CONTROLLER];
-        let mapped = |to: &str| migration.mapped.iter().any(|m| m.to == to);
-        if mapped("controller.all") {
-            notes.push(ALL);
-        }
-        if mapped("controller.sourceSelector") {
-            notes.push(SOURCE_SELECTOR);
-        }
-        Report {
-            workloads,
-            summary,
-            notes,
-            values: migration.values,
-            mapped: migration.mapped,
-            unmapped: migration.unmapped,
-        }
-    }
-}
-
 /// A failure of this command: one line, with no upstream text and no cause chain.
 fn failure(message: impl std::fmt::Display) -> anyhow::Error {
     anyhow::Error::msg(message.to_string())
@@ -203,9 +87,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         process::init_logging();
     }
     let migration = match &reloader_values {
-        Some(path) => values::migrate(Some(&read_values(path)?))
+        Some(path) => reloader::migrate_values(Some(&read_values(path)?))
             .map_err(|error| failure(format!("--reloader-values {}: {error}", path.display())))?,
-        None => values::migrate(None).map_err(failure)?,
+        None => reloader::migrate_values(None).map_err(failure)?,
     };
     let inventory = if files.is_empty() {
         read_cluster(&connection, &namespaces)?
@@ -222,22 +106,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Reads Reloader's values file as YAML (a position on error, never its text).
-fn read_values(path: &Path) -> anyhow::Result<Value> {
+fn read_values(path: &Path) -> anyhow::Result<serde_json::Value> {
     let label = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|_| failure(format!("--reloader-values {label}: cannot read the file")))?;
-    if text.trim().is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_saphyr::from_str::<Value>(&text).map_err(|error| {
-        let at = error
-            .location()
-            .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
-            .unwrap_or_default();
-        failure(format!(
-            "--reloader-values {label}: not a YAML values file{at}"
-        ))
-    })
+    values::read(&text).map_err(|error| failure(format!("--reloader-values {label}: {error}")))
 }
 
 /// Reads the manifests, one input's text and one parsed document at a time.
@@ -246,12 +119,9 @@ fn read_manifests(files: &[PathBuf]) -> anyhow::Result<Inventory> {
     for path in input::paths(files) {
         let (label, text) =
             input::read_text(&path).map_err(|error| failure(process::one_line(&error)))?;
-        for document in Manifest::documents(&text) {
-            let document = document.map_err(|error| failure(format!("{label}: {error}")))?;
-            for (_, object) in document.objects() {
-                inventory.add_object(object);
-            }
-        }
+        inventory
+            .add_manifest(&text)
+            .map_err(|error| failure(format!("{label}: {error}")))?;
     }
     Ok(inventory)
 }
@@ -265,13 +135,13 @@ fn read_cluster(
         .identity()
         .map_err(|error| failure(process::one_line(&error)))?;
     process::runtime()?.block_on(async {
-        let connected = Connection::from_options(
-            connection.kubeconfig.as_deref(),
-            connection.context.as_deref(),
-        )
-        .await
-        .map_err(|error| failure(format!("cannot connect to Kubernetes: {error}")))?;
+        let connected = connection
+            .connect()
+            .await
+            .map_err(|error| failure(process::one_line(&error)))?;
         let client = connected.client(identity.as_ref());
-        cluster::read(&client, namespaces).await.map_err(failure)
+        reloader::read_cluster(&client, namespaces)
+            .await
+            .map_err(failure)
     })
 }

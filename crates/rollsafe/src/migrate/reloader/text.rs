@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::Report;
-use super::workload::{Consumed, WatchState, WorkloadReport, quoted};
+use rollsafe_migrate::reloader::Report;
+use rollsafe_migrate::reloader::workload::{Consumed, WatchState, WorkloadReport, quoted};
 
 /// The width of the labels of a workload's lines.
 const LABEL: usize = 12;

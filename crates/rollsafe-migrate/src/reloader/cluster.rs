@@ -5,11 +5,10 @@
 
 use std::future::Future;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectList};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectList};
 use rollsafe_core::name::Namespace;
 use rollsafe_core::reference::TargetKind;
-use rollsafe_kube::read::ReadError;
+use rollsafe_kube::read::{self, ReadError};
 use rollsafe_kube::transport::LIST_PAGE_TIMEOUT;
 use thiserror::Error;
 
@@ -24,10 +23,24 @@ const MAX_PAGES: usize = 200;
 /// Kubernetes' own text.
 #[derive(Debug, Error)]
 #[error("cannot list {what} {place}: {cause}")]
-pub(crate) struct ListError {
+pub struct ListError {
     what: &'static str,
     place: String,
     cause: Cause,
+}
+
+impl ListError {
+    /// A stable code for logs and tests.
+    pub fn code(&self) -> &'static str {
+        match self.cause {
+            Cause::Forbidden => "list_forbidden",
+            Cause::Status(_) => "list_status",
+            Cause::Transport => "list_transport",
+            Cause::Timeout => "list_timeout",
+            Cause::Decode => "list_decode",
+            Cause::TooMany => "list_too_many",
+        }
+    }
 }
 
 /// Why a list could not be read.
@@ -60,10 +73,7 @@ impl Cause {
 
 /// Reads the workloads of `namespaces` (all when empty), keeping those with Reloader's
 /// annotations, then the marks of the Secrets and ConfigMaps they need.
-pub(crate) async fn read(
-    client: &kube::Client,
-    namespaces: &[Namespace],
-) -> Result<Inventory, ListError> {
+pub async fn read(client: &kube::Client, namespaces: &[Namespace]) -> Result<Inventory, ListError> {
     let scopes: Vec<Option<&Namespace>> = if namespaces.is_empty() {
         vec![None]
     } else {
@@ -92,18 +102,11 @@ pub(crate) async fn read(
         }
     }
     for namespace in inventory.namespaces_needing_sources() {
-        for (kind, what, resource) in [
-            (
-                TargetKind::Secret,
-                "Secrets (metadata)",
-                ApiResource::erase::<Secret>(&()),
-            ),
-            (
-                TargetKind::ConfigMap,
-                "ConfigMaps (metadata)",
-                ApiResource::erase::<ConfigMap>(&()),
-            ),
+        for (kind, what) in [
+            (TargetKind::Secret, "Secrets (metadata)"),
+            (TargetKind::ConfigMap, "ConfigMaps (metadata)"),
         ] {
+            let resource = read::api_resource(kind);
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), &namespace, &resource);
             let place = format!("in namespace {namespace}");
@@ -130,7 +133,7 @@ pub(crate) async fn read(
 /// Whether the cluster serves Argo Rollouts (their group's discovery lists `rollouts`).
 async fn rollouts_served(client: &kube::Client) -> Result<bool, ListError> {
     let kind = Kind::Rollout;
-    rollsafe_kube::read::serves(client, kind.api_version(), kind.plural(), LIST_PAGE_TIMEOUT)
+    read::serves(client, kind.api_version(), kind.plural(), LIST_PAGE_TIMEOUT)
         .await
         .map_err(|error| ListError {
             what: "Rollouts",
@@ -154,8 +157,7 @@ fn workload_resource(kind: Kind) -> (&'static str, ApiResource) {
         Kind::CronJob => "CronJobs",
         Kind::Rollout => "Rollouts",
     };
-    let gvk = GroupVersionKind::gvk(kind.group(), kind.version(), kind.as_str());
-    (what, ApiResource::from_gvk_with_plural(&gvk, kind.plural()))
+    (what, read::workload_resource(kind))
 }
 
 fn api(

@@ -47,10 +47,12 @@ const MAX_SHOWN: usize = 512;
 /// What is said of one workload.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct WorkloadReport {
+pub struct WorkloadReport {
+    /// Its kind.
     pub kind: Kind,
     /// `null` for a manifest that names none.
     pub namespace: Option<String>,
+    /// Its name; `null` for a manifest object without one.
     pub name: Option<String>,
     /// Its Reloader annotations (on its metadata), by key.
     pub reloader_annotations: BTreeMap<String, String>,
@@ -59,9 +61,11 @@ pub(crate) struct WorkloadReport {
     pub template_annotations: BTreeMap<String, String>,
     /// Its own `rollsafe.dev/watch`, which takes precedence over Reloader's annotations.
     pub rollsafe_watch: Option<String>,
+    /// Whether `rollsafe watch --reloader-compat` rolls it, and why.
     pub watch: Watch,
     /// What `rollsafe watch --reloader-compat` rolls it for, sorted by kind and name.
     pub consumes: Vec<Consumed>,
+    /// How it differs from Reloader, in a fixed order.
     pub differences: Vec<Difference>,
     /// What Reloader left on it (`reloader.stakater.com/last-reloaded-from`, `STAKATER_*` env
     /// vars): left as they are, they cause no roll.
@@ -71,8 +75,10 @@ pub(crate) struct WorkloadReport {
 /// Whether `rollsafe watch --reloader-compat` rolls it, and why.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Watch {
+pub struct Watch {
+    /// Whether it is rolled.
     pub state: WatchState,
+    /// Which annotations decide.
     pub decided_by: DecidedBy,
     /// Words for people.
     pub reason: String,
@@ -84,7 +90,7 @@ pub(crate) struct Watch {
 /// Whether it is rolled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) enum WatchState {
+pub enum WatchState {
     /// Rolled when what it consumes changes.
     Watched,
     /// Not rolled.
@@ -93,7 +99,7 @@ pub(crate) enum WatchState {
 
 /// Which annotations decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(crate) enum DecidedBy {
+pub enum DecidedBy {
     /// Its own `rollsafe.dev/watch`.
     #[serde(rename = "rollsafe.dev/watch")]
     RollsafeWatch,
@@ -105,8 +111,10 @@ pub(crate) enum DecidedBy {
 /// One consumed Secret or ConfigMap.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Consumed {
+pub struct Consumed {
+    /// Secret or ConfigMap.
     pub kind: TargetKind,
+    /// Its name.
     pub name: String,
     /// The consumed keys; `null`: every key.
     pub keys: Option<Vec<String>>,
@@ -121,7 +129,8 @@ pub(crate) struct Consumed {
 /// migration should know.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Difference {
+pub struct Difference {
+    /// What kind of difference, as a stable code.
     pub code: DifferenceCode,
     /// The annotation it is about, if one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -139,7 +148,7 @@ pub(crate) struct Difference {
 /// The kinds of difference, as stable codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) enum DifferenceCode {
+pub enum DifferenceCode {
     /// Its `rollsafe.dev/watch` decides; Reloader's annotations are not read.
     RollsafeWatchFirst,
     /// Reloader annotations on the pod template, which `rollsafe watch` does not read.
@@ -315,7 +324,7 @@ fn reloader_reason(opt_in: &OptIn, annotations: Option<&Map<String, Value>>) -> 
 
 /// The report of one workload, or `None` when it carries no Reloader annotation. `sources`
 /// holds the marks of the Secrets and ConfigMaps read; `scope` what the chart values leave out.
-pub(crate) fn analyse(
+pub fn analyse(
     kind: Kind,
     object: &Value,
     sources: &BTreeMap<SourceId, Marks>,
@@ -859,7 +868,7 @@ fn leftovers(template: Option<&Value>) -> Vec<String> {
 }
 
 /// Keys as shown in sentences: quoted, so that a key named `level` does not read as a word.
-pub(crate) fn quoted(keys: &[String]) -> String {
+pub fn quoted(keys: &[String]) -> String {
     keys.iter()
         .map(|key| format!("{key:?}"))
         .collect::<Vec<_>>()

@@ -9,27 +9,28 @@ use rollsafe_core::opt_in::reloader::{self, CONFIGMAP_RELOAD, SECRET_RELOAD};
 use rollsafe_core::opt_in::{RESTART_ON_CHANGE, WATCH, source_opted_out};
 use rollsafe_core::reference::{self, TargetKind};
 use rollsafe_core::workload::WatchedKind;
+use rollsafe_manifest::{Manifest, ManifestError};
 use serde_json::{Map, Value};
 
-pub(crate) use rollsafe_core::opt_in::reloader::MATCH;
+pub use rollsafe_core::opt_in::reloader::MATCH;
 /// Written by Reloader on the pod template (its `annotations` strategy): its output, not an
 /// instruction.
-pub(crate) const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
+pub const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
 
 /// Whether `key` is one of Reloader's annotations: the domains `rollsafe watch` reads
 /// ([`reloader::is_reloader_annotation`]) and their other subdomains, which Reloader uses too
 /// (`secrets.exclude.reloader.stakater.com/reload`, `deployment.reloader.stakater.com/pause-period`,
 /// `secretproviderclass.reloader.stakater.com/auto`).
-pub(crate) fn is_reloaders(key: &str) -> bool {
+pub fn is_reloaders(key: &str) -> bool {
     reloader::is_reloader_annotation(key)
 }
 
 /// A kind of workload Reloader restarts, in report order: the kinds `rollsafe watch` rolls.
-pub(crate) type Kind = WatchedKind;
+pub type Kind = WatchedKind;
 
 /// What one Secret's or ConfigMap's annotations say to the migration.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Marks {
+pub struct Marks {
     /// `reloader.stakater.com/ignore: "true"`: neither Reloader nor `rollsafe watch
     /// --reloader-compat` rolls for it.
     pub ignore: bool,
@@ -41,7 +42,7 @@ pub(crate) struct Marks {
 
 impl Marks {
     /// The marks of an object's annotations.
-    pub(crate) fn of(annotations: Option<&Map<String, Value>>) -> Self {
+    pub fn of(annotations: Option<&Map<String, Value>>) -> Self {
         let text = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
         let is_true = |key: &str| text(key).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         Self {
@@ -59,11 +60,11 @@ impl Marks {
 }
 
 /// A Secret or ConfigMap: its namespace (empty when a manifest names none), kind and name.
-pub(crate) type SourceId = (String, TargetKind, String);
+pub type SourceId = (String, TargetKind, String);
 
 /// What was read.
 #[derive(Debug, Default)]
-pub(crate) struct Inventory {
+pub struct Inventory {
     /// How many workloads were read, with Reloader's annotations or not.
     pub read: usize,
     /// The workloads with Reloader's annotations, as read.
@@ -74,7 +75,7 @@ pub(crate) struct Inventory {
 
 impl Inventory {
     /// Counts one workload and keeps it when it carries Reloader's annotations.
-    pub(crate) fn add_workload(&mut self, kind: Kind, object: Value) {
+    pub fn add_workload(&mut self, kind: Kind, object: Value) {
         self.read += 1;
         if has_reloader_annotations(kind, &object) {
             self.workloads.push((kind, object));
@@ -82,7 +83,7 @@ impl Inventory {
     }
 
     /// Notes a Secret's or ConfigMap's annotations.
-    pub(crate) fn add_source(
+    pub fn add_source(
         &mut self,
         namespace: &str,
         kind: TargetKind,
@@ -96,9 +97,20 @@ impl Inventory {
         }
     }
 
+    /// Adds every object of a manifest stream (multi-document YAML, a YAML list or a `kind:
+    /// List`), parsing one document at a time; the first document that is not YAML stops it.
+    pub fn add_manifest(&mut self, text: &str) -> Result<(), ManifestError> {
+        for document in Manifest::documents(text) {
+            for (_, object) in document?.objects() {
+                self.add_object(object);
+            }
+        }
+        Ok(())
+    }
+
     /// Adds one manifest object: a workload, a Secret or a ConfigMap (anything else is not
     /// looked at).
-    pub(crate) fn add_object(&mut self, object: &Value) {
+    pub fn add_object(&mut self, object: &Value) {
         if let Some(kind) = Kind::of_object(object) {
             self.add_workload(kind, object.clone());
             return;
@@ -130,7 +142,7 @@ impl Inventory {
 
     /// The namespaces whose Secrets' and ConfigMaps' marks the kept workloads need: those of
     /// the workloads `rollsafe watch` rolls that reference an object or name one.
-    pub(crate) fn namespaces_needing_sources(&self) -> BTreeSet<String> {
+    pub fn namespaces_needing_sources(&self) -> BTreeSet<String> {
         self.workloads
             .iter()
             .filter(|(kind, object)| names_sources(*kind, object))
@@ -142,7 +154,7 @@ impl Inventory {
 
 /// Whether the workload's metadata, or its pod template, carries one of Reloader's annotations
 /// (other than the one Reloader writes on the template).
-pub(crate) fn has_reloader_annotations(kind: Kind, object: &Value) -> bool {
+pub fn has_reloader_annotations(kind: Kind, object: &Value) -> bool {
     let keys = |annotations: Option<&Value>| {
         annotations.and_then(Value::as_object).is_some_and(|map| {
             map.keys()

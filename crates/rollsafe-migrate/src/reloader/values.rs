@@ -16,7 +16,7 @@ use thiserror::Error;
 
 /// Why a values file cannot be read as Reloader's values.
 #[derive(Debug, Error, PartialEq, Eq)]
-pub(crate) enum ValuesError {
+pub enum ValuesError {
     /// The document, or `reloader`, is not a mapping.
     #[error("{0} is not a mapping")]
     NotAMapping(&'static str),
@@ -36,12 +36,53 @@ pub(crate) enum ValuesError {
         /// The entry.
         value: String,
     },
+    /// The file is not YAML: where the parser stopped, never the file's text.
+    #[error("not a YAML values file{}", at(*line, *column))]
+    Yaml {
+        /// 1-based line, when the parser knows it.
+        line: Option<u64>,
+        /// 1-based column, when the parser knows it.
+        column: Option<u64>,
+    },
+}
+
+impl ValuesError {
+    /// A stable code for logs and tests.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ValuesError::NotAMapping(_) => "values_not_a_mapping",
+            ValuesError::Type { .. } => "values_type",
+            ValuesError::Namespace { .. } => "values_namespace",
+            ValuesError::Yaml { .. } => "values_yaml",
+        }
+    }
+}
+
+/// ` at line L, column C`, or nothing.
+fn at(line: Option<u64>, column: Option<u64>) -> String {
+    match (line, column) {
+        (Some(line), Some(column)) => format!(" at line {line}, column {column}"),
+        (Some(line), None) => format!(" at line {line}"),
+        _ => String::new(),
+    }
+}
+
+/// Reads a values file's text (as `helm get values` prints it) as YAML; an empty file is no
+/// values (`null`).
+pub fn read(text: &str) -> Result<Value, ValuesError> {
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_saphyr::from_str::<Value>(text).map_err(|error| ValuesError::Yaml {
+        line: error.location().map(|l| l.line()),
+        column: error.location().map(|l| l.column()),
+    })
 }
 
 /// A setting moved to rollsafe's chart.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Mapped {
+pub struct Mapped {
     /// Reloader's setting (`reloader.ignoreNamespaces`).
     pub setting: String,
     /// Its value in the file.
@@ -56,7 +97,7 @@ pub(crate) struct Mapped {
 /// A setting not moved, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Unmapped {
+pub struct Unmapped {
     /// Reloader's setting.
     pub setting: String,
     /// Its value in the file.
@@ -67,7 +108,7 @@ pub(crate) struct Unmapped {
 
 /// What the chart values leave out of what `rollsafe watch` watches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Scope {
+pub struct Scope {
     /// `controller.namespaces`; empty: every namespace.
     pub namespaces: BTreeSet<String>,
     /// `controller.ignoreNamespaces`.
@@ -79,7 +120,7 @@ pub(crate) struct Scope {
 impl Scope {
     /// Whether a workload in `namespace` is watched (`None`: a manifest that names none, which
     /// lands wherever it is applied).
-    pub(crate) fn watches_namespace(&self, namespace: Option<&str>) -> bool {
+    pub fn watches_namespace(&self, namespace: Option<&str>) -> bool {
         let Some(namespace) = namespace else {
             return true;
         };
@@ -90,7 +131,7 @@ impl Scope {
 
 /// The migration of a values file.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Migration {
+pub struct Migration {
     /// rollsafe's chart values: `{controller: {enabled: true, reloaderCompat: true, …}}`.
     pub values: Value,
     /// The settings moved.
@@ -171,7 +212,7 @@ const ALWAYS: &str = "always so in rollsafe: a change made while it was down rol
     it starts, and its restart rolls nothing; nothing to set";
 
 /// The migration of Reloader's values (`None`: no file, Reloader's chart defaults).
-pub(crate) fn migrate(values: Option<&Value>) -> Result<Migration, ValuesError> {
+pub fn migrate(values: Option<&Value>) -> Result<Migration, ValuesError> {
     let empty = Map::new();
     let root = match values {
         None | Some(Value::Null) => &empty,
