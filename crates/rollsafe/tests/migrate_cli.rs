@@ -195,7 +195,7 @@ fn the_text_report_from_a_file() {
     assert_eq!((code, stderr.as_str()), (0, ""));
     insta::assert_snapshot!("migrate_reloader_text", text);
     assert!(text.contains(
-        "Deployment shop/api\n  reloader:   reloader.stakater.com/auto: \"true\"\n  watch:      \
+        "Deployment shop/api\n  reloader:    reloader.stakater.com/auto: \"true\"\n  watch:       \
          watched: every Secret and ConfigMap its pod template references"
     ));
     assert!(
@@ -512,5 +512,104 @@ fn a_read_failure_is_one_line_without_kubernetes_text() {
     assert_eq!(
         stderr,
         "rollsafe: cannot list Deployments in all namespaces: no response from Kubernetes\n"
+    );
+}
+
+/// A Deployment whose one reload entry is a regular expression, a Secret it matches (with no
+/// annotation of its own) and one it does not; and a Deployment whose Reloader annotations are
+/// on its pod template only.
+const PATTERN_AND_TEMPLATE: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: certs
+  namespace: shop
+  annotations: {secret.reloader.stakater.com/reload: "cert-.*"}
+spec:
+  selector: {matchLabels: {app: certs}}
+  template:
+    metadata: {labels: {app: certs}}
+    spec:
+      containers: [{name: app, image: example.com/certs:1}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: cert-2024, namespace: shop}
+stringData: {tls.crt: fixture-certificate}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: other-2024, namespace: shop}
+stringData: {tls.crt: fixture-certificate}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: templated, namespace: shop}
+spec:
+  selector: {matchLabels: {app: templated}}
+  template:
+    metadata:
+      labels: {app: templated}
+      annotations:
+        reloader.stakater.com/auto: "true"
+        deployment.reloader.stakater.com/pause-period: "5m"
+    spec:
+      containers: [{name: app, image: example.com/templated:1}]
+"#;
+
+#[test]
+fn a_regular_expression_entry_lists_what_it_matches_from_a_file_and_from_the_cluster() {
+    let consumes = json!([{"kind": "Secret", "name": "cert-2024", "keys": null, "rolls": true}]);
+    let from_file = report(&["-f", "-", "-o", "json"], Some(PATTERN_AND_TEMPLATE));
+    assert_eq!(workload(&from_file, "certs")["consumes"], consumes);
+    let (code, text, stderr) = migrate(&["-f", "-"], Some(PATTERN_AND_TEMPLATE));
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(
+        text.contains("  consumes:    Secret/cert-2024 (every key)\n"),
+        "{text}"
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let seeds: Vec<Value> = serde_saphyr::from_multiple(PATTERN_AND_TEMPLATE).unwrap();
+    let cluster = runtime.block_on(TestCluster::start(seeds));
+    let kubeconfig = cluster.kubeconfig.to_str().unwrap().to_owned();
+    let from_cluster = report(&["--kubeconfig", &kubeconfig, "-o", "json"], None);
+    assert_eq!(workload(&from_cluster, "certs")["consumes"], consumes);
+    drop(cluster);
+}
+
+#[test]
+fn reloader_annotations_on_the_pod_template_only_are_named_one_by_one() {
+    let report = report(&["-f", "-", "-o", "json"], Some(PATTERN_AND_TEMPLATE));
+    let templated = workload(&report, "templated");
+    assert_eq!(templated["watch"]["state"], "notWatched");
+    assert_eq!(
+        codes(templated),
+        ["templateAnnotations", "unsupportedAnnotation"]
+    );
+    assert_eq!(
+        templated["differences"][1]["annotation"],
+        "deployment.reloader.stakater.com/pause-period"
+    );
+    let (code, text, stderr) = migrate(&["-f", "-"], Some(PATTERN_AND_TEMPLATE));
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    // The label and its value are apart, and aligned with the other labels.
+    assert!(
+        text.contains(
+            "Deployment shop/templated\n  on template: deployment.reloader.stakater.com/pause-period: \
+             \"5m\"\n               reloader.stakater.com/auto: \"true\"\n  watch:       not watched"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "               deployment.reloader.stakater.com/pause-period: rollsafe watch does not \
+             pause a Deployment after a roll"
+        ),
+        "{text}"
     );
 }

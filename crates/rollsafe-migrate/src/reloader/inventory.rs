@@ -53,10 +53,6 @@ impl Marks {
                 .find(|key| source_opted_out(text(key), None)),
         }
     }
-
-    fn is_empty(self) -> bool {
-        self == Marks::default()
-    }
 }
 
 /// A Secret or ConfigMap: its namespace (empty when a manifest names none), kind and name.
@@ -69,7 +65,7 @@ pub struct Inventory {
     pub read: usize,
     /// The workloads with Reloader's annotations, as read.
     pub workloads: Vec<(Kind, Value)>,
-    /// The marks of the Secrets and ConfigMaps read that carry any; the others have none.
+    /// The Secrets and ConfigMaps read, with their marks (default: none).
     pub sources: BTreeMap<SourceId, Marks>,
 }
 
@@ -90,11 +86,12 @@ impl Inventory {
         name: &str,
         annotations: Option<&Map<String, Value>>,
     ) {
-        let marks = Marks::of(annotations);
-        if !marks.is_empty() {
-            self.sources
-                .insert((namespace.to_owned(), kind, name.to_owned()), marks);
-        }
+        // Every object is kept, marked or not: a regular-expression reload entry consumes
+        // whichever of them its pattern matches.
+        self.sources.insert(
+            (namespace.to_owned(), kind, name.to_owned()),
+            Marks::of(annotations),
+        );
     }
 
     /// Adds every object of a manifest stream (multi-document YAML, a YAML list or a `kind:
@@ -225,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn only_annotated_workloads_are_kept_and_only_marked_sources() {
+    fn only_annotated_workloads_are_kept_and_every_source_with_its_marks() {
         let mut inventory = Inventory::default();
         let deployment = |annotations: Value, template: Value| {
             json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -255,13 +252,19 @@ mod tests {
         assert_eq!(inventory.workloads.len(), 2);
         assert_eq!(
             inventory.sources,
-            BTreeMap::from([(
-                ("shop".to_owned(), TargetKind::Secret, "db".to_owned()),
-                Marks {
-                    ignore: true,
-                    ..Marks::default()
-                }
-            )])
+            BTreeMap::from([
+                (
+                    ("shop".to_owned(), TargetKind::Secret, "db".to_owned()),
+                    Marks {
+                        ignore: true,
+                        ..Marks::default()
+                    }
+                ),
+                (
+                    ("shop".to_owned(), TargetKind::ConfigMap, "plain".to_owned()),
+                    Marks::default()
+                ),
+            ])
         );
         assert_eq!(
             inventory.namespaces_needing_sources(),

@@ -20,6 +20,12 @@ use serde_json::{Map, Value};
 use super::inventory::{Kind, LAST_RELOADED_FROM, MATCH, Marks, SourceId, is_reloaders};
 use super::values::Scope;
 
+/// Said of an annotation on the metadata that is not implemented: the controller logs each
+/// once per workload, naming it, and counts it.
+const LOGGED: &str = " (rollsafe watch logs it once as reloader_unsupported)";
+/// Said of one on the pod template only, which the controller does not read.
+const ON_TEMPLATE: &str = " (it is on the pod template, and would not be implemented on the \
+    workload's metadata either)";
 /// Why a consumed object of a searching workload does not roll it: no `match` on it.
 const NOT_MATCHED: &str = "no reloader.stakater.com/match";
 /// Reloader's per-workload exclusions, by kind.
@@ -429,6 +435,7 @@ pub fn analyse(
     );
     let seen = Seen {
         annotations,
+        template_annotations: template_map,
         template,
         consumption: &consumption,
     };
@@ -464,6 +471,7 @@ fn kind_difference(kind: Kind) -> Option<Difference> {
 /// What the differences are computed from.
 struct Seen<'a> {
     annotations: Option<&'a Map<String, Value>>,
+    template_annotations: Option<&'a Map<String, Value>>,
     template: Option<&'a Value>,
     consumption: &'a Consumption,
 }
@@ -519,8 +527,17 @@ fn differences(read: &Read, report: &WorkloadReport, seen: &Seen<'_>) -> Vec<Dif
         ));
     }
     template_annotations(report, &mut out);
+    if report.reloader_annotations.is_empty() {
+        // Only on the pod template: what would not be implemented there either, named too.
+        unsupported(
+            seen.template_annotations,
+            seen.consumption,
+            ON_TEMPLATE,
+            &mut out,
+        );
+    }
     if matches!(read, Read::Reloader(_)) {
-        unsupported(seen, &mut out);
+        unsupported(seen.annotations, seen.consumption, LOGGED, &mut out);
         regex_entries(seen.annotations, report.watch.code, &mut out);
         auto_false_with_reload(seen.annotations, &mut out);
         key_level(report, &mut out);
@@ -578,19 +595,26 @@ fn template_annotations(report: &WorkloadReport, out: &mut Vec<Difference>) {
     ));
 }
 
-/// Each Reloader annotation on the metadata that `rollsafe watch` does not implement.
-fn unsupported(seen: &Seen<'_>, out: &mut Vec<Difference>) {
-    let Some(annotations) = seen.annotations else {
+/// Each Reloader annotation of `annotations` (the metadata's, or the pod template's) that
+/// `rollsafe watch` does not implement.
+fn unsupported(
+    annotations: Option<&Map<String, Value>>,
+    consumption: &Consumption,
+    logged: &str,
+    out: &mut Vec<Difference>,
+) {
+    let Some(annotations) = annotations else {
         return;
     };
     // Sorted, as the API server sends them: a manifest's order would make the report differ.
     let sorted: BTreeMap<&String, &Value> = annotations.iter().collect();
     for (key, value) in sorted {
-        if !is_reloaders(key) || reloader::IMPLEMENTED.contains(&key.as_str()) {
+        if !is_reloaders(key)
+            || key == LAST_RELOADED_FROM
+            || reloader::IMPLEMENTED.contains(&key.as_str())
+        {
             continue;
         }
-        // The controller logs each once per workload and counts it.
-        let logged = " (rollsafe watch logs it once as reloader_unsupported)";
         let (objects, message) = match key.as_str() {
             ROLLOUT_STRATEGY => (
                 Vec::new(),
@@ -618,7 +642,7 @@ fn unsupported(seen: &Seen<'_>, out: &mut Vec<Difference>) {
                 format!("{key}: SecretProviderClasses (CSI) are not watched by rollsafe{logged}"),
             ),
             _ => match EXCLUDES.iter().find(|(exclude, _)| key == exclude) {
-                Some((_, kind)) => excluded(key, *kind, value, seen.consumption, logged),
+                Some((_, kind)) => excluded(key, *kind, value, consumption, logged),
                 None => (
                     Vec::new(),
                     format!(

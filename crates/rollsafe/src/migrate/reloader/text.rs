@@ -6,7 +6,7 @@ use rollsafe_migrate::reloader::Report;
 use rollsafe_migrate::reloader::workload::{Consumed, WatchState, WorkloadReport, quoted};
 
 /// The width of the labels of a workload's lines.
-const LABEL: usize = 12;
+const LABEL: usize = 13;
 
 pub(super) fn render(report: &Report) -> String {
     let mut out = String::new();
