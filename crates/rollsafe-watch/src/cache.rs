@@ -335,23 +335,33 @@ impl WorkloadEntry {
             (None, Some(map)) => reloader::reloader_opt_in(map),
             _ => None,
         };
+        // Reloader reads a workload's own annotations only; one left on the pod template
+        // (a common mistake) is said once, not dropped silently.
+        let template_only = || {
+            kind.template(object)
+                .and_then(|template| template.pointer("/metadata/annotations"))
+                .and_then(Value::as_object)
+                .and_then(|map| map.keys().find(|key| reloader::is_reloader_annotation(key)))
+                .map(|key| ReloaderNote::TemplateOnly(key.as_str().into()))
+        };
         let (read, reloader_note) = match reloader {
             Some(_) if !watching.reloader_compat => (
                 annotations::workload_opt_in(None, watching.all),
                 ReloaderNote::WithoutCompat,
             ),
             Some(Ok(read)) => {
-                let note = if read.unsupported.is_some() {
-                    ReloaderNote::Unsupported
-                } else {
-                    ReloaderNote::None
+                let note = match read.unsupported {
+                    Some(key) => ReloaderNote::Unsupported(key.into_boxed_str()),
+                    None => ReloaderNote::None,
                 };
                 (Ok(read.opt_in), note)
             }
             Some(Err(error)) => (Err(error), ReloaderNote::Refused(error.code())),
             None => (
                 annotations::workload_opt_in(annotation(WATCH), watching.all),
-                ReloaderNote::None,
+                template_only()
+                    .filter(|_| watching.reloader_compat && annotation(WATCH).is_none())
+                    .unwrap_or_default(),
             ),
         };
         let (opt_in, opt_in_error) = match read {
@@ -419,15 +429,18 @@ pub struct Watching {
 }
 
 /// What the controller should say, once, of a workload's Reloader annotations.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum ReloaderNote {
     /// Nothing.
     #[default]
     None,
     /// It has Reloader's annotations and no rollsafe one, and `--reloader-compat` is off.
     WithoutCompat,
-    /// Honoured, but one of its Reloader annotations is not implemented.
-    Unsupported,
+    /// Honoured, but this Reloader annotation of it is not implemented.
+    Unsupported(Box<str>),
+    /// Under `--reloader-compat`, a Reloader annotation found only on its pod template, where
+    /// neither Reloader nor rollsafe reads it: not honoured.
+    TemplateOnly(Box<str>),
     /// Its Reloader annotations cannot be honoured (this code): not watched.
     Refused(&'static str),
 }
@@ -1047,7 +1060,10 @@ mod tests {
             json!({"reloader.stakater.com/auto": "true", "reloader.stakater.com/rollout-strategy": "restart"}),
             true,
         );
-        assert_eq!(unsupported.reloader, ReloaderNote::Unsupported);
+        assert_eq!(
+            unsupported.reloader,
+            ReloaderNote::Unsupported("reloader.stakater.com/rollout-strategy".into())
+        );
         assert!(unsupported.facts.watched);
     }
 }

@@ -1591,13 +1591,28 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
             json!([key_ref("P", "db", "password")]),
             json!([]),
         ),
-        // An ignored source.
+        // An ignored source; and an annotation rollsafe does not implement (the others are
+        // honoured, the warning names it).
         annotated(
             "uses-tls",
-            json!({"reloader.stakater.com/auto": "true"}),
+            json!({"reloader.stakater.com/auto": "true",
+                   "reloader.stakater.com/rollout-strategy": "restart"}),
             json!([key_ref("T", "tls", "crt")]),
             json!([]),
         ),
+        // Reloader's annotation on the pod template only, where Reloader does not read it
+        // either: not honoured, and said so.
+        {
+            let mut object = annotated(
+                "template-only",
+                json!({}),
+                json!([key_ref("P", "db", "password")]),
+                json!([]),
+            );
+            object["spec"]["template"]["metadata"]["annotations"] =
+                json!({"reloader.stakater.com/auto": "true"});
+            object
+        },
     ];
     let env = Env::start(seeds).await;
     let mut running = env.controller(ControllerSettings {
@@ -1610,16 +1625,50 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
         })
         .await;
     let rolls = |name: &str| env.rollouts(name);
-    for name in ["auto", "secrets-only", "listed", "off", "uses-tls"] {
+    for name in [
+        "auto",
+        "secrets-only",
+        "listed",
+        "off",
+        "uses-tls",
+        "template-only",
+    ] {
         assert_eq!(rolls(name), 0, "{name}: migration rolls nothing");
     }
+    // What the operator reads: one warning per workload, naming the annotation.
+    let unsupported = common::warnings("\"code\":\"reloader_unsupported\"");
+    let named = |workload: &str, annotation: &str| {
+        unsupported
+            .iter()
+            .filter(|line| {
+                line.contains(&format!("/{workload}\""))
+                    && line.contains(&format!("\"annotation\":\"{annotation}\""))
+            })
+            .count()
+    };
+    assert_eq!(
+        named("uses-tls", "reloader.stakater.com/rollout-strategy"),
+        1,
+        "{unsupported:#?}"
+    );
+    assert_eq!(
+        named("template-only", "reloader.stakater.com/auto"),
+        1,
+        "{unsupported:#?}"
+    );
+    assert!(
+        unsupported
+            .iter()
+            .any(|line| line.contains("on its pod template only")),
+        "{unsupported:#?}"
+    );
     env.put(secret("db", &[("password", "rotated")], json!({})));
     running
         .until("db's consumers rolled", |s| s.rolls == 3 && s.pending == 0)
         .await;
     assert_eq!(
-        ["auto", "secrets-only", "listed", "off"].map(rolls),
-        [1, 1, 1, 0]
+        ["auto", "secrets-only", "listed", "off", "template-only"].map(rolls),
+        [1, 1, 1, 0, 0]
     );
     env.put(config_map("settings", &[("mode", "b")]));
     running

@@ -245,6 +245,9 @@ on_both_substrates! {
         let mut first = controller(ns, settings(ns));
         first.until("adoptions", |s| s.adoptions == 2 && s.pending == 0).await;
         first.stop().await;
+        // The workload's own controller answers the adoption's write with a status write on
+        // the real control plane: the state to compare with is the one after it.
+        ns.wait_all_at_rest().await;
         let record = |w: &Value| w["metadata"]["annotations"]["rollsafe.dev/config-record"].clone();
         let before = workload(ns, "Deployment", "web").await;
 

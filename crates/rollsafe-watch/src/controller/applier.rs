@@ -81,7 +81,11 @@ impl Controller {
                 Requeue::after(requeue)
             }
             Outcome::DryRun { decision, changed } => {
-                info!(workload = %key, decision, changed, "dry run: patch not sent");
+                if changed.is_empty() {
+                    info!(workload = %key, decision, "dry run: patch not sent");
+                } else {
+                    info!(workload = %key, decision, changed, "dry run: patch not sent");
+                }
                 self.metrics.roll(key.kind.as_str(), "dry_run");
                 self.count(|s| s.dry_run += 1);
                 Requeue::OnChange
@@ -297,12 +301,34 @@ impl Controller {
     /// `cause` is the Event's note (object names, never values), so the log says what
     /// changed as the Event does.
     fn acknowledged(&mut self, key: &WorkloadKey, purpose: Purpose, cause: &str, now: Instant) {
+        // A workload with a record already whose adoption was decided: its record is written
+        // again (what it consumes changed in no way that rolls it), not adopted.
+        let rerecord = purpose == Purpose::Adopt
+            && self
+                .cache
+                .workload(key)
+                .is_some_and(|entry| entry.facts.record.is_some());
         match purpose {
             Purpose::Halt => warn!(workload = %key, cause, "halted by the flap stop"),
-            Purpose::Pend => {
-                info!(workload = %key, cause, "roll held; marked pending")
+            Purpose::Pend => info!(workload = %key, cause, "roll held; marked pending"),
+            Purpose::Adopt if rerecord => info!(
+                workload = %key,
+                decision = "rerecord",
+                "record rewritten: nothing it consumes changed in a way that rolls it"
+            ),
+            Purpose::Adopt => info!(
+                workload = %key,
+                decision = "adopt",
+                "adopted: record written, nothing rolled"
+            ),
+            Purpose::Unpend => info!(
+                workload = %key,
+                decision = "unpend",
+                "pending mark removed: no roll is due any more"
+            ),
+            Purpose::Roll { .. } => {
+                info!(workload = %key, decision = purpose.as_str(), cause, "patched")
             }
-            _ => info!(workload = %key, decision = purpose.as_str(), cause, "patched"),
         }
         self.metrics.roll(key.kind.as_str(), purpose.result());
         // The workload has a record now.

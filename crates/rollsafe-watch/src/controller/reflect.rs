@@ -56,7 +56,7 @@ impl Controller {
                 Ev::Page(key, (mut entry, observation))
                 | Ev::Apply(key, (mut entry, observation)) => {
                     entry.listed = self.streams.list(id);
-                    self.note_reloader(&key, entry.reloader);
+                    self.note_reloader(&key, &entry.reloader);
                     self.rollout_observed(&key, Some(*observation), now);
                     self.cache.apply_workload(key.clone(), entry);
                     // Before the first full view, its end schedules every workload.
@@ -152,25 +152,36 @@ impl Controller {
     }
 
     /// Says once per workload what its Reloader annotations come to, when that is not plain:
-    /// honoured with an annotation rollsafe does not implement (`warn`, counted), or present
+    /// honoured with an annotation rollsafe does not implement, or one left on the pod template
+    /// only (`warn`, naming the annotation, counted), refused (`warn`, counted), or present
     /// without `--reloader-compat` (`info`: why nothing rolls it).
-    fn note_reloader(&mut self, key: &WorkloadKey, note: ReloaderNote) {
-        if note == ReloaderNote::None || !self.reloader_noted.insert(key.clone()) {
+    fn note_reloader(&mut self, key: &WorkloadKey, note: &ReloaderNote) {
+        if *note == ReloaderNote::None || !self.reloader_noted.insert(key.clone()) {
             return;
         }
         match note {
-            ReloaderNote::Unsupported => {
+            ReloaderNote::Unsupported(annotation) => {
                 warn!(
                     workload = %key,
                     code = "reloader_unsupported",
+                    annotation = &**annotation,
                     "has a Reloader annotation rollsafe does not implement; the others are honoured"
+                );
+                self.metrics.reloader_unsupported.inc();
+            }
+            ReloaderNote::TemplateOnly(annotation) => {
+                warn!(
+                    workload = %key,
+                    code = "reloader_unsupported",
+                    annotation = &**annotation,
+                    "has a Reloader annotation on its pod template only, where it is not read; put it on the workload's own metadata"
                 );
                 self.metrics.reloader_unsupported.inc();
             }
             ReloaderNote::Refused(code) => {
                 warn!(
                     workload = %key,
-                    code,
+                    code = *code,
                     "its Reloader annotations cannot be honoured; not watched"
                 );
                 self.metrics.reloader_refused.inc();

@@ -73,6 +73,20 @@ pub const DEBUG_RENDERINGS: [&str; 3] = ["Status {", "Some(", "ApiError:"];
 /// [`DEBUG_RENDERINGS`] pattern, since the first controller of this test binary started.
 static OFFENDING: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
 
+/// Every warning logged since the first controller of this test binary started.
+static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The warnings logged so far (JSON lines) that contain `needle`.
+pub fn warnings(needle: &str) -> Vec<String> {
+    WARNINGS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains(needle))
+        .cloned()
+        .collect()
+}
+
 /// Captures every rollsafe log line of this test binary from now on (once per binary), keeping
 /// only those that show a debug rendering.
 fn capture_logs() {
@@ -92,7 +106,10 @@ fn capture_logs() {
 /// Fails with the offending lines, if any was written.
 pub fn assert_no_debug_renderings() {
     if let Some(offending) = OFFENDING.get() {
-        let lines = offending.lock().unwrap();
+        let lines = offending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         assert!(
             lines.is_empty(),
             "log lines render errors with Debug:\n{}",
@@ -107,10 +124,31 @@ struct LineCheck;
 impl Write for LineCheck {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let line = String::from_utf8_lossy(buf);
-        if DEBUG_RENDERINGS.iter().any(|pattern| line.contains(pattern))
+        if line.contains("\"level\":\"WARN\"") {
+            WARNINGS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(line.trim_end().to_owned());
+        }
+        for empty in ["\":\"\"", "\":\"\","] {
+            if line.contains(empty)
+                && let Some(offending) = OFFENDING.get()
+            {
+                offending
+                    .lock()
+                    .unwrap()
+                    .push(format!("an empty field: {}", line.trim_end()));
+            }
+        }
+        if DEBUG_RENDERINGS
+            .iter()
+            .any(|pattern| line.contains(pattern))
             && let Some(offending) = OFFENDING.get()
         {
-            offending.lock().unwrap().push(line.trim_end().to_owned());
+            offending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(line.trim_end().to_owned());
         }
         Ok(buf.len())
     }
