@@ -11,7 +11,9 @@
 //! approval's. Then, inside the audit protocol ([`crate::audit::audited`]): an intent record naming the workload is made
 //! durable, the approval patch is sent once as the caller (impersonation mode: Kubernetes RBAC
 //! decides too) — `test` the mark read, `add` `rollsafe.dev/approved` — and the result record
-//! is written before the answer. The patch and its `test` are the core's
+//! is written before the answer, which says what was approved: the workload, the digest, since
+//! when it waited, when it was approved, and the objects it consumes (the roll is for their
+//! content). The patch and its `test` are the core's
 //! ([`rollsafe_core::pending::approve_document`]), the same as `rollsafe approve`'s.
 
 use std::sync::Arc;
@@ -49,6 +51,11 @@ pub(crate) struct Approved {
     /// Since when it awaited approval, as the controller marked it.
     #[serde(skip_serializing_if = "Option::is_none")]
     since: Option<String>,
+    /// When it was approved (RFC 3339 UTC, milliseconds).
+    approved_at: String,
+    /// What the roll is for: the Secrets and ConfigMaps the workload consumes
+    /// (`Secret/db`), by kind then name — the controller rolls it for their content now.
+    consumes: Vec<String>,
 }
 
 /// The path: namespace, Secret, workload kind (as the preview names it: `Deployment`,
@@ -138,14 +145,21 @@ async fn handle(
         }
         Err(error) => return Err(internal(request_id, read_problem(&error))),
     };
-    let consumes = reference::pod_template(&object).is_some_and(|template| {
+    let template = reference::pod_template(&object);
+    let references_secret = template.is_some_and(|template| {
         reference::restart_consumers(template)
             .iter()
             .any(|found| found.kind == TargetKind::Secret && found.name == secret.as_str())
     });
-    if !consumes {
+    if !references_secret {
         return Err(ApiError::NotAConsumer);
     }
+    let consumes: Vec<String> = template
+        .map(reference::referenced_config)
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let mark = object
         .pointer("/metadata/annotations")
         .and_then(|annotations| annotations.get(PENDING))
@@ -216,6 +230,8 @@ async fn handle(
             name: workload,
             digest,
             since,
+            approved_at: rollsafe_core::time::rfc3339_millis(jiff::Timestamp::now()),
+            consumes,
         }),
     )
         .into_response())

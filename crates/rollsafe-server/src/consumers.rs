@@ -22,8 +22,9 @@ use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
 use rollsafe_kube::Discovery;
 
 use crate::error::ApiError;
-use crate::gates::SecretCheck;
-use crate::request::with_request_id;
+use crate::gates::{Admitted, SecretCheck};
+use crate::pods;
+use crate::request::{internal, with_request_id};
 use crate::state::AppState;
 
 /// The preview route.
@@ -33,47 +34,62 @@ pub(crate) async fn consumers(
     path: Result<Path<(Namespace, SecretName)>, PathRejection>,
 ) -> Response {
     with_request_id("consumers", |request_id| async move {
-        let discovery = gated_discovery(&state, &headers, path, &request_id).await?;
+        let (discovery, _) = gated_discovery(&state, &headers, path, &request_id).await?;
         Ok(Json(discovery.preview()).into_response())
     })
     .await
 }
 
 /// The rollout route: each consumer's rollout state, with the restart annotation this server
-/// writes (`restartedAt`), so a caller can pin its own restart's value and tell a later one.
+/// writes (`restartedAt`), so a caller can pin its own restart's value and tell a later one;
+/// and, beside a rollout in progress, what its new pods say ([`crate::pods`]), read as the
+/// caller.
 pub(crate) async fn rollout(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     path: Result<Path<(Namespace, SecretName)>, PathRejection>,
 ) -> Response {
     with_request_id("rollout", |request_id| async move {
-        let discovery = gated_discovery(&state, &headers, path, &request_id).await?;
-        Ok(Json(discovery.rollout(&AnnotationKey::restarted_at())).into_response())
+        let (discovery, admitted) = gated_discovery(&state, &headers, path, &request_id).await?;
+        let view = discovery.rollout(&AnnotationKey::restarted_at());
+        let namespace = view.namespace.parse::<Namespace>();
+        let Ok(mut body) = serde_json::to_value(&view) else {
+            return Err(internal(
+                &request_id,
+                "the rollout view could not be encoded",
+            ));
+        };
+        if let Ok(namespace) = namespace {
+            let client = state.connection.client(admitted.identity.as_ref());
+            let timeout = state.engine.timeouts().get;
+            pods::add_notes(&mut body, &discovery, &client, &namespace, timeout).await;
+        }
+        drop(admitted);
+        Ok(Json(body).into_response())
     })
     .await
 }
 
 /// The restart's gates except the restart flag, then its discovery as the caller, and no
 /// patch. Refusals are not audited: the audit file records restarts, and nothing here may
-/// restart anything.
+/// restart anything. The admission is returned with the discovery: its slot of the reads'
+/// server-wide limit is held until the caller drops it.
 async fn gated_discovery(
     state: &AppState,
     headers: &HeaderMap,
     path: Result<Path<(Namespace, SecretName)>, PathRejection>,
     request_id: &str,
-) -> Result<Discovery, ApiError> {
+) -> Result<(Discovery, Admitted), ApiError> {
     let check = SecretCheck::read(state, request_id);
     let user = check.caller(headers, None).await?;
     let Ok(Path((namespace, name))) = path else {
         return Err(ApiError::InvalidPath);
     };
-    // These reads list as much as a restart does: they share their own server-wide limit,
-    // whose slot is held until the discovery is done.
+    // These reads list as much as a restart does: they share their own server-wide limit.
     let admitted = check.secret(&user, &namespace, &name).await?;
     let discovery = state
         .engine
         .discover(&namespace, &name, admitted.identity.as_ref())
         .await;
-    drop(admitted.permit);
-    Ok(discovery)
+    Ok((discovery, admitted))
 }

@@ -22,7 +22,7 @@
 //!   [`audit`] (intent and result records, durable in a file, copied to stdout), [`identity`]
 //!   (reserved Kubernetes identities are refused), [`limits`] (concurrent runs), [`metrics`]
 //!   (Prometheus metrics), [`output`] (bounded, lossy writers for standard streams), [`error`]
-//!   (the `{ error }` envelope).
+//!   (the `{ error }` envelope), `pods` (what a rollout's new pods say, for the rollout view).
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -43,6 +43,7 @@ pub mod login;
 pub mod metrics;
 pub mod oidc;
 pub mod output;
+mod pods;
 mod request;
 pub mod restart;
 pub mod router;

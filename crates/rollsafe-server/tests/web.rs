@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use common::provider::{free_port, provider_module, settings, start_provider};
 use common::{Fixture, NS, seed, token, workload};
+use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use rollsafe_emulator::{Fault, FaultAction};
 use serde_json::{Value, json};
@@ -375,6 +376,31 @@ async fn assert_shown_bar(client: &Client, workload: &str) {
     );
 }
 
+/// Waits until `main` has the focus, and returns its computed outline.
+async fn focused_main(client: &Client) -> Value {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let main = client
+            .execute(
+                "const main = document.getElementById('main');
+                 const s = getComputedStyle(main);
+                 return { focused: document.activeElement === main, outlineStyle: s.outlineStyle,
+                          outlineWidth: s.outlineWidth };",
+                vec![],
+            )
+            .await
+            .unwrap();
+        if main["focused"] == true {
+            return main;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "main never had the focus: {main}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn sign_in(client: &Client, url: &str, token: &str) {
     client.goto(&format!("{url}/#/")).await.unwrap();
     wait_for_text(client, "#sign-in-title", "Sign in").await;
@@ -558,9 +584,19 @@ async fn a_person_restarts_consumers_from_the_page() {
     screenshot(&client, "2-secrets").await;
     check_view(&client, "secrets", &[("#sign-out", Shown::Enabled)]).await;
 
-    // A Secret's consumers, the paused one marked before anything is pressed.
-    click(&client, Locator::LinkText("db")).await;
+    // A Secret's consumers, the paused one marked before anything is pressed; opened with the
+    // keyboard, as a person navigating without a mouse does.
+    client
+        .find(Locator::LinkText("db"))
+        .await
+        .unwrap()
+        .send_keys(&Key::Enter)
+        .await
+        .unwrap();
     let rows = wait_for_text(&client, "#consumer-rows", "Deployment paused").await;
+    // Focus moves to main after the navigation (for screen readers), with no box drawn.
+    let main = focused_main(&client).await;
+    assert_eq!(main["outlineStyle"], "none", "no focus box on main: {main}");
     assert!(rows.contains("Deployment api"), "{rows}");
     assert!(rows.contains("envFrom"), "reference paths: {rows}");
     assert!(rows.contains("No: the Deployment is paused"), "{rows}");
@@ -602,12 +638,16 @@ async fn a_person_restarts_consumers_from_the_page() {
     check_narrow_table(&client).await;
     // The roll the controller holds for the paused one, approved from its row, as alice.
     click(&client, Locator::Css("button.approve")).await;
-    let rows = wait_for_text(
+    // What was approved, for a person: the workload, what it rolls for and when; no digest.
+    let outcome = wait_for_text(
         &client,
-        "#consumer-rows",
-        "Approved: rollsafe watch rolls it for v1:abc.",
+        ".approve-outcome",
+        ": rollsafe watch rolls Deployment paused for the current Secret db; it awaited approval since 2026-12-03T06:00:00Z.",
     )
     .await;
+    assert!(outcome.starts_with("Approved at 20"), "{outcome}");
+    assert!(!outcome.contains("v1:abc"), "no digest: {outcome}");
+    let rows = wait_for_text(&client, "#consumer-rows", "Approved at").await;
     assert!(!rows.contains("Not approved"), "{rows}");
     let paused = f
         .emulator
@@ -669,7 +709,14 @@ async fn a_person_restarts_consumers_from_the_page() {
 
     // Restart: confirmation naming how many are patched, then the report.
     restart(&client).await;
-    wait_for_text(&client, "#report-title", "Result: requested").await;
+    // The contract's result: its message, then (once following ends) its status as what was
+    // requested.
+    wait_for_text(
+        &client,
+        "#report-message",
+        "Rollout requested for 3 of 3 matched workloads.",
+    )
+    .await;
     let report = wait_for_text(&client, "#report-body", "Requested").await;
     assert!(report.contains("Deployment api"), "{report}");
     // The report marks the one the patch does not roll now, as the preview said.
@@ -683,6 +730,24 @@ async fn a_person_restarts_consumers_from_the_page() {
     // each rolling workload is complete and the paused one deferred, with its reason.
     let summary = wait_for_text(&client, "#rollout-summary", "Rollout finished").await;
     assert_eq!(summary, "Rollout finished: 2 complete, 1 deferred.");
+    // The heading says how it ended; the contract's result stays as what was requested.
+    assert_eq!(
+        wait_for_text(&client, "#report-title", "Rollout").await,
+        "Rollout finished"
+    );
+    assert_eq!(
+        wait_for_text(&client, "#report-result", "Restart result").await,
+        "Restart result: requested."
+    );
+    // Under the bars, what the bars are; not the contract's "not verified".
+    let note = wait_for_text(&client, "#report-note", "The bars follow").await;
+    assert_eq!(
+        note,
+        "The result above counts the pod-template patches Kubernetes acknowledged. The bars \
+         follow each requested rollout as Kubernetes reports it: replicas updated to the new \
+         template, and ready. Whether the application took up the new credentials is not checked."
+    );
+    assert!(!note.contains("not verified"), "{note}");
     for (workload, text) in [
         ("Deployment/api", "complete: 1 of 1 updated, 1 ready"),
         ("Deployment/web", "complete: 1 of 1 updated, 1 ready"),
@@ -723,7 +788,11 @@ async fn a_person_restarts_consumers_from_the_page() {
             .then(FaultAction::status(409)),
     );
     restart(&client).await;
-    wait_for_text(&client, "#report-title", "Result: partial").await;
+    wait_for_text(&client, "#report-message", "1 patch request failed").await;
+    assert_eq!(
+        wait_for_text(&client, "#report-result", "Restart result").await,
+        "Restart result: partial."
+    );
     let report = wait_for_text(&client, "#report-body", "Failed").await;
     assert!(
         report.contains("Deployment web: conflict (HTTP 409)"),
@@ -818,15 +887,24 @@ async fn a_person_restarts_consumers_from_the_page() {
     wait_for_text(&client, "#who-name", alice).await;
     click(&client, Locator::Css("#sign-out")).await;
     wait_for_text(&client, "#sign-in-title", "Sign in").await;
+    // A bad token: said to be invalid or expired.
+    sign_in(&client, &url, "not-a-session-token").await;
+    assert_eq!(
+        wait_for_text(&client, "#sign-in-error", "invalid").await,
+        "This token is invalid or has expired. Ask for a new one (rollsafe token), or sign in \
+         with your identity provider."
+    );
     sign_in(&client, &url, &token("bob@x.io", &["developers"])).await;
     wait_for_text(&client, "#who-name", "bob@x.io").await;
     client.goto(&format!("{url}/#/{NS}/locked")).await.unwrap();
-    wait_for_text(
-        &client,
-        "#detail-error",
-        "You are not allowed to modify this secret",
-    )
-    .await;
+    // A refused read says what was refused.
+    assert_eq!(
+        wait_for_text(&client, "#detail-error", "You may not see").await,
+        format!(
+            "You may not see or restart the consumers of {NS}/locked: its access rules do not \
+             let you modify this Secret."
+        )
+    );
     screenshot(&client, "8-refused").await;
     // A refused preview offers no restart (and so no second refusal).
     check_view(&client, "forbidden", &[("#sign-out", Shown::Enabled)]).await;
@@ -881,6 +959,27 @@ fn rolling_cluster() -> Vec<Value> {
         deployment["spec"]["progressDeadlineSeconds"] = json!(deadline);
         objects.push(deployment);
     }
+    // A Secret whose one consumer rolls out quickly, and one whose StatefulSet crash-loops.
+    for (secret, kind, name) in [
+        ("quick", "Deployment", "quick"),
+        ("crashing-config", "StatefulSet", "crashing"),
+    ] {
+        objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret, "namespace": NS}, "stringData": {"k": SECRET_VALUE}}));
+        let mut consumer = workload(kind, name, secret);
+        consumer["spec"]["replicas"] = json!(2);
+        objects.push(consumer);
+    }
+    // The platform group may list pods (the page reads a rollout's pods as the caller).
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "pod-reader", "namespace": NS},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]}),
+    );
+    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "pod-readers", "namespace": NS},
+        "subjects": [{"kind": "Group", "name": "platform", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": "pod-reader", "apiGroup": "rbac.authorization.k8s.io"}}));
     objects
 }
 
@@ -939,6 +1038,16 @@ async fn the_report_follows_a_slow_and_a_failing_rollout() {
                 "back-off restarting failed container",
             )),
     );
+    f.emulator.add_fault(
+        Fault::on("patch", "statefulsets")
+            .namespace(NS)
+            .name("crashing")
+            .always()
+            .then(FaultAction::rollout_fails(
+                "CrashLoopBackOff",
+                "back-off restarting failed container",
+            )),
+    );
     let url = format!("http://{}", f.api);
     let driver = start_driver(&driver_path).await;
     let profile = tempfile::tempdir().unwrap();
@@ -953,7 +1062,7 @@ async fn the_report_follows_a_slow_and_a_failing_rollout() {
     client.goto(&format!("{url}/#/{NS}/rolling")).await.unwrap();
     wait_for_text(&client, "#consumer-rows", "Deployment slow").await;
     restart(&client).await;
-    wait_for_text(&client, "#report-title", "Result: requested").await;
+    wait_for_text(&client, "#report-message", "Rollout requested for 2 of 2").await;
     assert_shown_bar(&client, "Deployment/slow").await;
     wait_for_text(&client, "#rollout-summary", "Rolling out").await;
 
@@ -994,9 +1103,19 @@ async fn the_report_follows_a_slow_and_a_failing_rollout() {
         failing["color"], "rgb(179, 38, 30)",
         "stalled is red: {failing}"
     );
+    // Once following ends, the heading and the summary say it stalled, in red; the contract's
+    // result stays in view as what was requested.
+    let summary = wait_for_text(&client, "#rollout-summary", "Rollout stalled").await;
+    assert_eq!(summary, "Rollout stalled: 1 complete, 1 stalled.");
     assert_eq!(
-        wait_for_text(&client, "#rollout-summary", "Rollout finished").await,
-        "Rollout finished: 1 complete, 1 stalled."
+        wait_for_text(&client, "#report-title", "Rollout").await,
+        "Rollout stalled"
+    );
+    assert_eq!(color(&client, "#report-title").await, "rgb(179, 38, 30)");
+    assert_eq!(color(&client, "#rollout-summary").await, "rgb(179, 38, 30)");
+    assert_eq!(
+        wait_for_text(&client, "#report-result", "Restart result").await,
+        "Restart result: requested."
     );
     screenshot(&client, "10-rollout-stalled").await;
     if let Some(axe) = axe_source() {
@@ -1015,7 +1134,75 @@ async fn the_report_follows_a_slow_and_a_failing_rollout() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(reads(), before, "the page stopped polling");
 
+    // A rollout that completes: the heading says so, in green.
+    client.goto(&format!("{url}/#/{NS}/quick")).await.unwrap();
+    wait_for_text(&client, "#consumer-rows", "Deployment quick").await;
+    restart(&client).await;
+    assert_eq!(
+        wait_for_text(&client, "#rollout-summary", "Rollout complete").await,
+        "Rollout complete: 1 complete."
+    );
+    assert_eq!(
+        wait_for_text(&client, "#report-title", "Rollout").await,
+        "Rollout complete"
+    );
+    assert_eq!(color(&client, "#report-title").await, "rgb(19, 115, 51)");
+
+    // A crash-looping StatefulSet: no progress condition, so `progressing` for the whole
+    // deadline; beside it, within seconds, what its new pods wait for (alice may list pods).
+    let crashing = "#rollout-list [data-workload=\"StatefulSet/crashing\"]";
+    client
+        .goto(&format!("{url}/#/{NS}/crashing-config"))
+        .await
+        .unwrap();
+    wait_for_text(&client, "#consumer-rows", "StatefulSet crashing").await;
+    restart(&client).await;
+    let note = wait_for_text(
+        &client,
+        &format!("{crashing} .rollout-pods"),
+        "New pods: CrashLoopBackOff.",
+    )
+    .await;
+    assert_eq!(note, "New pods: CrashLoopBackOff.");
+    let state = wait_for_text(
+        &client,
+        &format!("{crashing} .rollout-state"),
+        "progressing",
+    )
+    .await;
+    assert!(
+        state.starts_with("progressing: "),
+        "a note, not a verdict: {state}"
+    );
+    screenshot(&client, "11-crash-looping").await;
+    // Bob may not list pods: the page says why it cannot show them.
+    click(&client, Locator::Css("#sign-out")).await;
+    wait_for_text(&client, "#sign-in-title", "Sign in").await;
+    sign_in(&client, &url, &token("bob@x.io", &["developers"])).await;
+    wait_for_text(&client, "#who-name", "bob@x.io").await;
+    client
+        .goto(&format!("{url}/#/{NS}/crashing-config"))
+        .await
+        .unwrap();
+    wait_for_text(&client, "#consumer-rows", "StatefulSet crashing").await;
+    restart(&client).await;
+    assert_eq!(
+        wait_for_text(&client, &format!("{crashing} .rollout-pods"), "not shown").await,
+        format!("New pods: not shown, you may not list pods in {NS}.")
+    );
+
     client.close().await.unwrap();
     drop(driver);
     f.stop().await;
+}
+
+/// The computed colour of the element `css` finds.
+async fn color(client: &Client, css: &str) -> Value {
+    client
+        .execute(
+            "return getComputedStyle(document.querySelector(arguments[0])).color;",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap()
 }

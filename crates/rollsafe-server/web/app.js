@@ -30,7 +30,14 @@ async function api(method, path, headers) {
   return { status: response.status, body };
 }
 
+// The contract's texts (clients key on them), said for a person where the page knows more.
+const AUTHENTICATION_REQUIRED = "Authentication required";
+const NOT_ALLOWED = "You are not allowed to modify this secret";
+
 function errorText(result) {
+  if (result.status === 401 && result.body && result.body.error === AUTHENTICATION_REQUIRED) {
+    return "Your session is invalid or has expired: sign in again.";
+  }
   if (result.body && typeof result.body.error === "string") {
     return result.body.requestId ? `${result.body.error} (request ${result.body.requestId})` : result.body.error;
   }
@@ -60,7 +67,9 @@ $("token-form").addEventListener("submit", async (event) => {
   const result = await api("POST", "/auth/session", Object.assign({ Authorization: `Bearer ${token}` }, CSRF));
   $("token").value = "";
   if (result.status !== 204) {
-    $("sign-in-error").textContent = errorText(result);
+    $("sign-in-error").textContent = result.status === 401
+      ? "This token is invalid or has expired. Ask for a new one (rollsafe token), or sign in with your identity provider."
+      : errorText(result);
     return;
   }
   await route();
@@ -152,7 +161,10 @@ async function showDetail(namespace, name) {
   const result = await api("GET", `/api/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}/consumers`);
   if (result.status !== 200) {
     $("detail-status").textContent = "";
-    $("detail-error").textContent = errorText(result);
+    // The ACL refused a read: say what was refused, and why.
+    $("detail-error").textContent = result.status === 403 && result.body && result.body.error === NOT_ALLOWED
+      ? `You may not see or restart the consumers of ${namespace}/${name}: its access rules do not let you modify this Secret.`
+      : errorText(result);
     return;
   }
   const preview = result.body;
@@ -219,11 +231,20 @@ async function approve(preview, workload, button, outcome) {
     `/consumers/${encodeURIComponent(workload.kind)}/${encodeURIComponent(workload.name)}/approve`;
   const result = await api("POST", path, CSRF);
   if (result.status === 200 && result.body) {
-    outcome.textContent = `Approved: rollsafe watch rolls it for ${result.body.digest}.`;
+    outcome.textContent = approvedText(result.body);
     return;
   }
   outcome.textContent = `Not approved: ${errorText(result)}`;
   button.disabled = false;
+}
+
+// What was approved, for a person: the workload, the objects whose content it rolls for, and
+// when — not the digest.
+function approvedText(approved) {
+  const objects = (approved.consumes || []).map((o) => o.replace("/", " "));
+  const what = objects.length ? ` for the current ${objects.join(", ")}` : "";
+  const since = approved.since ? `; it awaited approval since ${approved.since}` : "";
+  return `Approved at ${approved.approvedAt}: rollsafe watch rolls ${approved.kind} ${approved.name}${what}${since}.`;
 }
 
 // A roll rollsafe watch holds for a workload (the preview's `pending`): a restart window, or an
@@ -293,6 +314,7 @@ function showReport(result, namespace, name) {
   const body = $("report-body");
   body.replaceChildren();
   report.hidden = false;
+  $("report-result").hidden = true;
   if (!result.body || typeof result.body.status !== "string") {
     $("report-title").textContent = "Refused";
     $("report-title").className = "status-failed";
@@ -305,6 +327,7 @@ function showReport(result, namespace, name) {
   $("report-title").textContent = `Result: ${r.status}`;
   $("report-title").className = `status-${r.status}`;
   report.dataset.status = r.status;
+  delete report.dataset.rollout;
   $("report-message").textContent = r.message;
   if (r.requested.length) {
     body.append(el("h3", "Requested"));
@@ -331,7 +354,7 @@ function showReport(result, namespace, name) {
     summary.setAttribute("role", "status");
     summary.setAttribute("aria-live", "polite");
     body.append(summary);
-    follow(namespace, name, followed, summary, list);
+    follow(namespace, name, followed, summary, list, r);
   }
   if (r.failures.length) {
     body.append(el("h3", "Failed"));
@@ -349,8 +372,30 @@ function showReport(result, namespace, name) {
     }
     body.append(list);
   }
-  $("report-note").textContent = r.note;
+  // With bars, say what they are; the contract's note speaks of the result alone.
+  $("report-note").textContent = r.requested.length
+    ? "The result above counts the pod-template patches Kubernetes acknowledged. The bars follow " +
+      "each requested rollout as Kubernetes reports it: replicas updated to the new template, and " +
+      "ready. Whether the application took up the new credentials is not checked."
+    : r.note;
   report.focus();
+}
+
+// When following ends: the heading says how the rollout ended (stalled in red, complete in
+// green), and the contract's result stays in view as what was requested.
+function finishReport(rows, r) {
+  const states = rows.map((row) => row.item.dataset.state);
+  const ended = states.includes("stalled") ? "stalled"
+    : states.every((state) => state === "complete") ? "complete"
+    : "finished";
+  const title = $("report-title");
+  title.textContent = `Rollout ${ended}`;
+  title.className = `rollout-${ended}`;
+  $("report").dataset.rollout = ended;
+  const requested = $("report-result");
+  requested.replaceChildren("Restart result: ", el("span", r.status, `status-${r.status}`), ".");
+  requested.hidden = false;
+  return ended;
 }
 
 // ---- following a restart's rollout -------------------------------------------------------------
@@ -382,11 +427,14 @@ function rolloutRow(item, workload) {
   bar.value = 0;
   bar.setAttribute("aria-label", `${workload.kind} ${workload.name}: waiting for the first reading`);
   const state = el("span", "waiting for the first reading…", "rollout-state");
+  // What the new pods say, beside the progress: a note, not a verdict.
+  const note = el("span", "", "rollout-pods hint");
+  note.hidden = true;
   const line = el("div", null, "rollout-line");
-  line.append(bar, " ", state);
+  line.append(bar, " ", state, " ", note);
   item.append(line);
   item.dataset.state = "";
-  return { kind: workload.kind, name: workload.name, item, bar, state, pinned: undefined, moved: null, final: false };
+  return { kind: workload.kind, name: workload.name, item, bar, state, note, pinned: undefined, moved: null, final: false };
 }
 
 // Where one workload stands, in words, from the route's entry and the page's memory.
@@ -409,6 +457,15 @@ function rolloutText(row, w, status) {
     }
     default: return status;
   }
+}
+
+// What the new pods of a rollout in progress say (the rollout view's `pods`), or why the page
+// cannot say it.
+function podsText(pods, namespace) {
+  if (!pods) return "";
+  if (pods.notRead === "forbidden") return `New pods: not shown, you may not list pods in ${namespace}.`;
+  if (pods.notRead) return "New pods: could not be read this time.";
+  return pods.reason ? `New pods: ${pods.reason}.` : "";
 }
 
 // Applies one read to a row; returns its state.
@@ -457,6 +514,9 @@ function observeRow(row, view, now) {
   }
   row.bar.setAttribute("aria-label", `${row.kind} ${row.name}: ${text}`);
   row.state.textContent = text;
+  const note = status === "progressing" ? podsText(w && w.pods, view.namespace) : "";
+  setIfChanged(row.note, note);
+  row.note.hidden = note === "";
   row.item.dataset.state = status;
   row.item.classList.toggle("rollout-stalled", status === "stalled");
   row.item.classList.toggle("rollout-complete", status === "complete");
@@ -480,7 +540,7 @@ function setIfChanged(node, text) {
   if (node.textContent !== text) node.textContent = text;
 }
 
-async function follow(namespace, name, rows, summary, list) {
+async function follow(namespace, name, rows, summary, list, r) {
   stopFollowing();
   const generation = following;
   const started = Date.now();
@@ -498,7 +558,9 @@ async function follow(namespace, name, rows, summary, list) {
     if (result.status === 200 && result.body && Array.isArray(result.body.workloads)) {
       for (const row of rows) if (!row.final) observeRow(row, result.body, now);
       if (rows.every((row) => row.final)) {
-        setIfChanged(summary, `Rollout finished: ${countsText(rows)}.`);
+        const ended = finishReport(rows, r);
+        setIfChanged(summary, `Rollout ${ended}: ${countsText(rows)}.`);
+        summary.className = `rollout-summary rollout-${ended}`;
         list.dataset.following = "done";
         return;
       }

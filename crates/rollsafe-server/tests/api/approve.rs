@@ -74,10 +74,17 @@ async fn an_approval_is_written_as_the_caller_and_audited() {
     let f = Fixture::start_with(cluster(), |s| s.impersonation = true).await;
     let (status, body) = f.approve("db", "Deployment", "api", &approver()).await;
     assert_eq!(status, 200, "{body}");
+    // What was approved: the workload, what it consumes and when, besides the digest.
+    let approved_at = body["approvedAt"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        approved_at.len() == 24 && approved_at.ends_with('Z'),
+        "{body}"
+    );
     assert_eq!(
         body,
         json!({"kind": "Deployment", "name": "api", "digest": "v1:abc",
-               "since": "2026-12-03T06:00:00Z"})
+               "since": "2026-12-03T06:00:00Z", "approvedAt": approved_at,
+               "consumes": ["Secret/db"]})
     );
     assert_eq!(f.approved("api").as_deref(), Some("v1:abc"));
     let patch = f

@@ -342,3 +342,114 @@ async fn a_slow_rollout_is_seen_moving_and_a_failing_one_stalled_with_the_reason
     );
     f.stop().await;
 }
+
+/// Reads the rollout of `db` until `name`'s entry carries a `pods` note, within `within`.
+async fn pods_note(f: &Fixture, name: &str, token: &str, within: Duration) -> Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let (status, body) = read(f, "db", token).await;
+        assert_eq!(status, 200, "{body}");
+        let workload = body["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == name)
+            .cloned()
+            .unwrap();
+        if workload.get("pods").is_some() {
+            return workload;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} never had a pods note: {workload}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A crash-looping StatefulSet has no progress condition: for the whole progress deadline it is
+/// `progressing`. Beside that state the view says what its new pods wait for, as soon as they
+/// do — a note, not a verdict — when the caller may list pods, and that it could not read them
+/// when the caller may not.
+#[tokio::test]
+async fn a_crash_looping_rollout_carries_its_new_pods_reason_beside_the_progress() {
+    let mut objects = seed();
+    let mut crashing = workload("StatefulSet", "crashing", "db");
+    crashing["spec"]["replicas"] = json!(2);
+    objects.push(crashing);
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "pod-reader", "namespace": NS},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]}),
+    );
+    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "pod-readers", "namespace": NS},
+        "subjects": [{"kind": "Group", "name": "pod-readers", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": "pod-reader", "apiGroup": "rbac.authorization.k8s.io"}}));
+    let f = Fixture::start_with(objects, |s| s.impersonation = true).await;
+    f.emulator
+        .change_settings(SettingsChange {
+            pod_ready_millis: Some(150),
+            progress_deadline_scale: None,
+        })
+        .unwrap();
+    f.emulator.add_fault(
+        Fault::on("patch", "statefulsets")
+            .namespace(NS)
+            .name("crashing")
+            .always()
+            .then(FaultAction::rollout_fails(
+                "CrashLoopBackOff",
+                "back-off restarting failed container",
+            )),
+    );
+    let (status, _, body) = f.restart(NS, "db", Some(&admin())).await;
+    assert_eq!(status, 200, "{body}");
+
+    let reader = token("reader@x.io", &["developers", "pod-readers"]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let crashing = loop {
+        let crashing = pods_note(&f, "crashing", &reader, Duration::from_secs(20)).await;
+        // First `ContainerCreating`, then the back-off.
+        if crashing["pods"]["reason"] == "CrashLoopBackOff" {
+            break crashing;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no reason: {crashing}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(crashing["state"], "progressing", "a note, not a verdict");
+    assert_eq!(crashing["pods"], json!({"reason": "CrashLoopBackOff"}));
+    // The pods are listed as the caller, by the workload's selector and update revision.
+    let list = f
+        .emulator
+        .requests()
+        .into_iter()
+        .rfind(|r| r.is("list", "pods"))
+        .unwrap();
+    assert_eq!(list.impersonated_user.as_deref(), Some("reader@x.io"));
+    assert!(
+        list.query_param("labelSelector")
+            .is_some_and(|s| s.contains("controller-revision-hash=")),
+        "{list:?}"
+    );
+
+    // Without the permission: why there is no note.
+    let crashing = pods_note(&f, "crashing", &admin(), Duration::from_secs(20)).await;
+    assert_eq!(crashing["state"], "progressing");
+    assert_eq!(crashing["pods"], json!({"notRead": "forbidden"}));
+    // A complete one carries no note.
+    let (_, body) = read(&f, "db", &reader).await;
+    let api = body["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == "api")
+        .cloned()
+        .unwrap();
+    assert_eq!(api["state"], "complete", "{api}");
+    assert_eq!(api.get("pods"), None, "{api}");
+    f.stop().await;
+}
