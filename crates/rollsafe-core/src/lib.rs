@@ -37,6 +37,7 @@ pub mod opt_in;
 pub mod patch;
 pub mod pending;
 pub mod preview;
+pub mod published;
 pub mod reference;
 pub mod render;
 pub mod rollout;

@@ -24,6 +24,7 @@ pub mod engine;
 pub mod follow;
 pub mod inventory;
 pub mod progressive;
+pub mod published;
 pub mod read;
 pub mod review;
 pub mod transport;

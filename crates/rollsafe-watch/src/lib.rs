@@ -30,6 +30,7 @@ pub mod outcome;
 pub mod patches;
 pub mod preflight;
 pub mod progression;
+pub mod published;
 pub mod reduced;
 pub mod roll_times;
 pub mod rollouts;

@@ -115,6 +115,10 @@ pub struct ControllerSettings {
     /// events, then a bookmark) instead of a paged list; only for an API server that serves
     /// them (the caller checks: `rollsafe_kube::read::serves_streaming_lists`).
     pub streaming_lists: bool,
+    /// Where the effective settings are published when this replica starts deciding (the
+    /// leader, or a controller without leader election at its start): its Lease
+    /// ([`rollsafe_kube::published`]); `None`: not published.
+    pub publish_on: Option<rollsafe_kube::published::LeaseRef>,
 }
 
 impl ControllerSettings {
@@ -159,6 +163,7 @@ impl Default for ControllerSettings {
             cluster_name: None,
             page_url: None,
             streaming_lists: false,
+            publish_on: None,
         }
     }
 }

@@ -481,6 +481,54 @@ on_both_substrates! {
         running.stop().await;
     }
 
+    /// The effective settings are published on the controller's Lease — by a controller without
+    /// leader election at its start (creating the Lease), by the leader when it starts leading —
+    /// and read back by what `why` and the page read them with.
+    async fn the_effective_settings_are_published_on_the_lease(ns) {
+        use rollsafe_kube::published::{LeaseRef, read};
+        ns.apply(two_workloads()).await;
+        let lease = LeaseRef { namespace: ns.name.clone(), name: "settings-lease".to_owned() };
+        let client = ns.connection.client(None);
+        assert_eq!(read(&client, &lease).await.unwrap(), None, "nothing published yet");
+        let mut running = controller(ns, ControllerSettings {
+            all: true,
+            require_approval: vec![ns.name.clone()],
+            publish_on: Some(lease.clone()),
+            ..settings(ns)
+        });
+        running.settled().await;
+        let published = eventually("the settings on the Lease", DEADLINE, || async {
+            read(&client, &lease).await.unwrap()
+        }).await;
+        assert!(published.all, "{published:?}");
+        assert!(!published.reloader_compat);
+        assert!(published.requires_approval(&ns.name));
+        assert_eq!(published.namespaces, vec![ns.name.clone()]);
+        assert_eq!((published.flap_rolls, published.flap_window_seconds), (5, 600));
+        running.stop().await;
+
+        // A leader publishes when it starts leading, over what was there.
+        let elected = rollsafe_watch::leader::LeaseSettings {
+            namespace: ns.name.clone(),
+            name: lease.name.clone(),
+            identity: "a".to_owned(),
+            duration_seconds: 4,
+            grace_seconds: 3,
+        };
+        let election = rollsafe_watch::leader::elect(ns.connection.client(None), &elected).await.unwrap();
+        let mut leader = Running::spawn(Controller::new(ns.connection.client(None), ControllerSettings {
+            reloader_compat: true,
+            publish_on: Some(lease.clone()),
+            ..settings(ns)
+        }).with_leadership(election.leader.clone()));
+        leader.until("leading", |s| s.leader && s.synced).await;
+        eventually("the leader's settings", DEADLINE, || async {
+            read(&client, &lease).await.unwrap().filter(|p| p.reloader_compat && !p.all)
+        }).await;
+        leader.stop().await;
+        drop(election);
+    }
+
     /// The startup check finds streaming lists where the server serves them (the real 1.37
     /// server) and not where it does not (the emulator's default, 1.33's gate); the controller
     /// then starts every watch with a streaming list, or pages, and either way adopts without

@@ -12,6 +12,7 @@ use anyhow::Context as _;
 use prometheus_client::registry::Registry;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::window::RestartWindow;
+use rollsafe_kube::published::LeaseRef;
 use rollsafe_notify::{Format as NotifyFormat, Notifier, NotifyMetrics, Sink, WebhookUrl};
 use rollsafe_watch::leader::{self, LeaseSettings};
 use rollsafe_watch::limits::FlapLimit;
@@ -196,11 +197,14 @@ pub(crate) struct Args {
     #[arg(
         long,
         value_name = "NAME",
-        default_value = "rollsafe-watch",
+        default_value = DEFAULT_LEASE_NAME,
         env = "ROLLSAFE_WATCH_LEASE_NAME"
     )]
     lease_name: String,
 }
+
+/// The Lease the controller competes for, and publishes its settings on, by default.
+pub(crate) const DEFAULT_LEASE_NAME: &str = "rollsafe-watch";
 
 /// How long the Lease lasts without renewal.
 const LEASE_DURATION_SECONDS: u64 = 15;
@@ -409,6 +413,15 @@ async fn watch(
         info!(sinks = sinks.len(), "notifying webhooks");
         settings.notifier = Some(Notifier::start(sinks, notify_metrics));
     }
+    // The leader publishes the effective settings on its Lease, for `why`, the preview and the
+    // page (rollsafe_kube::published).
+    settings.publish_on = lease.as_ref().map(|lease| LeaseRef {
+        namespace: lease
+            .namespace
+            .clone()
+            .unwrap_or_else(|| connection.default_namespace().to_owned()),
+        name: lease.name.clone(),
+    });
     let mut controller = Controller::new(connection.client(None), settings).with_metrics(metrics);
     let election = match lease {
         Some(lease) => Some(elect(&connection, lease).await?),
@@ -562,6 +575,10 @@ pub(crate) async fn start_for_sandbox(
             all: true,
             debounce: Duration::from_secs(1),
             flap_limit: SANDBOX_FLAP_LIMIT,
+            publish_on: Some(LeaseRef {
+                namespace: namespace.to_owned(),
+                name: DEFAULT_LEASE_NAME.to_owned(),
+            }),
             ..ControllerSettings::default()
         },
     );

@@ -41,6 +41,7 @@ use crate::limits::{FlapGuard, TokenBucket};
 use crate::metrics::{ControllerMetrics, ObjectLabels};
 use crate::outcome::Evaluator;
 use crate::patches::PatchPool;
+use crate::published;
 use crate::rollouts::{Finished, Rollouts};
 use crate::streams::Streams;
 use crate::tracker::Tracker;
@@ -213,6 +214,9 @@ impl Controller {
             dry_run = self.settings.dry_run,
             "watch controller starting"
         );
+        if self.leader.is_none() {
+            self.publish_settings();
+        }
         loop {
             let synced = self.status.borrow().synced;
             // Due workloads are taken while the pool has room; an answer makes room.
@@ -311,11 +315,35 @@ impl Controller {
             return;
         }
         info!("holding the lease");
+        self.publish_settings();
         if self.status.borrow().synced {
             let now = Instant::now();
             self.seed_bucket(now);
             self.evaluate_all_now(now);
         }
+    }
+
+    /// Publishes the effective settings on the Lease ([`crate::published`]), off the loop; a
+    /// failure is logged, and readers fall back to their own flags.
+    fn publish_settings(&self) {
+        let Some(lease) = self.settings.publish_on.clone() else {
+            return;
+        };
+        let client = self.client.clone();
+        let settings = published::of(&self.settings, self.settings.clock.now());
+        tokio::spawn(async move {
+            match rollsafe_kube::published::publish(&client, &lease, &settings).await {
+                Ok(()) => info!(
+                    lease = %lease.name,
+                    namespace = %lease.namespace,
+                    "settings published on the Lease"
+                ),
+                Err(error) => warn!(
+                    code = error.code(),
+                    "cannot publish the settings on the Lease; readers fall back to their own flags"
+                ),
+            }
+        });
     }
 
     /// Rebuilds the global token bucket from the roll times recorded on every cached workload
