@@ -23,7 +23,7 @@ mod numbers;
 mod set;
 mod split;
 
-pub use error::{InputError, ManifestError, ReadInputError};
+pub use error::{InputError, ManifestError, ReadInputError, YamlCause};
 pub use set::{ManifestSet, Origin};
 
 use std::fmt;
@@ -70,6 +70,7 @@ impl Document {
             document: number,
             line: error.location().map(|l| l.line() + source.first_line),
             column: error.location().map(|l| l.column()),
+            cause: YamlCause::of(&error),
         };
         let value: Value = if split::is_blank(source.text) {
             Value::Null

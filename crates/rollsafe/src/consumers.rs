@@ -17,8 +17,8 @@
 //! ```
 //!
 //! `references` has the shape `rollsafe refs` prints. `-o json` (default) follows the output
-//! rule of the restart commands; `-o text` is one line per inventory and per workload, with
-//! guidance for each unlisted kind. The exit codes are those of the restart commands, read for a
+//! rule of the restart commands; `-o text` says the same in lines: each kind that could not be
+//! listed with guidance, each consumer with its references (paths) and the roll held for it. The exit codes are those of the restart commands, read for a
 //! command that patches nothing: 0 when every inventory is complete (the list of consumers is
 //! the whole answer, possibly empty); 2 when some kind could not be listed and 3 when none could
 //! (the object is printed, and its workloads may be missing consumers); 1, with nothing on
@@ -30,7 +30,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use rollsafe_client::{Client, ClientError, Token};
 use rollsafe_core::failure::FailureCode;
-use rollsafe_core::preview::ConsumersPreview;
+use rollsafe_core::pending::HeldBy;
+use rollsafe_core::preview::{ConsumersPreview, PendingRoll};
+use rollsafe_core::reference::{ContainerList, Origin, Reference};
 
 use crate::kube_args::KubeArgs;
 use crate::restart_exit::{self, OutputFormat};
@@ -106,16 +108,21 @@ fn guidance(code: FailureCode, through_server: bool) -> &'static str {
     }
 }
 
+/// `-o text`: the Secret; each kind that could not be listed, with what to check; then each
+/// consumer with what the JSON says of it — why it does not roll now, the controller's view,
+/// a halt — then its references to the Secret, one per line, and the roll the controller holds.
 fn text(preview: &ConsumersPreview, through_server: bool) -> String {
     let mut out = format!("Secret {}/{}", preview.namespace, preview.secret);
     for (kind, inventory) in &preview.inventories {
-        match inventory.code {
-            None => out.push_str(&format!("\nlisted     {kind}")),
-            Some(code) => out.push_str(&format!(
+        if let Some(code) = inventory.code {
+            out.push_str(&format!(
                 "\nunlisted   {kind}: {code}: its consumers are unknown; {}",
                 guidance(code, through_server)
-            )),
+            ));
         }
+    }
+    if preview.workloads.is_empty() && preview.is_complete() {
+        out.push_str("\nno consumer: no workload references it");
     }
     for workload in &preview.workloads {
         out.push_str(&format!("\nconsumer   {}/{}", workload.kind, workload.name));
@@ -128,8 +135,85 @@ fn text(preview: &ConsumersPreview, through_server: bool) -> String {
                 "; halted by rollsafe watch ({reason}): remove the rollsafe.dev/halted annotation to resume"
             ));
         }
+        for reference in &workload.references {
+            out.push_str(&format!("\n           via {}", path(reference)));
+        }
+        if let Some(pending) = &workload.pending {
+            out.push_str(&format!("\n           held {}", held(pending)));
+        }
     }
     out
+}
+
+/// Where a reference is in the pod template, as a path (`containers[app].env[PASSWORD]`).
+fn path(reference: &Reference) -> String {
+    let list = |list: ContainerList| match list {
+        ContainerList::Container => "containers",
+        ContainerList::InitContainer => "initContainers",
+        ContainerList::EphemeralContainer => "ephemeralContainers",
+    };
+    let name = |name: &Option<String>| name.as_deref().unwrap_or("?").to_owned();
+    let mut text = match &reference.origin {
+        Origin::Env {
+            container_list,
+            container,
+            env,
+            key,
+        } => {
+            let key = key
+                .as_deref()
+                .map(|key| format!(" (key {key:?})"))
+                .unwrap_or_default();
+            format!(
+                "{}[{}].env[{}]{key}",
+                list(*container_list),
+                name(container),
+                name(env)
+            )
+        }
+        Origin::EnvFrom {
+            container_list,
+            container,
+            prefix,
+        } => {
+            let prefix = prefix
+                .as_deref()
+                .map(|prefix| format!(" (prefix {prefix:?})"))
+                .unwrap_or_default();
+            format!(
+                "{}[{}].envFrom{prefix}",
+                list(*container_list),
+                name(container)
+            )
+        }
+        Origin::Volume { volume } => format!("volumes[{}]", name(volume)),
+        Origin::ProjectedVolume { volume, source } => {
+            format!("volumes[{}].projected.sources[{source}]", name(volume))
+        }
+        Origin::ImagePullSecret => "imagePullSecrets".to_owned(),
+    };
+    if reference.optional == Some(true) {
+        text.push_str(" (optional)");
+    }
+    text
+}
+
+/// The roll `rollsafe watch` holds, in words.
+fn held(pending: &PendingRoll) -> String {
+    match (pending.held_by, &pending.at) {
+        (HeldBy::Window, Some(at)) => {
+            format!("by rollsafe watch: a restart window holds a roll until {at}")
+        }
+        (HeldBy::Window, None) => {
+            "by rollsafe watch: a restart window holds a roll (it does not open)".to_owned()
+        }
+        (HeldBy::Approval, Some(since)) => {
+            format!("by rollsafe watch: a roll awaits approval since {since} (rollsafe approve)")
+        }
+        (HeldBy::Approval, None) => {
+            "by rollsafe watch: a roll awaits approval (rollsafe approve)".to_owned()
+        }
+    }
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {

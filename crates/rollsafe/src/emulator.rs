@@ -62,8 +62,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
                     .unwrap_or_default();
                 anyhow::anyhow!(
-                    "identities file {}: not a YAML list of {{name, token, groups}}{at}",
-                    path.display()
+                    "identities file {}: not a YAML list of {{name, token, groups}}{at}: {}",
+                    path.display(),
+                    rollsafe_manifest::YamlCause::of(&error)
                 )
             })?
         };

@@ -314,7 +314,8 @@ fn a_bad_values_file_is_one_line_and_no_report() {
         (
             "broken.yaml",
             "reloader: [unclosed\n",
-            "not a YAML values file at line",
+            "not a YAML values file at line 1, column 11: a list or mapping is not closed, or an \
+             entry in it is missing",
         ),
         (
             "shape.yaml",
@@ -370,7 +371,11 @@ fn usage_errors_exit_2_and_bad_manifests_exit_1() {
     let (code, stdout, stderr) = migrate(&["-f", "-"], Some("kind: [unclosed\n"));
     assert_eq!((code, stdout.as_str()), (1, ""));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("rollsafe: <stdin>: "), "{stderr}");
+    assert_eq!(
+        stderr,
+        "rollsafe: <stdin>: document 1: invalid YAML at line 1, column 7: a list or mapping is \
+         not closed, or an entry in it is missing\n"
+    );
     // Nothing annotated: said so.
     let (code, text, _) = migrate(&["-f", "-"], Some(""));
     assert_eq!(code, 0);

@@ -56,8 +56,9 @@ fn every_real_manifest_succeeds() {
         total += list.as_array().unwrap().len();
     }
     // 13 + 9 + 2 + 1 + 4 + 12 + 1 + 6 + 16 + 3 + 25 + 13 (every workload of apps/v1, apps/v1beta*,
-    // extensions/v1beta1; the apps.openshift.io "Deployment" in istio-injected.yaml is not one).
-    assert_eq!(total, 8 + 9 + 2 + 1 + 4 + 12 + 1 + 6 + 16 + 3 + 25 + 13);
+    // extensions/v1beta1; the apps.openshift.io "Deployment" in istio-injected.yaml is not one),
+    // and the one batch/v1 CronJob of linkerd-ha.yaml.
+    assert_eq!(total, 8 + 9 + 2 + 1 + 4 + 12 + 1 + 6 + 16 + 3 + 25 + 13 + 1);
 }
 
 #[test]
@@ -274,7 +275,39 @@ fn output_json_or_text_as_the_other_commands() {
     assert!(output.status.success());
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
-        "Deployment shop/api: secrets db-creds; config ConfigMap/settings, Secret/db-creds\n\
-         DaemonSet agent: secrets -; config -\n"
+        "Deployment shop/api: ConfigMap/settings, Secret/db-creds\nDaemonSet agent: -\n"
+    );
+}
+
+#[test]
+fn cronjobs_are_read_and_the_text_names_each_object_once() {
+    let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\n\
+        spec:\n  template:\n    spec:\n      imagePullSecrets: [{name: regcred}]\n      \
+        containers:\n      - name: app\n        env:\n        - {name: A, valueFrom: {secretKeyRef: \
+        {name: db, key: password}}}\n        - {name: B, valueFrom: {secretKeyRef: {name: db, key: \
+        user}}}\n        envFrom: [{secretRef: {name: db}}, {configMapRef: {name: settings}}]\n      \
+        volumes: [{name: tls, secret: {secretName: tls}}]\n---\n\
+        apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: nightly, namespace: shop}\nspec:\n  \
+        schedule: \"0 0 * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          \
+        containers: [{name: job, envFrom: [{secretRef: {name: db}}]}]\n";
+    let (ok, list, stderr) = refs(&[], Some(manifest));
+    assert!(ok, "{stderr}");
+    let nightly = workload(&list, "CronJob", "nightly");
+    assert_eq!(nightly["referencedConfig"], json!(["Secret/db"]));
+    assert_eq!(nightly["references"].as_array().map(Vec::len), Some(1));
+    // The Restart Consumers API does not restart CronJobs.
+    assert_eq!(nightly["secretConsumers"], json!([]));
+
+    let output = Command::cargo_bin("rollsafe")
+        .unwrap()
+        .args(["refs", "-o", "text"])
+        .write_stdin(manifest)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "Deployment shop/api: ConfigMap/settings, Secret/db, Secret/regcred (restart-consumers \
+         only), Secret/tls\nCronJob shop/nightly: Secret/db\n"
     );
 }

@@ -419,22 +419,36 @@ fn the_text_says_what_will_not_roll_now_and_what_the_controller_does() {
         .emu
         .get_object("statefulsets", Some(NS), "worker")
         .unwrap();
-    worker["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "configmap/settings"});
+    worker["metadata"]["annotations"] = json!({"rollsafe.dev/watch": "configmap/settings",
+        "rollsafe.dev/pending": "window until=2031-01-01T02:00:00Z digest=v1:abc"});
     env.emu.put_object(worker).unwrap();
     let (code, text, stderr) =
         rollsafe_text(&env, &["consumers", "-o", "text", "-n", NS, "db-creds"]);
     assert_eq!(code, 0, "{stderr}");
+    // What the JSON says, in lines: no line per listed kind, each consumer's references to
+    // the Secret by path, and the roll the controller holds.
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
-        &lines[4..],
+        lines,
         [
+            "Secret shop/db-creds",
             "consumer   Deployment/api (does not roll now: the Deployment is paused); watch: \
              watched; halted by rollsafe watch (flapping: 5 rolls within 600s; remove this \
              annotation to resume): remove the rollsafe.dev/halted annotation to resume",
+            "           via containers[app].envFrom",
             "consumer   StatefulSet/worker; watch: not for this object (its rollsafe.dev/watch \
              list does not name it)",
+            "           via containers[app].envFrom",
+            "           held by rollsafe watch: a restart window holds a roll until \
+             2031-01-01T02:00:00Z",
         ],
         "{text}"
+    );
+    let (code, json, _) = env.rollsafe(&["consumers", "-n", NS, "db-creds"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        json["workloads"][1]["pending"],
+        json!({"heldBy": "window", "at": "2031-01-01T02:00:00Z", "digest": "v1:abc"})
     );
     let (code, text, stderr) = rollsafe_text(
         &env,

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use rollsafe_core::name::Namespace;
 use rollsafe_core::reference::TargetKind;
+use rollsafe_manifest::YamlCause;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
@@ -36,13 +37,15 @@ pub enum ValuesError {
         /// The entry.
         value: String,
     },
-    /// The file is not YAML: where the parser stopped, never the file's text.
-    #[error("not a YAML values file{}", at(*line, *column))]
+    /// The file is not YAML: where the parser stopped and why, never the file's text.
+    #[error("not a YAML values file{}: {cause}", at(*line, *column))]
     Yaml {
         /// 1-based line, when the parser knows it.
         line: Option<u64>,
         /// 1-based column, when the parser knows it.
         column: Option<u64>,
+        /// Why, in fixed words.
+        cause: YamlCause,
     },
 }
 
@@ -76,6 +79,7 @@ pub fn read(text: &str) -> Result<Value, ValuesError> {
     serde_saphyr::from_str::<Value>(text).map_err(|error| ValuesError::Yaml {
         line: error.location().map(|l| l.line()),
         column: error.location().map(|l| l.column()),
+        cause: YamlCause::of(&error),
     })
 }
 
