@@ -376,10 +376,11 @@ const EVENT_PAGE_SIZE: u32 = 500;
 pub async fn list_workload_events(
     client: &kube::Client,
     namespace: &Namespace,
-    kind: WorkloadKind,
+    kind: impl Into<WatchedKind>,
     name: &str,
     timeout: std::time::Duration,
 ) -> Result<Vec<EventSummary>, ReadError> {
+    let kind: WatchedKind = kind.into();
     let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), namespace.as_str());
     let fields = format!(
         "involvedObject.kind={},involvedObject.name={name}",

@@ -231,6 +231,9 @@ pub struct Evaluator<'a> {
     pub progressive_all: bool,
     /// A watch is stale: nothing may be patched.
     pub stale: bool,
+    /// The view is a consistent read made for this evaluation (`rollsafe why` reads each object
+    /// from the API server): the freshness stage has nothing to prove.
+    pub consistent: bool,
     /// `--restart-window`: the window of every workload and source without its own.
     pub restart_window: Option<&'a RestartWindow>,
     /// The wall-clock time windows are read at.
@@ -499,7 +502,7 @@ impl Evaluator<'_> {
     /// gate and the brakes: a roll that waits for a read takes no token). A baseline is this
     /// replica's own view before the change: nothing to prove.
     fn prove_freshness(&self, key: &WorkloadKey, decided: &Decided<'_>) -> ControlFlow<Outcome> {
-        if decided.baseline {
+        if decided.baseline || self.consistent {
             return ControlFlow::Continue(());
         }
         let unproven = unproven(self.cache, key, decided.entry, &decided.digest);

@@ -143,6 +143,44 @@ pub fn holding(
     closed(entry.window.as_deref(), sources, default, now)
 }
 
+/// The windows that hold any roll of `entry` for changes to `consumed` outside them, with the
+/// precedence [`holding`] applies (its own annotation, else the consumed objects', else
+/// `default`), as written and whose they are (`Sat 03:00-04:00 UTC (its restart window)`);
+/// `None` when no window applies. A standing hold, said before anything is pending.
+pub fn standing(
+    cache: &Cache,
+    entry: &WorkloadEntry,
+    consumed: &BTreeSet<SourceKey>,
+    default: Option<&RestartWindow>,
+) -> Option<String> {
+    let written = |window: &WindowAnnotation| match window {
+        Ok(window) => window.to_string(),
+        Err(error) => format!("not understood: {}", error.code()),
+    };
+    if let Some(own) = entry.window.as_deref() {
+        return Some(format!("{} ({})", written(own), Owner::Workload.describe()));
+    }
+    let sources: Vec<(String, String)> = consumed
+        .iter()
+        .filter_map(|source| {
+            let window = cache.source_entry(source)?.window.as_deref()?;
+            Some((
+                format!("{}/{}", source.kind.as_str(), source.name),
+                written(window),
+            ))
+        })
+        .collect();
+    if !sources.is_empty() {
+        let (names, windows): (Vec<String>, Vec<String>) = sources.into_iter().unzip();
+        return Some(format!(
+            "{} ({}, for changes to those)",
+            windows.join(" and "),
+            Owner::Sources(names).describe()
+        ));
+    }
+    default.map(|window| format!("{window} ({})", Owner::Flag.describe()))
+}
+
 /// Whether a roll due now is held: `workload` is the workload's own annotation, `sources` the
 /// annotations of the changed objects that carry one (by name), `default` `--restart-window`.
 pub fn closed<'a>(

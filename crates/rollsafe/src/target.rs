@@ -8,7 +8,7 @@
 
 use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::validation::is_dns1123_subdomain;
-use rollsafe_core::workload::WorkloadKind;
+use rollsafe_core::workload::{WatchedKind, WorkloadKind};
 
 /// The rule a Secret name follows, for its error message.
 const SECRET_NAME_RULE: &str = "a Secret name must be a lowercase RFC 1123 subdomain: lower-case \
@@ -105,6 +105,68 @@ impl WorkloadTarget {
     }
 }
 
+/// What `why` explains: every kind `rollsafe watch` rolls, as kubectl spells them.
+const WATCHED_KINDS: &[(&str, WatchedKind)] = &[
+    ("deployment", WatchedKind::Deployment),
+    ("deployments", WatchedKind::Deployment),
+    ("deploy", WatchedKind::Deployment),
+    ("statefulset", WatchedKind::StatefulSet),
+    ("statefulsets", WatchedKind::StatefulSet),
+    ("sts", WatchedKind::StatefulSet),
+    ("daemonset", WatchedKind::DaemonSet),
+    ("daemonsets", WatchedKind::DaemonSet),
+    ("ds", WatchedKind::DaemonSet),
+    ("cronjob", WatchedKind::CronJob),
+    ("cronjobs", WatchedKind::CronJob),
+    ("cj", WatchedKind::CronJob),
+    ("rollout", WatchedKind::Rollout),
+    ("rollouts", WatchedKind::Rollout),
+    ("ro", WatchedKind::Rollout),
+];
+
+/// A workload of any kind `rollsafe watch` rolls, as kubectl names it: the kinds of
+/// [`WorkloadTarget`], and `cronjob/NAME` (`cj/`), `rollout/NAME` (`ro/`, Argo Rollouts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WatchedTarget {
+    /// The kind.
+    pub kind: WatchedKind,
+    /// The name, a valid object name.
+    pub name: String,
+}
+
+impl WatchedTarget {
+    /// Parses `KIND/NAME`.
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
+        let Some((kind, name)) = text.split_once('/') else {
+            anyhow::bail!(
+                "invalid workload {text:?}: give KIND/NAME, e.g. deployment/api (kinds: \
+                 deployment, statefulset, daemonset, cronjob, rollout, or deploy, sts, ds, cj, ro)"
+            );
+        };
+        let lower = kind.to_ascii_lowercase();
+        let lower = [".apps", ".batch", ".argoproj.io"]
+            .iter()
+            .find_map(|group| lower.strip_suffix(group))
+            .unwrap_or(&lower);
+        let Some(&(_, kind)) = WATCHED_KINDS.iter().find(|(k, _)| *k == lower) else {
+            anyhow::bail!(
+                "invalid workload kind {kind:?}: rollsafe explains deployment, statefulset, \
+                 daemonset, cronjob and rollout (or deploy, sts, ds, cj, ro)"
+            );
+        };
+        if !is_dns1123_subdomain(name) {
+            anyhow::bail!(
+                "invalid {} name {name:?}: {OBJECT_NAME_RULE}",
+                kind.as_str()
+            );
+        }
+        Ok(Self {
+            kind,
+            name: name.to_owned(),
+        })
+    }
+}
+
 /// The rule a workload name follows, for its error message.
 const OBJECT_NAME_RULE: &str = "a name must be a lowercase RFC 1123 subdomain: lower-case \
     letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 \
@@ -186,6 +248,16 @@ mod tests {
             let error = WorkloadTarget::parse(text).unwrap_err().to_string();
             assert!(error.contains(message), "{text}: {error}");
         }
+        for (text, kind) in [
+            ("cronjob/nightly", WatchedKind::CronJob),
+            ("cj/nightly", WatchedKind::CronJob),
+            ("CronJobs.batch/nightly", WatchedKind::CronJob),
+            ("rollouts.argoproj.io/web", WatchedKind::Rollout),
+            ("deploy/api", WatchedKind::Deployment),
+        ] {
+            assert_eq!(WatchedTarget::parse(text).unwrap().kind, kind, "{text}");
+        }
+        assert!(WatchedTarget::parse("pod/api").is_err());
         assert!(namespace_flag(Some("Bad_NS")).is_err());
         assert_eq!(namespace_flag(None).unwrap(), None);
     }

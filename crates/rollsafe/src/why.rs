@@ -31,32 +31,37 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::bail;
 use jiff::Timestamp;
+use kube::api::DynamicObject;
 use rollsafe_core::name::Namespace;
-use rollsafe_core::opt_in::{self, OptIn, RESTART_ON_CHANGE, WATCH};
+use rollsafe_core::opt_in::{self, OptIn, RESTART_ON_CHANGE, WATCH, reloader};
 use rollsafe_core::reference::{self, ConfigRef, ContainerList, Origin, Reference, TargetKind};
 use rollsafe_core::rollout;
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::window::RestartWindow;
-use rollsafe_core::workload::WorkloadKind;
 use rollsafe_kube::EventSummary;
+use rollsafe_kube::published::LeaseRef;
 use rollsafe_kube::transport::{GET_TIMEOUT, LIST_PAGE_TIMEOUT};
-use rollsafe_watch::Fingerprinter;
 use rollsafe_watch::annotations::CONFIG_RECORD;
 use rollsafe_watch::approval::{self, HeldBy, PendingMark};
-use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, WorkloadEntry, WorkloadKey};
+use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, Watching, WorkloadEntry, WorkloadKey};
 use rollsafe_watch::consumption::{self, Consumption, Keys};
-use rollsafe_watch::decision::{self, CHANGE_CAUSE, RollDecision};
-use rollsafe_watch::digest;
-use rollsafe_watch::windows;
+use rollsafe_watch::decision::CHANGE_CAUSE;
+use rollsafe_watch::limits::{FlapGuard, FlapLimit, TokenBucket};
+use rollsafe_watch::outcome::{Evaluator, Outcome, Purpose, SkipReason, Stage, Write};
+use rollsafe_watch::published::{self, PublishedSettings};
+use rollsafe_watch::tracker::Tracker;
+use rollsafe_watch::{ControllerSettings, Fingerprinter, digest, windows};
 use serde::Serialize;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::kube_args::KubeArgs;
 use crate::restart_exit::{self, OutputFormat};
-use crate::target::{WorkloadTarget, namespace_flag};
+use crate::target::{WatchedTarget, namespace_flag};
 use crate::{process, stdout, watch};
 
 /// Explain whether `rollsafe watch` watches a workload, and whether it would roll it now.
@@ -68,15 +73,22 @@ pub(crate) struct Args {
     /// (`v1k:`) can only be compared with it.
     #[arg(long, value_name = "PATH", env = "ROLLSAFE_WATCH_FINGERPRINT_KEY_FILE")]
     pub fingerprint_key_file: Option<PathBuf>,
-    /// The `--restart-window` `rollsafe watch` runs with, if any: a roll due outside it is
-    /// held.
-    #[arg(long, value_name = "WINDOW", env = "ROLLSAFE_WATCH_RESTART_WINDOW")]
-    pub restart_window: Option<String>,
+    /// The Lease `rollsafe watch` publishes its settings on (`NAMESPACE/NAME`; default:
+    /// `rollsafe-watch` in the workload's namespace). Its settings decide the answer; without
+    /// them, the flags below do, and without those, what they decide is said to be unknown.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        env = "ROLLSAFE_WATCH_CONTROLLER_LEASE"
+    )]
+    pub controller_lease: Option<String>,
+    #[command(flatten)]
+    pub flags: SettingsFlags,
     /// How to print the result (`text`: one line per fact).
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: OutputFormat,
     /// The workload, as kubectl names it: `deployment/NAME` (`deploy/`), `statefulset/NAME`
-    /// (`sts/`) or `daemonset/NAME` (`ds/`).
+    /// (`sts/`), `daemonset/NAME` (`ds/`), `cronjob/NAME` (`cj/`) or `rollout/NAME` (`ro/`).
     pub workload: String,
 }
 
@@ -95,17 +107,24 @@ const MAX_SHOWN: usize = 512;
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Why {
-    kind: WorkloadKind,
+    kind: &'static str,
     namespace: String,
     name: String,
+    /// The controller's settings the answer was evaluated with, and where they came from.
+    settings: SettingsUsed,
     watch: Watch,
     /// `rollsafe.dev/halted`, when set.
     halted: Option<Halted>,
-    /// A due roll held by a restart window, when one is.
+    /// A due roll held by a restart window or an approval, when one is.
     pending: Option<Pending>,
+    /// The holds that stand before anything is pending (a restart window, an approval
+    /// requirement), in words.
+    holds: Vec<String>,
     /// Every consumed object, sorted by kind and name.
     consumes: Vec<Consumed>,
     roll_now: RollNow,
+    /// The controller's stages, as they ran for this workload: where the roll stopped.
+    stages: Vec<StageShown>,
     last_roll: LastRoll,
     rollout: Rollout,
 }
@@ -133,6 +152,12 @@ enum WatchState {
     OptedOut,
     /// No annotation: watched only under `--all`.
     Unset,
+    /// No annotation, and the controller runs `--all`: every Secret and ConfigMap the pod
+    /// template references.
+    All,
+    /// No annotation of rollsafe's; Stakater Reloader's annotations opt it in (the controller
+    /// runs `--reloader-compat`).
+    Reloader,
     /// Not understood: not watched.
     Invalid,
 }
@@ -160,6 +185,12 @@ impl WatchState {
                 "not watched: rollsafe.dev/watch is \"false\", even under --all"
             }
             WatchState::Unset => "not opted in: no rollsafe.dev/watch (watched only under --all)",
+            WatchState::All => {
+                "watched: no rollsafe.dev/watch, and rollsafe watch runs --all (every Secret and ConfigMap the pod template references)"
+            }
+            WatchState::Reloader => {
+                "watched: Stakater Reloader's annotations opt it in (rollsafe watch runs --reloader-compat)"
+            }
             WatchState::Invalid => {
                 "not watched: its rollsafe.dev/watch value is not understood (secret/NAME or configmap/NAME entries, \"true\" or \"false\")"
             }
@@ -170,7 +201,11 @@ impl WatchState {
     fn evaluated(self) -> bool {
         matches!(
             self,
-            WatchState::OptedIn | WatchState::Listed | WatchState::Unset
+            WatchState::OptedIn
+                | WatchState::Listed
+                | WatchState::Unset
+                | WatchState::All
+                | WatchState::Reloader
         )
     }
 }
@@ -270,8 +305,14 @@ enum Decision {
     Unchanged,
     /// Halted by the flap stop.
     Halted,
-    /// A roll (or deferred roll) is due, but a restart window holds it.
+    /// A roll (or deferred roll) is due, but a restart window or an approval holds it.
     Pending,
+    /// A progressive roll waits for an earlier wave.
+    Waiting,
+    /// A progressive roll is held at an earlier wave whose rollout stalled.
+    Held,
+    /// A roll is due, but the flap stop would halt the workload instead.
+    Halt,
     /// Not watched.
     NotWatched,
     /// Not known: a keyed record without the key, or an object that could not be read.
@@ -343,29 +384,33 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // Parsed here rather than by clap, whose usage errors exit 2: a malformed target is exit 1
     // like every other failure of this command.
-    let target = WorkloadTarget::parse(&args.workload)?;
+    let target = WatchedTarget::parse(&args.workload)?;
     let namespace = namespace_flag(args.kube.namespace.as_deref())?;
     let fingerprinter = watch::fingerprinter(args.fingerprint_key_file.as_deref())?;
-    let restart_window = match args.restart_window.as_deref() {
-        Some(text) => match text.parse::<RestartWindow>() {
-            Ok(window) => Some(window),
-            Err(error) => bail!("--restart-window: {error}"),
-        },
-        None => None,
-    };
-    let identity = args.kube.identity()?;
+    let flags = args.flags.settings()?;
+    let lease = args
+        .controller_lease
+        .as_deref()
+        .map(parse_lease)
+        .transpose()?;
     let why = process::runtime()?.block_on(async {
-        let connection = args.kube.connect().await?;
-        let namespace = match namespace {
-            Some(namespace) => namespace,
-            None => args.kube.context_namespace(&connection)?,
-        };
-        let client = connection.client(identity.as_ref());
-        let settings = Settings {
-            fingerprinter: &fingerprinter,
-            restart_window: restart_window.as_ref(),
-        };
-        explain(&client, &namespace, &target, settings).await
+        let session = args.kube.session(namespace).await?;
+        // The controller's Lease is read as the kubeconfig's identity, not as `--as`: it says
+        // how the controller runs, not what the caller may do.
+        let reader = session.connection.client(None);
+        let lease = lease.unwrap_or_else(|| LeaseRef {
+            namespace: session.namespace.to_string(),
+            name: watch::DEFAULT_LEASE_NAME.to_owned(),
+        });
+        let settings = resolve_settings(&reader, &lease, flags).await;
+        explain(
+            &session.client,
+            &session.namespace,
+            &target,
+            &fingerprinter,
+            settings,
+        )
+        .await
     })?;
     let out = match args.output {
         OutputFormat::Json => restart_exit::json(&why)?,
@@ -375,41 +420,198 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The controller's settings the answer depends on.
-#[derive(Clone, Copy)]
-struct Settings<'a> {
-    fingerprinter: &'a Fingerprinter,
-    restart_window: Option<&'a RestartWindow>,
+/// `--controller-lease NAMESPACE/NAME`.
+fn parse_lease(text: &str) -> anyhow::Result<LeaseRef> {
+    let Some((namespace, name)) = text.split_once('/') else {
+        bail!("--controller-lease: give NAMESPACE/NAME, e.g. rollsafe/rollsafe-watch");
+    };
+    if namespace.parse::<Namespace>().is_err() || !is_dns1123_subdomain(name) {
+        bail!("--controller-lease: {text:?} is not NAMESPACE/NAME of a Lease");
+    }
+    Ok(LeaseRef {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    })
+}
+
+/// The settings `rollsafe watch` runs with, as `why` was told them: the same flags, for a
+/// controller whose published settings cannot be read.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SettingsFlags {
+    /// As `rollsafe watch --all`.
+    #[arg(long)]
+    all: bool,
+    /// As `rollsafe watch --reloader-compat`.
+    #[arg(long)]
+    reloader_compat: bool,
+    /// As `rollsafe watch --require-approval` (repeatable).
+    #[arg(long, value_name = "NAMESPACE")]
+    require_approval: Vec<String>,
+    /// The `--restart-window` `rollsafe watch` runs with, if any: a roll due outside it is
+    /// held.
+    #[arg(long, value_name = "WINDOW", env = "ROLLSAFE_WATCH_RESTART_WINDOW")]
+    restart_window: Option<String>,
+    /// As `rollsafe watch --rollout progressive`.
+    #[arg(long)]
+    progressive: bool,
+    /// As `rollsafe watch --flap-limit ROLLS/WINDOW`.
+    #[arg(long, value_name = "ROLLS/WINDOW")]
+    flap_limit: Option<String>,
+}
+
+impl SettingsFlags {
+    /// The settings these flags give, when any was given.
+    fn settings(&self) -> anyhow::Result<Option<PublishedSettings>> {
+        let given = self.all
+            || self.reloader_compat
+            || !self.require_approval.is_empty()
+            || self.restart_window.is_some()
+            || self.progressive
+            || self.flap_limit.is_some();
+        if !given {
+            return Ok(None);
+        }
+        let mut settings = ControllerSettings {
+            all: self.all,
+            reloader_compat: self.reloader_compat,
+            require_approval: self.require_approval.clone(),
+            progressive_all: self.progressive,
+            ..ControllerSettings::default()
+        };
+        if let Some(text) = self.restart_window.as_deref() {
+            match text.parse::<RestartWindow>() {
+                Ok(window) => settings.restart_window = Some(window),
+                Err(error) => bail!("--restart-window: {error}"),
+            }
+        }
+        if let Some(text) = self.flap_limit.as_deref() {
+            match FlapLimit::parse(text) {
+                Ok(limit) => settings.flap_limit = limit,
+                Err(error) => bail!("--flap-limit: {error}"),
+            }
+        }
+        Ok(Some(published::of(&settings, Timestamp::now())))
+    }
+}
+
+/// Where the settings the answer was evaluated with came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum SettingsSource {
+    /// Published by the controller on its Lease.
+    Published,
+    /// This command's own flags (the controller's could not be read).
+    Flags,
+    /// Neither: what depends on them is said to be unknown.
+    Unknown,
+}
+
+/// The controller's settings the answer was evaluated with, and where they came from.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SettingsUsed {
+    source: SettingsSource,
+    /// The Lease they were read from, or looked for (`NAMESPACE/NAME`).
+    lease: String,
+    /// When the controller published them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    published_at: Option<String>,
+    /// Words for people.
+    note: String,
+    #[serde(skip)]
+    values: PublishedSettings,
+}
+
+/// The controller's published settings, else the flags, else unknown (evaluated with the
+/// defaults, and said so wherever they decide).
+async fn resolve_settings(
+    client: &kube::Client,
+    lease: &LeaseRef,
+    flags: Option<PublishedSettings>,
+) -> SettingsUsed {
+    let named = format!("{}/{}", lease.namespace, lease.name);
+    let read = rollsafe_kube::published::read(client, lease).await;
+    let why_not = match read {
+        Ok(Some(values)) => {
+            return SettingsUsed {
+                source: SettingsSource::Published,
+                note: format!(
+                    "as rollsafe watch published them on its Lease {named} at {}",
+                    values.at
+                ),
+                published_at: Some(values.at.to_string()),
+                lease: named,
+                values,
+            };
+        }
+        Ok(None) => "it publishes none there".to_owned(),
+        Err(error) => format!("its Lease cannot be read ({})", error.code()),
+    };
+    match flags {
+        Some(values) => SettingsUsed {
+            source: SettingsSource::Flags,
+            note: format!(
+                "from this command's flags: rollsafe watch's own settings are not known ({why_not}; --controller-lease names its Lease)"
+            ),
+            lease: named,
+            published_at: None,
+            values,
+        },
+        None => SettingsUsed {
+            source: SettingsSource::Unknown,
+            note: format!(
+                "unknown: rollsafe watch's settings could not be read ({why_not}; --controller-lease names its Lease, or pass the flags it runs with); what they decide is said to be unknown"
+            ),
+            lease: named,
+            published_at: None,
+            values: published::of(&ControllerSettings::default(), Timestamp::now()),
+        },
+    }
 }
 
 async fn explain(
     client: &kube::Client,
     namespace: &Namespace,
-    target: &WorkloadTarget,
-    settings: Settings<'_>,
+    target: &WatchedTarget,
+    fingerprinter: &Fingerprinter,
+    settings: SettingsUsed,
 ) -> anyhow::Result<Why> {
-    let Settings {
-        fingerprinter,
-        restart_window,
-    } = settings;
-    let WorkloadTarget { kind, name } = target;
+    let WatchedTarget { kind, name } = target;
     let object = read_workload(client, namespace, target).await?;
     let annotation = |key: &str| annotation(&object, key);
-    let state = WatchState::of(annotation(WATCH));
+    let known = settings.source != SettingsSource::Unknown;
+    let values = &settings.values;
+    let watching = published::watching(values);
+    let reloader = values.reloader_compat
+        && annotation(WATCH).is_none()
+        && object
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .is_some_and(|map| map.keys().any(|key| reloader::is_reloader_annotation(key)));
+    let state = match WatchState::of(annotation(WATCH)) {
+        WatchState::Unset if reloader => WatchState::Reloader,
+        WatchState::Unset if known && values.all => WatchState::All,
+        state => state,
+    };
     let record = annotation(CONFIG_RECORD);
     let record_state = match record {
         None => RecordState::None,
         Some(r) if digest::is_keyed(r) => RecordState::Keyed,
         Some(_) => RecordState::Unkeyed,
     };
-    // An unset opt-in is evaluated as the controller would under --all.
-    let entry = WorkloadEntry::from_object((*kind).into(), &object, state == WatchState::Unset);
+    // With the controller's settings unknown, an unset opt-in is evaluated as under --all and
+    // said so ("under --all: …"), never taken for the answer.
+    let watching = Watching {
+        all: watching.all || (!known && state == WatchState::Unset),
+        ..watching
+    };
+    let entry = WorkloadEntry::from_object_in(*kind, &object, watching);
     let consumption = entry.consumption.expand();
     // Comparable: no record, or one written with the key (or without one) as given here.
     let comparable = record_state == RecordState::None
         || (record_state == RecordState::Keyed) == fingerprinter.is_keyed();
     let read_values = state.evaluated() && comparable;
-    let template = reference::pod_template(&object).unwrap_or(&Value::Null);
+    let template = kind.template(&object).unwrap_or(&Value::Null);
     let references = references_of(template, &consumption);
     let mut sources = BTreeMap::new();
     for config in references.keys() {
@@ -418,71 +620,62 @@ async fn explain(
         sources.insert(config.clone(), source);
     }
     let key = WorkloadKey {
-        kind: (*kind).into(),
+        kind: *kind,
         namespace: namespace.as_str().into(),
         name: name.as_str().into(),
     };
-    let evaluation = evaluate(&key, &entry, &sources, read_values.then_some(fingerprinter));
-    let decision = match &evaluation.now {
-        Some(_) => evaluation.decision,
-        None if !state.evaluated() => Decision::NotWatched,
-        None if entry.facts.halted => Decision::Halted,
-        None => Decision::Unknown,
-    };
-    // A due roll the controller holds, by its own rules: first an approval it does not have
-    // (the workload's or a changed object's rollsafe.dev/approval, or the controller's mark: its
-    // --require-approval is not known here), then a closed restart window.
+    let evaluation = evaluate(
+        &key,
+        &entry,
+        &sources,
+        read_values.then_some(fingerprinter),
+        values,
+    );
     let names: Vec<String> = evaluation.changed.iter().map(ToString::to_string).collect();
     let changed: BTreeSet<SourceKey> = evaluation
         .changed
         .iter()
         .map(|config| SourceKey::of(namespace.as_str(), config))
         .collect();
-    let due_roll = matches!(decision, Decision::Roll | Decision::Deferred);
+    let mark = entry.pending.as_deref().and_then(PendingMark::parse);
     let due = evaluation
         .now
         .as_deref()
         .map(|now| digest::parse_record(now).0);
-    let mark = entry.pending.as_deref().and_then(PendingMark::parse);
-    let marked_for_approval =
-        mark.filter(|mark| mark.held_by == HeldBy::Approval && Some(mark.digest) == due);
-    let awaiting = due_roll
-        && (approval::required(&evaluation.cache, &key, &entry, &changed, &[])
-            || marked_for_approval.is_some())
-        && entry.approved.as_deref() != due;
-    let pending = if awaiting {
-        Some(Pending {
-            held_by: "approval",
-            until: None,
-            since: marked_for_approval.and_then(|mark| mark.at.map(str::to_owned)),
-            reason: approval::awaiting_note(&key, &names.join(", ")),
-            marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Approval),
-        })
-    } else {
-        due_roll
-            .then(|| {
-                windows::holding(
-                    &evaluation.cache,
-                    &entry,
-                    &changed,
-                    restart_window,
-                    Timestamp::now(),
-                )
+    // The hold the controller's own stages stopped at, in its words.
+    let pending = match evaluation.held {
+        Some(HeldBy::Approval) => {
+            let marked =
+                mark.filter(|mark| mark.held_by == HeldBy::Approval && Some(mark.digest) == due);
+            Some(Pending {
+                held_by: "approval",
+                until: None,
+                since: marked.and_then(|mark| mark.at.map(str::to_owned)),
+                reason: approval::awaiting_note(&key, &names.join(", ")),
+                marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Approval),
             })
-            .flatten()
-            .map(|closed| Pending {
-                held_by: "window",
-                until: closed.until.map(|until| until.to_string()),
-                since: None,
-                reason: closed.note(&names.join(", ")),
-                marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Window),
-            })
+        }
+        Some(HeldBy::Window) => windows::holding(
+            &evaluation.cache,
+            &entry,
+            &changed,
+            values
+                .restart_window
+                .as_deref()
+                .and_then(|w| w.parse().ok())
+                .as_ref(),
+            Timestamp::now(),
+        )
+        .map(|closed| Pending {
+            held_by: "window",
+            until: closed.until.map(|until| until.to_string()),
+            since: None,
+            reason: closed.note(&names.join(", ")),
+            marked: mark.is_some_and(|mark| mark.held_by == HeldBy::Window),
+        }),
+        None => None,
     };
-    let decision = if pending.is_some() {
-        Decision::Pending
-    } else {
-        decision
-    };
+    let standing = standing_holds(&evaluation.cache, &key, &entry, values, known);
     let halted = opt_in::halted(&object).map(|reason| Halted {
         reason,
         resume: format!(
@@ -492,13 +685,13 @@ async fn explain(
         ),
     });
     let roll_now = roll_now(
-        decision,
         state,
         &entry,
         record_state,
         fingerprinter,
         &evaluation,
         pending.as_ref().map(|pending| pending.reason.as_str()),
+        known,
     );
     let consumes = consumed(
         template,
@@ -537,10 +730,12 @@ async fn explain(
         events_error,
     };
     let status = rollout::classify(*kind, &object);
+    let stages = evaluation.stages;
     Ok(Why {
-        kind: *kind,
+        kind: kind.as_str(),
         namespace: namespace.to_string(),
         name: name.clone(),
+        settings,
         watch: Watch {
             state,
             value: annotation(WATCH).map(shown),
@@ -548,8 +743,10 @@ async fn explain(
         },
         halted,
         pending,
+        holds: standing,
         consumes,
         roll_now,
+        stages,
         last_roll,
         rollout: Rollout {
             describe: status.describe(),
@@ -558,20 +755,80 @@ async fn explain(
     })
 }
 
+/// The holds that stand before anything is pending: its restart window and its approval
+/// requirement, as the controller's rules read them (the workload's and the objects' it
+/// consumes own annotations, and the controller's `--restart-window`/`--require-approval`).
+fn standing_holds(
+    cache: &Cache,
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+    values: &PublishedSettings,
+    known: bool,
+) -> Vec<String> {
+    let consumed: BTreeSet<SourceKey> = cache
+        .consumed_objects(key, entry)
+        .iter()
+        .map(|config| SourceKey::of(&key.namespace, config))
+        .collect();
+    let mut holds = Vec::new();
+    if approval::required(cache, key, entry, &consumed, &values.require_approval) {
+        holds.push("a roll needs approval (rollsafe approve, or the page's Approve)".to_owned());
+    } else if !known {
+        holds.push(
+            "unknown whether a roll needs approval: rollsafe watch's --require-approval is not known"
+                .to_owned(),
+        );
+    }
+    let window = values
+        .restart_window
+        .as_deref()
+        .and_then(|text| text.parse::<RestartWindow>().ok());
+    if let Some(window) = windows::standing(cache, entry, &consumed, window.as_ref()) {
+        holds.push(format!("rolls only inside {window}"));
+    } else if !known {
+        holds.push(
+            "unknown whether a restart window holds its rolls: rollsafe watch's --restart-window is not known"
+                .to_owned(),
+        );
+    }
+    holds
+}
+
 /// Reads the workload; a missing or unreadable one is the command's error (exit 1).
 async fn read_workload(
     client: &kube::Client,
     namespace: &Namespace,
-    target: &WorkloadTarget,
+    target: &WatchedTarget,
 ) -> anyhow::Result<Value> {
-    let WorkloadTarget { kind, name } = target;
-    match rollsafe_kube::read_workload(client, *kind, namespace, name, GET_TIMEOUT).await {
-        Ok(Some(object)) => Ok(object),
-        Ok(None) => bail!("{kind} \"{name}\" not found in namespace \"{namespace}\""),
-        Err(error) if error.is_forbidden() => {
-            bail!("not allowed to read {kind} \"{name}\" in namespace \"{namespace}\"")
+    let WatchedTarget { kind, name } = target;
+    let kind_name = kind.as_str();
+    let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        namespace.as_str(),
+        &rollsafe_kube::read::workload_resource(*kind),
+    );
+    match tokio::time::timeout(GET_TIMEOUT, api.get_opt(name)).await {
+        Ok(Ok(Some(object))) => Ok(serde_json::to_value(object)?),
+        Ok(Ok(None)) => bail!("{kind_name} \"{name}\" not found in namespace \"{namespace}\""),
+        Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
+            bail!("not allowed to read {kind_name} \"{name}\" in namespace \"{namespace}\"")
         }
-        Err(error) => bail!("cannot read {kind} \"{name}\" in namespace \"{namespace}\": {error}"),
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
+            bail!(
+                "{kind_name} \"{name}\" not found in namespace \"{namespace}\": this cluster does not serve {}",
+                kind.plural()
+            )
+        }
+        Ok(Err(kube::Error::Api(status))) => bail!(
+            "cannot read {kind_name} \"{name}\" in namespace \"{namespace}\": Kubernetes answered HTTP {}",
+            status.code
+        ),
+        Ok(Err(_)) => bail!(
+            "cannot read {kind_name} \"{name}\" in namespace \"{namespace}\": no response from Kubernetes"
+        ),
+        Err(_) => bail!(
+            "cannot read {kind_name} \"{name}\" in namespace \"{namespace}\": Kubernetes did not answer in time"
+        ),
     }
 }
 
@@ -618,18 +875,42 @@ struct Evaluation {
     unreadable: bool,
     /// The decision, when `now` is known.
     decision: Decision,
-    /// The controller's cache of the workload and what it consumes, for the holds' rules.
+    /// What holds the roll, when a hold stage stopped it.
+    held: Option<HeldBy>,
+    /// The note of the stage that stopped it, in the controller's words (a halt, a wave).
+    stopped_note: Option<String>,
+    /// The controller's stages, as they ran.
+    stages: Vec<StageShown>,
+    /// The change is progressive: whether an earlier wave holds it is not evaluated here.
+    waves_unknown: bool,
+    /// The controller's cache of the workload and what it consumes.
     cache: Cache,
 }
 
-/// Decides as the controller does: the watch crate's cache of one workload and what it
-/// consumes, its record, [`decision::decide`], and its withholding of a roll while a consumed
-/// object is missing. `fingerprinter` is `None` when the record cannot be compared.
+/// One of the controller's stages, as `why` shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StageShown {
+    stage: &'static str,
+    /// `passed`, `stopped`, `not_reached`, or `not_evaluated` (the progression of a
+    /// progressive change: the earlier waves' states are not read here).
+    result: &'static str,
+    /// What stopped the roll there, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
+}
+
+/// Decides as the controller does: its reconciler's stages ([`Evaluator::explain`]) on a cache
+/// of the workload and what it consumes, read consistently now, with the controller's settings
+/// and its brakes as the workload's own roll times give them. What only the running controller
+/// knows — other workloads' rolls (the global token bucket, a full one here), rollouts it
+/// followed — is not guessed. `fingerprinter` is `None` when the record cannot be compared.
 fn evaluate(
     key: &WorkloadKey,
     entry: &WorkloadEntry,
     sources: &BTreeMap<ConfigRef, Source>,
     fingerprinter: Option<&Fingerprinter>,
+    settings: &PublishedSettings,
 ) -> Evaluation {
     let consumption = entry.consumption.expand();
     let unreadable = consumption
@@ -648,49 +929,181 @@ fn evaluate(
         }
     }
     cache.apply_workload(key.clone(), entry.clone());
-    let now = fingerprinter
-        .filter(|_| !unreadable)
-        .and_then(|f| cache.record(key, f));
-    let Some(now) = now else {
-        return Evaluation {
-            now: None,
-            changed: Vec::new(),
-            per_object: false,
-            unreadable,
-            decision: Decision::Unknown,
-            cache,
-        };
-    };
-    let changed = match &entry.facts.record {
-        Some(record) => digest::changed_objects(record, &now, consumption.keys())
-            .into_iter()
-            .cloned()
-            .collect(),
-        None => Vec::new(),
-    };
-    let decision = match decision::decide(&entry.facts, &now) {
-        RollDecision::NotWatched => Decision::NotWatched,
-        RollDecision::Halted => Decision::Halted,
-        RollDecision::Unchanged => Decision::Unchanged,
-        RollDecision::Adopt { .. } => Decision::Adopt,
-        RollDecision::Roll { .. } if !cache.sources_present(key) => Decision::Withheld,
-        RollDecision::Roll { deferred: None, .. } => Decision::Roll,
-        RollDecision::Roll {
-            deferred: Some(_), ..
-        } => Decision::Deferred,
-    };
     let per_object = entry
         .facts
         .record
         .as_deref()
         .is_some_and(|record| digest::parse_record(record).1.is_some());
+    let Some(fingerprinter) = fingerprinter.filter(|_| !unreadable) else {
+        let decision = if entry.facts.watched {
+            if entry.facts.halted {
+                Decision::Halted
+            } else {
+                Decision::Unknown
+            }
+        } else {
+            Decision::NotWatched
+        };
+        return Evaluation {
+            now: None,
+            changed: Vec::new(),
+            per_object,
+            unreadable,
+            decision,
+            held: None,
+            stopped_note: None,
+            stages: Vec::new(),
+            waves_unknown: false,
+            cache,
+        };
+    };
+    let now = Instant::now();
+    let wall = Timestamp::now();
+    let mut flap = FlapGuard::new(published::flap_limit(settings));
+    let mut bucket = TokenBucket::new(settings.max_rolls_per_minute, settings.burst, now);
+    let tracker = Tracker::default();
+    let restart_window = settings
+        .restart_window
+        .as_deref()
+        .and_then(|text| text.parse::<RestartWindow>().ok());
+    let explanation = Evaluator {
+        cache: &cache,
+        fingerprinter,
+        tracker: &tracker,
+        dry_run: false,
+        deadline: Some(now + Duration::from_secs(15)),
+        retry_after: Duration::from_secs(10),
+        flap: &mut flap,
+        bucket: &mut bucket,
+        progressive_all: settings.progressive,
+        stale: false,
+        consistent: true,
+        restart_window: restart_window.as_ref(),
+        wall,
+        require_approval: &settings.require_approval,
+    }
+    .explain(key, now);
+    let current = cache.record(key, fingerprinter);
+    let changed: Vec<ConfigRef> = match (&entry.facts.record, &current) {
+        (Some(record), Some(current)) => {
+            digest::changed_objects(record, current, consumption.keys())
+                .into_iter()
+                .cloned()
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let (decision, held, stopped_note) = match &explanation.outcome {
+        None => (Decision::Unknown, None, None),
+        Some(outcome) => decision_of(outcome),
+    };
+    let stopped_at = explanation.stages.len();
+    let mut stages: Vec<StageShown> = explanation
+        .stages
+        .iter()
+        .map(|report| StageShown {
+            stage: report.stage.as_str(),
+            result: if report.stopped.is_some() && report.stage != Stage::Write {
+                "stopped"
+            } else {
+                "passed"
+            },
+            outcome: report
+                .stopped
+                .as_ref()
+                .filter(|_| report.stage != Stage::Write)
+                .map(outcome_label),
+        })
+        .collect();
+    // A progressive change waits for, or is held at, the earlier waves: their states are the
+    // other consumers', which this command does not read. Said, not guessed.
+    let waves_unknown = settings.progressive
+        || changed.iter().any(|config| {
+            cache
+                .source_entry(&SourceKey::of(&key.namespace, config))
+                .is_some_and(|source| source.progressive)
+        });
+    if waves_unknown {
+        for stage in &mut stages {
+            if stage.stage == Stage::Progression.as_str() && stage.result == "passed" {
+                stage.result = "not_evaluated";
+            }
+        }
+    }
+    stages.extend(Stage::ALL.iter().skip(stopped_at).map(|stage| StageShown {
+        stage: stage.as_str(),
+        result: "not_reached",
+        outcome: None,
+    }));
     Evaluation {
-        now: Some(now),
+        now: current,
         changed,
         per_object,
         unreadable,
         decision,
+        held,
+        stopped_note,
+        stages,
+        waves_unknown,
         cache,
+    }
+}
+
+/// What an outcome of the controller's stages comes to, for `why`: the decision, what holds it,
+/// and the controller's own note where it has one.
+fn decision_of(outcome: &Outcome) -> (Decision, Option<HeldBy>, Option<String>) {
+    let note = |write: &Write| write.event.as_ref().map(|event| event.note.clone());
+    match outcome {
+        Outcome::Skip { reason: None, .. } => (Decision::Unchanged, None, None),
+        Outcome::Skip {
+            reason: Some(reason),
+            ..
+        } => match reason {
+            SkipReason::NotWatched { .. } => (Decision::NotWatched, None, None),
+            SkipReason::Halted => (Decision::Halted, None, None),
+            SkipReason::Unchanged => (Decision::Unchanged, None, None),
+            SkipReason::SourceMissing => (Decision::Withheld, None, None),
+            SkipReason::RestartWindow => (Decision::Pending, Some(HeldBy::Window), None),
+            SkipReason::AwaitingApproval => (Decision::Pending, Some(HeldBy::Approval), None),
+            SkipReason::WaitingForWave => (Decision::Waiting, None, None),
+            // A full bucket here: the global rate limit is the running controller's.
+            SkipReason::RateLimited => (Decision::Roll, None, None),
+            SkipReason::Unpatchable | SkipReason::NotLeader | SkipReason::StaleView => {
+                (Decision::Unknown, None, None)
+            }
+        },
+        Outcome::Patch(write) => match write.purpose {
+            Purpose::Adopt => (Decision::Adopt, None, None),
+            Purpose::Roll { deferred: None } => (Decision::Roll, None, note(write)),
+            Purpose::Roll { deferred: Some(_) } => (Decision::Deferred, None, note(write)),
+            Purpose::Halt => (Decision::Halt, None, note(write)),
+            Purpose::Pend => {
+                let held = if write.recheck.is_some() {
+                    HeldBy::Window
+                } else {
+                    HeldBy::Approval
+                };
+                (Decision::Pending, Some(held), note(write))
+            }
+            Purpose::Unpend => (Decision::Unchanged, None, None),
+        },
+        Outcome::Held { event, .. } => (Decision::Held, None, Some(event.note.clone())),
+        Outcome::Confirm { .. } | Outcome::DryRun { .. } => (Decision::Unknown, None, None),
+    }
+}
+
+/// A stage's stopping outcome, as a static label.
+fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Skip {
+            reason: Some(reason),
+            ..
+        } => reason.as_str(),
+        Outcome::Skip { reason: None, .. } => "nothing_to_write",
+        Outcome::DryRun { .. } => "dry_run",
+        Outcome::Patch(write) => write.purpose.as_str(),
+        Outcome::Confirm { .. } => "confirm",
+        Outcome::Held { .. } => "held",
     }
 }
 
@@ -793,21 +1206,27 @@ fn opted_out_by(annotations: Option<&Value>) -> Option<&'static str> {
 }
 
 fn roll_now(
-    decision: Decision,
     state: WatchState,
     entry: &WorkloadEntry,
     record: RecordState,
     fingerprinter: &Fingerprinter,
     evaluation: &Evaluation,
     held: Option<&str>,
+    known: bool,
 ) -> RollNow {
+    let decision = evaluation.decision;
     let unreadable = evaluation.unreadable;
     let changed: Vec<String> = evaluation.changed.iter().map(ToString::to_string).collect();
     let names = changed.join(", ");
+    let stopped = evaluation.stopped_note.as_deref();
     let reason = match decision {
         Decision::Roll if names.is_empty() => {
             "would roll now: what it consumes changed since its record".to_owned()
         }
+        Decision::Roll if evaluation.waves_unknown => format!(
+            "would roll{} once the earlier waves of its progressive rollout have finished (not evaluated here)",
+            if names.is_empty() { String::new() } else { format!(" for {names}") }
+        ),
         Decision::Roll => format!("would roll now: {names} changed since its record"),
         Decision::Deferred => format!(
             "would patch its pod template{}, but its pods do not roll now: {}",
@@ -833,7 +1252,18 @@ fn roll_now(
         Decision::Halted => {
             "would not roll: halted by the flap stop (rollsafe.dev/halted)".to_owned()
         }
+        Decision::Halt => format!(
+            "would not roll: the flap stop would halt it instead ({})",
+            stopped.unwrap_or("rolled too often")
+        ),
         Decision::Pending => format!("would not roll now: {}", held.unwrap_or("held")),
+        Decision::Waiting => {
+            "would not roll now: its progressive roll waits for an earlier wave to finish".to_owned()
+        }
+        Decision::Held => format!(
+            "would not roll now: {}",
+            stopped.unwrap_or("the progressive rollout is held at a stalled earlier wave")
+        ),
         Decision::NotWatched => format!("would not roll: {}", state.reason()),
         Decision::Unknown if unreadable => {
             "unknown: an object it consumes could not be read".to_owned()
@@ -841,11 +1271,14 @@ fn roll_now(
         Decision::Unknown if record == RecordState::Keyed && !fingerprinter.is_keyed() => {
             "unknown: its record was written under a fingerprint key (v1k:); pass the key rollsafe watch uses with --fingerprint-key-file".to_owned()
         }
-        Decision::Unknown => {
+        Decision::Unknown if record == RecordState::Unkeyed && fingerprinter.is_keyed() => {
             "unknown: its record was written without a fingerprint key (v1:), but one was given".to_owned()
         }
+        Decision::Unknown => "unknown: the workload cannot be evaluated".to_owned(),
     };
-    let (decision, under_all) = if state == WatchState::Unset {
+    // Without the controller's settings, an unset opt-in was evaluated as under --all: the
+    // answer is both, never a guess of which.
+    let (decision, under_all) = if state == WatchState::Unset && !known {
         (Decision::NotWatched, Some(decision))
     } else {
         (decision, None)
@@ -940,6 +1373,7 @@ fn path_of(origin: &Origin, kind: TargetKind) -> String {
 
 fn text(why: &Why) -> String {
     let mut out = format!("{} {}/{}", why.kind, why.namespace, why.name);
+    out.push_str(&format!("\nsettings:  {}", why.settings.note));
     out.push_str(&format!("\nwatch:     {}", why.watch.reason));
     // "true" and "false" are in the reason already; a list or a value not understood is shown.
     if let (WatchState::Listed | WatchState::Invalid, Some(value)) =
@@ -964,6 +1398,9 @@ fn text(why: &Why) -> String {
                 ""
             }
         ));
+    }
+    for hold in &why.holds {
+        out.push_str(&format!("\nholds:     {hold}"));
     }
     if why.consumes.is_empty() {
         out.push_str("\nconsumes:  nothing (no Secret or ConfigMap referenced)");
@@ -999,6 +1436,13 @@ fn text(why: &Why) -> String {
         }
     }
     out.push_str(&format!("\nroll now:  {}", why.roll_now.reason));
+    if let Some(stopped) = why.stages.iter().find(|stage| stage.result == "stopped") {
+        out.push_str(&format!(
+            "\nstopped:   at the controller's {} stage ({})",
+            stopped.stage,
+            stopped.outcome.unwrap_or("stopped")
+        ));
+    }
     let last = &why.last_roll;
     match &last.event {
         Some(event) => out.push_str(&format!(

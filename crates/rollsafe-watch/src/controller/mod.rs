@@ -473,6 +473,7 @@ impl Controller {
             bucket: &mut self.bucket,
             progressive_all: self.settings.progressive_all,
             stale,
+            consistent: false,
             restart_window: self.settings.restart_window.as_ref(),
             wall: self.settings.clock.now(),
             require_approval: &self.settings.require_approval,

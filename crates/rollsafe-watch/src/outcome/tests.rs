@@ -185,6 +185,7 @@ impl World {
             bucket: &mut self.bucket,
             progressive_all: false,
             stale: self.stale,
+            consistent: false,
             restart_window: self.restart_window.as_ref(),
             wall: self.wall,
             require_approval: &self.require_approval,
