@@ -8,19 +8,26 @@
 //! made since the mark was read fails the `test` (409/422): nothing is approved that the caller
 //! did not see. The controller rolls once the approved digest is still the one due.
 //!
-//! Exit codes: 0 approved (one line on stdout); 1, with one line on stderr and nothing on
-//! stdout, when nothing awaits approval, the workload does not exist or cannot be read or
-//! patched, or the pending roll changed meanwhile.
+//! Output, by the output rule of the other commands (`-o json`, the default: one object,
+//! `{"kind": "Deployment", "namespace": "shop", "name": "api", "approved": "<digest>",
+//! "pendingSince": "…"}`; `-o text`: one line).
+//!
+//! Exit codes: 0 approved; 1, with one line on stderr and nothing on stdout, when nothing
+//! awaits approval, the workload does not exist or cannot be read or patched, or the pending
+//! roll changed meanwhile.
 
 use std::process::ExitCode;
 
 use anyhow::bail;
+use rollsafe_core::workload::WorkloadKind;
 use rollsafe_kube::ApprovalError;
 use rollsafe_kube::transport::{GET_TIMEOUT, PATCH_TIMEOUT};
 use rollsafe_watch::approval::{self, HeldBy, PendingMark};
 use rollsafe_watch::windows::PENDING;
+use serde::Serialize;
 
 use crate::kube_args::KubeArgs;
+use crate::restart_exit::{self, OutputFormat};
 use crate::target::{WorkloadTarget, namespace_flag};
 use crate::{process, stdout};
 
@@ -29,6 +36,9 @@ use crate::{process, stdout};
 pub(crate) struct Args {
     #[command(flatten)]
     pub kube: KubeArgs,
+    /// How to print the result (`text`: one line).
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: OutputFormat,
     /// The workload, as kubectl names it: `deployment/NAME` (`deploy/`), `statefulset/NAME`
     /// (`sts/`) or `daemonset/NAME` (`ds/`).
     pub workload: String,
@@ -39,10 +49,36 @@ pub(crate) const EXIT_CODES: &str = "Exit codes: 0 approved; 1 nothing awaits ap
     workload does not exist or cannot be read or patched, or the pending roll changed meanwhile \
     (one line on stderr, nothing on stdout).";
 
+/// What was approved.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Approved {
+    kind: WorkloadKind,
+    namespace: String,
+    name: String,
+    /// The digest of the roll approved.
+    approved: String,
+    /// Since when it awaited approval (`-` when the mark does not say).
+    pending_since: String,
+}
+
+impl Approved {
+    fn text(&self) -> String {
+        format!(
+            "approved {}/{} in {}: the roll to {} pending since {}",
+            self.kind.as_str().to_ascii_lowercase(),
+            self.name,
+            self.namespace,
+            self.approved,
+            self.pending_since
+        )
+    }
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let target = WorkloadTarget::parse(&args.workload)?;
     let namespace = namespace_flag(args.kube.namespace.as_deref())?;
-    let line = process::runtime()?.block_on(async {
+    let approved = process::runtime()?.block_on(async {
         let session = args.kube.session(namespace).await?;
         let (namespace, client) = (session.namespace, session.client);
         let WorkloadTarget { kind, name } = &target;
@@ -84,11 +120,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
         .await;
         match sent {
-            Ok(()) => Ok(format!(
-                "approved {shown} in {namespace}: the roll to {} pending since {}",
-                read.digest,
-                read.at.unwrap_or("-")
-            )),
+            Ok(()) => Ok(Approved {
+                kind: *kind,
+                namespace: namespace.to_string(),
+                name: name.clone(),
+                approved: read.digest.to_owned(),
+                pending_since: read.at.unwrap_or("-").to_owned(),
+            }),
             Err(ApprovalError::Superseded) => bail!(
                 "the roll awaiting approval on {shown} changed meanwhile; nothing was approved (see rollsafe why {shown})"
             ),
@@ -98,6 +136,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(ApprovalError::Failed) => bail!("cannot patch {shown}"),
         }
     })?;
-    stdout::line(&line)?;
+    let out = match args.output {
+        OutputFormat::Json => restart_exit::json(&approved)?,
+        OutputFormat::Text => approved.text(),
+    };
+    stdout::line(&out)?;
     Ok(ExitCode::SUCCESS)
 }

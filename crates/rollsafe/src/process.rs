@@ -47,6 +47,12 @@ pub(crate) fn set_log_format(format: LogFormat) {
     let _ = LOG_FORMAT.set(format);
 }
 
+/// Whether log lines (and the warnings commands print on stderr) are JSON, as
+/// `--log-format json` asks.
+pub(crate) fn logs_json() -> bool {
+    LOG_FORMAT.get() == Some(&LogFormat::Json)
+}
+
 /// Logs to stderr through a bounded, lossy queue, filtered by `RUST_LOG` (default `info`), in
 /// the format of [`set_log_format`] (text when unset). Colours only when stderr is a terminal:
 /// a file or a log collector gets plain text.

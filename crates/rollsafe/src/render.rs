@@ -18,8 +18,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::input;
 use crate::kube_args::KubeArgs;
+use crate::{input, process};
 use rollsafe_core::render::{
     self, AnnotatedKind, FingerprintKey, PreviousCopy, RenderSettings, ResourceName, Update,
     WorkloadType, patch, setting,
@@ -472,22 +472,21 @@ fn on_delete_daemon_sets(
         .collect()
 }
 
-/// Says which annotated DaemonSets roll only as their pods are deleted: a warning line and a
-/// JSON line each on stderr.
+/// Says which annotated DaemonSets roll only as their pods are deleted: one warning each on
+/// stderr ([`warn`]).
 fn report_on_delete(resources: &[ResourceName]) {
-    let mut stderr = std::io::stderr().lock();
     for resource in resources {
-        let record = Warning {
-            warning: "rollsOnDelete",
-            kind: &resource.kind,
-            namespace: resource.namespace.as_deref(),
-            name: resource.name.as_deref(),
-        };
-        let json = serde_json::to_string(&record).unwrap_or_default();
-        // Best effort: a closed stderr does not fail the render.
-        let _ = writeln!(
-            stderr,
-            "rollsafe: warning: {resource} has updateStrategy OnDelete: its pod template's annotation is written, but its pods are replaced only as they are deleted\n{json}"
+        warn(
+            &Warning {
+                warning: "rollsOnDelete",
+                kind: &resource.kind,
+                namespace: resource.namespace.as_deref(),
+                name: resource.name.as_deref(),
+            },
+            &format!(
+                "{resource} has updateStrategy OnDelete: its pod template's annotation is \
+                 written, but its pods are replaced only as they are deleted"
+            ),
         );
     }
 }
@@ -501,8 +500,20 @@ struct Warning<'a> {
     name: Option<&'a str>,
 }
 
-/// Says which workloads had no previous copy: a warning line and a JSON line each on stderr,
-/// or an error under `--strict-previous`.
+/// Writes one warning on stderr, once: `rollsafe: warning: <text>` for people, or — asked for
+/// with `--log-format json` — the JSON object alone on a line, for programs. Best effort: a
+/// closed stderr does not fail the render.
+fn warn(record: &Warning<'_>, text: &str) {
+    let line = if process::logs_json() {
+        serde_json::to_string(record).unwrap_or_default()
+    } else {
+        format!("rollsafe: warning: {text}")
+    };
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// Says which workloads had no previous copy: one warning each on stderr ([`warn`]), or an
+/// error under `--strict-previous`.
 fn report_missing_previous(
     set: &ManifestSet,
     updates: &[Update],
@@ -534,19 +545,18 @@ fn report_missing_previous(
             names.join(", ")
         );
     }
-    let mut stderr = std::io::stderr().lock();
     for resource in &missing {
-        let record = Warning {
-            warning: "noPreviousCopy",
-            kind: &resource.kind,
-            namespace: resource.namespace.as_deref(),
-            name: resource.name.as_deref(),
-        };
-        let json = serde_json::to_string(&record).unwrap_or_default();
-        // Best effort: a closed stderr does not fail the render.
-        let _ = writeln!(
-            stderr,
-            "rollsafe: warning: {resource} has no previous copy: rendered as new (the default-mode value); its referenced-config state starts now\n{json}"
+        warn(
+            &Warning {
+                warning: "noPreviousCopy",
+                kind: &resource.kind,
+                namespace: resource.namespace.as_deref(),
+                name: resource.name.as_deref(),
+            },
+            &format!(
+                "{resource} has no previous copy: rendered as new (the default-mode value); its \
+                 referenced-config state starts now"
+            ),
         );
     }
     Ok(())

@@ -116,6 +116,8 @@ fn an_approval_is_written_as_the_approver_for_exactly_the_pending_roll() {
         "-n",
         NS,
         "deploy/api",
+        "-o",
+        "text",
         "--as",
         "ada@example.com",
         "--as-group",
@@ -148,6 +150,22 @@ fn an_approval_is_written_as_the_approver_for_exactly_the_pending_roll() {
         body[0],
         json!({"op": "test", "path": "/metadata/annotations/rollsafe.dev~1pending", "value": MARK})
     );
+}
+
+#[test]
+fn the_approval_prints_by_the_output_rule() {
+    let env = start();
+    let (code, stdout, stderr) = env.approve(&["-n", NS, "deploy/api"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    // Not a terminal: one line of JSON, as every other command's result.
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).unwrap(),
+        json!({"kind": "Deployment", "namespace": NS, "name": "api", "approved": "v1:abc",
+               "pendingSince": "2026-12-03T06:00:00Z"})
+    );
+    let (code, stdout, stderr) = env.approve(&["-n", NS, "-o", "yaml", "deploy/api"]);
+    assert_eq!((code, stdout.as_str()), (2, ""), "{stderr}");
 }
 
 #[test]

@@ -541,23 +541,23 @@ fn daemon_sets_and_cron_jobs_are_annotated_and_deployments_keep_their_value() {
     // A render of the output gives the output.
     let again = run_stdin(&["-n", "shop"], &stdout);
     assert_eq!(text(&again.stdout), stdout);
-    // The DaemonSet rolls only as its pods are deleted: said on stderr, for people and
-    // programs.
-    let stderr = text(&output.stderr);
-    assert!(
-        stderr.contains("rollsafe: warning: DaemonSet shop/agent has updateStrategy OnDelete"),
-        "{stderr}"
-    );
-    let record: serde_json::Value = stderr
-        .lines()
-        .find_map(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| panic!("a JSON line: {stderr}"));
+    // The DaemonSet rolls only as its pods are deleted: said once on stderr, for people.
     assert_eq!(
-        record,
+        text(&output.stderr),
+        "rollsafe: warning: DaemonSet shop/agent has updateStrategy OnDelete: its pod template's \
+         annotation is written, but its pods are replaced only as they are deleted\n"
+    );
+    // For programs, when asked: the JSON object alone, once.
+    let json = run_stdin(&["-n", "shop", "--log-format", "json"], &input);
+    let stderr = text(&json.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stderr).unwrap(),
         serde_json::json!({"warning": "rollsOnDelete", "kind": "DaemonSet", "namespace": "shop", "name": "agent"})
     );
+    assert_eq!(json.stdout, output.stdout);
     // Without a release namespace, the namespace is unknown.
-    let bare = run_stdin(&[], &input);
+    let bare = run_stdin(&["--log-format", "json"], &input);
     assert!(
         text(&bare.stderr).contains(r#""namespace":null"#),
         "{}",
@@ -584,7 +584,7 @@ fn referenced_mode_rolls_a_daemon_set_with_the_secret_it_mounts() {
         );
         assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
         assert!(
-            !text(&output.stderr).contains("noPreviousCopy"),
+            !text(&output.stderr).contains("has no previous copy"),
             "{}",
             transcript(&output)
         );

@@ -460,7 +460,7 @@ impl Release<'_> {
         assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
-            !stderr.contains("noPreviousCopy"),
+            !stderr.contains("has no previous copy"),
             "every workload has a previous copy: {}",
             transcript(&output)
         );
@@ -565,24 +565,29 @@ fn a_workload_without_a_previous_copy_is_reported_and_strict_makes_it_an_error()
 
     let output = render_with(&on, &input, dir.path(), &[("HELM_NAMESPACE", NS)]);
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    // Each workload once, for people; with --log-format json, each once, for programs.
     let stderr = String::from_utf8_lossy(&output.stderr);
+    let mut json_on = on.to_vec();
+    json_on.push("--log-format=json");
+    let json_output = render_with(&json_on, &input, dir.path(), &[("HELM_NAMESPACE", NS)]);
+    assert_eq!(json_output.stdout, output.stdout);
+    let records: Vec<Value> = String::from_utf8_lossy(&json_output.stderr)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let mut lines = Vec::new();
+    let mut expected_records = Vec::new();
     for (kind, name) in [("Deployment", "web"), ("StatefulSet", "db")] {
-        assert!(
-            stderr.contains(&format!(
-                "rollsafe: warning: {kind} {NS}/{name} has no previous copy"
-            )),
-            "{stderr}"
-        );
-        let record: Value = stderr
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .find(|record| record["name"] == name)
-            .unwrap_or_else(|| panic!("a JSON line for {name}: {stderr}"));
-        assert_eq!(
-            record,
-            json!({"warning": "noPreviousCopy", "kind": kind, "namespace": NS, "name": name})
+        lines.push(format!(
+            "rollsafe: warning: {kind} {NS}/{name} has no previous copy: rendered as new (the \
+             default-mode value); its referenced-config state starts now"
+        ));
+        expected_records.push(
+            json!({"warning": "noPreviousCopy", "kind": kind, "namespace": NS, "name": name}),
         );
     }
+    assert_eq!(stderr.lines().collect::<Vec<_>>(), lines);
+    assert_eq!(records, expected_records);
 
     let mut strict = on.to_vec();
     strict.push("--strict-previous");
@@ -630,7 +635,7 @@ fn the_release_namespace_decides_which_live_copy_matches() {
     let on = ["--referenced-config-rollout", "--previous", live];
     let found = |output: &Output| {
         assert_eq!(output.status.code(), Some(0), "{}", transcript(output));
-        !String::from_utf8_lossy(&output.stderr).contains("noPreviousCopy")
+        !String::from_utf8_lossy(&output.stderr).contains("has no previous copy")
     };
     // --namespace, else HELM_NAMESPACE; the flag wins.
     let mut flag = on.to_vec();
@@ -687,7 +692,7 @@ fn cluster_failures_stop_the_render_without_upstream_text() {
     // Not there yet: new, with a warning.
     let output = render_with(&args, &input, dir.path(), &[]);
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("noPreviousCopy"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("has no previous copy"));
 
     cluster.emu.handle().add_fault(Fault {
         matcher: Fault::on("get", "deployments").always(),
