@@ -50,15 +50,20 @@ use rollsafe_watch::approval::{self, HeldBy, PendingMark};
 use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, Watching, WorkloadEntry, WorkloadKey};
 use rollsafe_watch::consumption::{self, Consumption, Keys};
 use rollsafe_watch::decision::CHANGE_CAUSE;
-use rollsafe_watch::limits::{FlapGuard, FlapLimit, TokenBucket};
+use rollsafe_watch::limits::{FlapGuard, TokenBucket};
 use rollsafe_watch::outcome::{Evaluator, Outcome, Purpose, SkipReason, Stage, Write};
 use rollsafe_watch::published::{self, PublishedSettings};
 use rollsafe_watch::tracker::Tracker;
-use rollsafe_watch::{ControllerSettings, Fingerprinter, digest, windows};
+use rollsafe_watch::{Fingerprinter, digest, windows};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
+mod settings;
+mod text;
+
+use self::settings::{SettingsFlags, SettingsSource, SettingsUsed, parse_lease, resolve_settings};
+use self::text::text;
 use crate::kube_args::KubeArgs;
 use crate::restart_exit::{self, OutputFormat};
 use crate::target::{WatchedTarget, namespace_flag};
@@ -418,155 +423,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     stdout::line(&out)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// `--controller-lease NAMESPACE/NAME`.
-fn parse_lease(text: &str) -> anyhow::Result<LeaseRef> {
-    let Some((namespace, name)) = text.split_once('/') else {
-        bail!("--controller-lease: give NAMESPACE/NAME, e.g. rollsafe/rollsafe-watch");
-    };
-    if namespace.parse::<Namespace>().is_err() || !is_dns1123_subdomain(name) {
-        bail!("--controller-lease: {text:?} is not NAMESPACE/NAME of a Lease");
-    }
-    Ok(LeaseRef {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-    })
-}
-
-/// The settings `rollsafe watch` runs with, as `why` was told them: the same flags, for a
-/// controller whose published settings cannot be read.
-#[derive(Debug, clap::Args)]
-pub(crate) struct SettingsFlags {
-    /// As `rollsafe watch --all`.
-    #[arg(long)]
-    all: bool,
-    /// As `rollsafe watch --reloader-compat`.
-    #[arg(long)]
-    reloader_compat: bool,
-    /// As `rollsafe watch --require-approval` (repeatable).
-    #[arg(long, value_name = "NAMESPACE")]
-    require_approval: Vec<String>,
-    /// The `--restart-window` `rollsafe watch` runs with, if any: a roll due outside it is
-    /// held.
-    #[arg(long, value_name = "WINDOW", env = "ROLLSAFE_WATCH_RESTART_WINDOW")]
-    restart_window: Option<String>,
-    /// As `rollsafe watch --rollout progressive`.
-    #[arg(long)]
-    progressive: bool,
-    /// As `rollsafe watch --flap-limit ROLLS/WINDOW`.
-    #[arg(long, value_name = "ROLLS/WINDOW")]
-    flap_limit: Option<String>,
-}
-
-impl SettingsFlags {
-    /// The settings these flags give, when any was given.
-    fn settings(&self) -> anyhow::Result<Option<PublishedSettings>> {
-        let given = self.all
-            || self.reloader_compat
-            || !self.require_approval.is_empty()
-            || self.restart_window.is_some()
-            || self.progressive
-            || self.flap_limit.is_some();
-        if !given {
-            return Ok(None);
-        }
-        let mut settings = ControllerSettings {
-            all: self.all,
-            reloader_compat: self.reloader_compat,
-            require_approval: self.require_approval.clone(),
-            progressive_all: self.progressive,
-            ..ControllerSettings::default()
-        };
-        if let Some(text) = self.restart_window.as_deref() {
-            match text.parse::<RestartWindow>() {
-                Ok(window) => settings.restart_window = Some(window),
-                Err(error) => bail!("--restart-window: {error}"),
-            }
-        }
-        if let Some(text) = self.flap_limit.as_deref() {
-            match FlapLimit::parse(text) {
-                Ok(limit) => settings.flap_limit = limit,
-                Err(error) => bail!("--flap-limit: {error}"),
-            }
-        }
-        Ok(Some(published::of(&settings, Timestamp::now())))
-    }
-}
-
-/// Where the settings the answer was evaluated with came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-enum SettingsSource {
-    /// Published by the controller on its Lease.
-    Published,
-    /// This command's own flags (the controller's could not be read).
-    Flags,
-    /// Neither: what depends on them is said to be unknown.
-    Unknown,
-}
-
-/// The controller's settings the answer was evaluated with, and where they came from.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SettingsUsed {
-    source: SettingsSource,
-    /// The Lease they were read from, or looked for (`NAMESPACE/NAME`).
-    lease: String,
-    /// When the controller published them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    published_at: Option<String>,
-    /// Words for people.
-    note: String,
-    #[serde(skip)]
-    values: PublishedSettings,
-}
-
-/// The controller's published settings, else the flags, else unknown (evaluated with the
-/// defaults, and said so wherever they decide).
-async fn resolve_settings(
-    client: &kube::Client,
-    lease: &LeaseRef,
-    flags: Option<PublishedSettings>,
-) -> SettingsUsed {
-    let named = format!("{}/{}", lease.namespace, lease.name);
-    let read = rollsafe_kube::published::read(client, lease).await;
-    let why_not = match read {
-        Ok(Some(values)) => {
-            return SettingsUsed {
-                source: SettingsSource::Published,
-                note: format!(
-                    "as rollsafe watch published them on its Lease {named} at {}",
-                    values.at
-                ),
-                published_at: Some(values.at.to_string()),
-                lease: named,
-                values,
-            };
-        }
-        Ok(None) => "it publishes none there".to_owned(),
-        Err(error) => format!("its Lease cannot be read ({})", error.code()),
-    };
-    match flags {
-        Some(values) => SettingsUsed {
-            source: SettingsSource::Flags,
-            note: format!(
-                "from this command's flags: rollsafe watch's own settings are not known ({why_not}; --controller-lease names its Lease)"
-            ),
-            lease: named,
-            published_at: None,
-            values,
-        },
-        None => SettingsUsed {
-            source: SettingsSource::Unknown,
-            note: format!(
-                "unknown: rollsafe watch's settings could not be read ({why_not}; --controller-lease names its Lease, or pass the flags it runs with); what they decide is said to be unknown"
-            ),
-            lease: named,
-            published_at: None,
-            values: published::of(&ControllerSettings::default(), Timestamp::now()),
-        },
-    }
 }
 
 async fn explain(
@@ -1369,122 +1225,6 @@ fn path_of(origin: &Origin, kind: TargetKind) -> String {
         ),
         Origin::ImagePullSecret => format!("{spec}.imagePullSecrets[]"),
     }
-}
-
-fn text(why: &Why) -> String {
-    let mut out = format!("{} {}/{}", why.kind, why.namespace, why.name);
-    out.push_str(&format!("\nsettings:  {}", why.settings.note));
-    out.push_str(&format!("\nwatch:     {}", why.watch.reason));
-    // "true" and "false" are in the reason already; a list or a value not understood is shown.
-    if let (WatchState::Listed | WatchState::Invalid, Some(value)) =
-        (why.watch.state, &why.watch.value)
-    {
-        out.push_str(&format!(" [rollsafe.dev/watch: {value:?}]"));
-    }
-    match &why.halted {
-        Some(halted) => out.push_str(&format!(
-            "\nhalted:    yes ({}); to resume: {}",
-            halted.reason, halted.resume
-        )),
-        None => out.push_str("\nhalted:    no"),
-    }
-    if let Some(pending) = &why.pending {
-        out.push_str(&format!(
-            "\npending:   {}{}",
-            pending.reason,
-            if pending.marked {
-                " (marked rollsafe.dev/pending)"
-            } else {
-                ""
-            }
-        ));
-    }
-    for hold in &why.holds {
-        out.push_str(&format!("\nholds:     {hold}"));
-    }
-    if why.consumes.is_empty() {
-        out.push_str("\nconsumes:  nothing (no Secret or ConfigMap referenced)");
-    }
-    for consumed in &why.consumes {
-        let exists = match (consumed.exists, consumed.read_error) {
-            (Some(true), _) => "exists".to_owned(),
-            (Some(false), _) => "missing".to_owned(),
-            (None, Some(code)) => format!("unreadable ({code})"),
-            (None, None) => "unknown".to_owned(),
-        };
-        let keys = match &consumed.keys {
-            Some(keys) => format!("keys {}", keys.join(", ")),
-            None => "every key".to_owned(),
-        };
-        let watched = match (consumed.watched, consumed.opted_out_by) {
-            (_, Some(by)) => format!("opted out ({by}: \"false\" on the object)"),
-            (true, None) => "watched".to_owned(),
-            (false, None) => "not watched".to_owned(),
-        };
-        let changed = match consumed.changed {
-            Some(true) => "; changed since the record",
-            Some(false) => "; unchanged since the record",
-            None => "",
-        };
-        out.push_str(&format!(
-            "\nconsumes:  {}/{} ({exists}; {keys}; {watched}{changed})",
-            consumed.kind.as_str(),
-            consumed.name
-        ));
-        for reference in &consumed.references {
-            out.push_str(&format!("\n             at {}", reference.path));
-        }
-    }
-    out.push_str(&format!("\nroll now:  {}", why.roll_now.reason));
-    if let Some(stopped) = why.stages.iter().find(|stage| stage.result == "stopped") {
-        out.push_str(&format!(
-            "\nstopped:   at the controller's {} stage ({})",
-            stopped.stage,
-            stopped.outcome.unwrap_or("stopped")
-        ));
-    }
-    let last = &why.last_roll;
-    match &last.event {
-        Some(event) => out.push_str(&format!(
-            "\nlast:      {} at {}{}: {}",
-            event.reason,
-            event.time.as_deref().unwrap_or("an unknown time"),
-            if event.count > 1 {
-                format!(" (x{})", event.count)
-            } else {
-                String::new()
-            },
-            event.note
-        )),
-        None => match last.events_error {
-            Some(code) => out.push_str(&format!(
-                "\nlast:      the Events could not be listed ({code})"
-            )),
-            None => out.push_str("\nlast:      no Rolled, RolloutDeferred or Halted Event"),
-        },
-    }
-    match last.record {
-        RecordState::None => out.push_str("\nrecord:    none (never adopted by rollsafe watch)"),
-        RecordState::Unkeyed | RecordState::Keyed => out.push_str(&format!(
-            "\nrecord:    {}{}{}",
-            if last.record == RecordState::Keyed {
-                "keyed; "
-            } else {
-                ""
-            },
-            if last.recorded.is_empty() {
-                "no per-object entries".to_owned()
-            } else {
-                format!("for {}", last.recorded.join(", "))
-            },
-            last.change_cause
-                .as_deref()
-                .map(|cause| format!("; change-cause: {cause}"))
-                .unwrap_or_default()
-        )),
-    }
-    out.push_str(&format!("\nrollout:   {}", why.rollout.describe));
-    out
 }
 
 #[cfg(test)]
