@@ -21,15 +21,25 @@
 //! `workloads` holds the matches of the complete inventories only — exactly the workloads a
 //! restart would patch now — ordered by kind, then name. An incomplete kind carries the same
 //! code, fixed guidance and status as the restart's `discoveryFailures` entry would.
+//!
+//! The server adds what the controller does with each consumer ([`ControllerRoll`], judged by
+//! [`Consumer::judge`] from its annotations, its `pending` mark and the controller's published
+//! settings, [`crate::published`]) and where those settings came from ([`ControllerSettings`]),
+//! in [`ServedPreview`]: `"controller": {"settings": "published", "at": …}` at the top, and
+//! `"controller": {"watched": "yes", "because": "all", …}` on each workload. Without the
+//! published settings nothing that depends on them is guessed: it is `unknown`.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::failure::{Failure, FailureCode};
-use crate::opt_in::{self, WatchState};
-use crate::pending::{HeldBy, PENDING, PendingMark};
+use crate::opt_in::reloader::reloader_opt_in;
+use crate::opt_in::{self, OptIn, WatchState};
+use crate::pending::{self, APPROVAL, HeldBy, PENDING, PendingMark};
+use crate::published::PublishedSettings;
 use crate::reference::{ConfigRef, Reference, TargetKind};
+use crate::window::RESTART_WINDOW;
 use crate::workload::{Deferral, WorkloadKind};
 
 /// The preview of one Secret's consumers.
@@ -136,6 +146,11 @@ pub struct Consumer {
     /// awaiting approval. A restart still rolls it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingRoll>,
+    /// What the controller does with it when this Secret changes, under its published
+    /// settings ([`Consumer::judge`]); absent where no one judged it (`rollsafe consumers`
+    /// asking Kubernetes directly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<ControllerRoll>,
 }
 
 /// A roll `rollsafe watch` holds, as the workload's mark says.
@@ -192,8 +207,382 @@ impl Consumer {
             watch: WatchState::of(object, &target),
             halted: opt_in::halted(object),
             pending: PendingRoll::of(object),
+            controller: None,
         }
     }
+
+    /// Judges what `rollsafe watch` does with this consumer of the Secret `secret` in
+    /// `namespace` (read from its listed `object`) when the Secret changes, under the
+    /// controller's published `settings` (`None`: unknown, and so is everything that depends
+    /// on them).
+    pub fn judge(
+        &mut self,
+        namespace: &str,
+        secret: &str,
+        object: &serde_json::Value,
+        settings: Option<&PublishedSettings>,
+    ) {
+        let target = ConfigRef {
+            kind: TargetKind::Secret,
+            name: secret.to_owned(),
+        };
+        self.controller = Some(ControllerRoll::of(
+            namespace, &target, self.watch, object, settings,
+        ));
+    }
+}
+
+/// Whether the controller rolls a workload when the Secret changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Watched {
+    /// It does.
+    Yes,
+    /// It does not.
+    No,
+    /// It depends on settings that are not known.
+    Unknown,
+}
+
+/// Why [`Watched`] says what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchedBecause {
+    /// Its `rollsafe.dev/watch` names this Secret (or is `"true"`).
+    OptedIn,
+    /// No annotation, and the controller runs with `--all`.
+    All,
+    /// Its Reloader annotations name this Secret, and the controller runs with
+    /// `--reloader-compat`.
+    ReloaderCompat,
+    /// No annotation, and the controller runs without `--all`.
+    NotOptedIn,
+    /// Reloader annotations only, and the controller runs without `--reloader-compat` or
+    /// `--all`.
+    ReloaderIgnored,
+    /// Its Reloader annotations do not name this Secret (or say `auto: "false"`).
+    ReloaderNotListed,
+    /// Its Reloader annotations name Secrets by Reloader's `search`: whether this one carries
+    /// `reloader.stakater.com/match` is not read here.
+    ReloaderSearch,
+    /// `rollsafe.dev/watch: "false"`.
+    OptedOut,
+    /// Its `rollsafe.dev/watch` list does not name this Secret.
+    NotListed,
+    /// Its `rollsafe.dev/watch` (or Reloader) value is not understood: not watched.
+    Invalid,
+    /// The controller does not watch this namespace (`--namespace`, `--ignore-namespace`).
+    NamespaceNotWatched,
+    /// The controller ignores Secrets (`--ignore-kind Secret`).
+    KindIgnored,
+    /// The controller's settings are unknown.
+    SettingsUnknown,
+}
+
+/// Who requires an approval before the controller rolls a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalBy {
+    /// Its namespace is in the controller's `--require-approval`.
+    Namespace,
+    /// The workload's own `rollsafe.dev/approval`.
+    Workload,
+}
+
+/// Where the restart window the controller's rolls of a workload wait for comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowFrom {
+    /// The workload's own `rollsafe.dev/restart-window`.
+    Workload,
+    /// The controller's `--restart-window`.
+    Controller,
+}
+
+/// The restart window the controller's rolls of a workload wait for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartWindow {
+    /// The window, as written.
+    pub window: String,
+    /// Where it comes from.
+    pub from: WindowFrom,
+}
+
+/// What `rollsafe watch` does with one consumer when the Secret changes: whether it rolls it,
+/// why, and what its rolls wait for (an approval, a restart window). A restart from the API,
+/// the page or the CLI waits for neither: asking for a restart is the approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerRoll {
+    /// `yes`, `no` or `unknown`.
+    pub watched: Watched,
+    /// Why.
+    pub because: WatchedBecause,
+    /// Each roll awaits an approval, required by this (when watched, and known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalBy>,
+    /// Each roll waits for this restart window (when watched, and known; a Secret that names
+    /// its own window is not read here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_window: Option<RestartWindow>,
+}
+
+impl ControllerRoll {
+    /// The judgement for a workload `object` of `namespace` whose `rollsafe.dev/watch` reads
+    /// `state` for `target`, under `settings`.
+    pub fn of(
+        namespace: &str,
+        target: &ConfigRef,
+        state: WatchState,
+        object: &serde_json::Value,
+        settings: Option<&PublishedSettings>,
+    ) -> Self {
+        let annotation = |key: &str| {
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(key))
+                .and_then(serde_json::Value::as_str)
+        };
+        let (watched, because) = match (state, settings) {
+            (WatchState::OptedOut, _) => (Watched::No, WatchedBecause::OptedOut),
+            (WatchState::NotListed, _) => (Watched::No, WatchedBecause::NotListed),
+            (WatchState::Invalid, _) => (Watched::No, WatchedBecause::Invalid),
+            (_, None) => (Watched::Unknown, WatchedBecause::SettingsUnknown),
+            (_, Some(s)) if !s.covers(namespace) => {
+                (Watched::No, WatchedBecause::NamespaceNotWatched)
+            }
+            (_, Some(s)) if !s.watches_kind(target.kind) => {
+                (Watched::No, WatchedBecause::KindIgnored)
+            }
+            (WatchState::OptedIn, Some(_)) => (Watched::Yes, WatchedBecause::OptedIn),
+            (WatchState::Unset, Some(s)) if s.all => (Watched::Yes, WatchedBecause::All),
+            (WatchState::Unset, Some(_)) => (Watched::No, WatchedBecause::NotOptedIn),
+            (WatchState::Reloader, Some(s)) if s.reloader_compat => reloader(object, target),
+            (WatchState::Reloader, Some(s)) if s.all => (Watched::Yes, WatchedBecause::All),
+            (WatchState::Reloader, Some(_)) => (Watched::No, WatchedBecause::ReloaderIgnored),
+        };
+        let mut roll = Self {
+            watched,
+            because,
+            approval: None,
+            restart_window: None,
+        };
+        if watched == Watched::No {
+            return roll;
+        }
+        roll.approval = if settings.is_some_and(|s| s.requires_approval(namespace)) {
+            Some(ApprovalBy::Namespace)
+        } else if pending::requires(annotation(APPROVAL)) {
+            Some(ApprovalBy::Workload)
+        } else {
+            None
+        };
+        roll.restart_window = match annotation(RESTART_WINDOW).map(str::trim) {
+            Some(window) if !window.is_empty() => Some(RestartWindow {
+                window: window.to_owned(),
+                from: WindowFrom::Workload,
+            }),
+            _ => settings
+                .and_then(|s| s.restart_window.clone())
+                .map(|window| RestartWindow {
+                    window,
+                    from: WindowFrom::Controller,
+                }),
+        };
+        roll
+    }
+}
+
+/// A workload with Reloader's annotations only, under `--reloader-compat`: as they say.
+fn reloader(object: &serde_json::Value, target: &ConfigRef) -> (Watched, WatchedBecause) {
+    let Some(read) = object
+        .pointer("/metadata/annotations")
+        .and_then(serde_json::Value::as_object)
+        .and_then(reloader_opt_in)
+    else {
+        return (Watched::No, WatchedBecause::ReloaderNotListed);
+    };
+    let yes = (Watched::Yes, WatchedBecause::ReloaderCompat);
+    match read.map(|read| read.opt_in) {
+        Err(_) => (Watched::No, WatchedBecause::Invalid),
+        Ok(OptIn::Template) => yes,
+        Ok(OptIn::List(listed)) if listed.contains(target) => yes,
+        Ok(OptIn::Select {
+            secrets,
+            config_maps,
+            listed,
+            matched,
+            patterns,
+        }) => {
+            let by_kind = match target.kind {
+                TargetKind::Secret => secrets,
+                TargetKind::ConfigMap => config_maps,
+            };
+            if by_kind
+                || listed.contains(target)
+                || patterns
+                    .iter()
+                    .any(|p| p.matches(target.kind, &target.name))
+            {
+                yes
+            } else if matched {
+                (Watched::Unknown, WatchedBecause::ReloaderSearch)
+            } else {
+                (Watched::No, WatchedBecause::ReloaderNotListed)
+            }
+        }
+        Ok(OptIn::List(_) | OptIn::Off) => (Watched::No, WatchedBecause::ReloaderNotListed),
+    }
+}
+
+/// Why the controller's settings are unknown to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingsUnknown {
+    /// No Lease is configured to read them from.
+    NotConfigured,
+    /// The Lease is missing, or carries none.
+    NotPublished,
+    /// Kubernetes answered the read with this HTTP status.
+    Status(u16),
+    /// No answer in time.
+    NoResponse,
+    /// The annotation is not the settings' JSON.
+    Unreadable,
+}
+
+impl SettingsUnknown {
+    /// A stable code.
+    pub fn code(self) -> &'static str {
+        match self {
+            SettingsUnknown::NotConfigured => "not_configured",
+            SettingsUnknown::NotPublished => "not_published",
+            SettingsUnknown::Status(403) => "forbidden",
+            SettingsUnknown::Status(_) => "status",
+            SettingsUnknown::NoResponse => "no_response",
+            SettingsUnknown::Unreadable => "unreadable",
+        }
+    }
+
+    /// A fixed sentence for people (never upstream text).
+    pub fn message(self, lease: Option<&str>) -> String {
+        let lease = lease.unwrap_or("-");
+        match self {
+            SettingsUnknown::NotConfigured => {
+                "no controller Lease is configured (--controller-lease)".to_owned()
+            }
+            SettingsUnknown::NotPublished => format!(
+                "the Lease {lease} carries no rollsafe.dev/settings: is rollsafe watch running with that Lease?"
+            ),
+            SettingsUnknown::Status(403) => {
+                format!("could not read its Lease {lease}: the server may not read it (HTTP 403)")
+            }
+            SettingsUnknown::Status(status) => {
+                format!("could not read its Lease {lease}: Kubernetes answered HTTP {status}")
+            }
+            SettingsUnknown::NoResponse => {
+                format!("could not read its Lease {lease}: no response from Kubernetes in time")
+            }
+            SettingsUnknown::Unreadable => format!(
+                "could not read its Lease {lease}: its rollsafe.dev/settings is not readable"
+            ),
+        }
+    }
+}
+
+/// Whether the controller's settings are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingsState {
+    /// Read from the controller's Lease.
+    Published,
+    /// Not known: what depends on them is `unknown`.
+    Unknown,
+}
+
+/// Where the controller's settings of a preview came from, and those the page words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerSettings {
+    /// `published` or `unknown`.
+    pub settings: SettingsState,
+    /// The Lease read, `namespace/name` (absent when none is configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// When the controller published them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// Why they are unknown: `not_configured`, `not_published`, `forbidden`, `status`,
+    /// `no_response`, `unreadable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The same, a fixed sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `--all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<bool>,
+    /// `--reloader-compat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reloader_compat: Option<bool>,
+    /// `--dry-run`: the controller decides and patches nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// `--selector`: only the workloads it matches are watched (not evaluated here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// `--source-selector`: only the Secrets it matches are watched (not evaluated here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_selector: Option<String>,
+    /// `--namespace-selector`: only the namespaces it matches (not evaluated here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<String>,
+}
+
+impl ControllerSettings {
+    /// Settings read from the Lease `lease`.
+    pub fn published(lease: &str, settings: &PublishedSettings) -> Self {
+        Self {
+            settings: SettingsState::Published,
+            lease: Some(lease.to_owned()),
+            at: Some(settings.at.to_string()),
+            code: None,
+            message: None,
+            all: Some(settings.all),
+            reloader_compat: Some(settings.reloader_compat),
+            dry_run: Some(settings.dry_run),
+            selector: settings.selector.clone(),
+            source_selector: settings.source_selector.clone(),
+            namespace_selector: settings.namespace_selector.clone(),
+        }
+    }
+
+    /// Settings not known, from the Lease `lease` (if one is configured), because of `why`.
+    pub fn unknown(lease: Option<&str>, why: SettingsUnknown) -> Self {
+        Self {
+            settings: SettingsState::Unknown,
+            lease: lease.map(str::to_owned),
+            at: None,
+            code: Some(why.code().to_owned()),
+            message: Some(why.message(lease)),
+            all: None,
+            reloader_compat: None,
+            dry_run: None,
+            selector: None,
+            source_selector: None,
+            namespace_selector: None,
+        }
+    }
+}
+
+/// The preview as the server answers it: the consumers, each judged under the controller's
+/// settings, and where those came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedPreview {
+    /// The preview.
+    #[serde(flatten)]
+    pub preview: ConsumersPreview,
+    /// Where the controller's settings came from.
+    pub controller: ControllerSettings,
 }
 
 #[cfg(test)]
@@ -265,5 +654,173 @@ mod tests {
                 .iter()
                 .all(|r| r.kind == TargetKind::Secret)
         );
+    }
+
+    fn settings(all: bool, reloader_compat: bool) -> PublishedSettings {
+        serde_json::from_value(json!({"all": all, "reloaderCompat": reloader_compat,
+            "namespaces": [], "selector": null, "sourceSelector": null,
+            "namespaceSelector": null, "ignoreNamespaces": ["kube-system"],
+            "ignoreKinds": [], "requireApproval": ["payments"],
+            "restartWindow": "Sat 03:00-04:00 UTC", "progressive": false,
+            "argoRollouts": false, "flapRolls": 5, "flapWindowSeconds": 600,
+            "maxRollsPerMinute": 60, "burst": 10, "dryRun": false, "keyed": false,
+            "instance": null, "at": "2026-12-07T06:00:00Z"}))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_controller_roll_follows_the_annotations_and_the_published_settings() {
+        let target = ConfigRef {
+            kind: TargetKind::Secret,
+            name: "db".into(),
+        };
+        let judge = |annotations: serde_json::Value, ns: &str, s: Option<&PublishedSettings>| {
+            let object = json!({"metadata": {"annotations": annotations}});
+            let state = WatchState::of(&object, &target);
+            let roll = ControllerRoll::of(ns, &target, state, &object, s);
+            (roll.watched, roll.because)
+        };
+        let all = settings(true, false);
+        let none = settings(false, false);
+        let compat = settings(false, true);
+        use WatchedBecause as B;
+        let cases = [
+            (json!({}), "shop", Some(&all), (Watched::Yes, B::All)),
+            (json!({}), "shop", Some(&none), (Watched::No, B::NotOptedIn)),
+            (
+                json!({}),
+                "shop",
+                None,
+                (Watched::Unknown, B::SettingsUnknown),
+            ),
+            (
+                json!({"rollsafe.dev/watch": "true"}),
+                "shop",
+                None,
+                (Watched::Unknown, B::SettingsUnknown),
+            ),
+            (
+                json!({"rollsafe.dev/watch": "true"}),
+                "shop",
+                Some(&none),
+                (Watched::Yes, B::OptedIn),
+            ),
+            (
+                json!({"rollsafe.dev/watch": "false"}),
+                "shop",
+                Some(&all),
+                (Watched::No, B::OptedOut),
+            ),
+            (
+                json!({"rollsafe.dev/watch": "false"}),
+                "shop",
+                None,
+                (Watched::No, B::OptedOut),
+            ),
+            (
+                json!({"rollsafe.dev/watch": "secret/other"}),
+                "shop",
+                Some(&all),
+                (Watched::No, B::NotListed),
+            ),
+            (
+                json!({}),
+                "kube-system",
+                Some(&all),
+                (Watched::No, B::NamespaceNotWatched),
+            ),
+            (
+                json!({"secret.reloader.stakater.com/reload": "db"}),
+                "shop",
+                Some(&compat),
+                (Watched::Yes, B::ReloaderCompat),
+            ),
+            (
+                json!({"secret.reloader.stakater.com/reload": "other"}),
+                "shop",
+                Some(&compat),
+                (Watched::No, B::ReloaderNotListed),
+            ),
+            (
+                json!({"reloader.stakater.com/auto": "true"}),
+                "shop",
+                Some(&none),
+                (Watched::No, B::ReloaderIgnored),
+            ),
+            (
+                json!({"reloader.stakater.com/auto": "true"}),
+                "shop",
+                Some(&all),
+                (Watched::Yes, B::All),
+            ),
+            (
+                json!({"reloader.stakater.com/search": "true"}),
+                "shop",
+                Some(&compat),
+                (Watched::Unknown, B::ReloaderSearch),
+            ),
+        ];
+        for (annotations, ns, s, expected) in cases {
+            assert_eq!(
+                judge(annotations.clone(), ns, s),
+                expected,
+                "{annotations} in {ns}"
+            );
+        }
+        // The holds: the namespace's approval, else the workload's; its own window, else the
+        // controller's.
+        let object = json!({"metadata": {"annotations": {"rollsafe.dev/approval": "required",
+            "rollsafe.dev/restart-window": "Mon-Fri 09:00-17:00 Europe/Berlin"}}});
+        let roll = ControllerRoll::of("payments", &target, WatchState::Unset, &object, Some(&all));
+        assert_eq!(roll.approval, Some(ApprovalBy::Namespace));
+        assert_eq!(
+            roll.restart_window,
+            Some(RestartWindow {
+                window: "Mon-Fri 09:00-17:00 Europe/Berlin".into(),
+                from: WindowFrom::Workload
+            })
+        );
+        let roll = ControllerRoll::of("shop", &target, WatchState::Unset, &object, Some(&all));
+        assert_eq!(roll.approval, Some(ApprovalBy::Workload));
+        let roll = ControllerRoll::of("shop", &target, WatchState::Unset, &json!({}), Some(&all));
+        assert_eq!(roll.approval, None);
+        assert_eq!(
+            roll.restart_window.map(|w| (w.window, w.from)),
+            Some(("Sat 03:00-04:00 UTC".to_owned(), WindowFrom::Controller))
+        );
+        // Not watched: no holds said.
+        let roll = ControllerRoll::of("payments", &target, WatchState::Unset, &object, Some(&none));
+        assert_eq!((roll.approval, roll.restart_window), (None, None));
+        // Unknown settings: a workload's own annotations still say.
+        let roll = ControllerRoll::of("shop", &target, WatchState::Unset, &object, None);
+        assert_eq!(roll.approval, Some(ApprovalBy::Workload));
+    }
+
+    #[test]
+    fn the_served_preview_carries_where_the_settings_came_from() {
+        let mut preview = example();
+        let s = settings(true, false);
+        preview.workloads[1].judge("shop", "db-creds", &json!({}), Some(&s));
+        let served = ServedPreview {
+            preview,
+            controller: ControllerSettings::published("shop/rollsafe-watch", &s),
+        };
+        let value = serde_json::to_value(&served).unwrap();
+        assert_eq!(value["controller"]["settings"], "published");
+        assert_eq!(value["controller"]["at"], "2026-12-07T06:00:00Z");
+        assert_eq!(value["workloads"][1]["controller"]["watched"], "yes");
+        assert_eq!(value["workloads"][1]["controller"]["because"], "all");
+        assert!(value["workloads"][0].get("controller").is_none());
+        let back: ServedPreview = serde_json::from_value(value).unwrap();
+        assert_eq!(back, served);
+        let unknown =
+            ControllerSettings::unknown(Some("shop/rollsafe-watch"), SettingsUnknown::Status(403));
+        assert_eq!(
+            unknown.message.as_deref(),
+            Some(
+                "could not read its Lease shop/rollsafe-watch: the server may not read it (HTTP 403)"
+            )
+        );
+        assert_eq!(unknown.code.as_deref(), Some("forbidden"));
     }
 }

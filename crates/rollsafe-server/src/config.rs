@@ -28,7 +28,10 @@ use crate::identity::{AllowedGroups, PatternError};
 use crate::oidc::OidcSettings;
 pub use crate::scope::Scope;
 pub use crate::session::{AuthMode, SessionSecret};
-pub use crate::settings::{DEFAULT_ACCESS_CONFIGMAP, DEFAULT_ANNOTATION_PREFIX, Settings};
+pub use crate::settings::{
+    DEFAULT_ACCESS_CONFIGMAP, DEFAULT_ANNOTATION_PREFIX, DEFAULT_CONTROLLER_LEASE, Settings,
+};
+use rollsafe_kube::published::LeaseRef;
 
 /// Where the ServiceAccount namespace file is mounted in a pod.
 pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
@@ -126,9 +129,28 @@ pub struct ServeArgs {
     #[arg(long, env = "KRYPTON_TOKEN_REVIEW_AUDIENCES", default_value = "",
           value_parser = parse_list)]
     pub token_review_audiences: List,
+    /// The Lease `rollsafe watch` publishes its settings on (`NAMESPACE/NAME`, or `NAME` in the
+    /// server's namespace; `none` reads none), read as the server itself for the consumers
+    /// preview. Default: `rollsafe-watch` in the server's namespace (the chart's).
+    #[arg(long, env = "ROLLSAFE_CONTROLLER_LEASE", value_parser = parse_controller_lease)]
+    pub controller_lease: Option<ControllerLease>,
     /// OpenID Connect login.
     #[command(flatten)]
     pub oidc: OidcArgs,
+}
+
+/// `ROLLSAFE_CONTROLLER_LEASE` as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControllerLease {
+    /// `none` (or empty): the controller's settings are not read.
+    None,
+    /// A Lease, in this namespace or the server's.
+    Lease {
+        /// Its namespace; `None`: the server's.
+        namespace: Option<Namespace>,
+        /// Its name.
+        name: String,
+    },
 }
 
 /// OpenID Connect settings as given (`KRYPTON_OIDC_*`); login is on when the issuer is set.
@@ -325,6 +347,9 @@ pub enum ConfigError {
     /// The OpenID Connect settings are incomplete or invalid.
     #[error("OpenID Connect: {0}")]
     Oidc(&'static str),
+    /// `ROLLSAFE_CONTROLLER_LEASE` is not `NAMESPACE/NAME`, `NAME` or `none`.
+    #[error("ROLLSAFE_CONTROLLER_LEASE: {0:?} is not NAMESPACE/NAME, NAME or none")]
+    ControllerLease(String),
     /// `KRYPTON_MAX_CONCURRENT_RESTARTS` is not a positive number.
     #[error("KRYPTON_MAX_CONCURRENT_RESTARTS: {0:?} is not a positive number")]
     MaxConcurrentRestarts(String),
@@ -431,6 +456,28 @@ fn parse_max_concurrent(value: &str) -> Result<usize, ConfigError> {
     }
 }
 
+fn parse_controller_lease(value: &str) -> Result<ControllerLease, ConfigError> {
+    let text = value.trim();
+    if text.is_empty() || text.eq_ignore_ascii_case("none") {
+        return Ok(ControllerLease::None);
+    }
+    let refused = || ConfigError::ControllerLease(value.to_owned());
+    let (namespace, name) = match text.split_once('/') {
+        Some((namespace, name)) => (
+            Some(Namespace::try_from(namespace.to_owned()).map_err(|_| refused())?),
+            name,
+        ),
+        None => (None, text),
+    };
+    if !rollsafe_core::validation::is_dns1123_subdomain(name) {
+        return Err(refused());
+    }
+    Ok(ControllerLease::Lease {
+        namespace,
+        name: name.to_owned(),
+    })
+}
+
 impl ServeArgs {
     /// Validates what depends on several settings. `service_account_namespace` is the content of
     /// the ServiceAccount namespace file, when it exists.
@@ -462,6 +509,7 @@ impl ServeArgs {
             max_concurrent_restarts,
             token_review,
             token_review_audiences,
+            controller_lease,
             oidc,
         } = self;
         let scope = match scope {
@@ -508,7 +556,21 @@ impl ServeArgs {
             }
         };
         let oidc = oidc.validate(matches!(auth, AuthMode::Disabled), None)?;
+        let controller_lease = match controller_lease {
+            Some(ControllerLease::None) => None,
+            Some(ControllerLease::Lease { namespace, name }) => Some(LeaseRef {
+                namespace: namespace
+                    .unwrap_or_else(|| server_namespace.clone())
+                    .to_string(),
+                name,
+            }),
+            None => Some(LeaseRef {
+                namespace: server_namespace.to_string(),
+                name: DEFAULT_CONTROLLER_LEASE.to_owned(),
+            }),
+        };
         Ok(Settings {
+            controller_lease,
             listen,
             admin_listen,
             kubeconfig,
@@ -743,5 +805,31 @@ mod tests {
         assert!(!format!("{a:?}").contains("0123456789abcdef"));
         let settings = a.clone().validate(None).unwrap();
         assert!(!format!("{settings:?}").contains("0123456789abcdef"));
+    }
+
+    #[test]
+    fn the_controller_lease_defaults_to_the_charts_in_the_server_namespace() {
+        let lease = |extra: &[&str]| {
+            args(extra)
+                .validate(Some("shop"))
+                .unwrap()
+                .controller_lease
+                .map(|l| format!("{}/{}", l.namespace, l.name))
+        };
+        assert_eq!(lease(&[]).as_deref(), Some("shop/rollsafe-watch"));
+        assert_eq!(
+            lease(&["--controller-lease", "ops/watch"]).as_deref(),
+            Some("ops/watch")
+        );
+        assert_eq!(
+            lease(&["--controller-lease", "watch"]).as_deref(),
+            Some("shop/watch")
+        );
+        assert_eq!(lease(&["--controller-lease", "none"]), None);
+        assert!(
+            error(&["--controller-lease", "Ops/x"]).contains("ROLLSAFE_CONTROLLER_LEASE"),
+            "{}",
+            error(&["--controller-lease", "Ops/x"])
+        );
     }
 }

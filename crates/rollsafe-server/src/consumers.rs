@@ -7,6 +7,11 @@
 //!   stands, read from the same listed objects (`ConsumersRollout`). Stateless: any replica
 //!   answers, and the caller remembers what it saw.
 //!
+//! The preview also says what `rollsafe watch` does with each consumer, under the settings the
+//! controller published on its Lease (`--controller-lease`), read as the server itself — never
+//! as the caller, who need not be allowed to read Leases — beside the discovery; without them,
+//! what depends on them is `unknown`, and the reason is a fixed sentence.
+//!
 //! Both run `gated_discovery`: the same authentication, reserved-identity rule, path
 //! validation, scope, live visibility, ACL and budgets ([`crate::gates`], as a read), with the
 //! same refusals, under their own server-wide limit.
@@ -19,7 +24,11 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
+use rollsafe_core::preview::{ControllerSettings, ServedPreview, SettingsUnknown};
+use rollsafe_core::published::PublishedSettings;
 use rollsafe_kube::Discovery;
+use rollsafe_kube::published::{self, PublishError};
+use tracing::warn;
 
 use crate::error::ApiError;
 use crate::gates::{Admitted, SecretCheck};
@@ -34,10 +43,67 @@ pub(crate) async fn consumers(
     path: Result<Path<(Namespace, SecretName)>, PathRejection>,
 ) -> Response {
     with_request_id("consumers", |request_id| async move {
-        let (discovery, _) = gated_discovery(&state, &headers, path, &request_id).await?;
-        Ok(Json(discovery.preview()).into_response())
+        let (discovery, admitted) = gated_discovery(&state, &headers, path, &request_id).await?;
+        // Only once the caller passed every gate: a refused request reads nothing more.
+        let controller = controller_settings(&state).await;
+        drop(admitted);
+        Ok(Json(served(&discovery, controller)).into_response())
     })
     .await
+}
+
+/// The preview of `discovery`, each consumer judged under the controller's settings.
+fn served(
+    discovery: &Discovery,
+    (controller, settings): (ControllerSettings, Option<PublishedSettings>),
+) -> ServedPreview {
+    let mut preview = discovery.preview();
+    let namespace = discovery.namespace.as_str();
+    let secret = discovery.secret.as_str();
+    // The preview's workloads are the matches, in the same order.
+    for (consumer, found) in preview.workloads.iter_mut().zip(discovery.matches()) {
+        if consumer.kind == found.kind && consumer.name == found.name {
+            consumer.judge(namespace, secret, found.object(), settings.as_ref());
+        }
+    }
+    ServedPreview {
+        preview,
+        controller,
+    }
+}
+
+/// The controller's published settings, read from its Lease as the server itself, and where
+/// they came from. Failures are logged as a code and said as a fixed sentence.
+async fn controller_settings(state: &AppState) -> (ControllerSettings, Option<PublishedSettings>) {
+    let Some(lease) = &state.settings.controller_lease else {
+        return (
+            ControllerSettings::unknown(None, SettingsUnknown::NotConfigured),
+            None,
+        );
+    };
+    let name = format!("{}/{}", lease.namespace, lease.name);
+    // As the server itself: the caller's identity is never used for this read.
+    let read = published::read(&state.connection.client(None), lease).await;
+    let why = match read {
+        Ok(Some(settings)) => {
+            return (
+                ControllerSettings::published(&name, &settings),
+                Some(settings),
+            );
+        }
+        Ok(None) => SettingsUnknown::NotPublished,
+        Err(PublishError::Status(status)) => SettingsUnknown::Status(status),
+        Err(PublishError::NoResponse) => SettingsUnknown::NoResponse,
+        Err(PublishError::Unreadable) => SettingsUnknown::Unreadable,
+    };
+    if !matches!(why, SettingsUnknown::NotPublished) {
+        warn!(
+            code = why.code(),
+            lease = %name,
+            "cannot read the controller's settings from its Lease; the preview says they are unknown"
+        );
+    }
+    (ControllerSettings::unknown(Some(&name), why), None)
 }
 
 /// The rollout route: each consumer's rollout state, with the restart annotation this server

@@ -10,6 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use rollsafe_core::name::{AnnotationPrefix, ConfigMapName, Namespace};
+use rollsafe_kube::published::LeaseRef;
 
 use crate::acl::Admins;
 use crate::identity::AllowedGroups;
@@ -22,6 +23,10 @@ use crate::session::AuthMode;
 pub const DEFAULT_ACCESS_CONFIGMAP: &str = "krypton-access";
 /// The default prefix of the ACL annotations and the history label.
 pub const DEFAULT_ANNOTATION_PREFIX: &str = "krypton.io";
+
+/// The default name of the controller's Lease (the chart's `controller.leaseName`), in the
+/// server's namespace.
+pub const DEFAULT_CONTROLLER_LEASE: &str = "rollsafe-watch";
 
 /// Validated settings.
 #[derive(Debug, Clone)]
@@ -61,6 +66,9 @@ pub struct Settings {
     pub token_review: Option<Vec<String>>,
     /// OpenID Connect login, when configured.
     pub oidc: Option<OidcSettings>,
+    /// The Lease `rollsafe watch` publishes its settings on, read as the server itself for
+    /// the consumers preview; `None`: not read (the settings are unknown).
+    pub controller_lease: Option<LeaseRef>,
 }
 
 impl Settings {
@@ -69,11 +77,17 @@ impl Settings {
     /// kubeconfig file or context (the client infers them), no audit file, the restart flag
     /// off, namespace scope, no admins (bootstrap), the default access ConfigMap and annotation
     /// prefix, no impersonation, any group not reserved, [`MAX_CONCURRENT_RUNS`], no
-    /// TokenReview and no OpenID Connect. Set the public fields that differ, e.g.
+    /// TokenReview, no OpenID Connect, and the controller's Lease [`DEFAULT_CONTROLLER_LEASE`]
+    /// in `server_namespace`. Set the public fields that differ, e.g.
     /// `Settings { restart_enabled: true, ..Settings::new(namespace, auth) }`.
     pub fn new(server_namespace: Namespace, auth: AuthMode) -> Self {
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let controller_lease = Some(LeaseRef {
+            namespace: server_namespace.to_string(),
+            name: DEFAULT_CONTROLLER_LEASE.to_owned(),
+        });
         Self {
+            controller_lease,
             listen: loopback,
             admin_listen: loopback,
             kubeconfig: None,
@@ -133,5 +147,10 @@ mod tests {
         assert!(settings.allowed_groups.is_empty());
         assert_eq!(settings.max_concurrent_restarts, MAX_CONCURRENT_RUNS);
         assert!(settings.token_review.is_none() && settings.oidc.is_none());
+        let lease = settings.controller_lease.unwrap();
+        assert_eq!(
+            (lease.namespace.as_str(), lease.name.as_str()),
+            ("team-a", "rollsafe-watch")
+        );
     }
 }

@@ -501,13 +501,42 @@ fn cluster() -> Vec<Value> {
         "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume",
         "rollsafe.dev/pending": "approval since=2026-12-03T06:00:00Z digest=v1:abc"});
     objects.push(paused);
-    // Stakater Reloader's annotation and no rollsafe one.
+    // Stakater Reloader's annotation and no rollsafe one; a roll held by a restart window.
     for object in &mut objects {
         if object["kind"] == "Deployment" && object["metadata"]["name"] == "web" {
-            object["metadata"]["annotations"] = json!({"reloader.stakater.com/auto": "true"});
+            object["metadata"]["annotations"] = json!({"reloader.stakater.com/auto": "true",
+                "rollsafe.dev/pending": "window until=2026-12-08T03:00:00Z digest=v1:def"});
         }
     }
     objects
+}
+
+/// The controller's Lease as `rollsafe watch` publishes it: `--all`, `--reloader-compat`, and
+/// every roll of [`NS`] awaiting approval.
+fn controller_lease() -> Value {
+    let settings = json!({"all": true, "reloaderCompat": true, "namespaces": [],
+        "selector": null, "sourceSelector": null, "namespaceSelector": null,
+        "ignoreNamespaces": [], "ignoreKinds": [], "requireApproval": [NS],
+        "restartWindow": null, "progressive": false, "argoRollouts": false, "flapRolls": 5,
+        "flapWindowSeconds": 600, "maxRollsPerMinute": 60, "burst": 10, "dryRun": false,
+        "keyed": false, "instance": "controller-0", "at": "2026-12-07T06:00:00Z"});
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+           "metadata": {"name": "rollsafe-watch", "namespace": NS,
+                        "annotations": {"rollsafe.dev/settings": settings.to_string()}},
+           "spec": {"holderIdentity": "controller-0"}})
+}
+
+/// The text of the consumer row of `workload` (`Deployment/api`), one cell a line.
+async fn row_text(client: &Client, workload: &str) -> String {
+    let row = client
+        .find(Locator::Css(&format!("tr[data-workload=\"{workload}\"]")))
+        .await
+        .unwrap();
+    let mut cells = Vec::new();
+    for cell in row.find_all(Locator::Css("td")).await.unwrap() {
+        cells.push(cell.text().await.unwrap());
+    }
+    cells.join("\n")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -535,7 +564,9 @@ async fn a_person_restarts_consumers_from_the_page() {
         );
     }
     let issuer = provider.as_ref().map(|p| p.issuer.clone());
-    let f = Fixture::start_seeded(cluster(), None, |s| {
+    let mut objects = cluster();
+    objects.push(controller_lease());
+    let f = Fixture::start_seeded(objects, None, |s| {
         s.admins.groups = vec!["platform".into()];
         s.listen = listen;
         s.oidc = issuer.as_deref().map(|issuer| settings(issuer, &redirect));
@@ -611,16 +642,38 @@ async fn a_person_restarts_consumers_from_the_page() {
         "{rows}"
     );
     assert!(rows.contains(" deployment/paused."), "{rows}");
-    assert!(
-        rows.contains("Not opted in (watched only when rollsafe watch runs with --all)."),
-        "{rows}"
+    // Judged under the settings the controller published: where they came from is said, and
+    // each row's Watched and Rolls-now cells say one thing.
+    let source = wait_for_text(&client, "#controller-settings", "published").await;
+    assert_eq!(
+        source,
+        format!(
+            "Watched as rollsafe watch's settings say, as the controller published them at \
+             2026-12-07T06:00:00Z (Lease {NS}/rollsafe-watch)."
+        )
     );
-    assert!(
-        rows.contains(
-            "Reloader annotations: watched as they say when rollsafe watch runs with --reloader-compat."
-        ),
-        "{rows}"
+    // No rollsafe.dev/watch under --all: watched, and its rolls await approval in this
+    // namespace, which a restart from here does not.
+    assert_eq!(
+        row_text(&client, "Deployment/api").await,
+        format!(
+            "Deployment api\ncontainer app: envFrom\n\
+             Yes, when restarted here: a restart waits for no approval or restart window \
+             (rollsafe watch's own rolls do).\n\
+             Yes: rollsafe watch runs with --all (no rollsafe.dev/watch needed). Each roll \
+             awaits approval (rollsafe watch runs with --require-approval {NS})."
+        )
     );
+    // Reloader's annotations under --reloader-compat, with a roll held by its window.
+    assert_eq!(
+        row_text(&client, "Deployment/web").await,
+        "Deployment web\ncontainer app: envFrom\n\
+         Yes, when restarted here: a restart waits for no restart window, and settles the roll \
+         rollsafe watch holds.\n\
+         Yes: its Reloader annotations opt it in (rollsafe watch runs with --reloader-compat). \
+         Roll pending: held by a restart window until 2026-12-08T03:00:00Z."
+    );
+    assert!(!rows.contains("Not opted in"), "{rows}");
     wait_for_text(&client, "#detail-status", "1 will not roll now").await;
     screenshot(&client, "3-consumers").await;
     check_view(
@@ -1023,7 +1076,7 @@ async fn the_report_follows_a_slow_and_a_failing_rollout() {
     .await;
     // Pods take a second to become ready; `failing`'s 100 s deadline becomes one second.
     f.emulator
-        .change_settings(rollsafe_emulator::SettingsChange {
+        .change_settings(rollsafe_emulator::RolloutPaceChange {
             pod_ready_millis: Some(1000),
             progress_deadline_scale: Some(0.01),
         })
@@ -1060,7 +1113,24 @@ async fn the_report_follows_a_slow_and_a_failing_rollout() {
     .await;
     wait_for_text(&client, "#who-name", "alice@x.io").await;
     client.goto(&format!("{url}/#/{NS}/rolling")).await.unwrap();
-    wait_for_text(&client, "#consumer-rows", "Deployment slow").await;
+    let rows = wait_for_text(&client, "#consumer-rows", "Deployment slow").await;
+    // No controller has published its settings here: never guessed, said unknown, and why.
+    let source = wait_for_text(&client, "#controller-settings", "unknown").await;
+    assert_eq!(
+        source,
+        format!(
+            "Controller settings unknown — the Lease {NS}/rollsafe-watch carries no \
+             rollsafe.dev/settings: is rollsafe watch running with that Lease? What depends on \
+             them is shown as unknown."
+        )
+    );
+    assert!(
+        rows.contains(
+            "Unknown: watched only if rollsafe watch runs with --all, and its settings are unknown."
+        ),
+        "{rows}"
+    );
+    assert!(!rows.contains("Not opted in"), "{rows}");
     restart(&client).await;
     wait_for_text(&client, "#report-message", "Rollout requested for 2 of 2").await;
     assert_shown_bar(&client, "Deployment/slow").await;

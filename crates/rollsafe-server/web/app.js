@@ -152,6 +152,7 @@ async function showDetail(namespace, name) {
   $("detail-title").textContent = `${namespace}/${name}`;
   $("detail-error").textContent = "";
   $("detail-status").textContent = "Looking for consumers…";
+  $("controller-settings").textContent = "";
   $("report").hidden = true;
   $("consumers").hidden = true;
   $("restart").hidden = true;
@@ -174,6 +175,7 @@ async function showDetail(namespace, name) {
       $("inventory-warnings").append(el("p", `${kind}: ${inventory.message} (${inventory.code})`, "warning"));
     }
   }
+  $("controller-settings").textContent = settingsText(preview.controller);
   const rows = $("consumer-rows");
   rows.replaceChildren();
   for (const workload of preview.workloads) {
@@ -186,15 +188,19 @@ async function showDetail(namespace, name) {
     for (const reference of workload.references) list.append(el("li", describeReference(reference)));
     refs.append(list);
     row.append(refs);
-    const rolls = workload.rollsNow ? el("td", "Yes") : el("td", `No: ${workload.deferralReason}`, "no-roll");
+    const rolls = workload.rollsNow ? el("td", rollsNowText(workload)) : el("td", `No: ${workload.deferralReason}`, "no-roll");
     rolls.dataset.label = "Rolls now";
     row.append(rolls);
-    // What rollsafe watch does with it: the opt-in, and the flap stop's halt.
-    const watched = el("td", watchText(workload.watch), workload.halted ? "no-roll" : undefined);
+    // What rollsafe watch does with it, under its published settings: watched or not, the
+    // flap stop's halt, the roll it holds, and what its rolls wait for.
+    const watched = el("td", watchedText(workload, preview), workload.halted ? "no-roll" : undefined);
     if (workload.halted) {
       watched.textContent += ` Halted by rollsafe watch: ${workload.halted} Remove the rollsafe.dev/halted annotation to resume.`;
     }
     if (workload.pending) watched.textContent += ` ${pendingText(workload, preview.namespace)}`;
+    else if (workload.controller && workload.controller.watched !== "no") {
+      watched.textContent += holdsText(workload.controller, preview.namespace);
+    }
     // A roll awaiting approval: approved here as the signed-in user, behind a restart's gates.
     if (workload.pending && workload.pending.heldBy === "approval" && config.restartEnabled) {
       const button = el("button", "Approve", "approve");
@@ -260,7 +266,77 @@ function pendingText(workload, namespace) {
     : "Roll pending: held by a restart window until the window is changed.";
 }
 
-// Whether rollsafe watch rolls a workload when this Secret changes (the preview's `watch`).
+// Where the controller's settings the Watched column is judged under came from (the preview's
+// `controller`): published on its Lease, or unknown with a fixed sentence saying why.
+function settingsText(controller) {
+  if (!controller) return "";
+  if (controller.settings !== "published") {
+    const end = /[.?]$/.test(controller.message) ? "" : ".";
+    return `Controller settings unknown — ${controller.message}${end} What depends on them is shown as unknown.`;
+  }
+  let text = `Watched as rollsafe watch's settings say, as the controller published them at ${controller.at} (Lease ${controller.lease}).`;
+  if (controller.selector) text += ` It watches only workloads matching --selector ${controller.selector}.`;
+  if (controller.namespaceSelector) text += ` It watches only namespaces matching --namespace-selector ${controller.namespaceSelector}.`;
+  if (controller.sourceSelector) text += ` It watches only Secrets matching --source-selector ${controller.sourceSelector}.`;
+  if (controller.dryRun) text += " It runs with --dry-run: it patches nothing.";
+  return text;
+}
+
+// Whether rollsafe watch rolls a workload when this Secret changes: the preview's judgement
+// under the controller's published settings (`controller`), else its own annotation (`watch`).
+function watchedText(workload, preview) {
+  const c = workload.controller;
+  if (!c) return watchText(workload.watch);
+  switch (c.because) {
+    case "opted_in": return "Yes.";
+    case "all": return "Yes: rollsafe watch runs with --all (no rollsafe.dev/watch needed).";
+    case "reloader_compat": return "Yes: its Reloader annotations opt it in (rollsafe watch runs with --reloader-compat).";
+    case "not_opted_in": return "No: not opted in (no rollsafe.dev/watch, and rollsafe watch runs without --all).";
+    case "reloader_ignored": return "No: its Reloader annotations opt it in only under --reloader-compat, and rollsafe watch runs without it (and without --all).";
+    case "reloader_not_listed": return "No: its Reloader annotations do not name this Secret.";
+    case "reloader_search": return "Unknown: its Reloader annotations take Secrets marked reloader.stakater.com/match, which is not read here.";
+    case "namespace_not_watched": return `No: rollsafe watch does not watch namespace ${preview.namespace}.`;
+    case "kind_ignored": return "No: rollsafe watch ignores Secrets (--ignore-kind Secret).";
+    case "settings_unknown":
+      switch (workload.watch) {
+        case "opted_in": return "Unknown: opted in by its rollsafe.dev/watch, but rollsafe watch's settings are unknown.";
+        case "reloader": return "Unknown: its Reloader annotations opt it in only under --reloader-compat, and rollsafe watch's settings are unknown.";
+        default: return "Unknown: watched only if rollsafe watch runs with --all, and its settings are unknown.";
+      }
+    default: return watchText(workload.watch);
+  }
+}
+
+// What rollsafe watch's rolls of a watched workload wait for, when none is held yet.
+function holdsText(c, namespace) {
+  let text = "";
+  if (c.approval === "namespace") text += ` Each roll awaits approval (rollsafe watch runs with --require-approval ${namespace}).`;
+  if (c.approval === "workload") text += " Each roll awaits approval (its rollsafe.dev/approval).";
+  if (c.restartWindow) {
+    const from = c.restartWindow.from === "workload" ? "its rollsafe.dev/restart-window" : "rollsafe watch's --restart-window";
+    text += ` It rolls only inside the restart window ${c.restartWindow.window} (${from}).`;
+  }
+  return text;
+}
+
+// Whether a restart from this page rolls the workload's pods now, said so that it agrees with
+// the Watched column: a restart waits for neither an approval nor a restart window, and
+// settles a roll the controller holds.
+function rollsNowText(workload) {
+  if (workload.pending) {
+    return workload.pending.heldBy === "approval"
+      ? "Yes, when restarted here: a restart needs no approval, and settles the roll rollsafe watch holds for one."
+      : "Yes, when restarted here: a restart waits for no restart window, and settles the roll rollsafe watch holds.";
+  }
+  const c = workload.controller;
+  if (c && c.watched !== "no" && (c.approval || c.restartWindow)) {
+    return "Yes, when restarted here: a restart waits for no approval or restart window (rollsafe watch's own rolls do).";
+  }
+  return "Yes";
+}
+
+// Whether rollsafe watch rolls a workload when this Secret changes (the preview's `watch`),
+// from a server that does not judge it under the controller's settings.
 function watchText(watch) {
   switch (watch) {
     case "opted_in": return "Yes.";

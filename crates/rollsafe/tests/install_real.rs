@@ -72,6 +72,8 @@ const SERVER_RELEASE_NAMESPACE: &[Documented] = &[
     ("statefulsets.apps", &[], &["list", "patch"]),
     ("daemonsets.apps", &[], &["list", "patch"]),
     ("configmaps", &["krypton-access"], &["get"]),
+    // The settings the controller publishes on its Lease, for the consumers preview.
+    ("leases.coordination.k8s.io", &[LEASE], &["get"]),
 ];
 
 /// "The controller": in every watched namespace (a Role each, or the ClusterRole).
@@ -740,7 +742,7 @@ fn note_kubectl_skew(real: &Real) {
 
 /// Namespace scope: the chart's server RBAC is sufficient for a restart run through the real
 /// `rollsafe serve` with its ServiceAccount's TokenRequest token, and it is exactly the
-/// documented minimum: in the release namespace the four rules of docs/install.md and nothing
+/// documented minimum: in the release namespace the five rules of docs/install.md and nothing
 /// more, elsewhere nothing but what every ServiceAccount has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_namespace_scope_is_the_documented_minimum_on_real() {
@@ -837,6 +839,22 @@ async fn server_namespace_scope_is_the_documented_minimum_on_real() {
     }
     let untouched = other.get("apps/v1", "Deployment", "web").await.unwrap();
     assert_eq!(template_annotation(&untouched, RESTART_ANNOTATION), None);
+    // The preview reads the controller's Lease as the ServiceAccount: allowed by name (no
+    // controller runs here, so the Lease is missing and the settings are unknown), never refused.
+    let request = format!(
+        "GET /api/namespaces/{r}/secrets/{SECRET}/consumers HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Authorization: Bearer {caller}\r\nConnection: close\r\n\r\n"
+    );
+    let response = rollsafe_testing::http::exchange(
+        &format!("127.0.0.1:{}", server.port),
+        request.as_bytes(),
+        SETTLE,
+    )
+    .await
+    .expect("the preview answered");
+    let preview = response.json();
+    assert_eq!(preview["controller"]["settings"], "unknown", "{preview}");
+    assert_eq!(preview["controller"]["code"], "not_published", "{preview}");
 
     // Minimal: exactly the documented rules, as the real authorizer evaluates them.
     let baseline_sa = "rbac-baseline";
@@ -872,6 +890,7 @@ async fn server_namespace_scope_is_the_documented_minimum_on_real() {
         ("patch", "statefulsets.apps"),
         ("patch", "daemonsets.apps"),
         ("get", "configmaps/krypton-access"),
+        ("get", "leases.coordination.k8s.io/rollsafe-watch"),
     ] {
         let output = real.with_token(&first, &["auth", "can-i", verb, resource, "-n", &r]);
         assert_eq!(

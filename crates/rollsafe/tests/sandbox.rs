@@ -62,6 +62,36 @@ fn start() -> Sandbox {
     }
 }
 
+/// The consumers preview of demo/db-credentials once the controller's published settings are
+/// read (the controller publishes them as it starts), within [`DEADLINE`].
+fn published_preview(url: &str, token: &str) -> Value {
+    let addr = url.trim_start_matches("http://").to_owned();
+    let request = format!(
+        "GET /api/namespaces/demo/secrets/db-credentials/consumers HTTP/1.1\r\n\
+         Host: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let response = runtime
+            .block_on(rollsafe_testing::http::exchange(
+                &addr,
+                request.as_bytes(),
+                DEADLINE,
+            ))
+            .expect("the preview answered");
+        assert_eq!(response.status, 200, "{}", response.json());
+        let preview = response.json();
+        if preview["controller"]["settings"] == "published" || started.elapsed() > DEADLINE {
+            return preview;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn run(program: &PathBuf, args: &[&str]) -> (i32, String, String) {
     let output = Command::new(program).args(args).output().unwrap();
     (
@@ -85,6 +115,25 @@ fn sandbox_end_to_end() {
     let token = ready["token"].as_str().unwrap();
     let kubeconfig = ready["kubeconfig"].as_str().unwrap();
     assert_eq!(ready["namespace"], "demo");
+
+    // The page's Watched column: the sandbox's controller runs with --all and publishes that on
+    // its Lease, so every demo consumer of db-credentials is watched, none "not opted in".
+    let preview = published_preview(url, token);
+    assert_eq!(preview["controller"]["settings"], "published", "{preview}");
+    assert_eq!(
+        preview["controller"]["lease"], "demo/rollsafe-watch",
+        "{preview}"
+    );
+    assert_eq!(preview["controller"]["all"], true, "{preview}");
+    let workloads = preview["workloads"].as_array().unwrap();
+    assert_eq!(workloads.len(), 4, "{preview}");
+    for workload in workloads {
+        assert_eq!(
+            workload["controller"],
+            serde_json::json!({"watched": "yes", "because": "all"}),
+            "{workload}"
+        );
+    }
 
     let (code, stdout, stderr) = run(
         &rollsafe(),

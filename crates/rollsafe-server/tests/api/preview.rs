@@ -170,3 +170,208 @@ async fn an_incomplete_kind_is_reported_and_the_typed_client_reads_it() {
     assert_eq!(patches(&f), 0);
     f.stop().await;
 }
+
+/// The controller's Lease in [`NS`], carrying `settings` as `rollsafe watch` publishes them.
+fn controller_lease(settings: Value) -> Value {
+    let mut published = json!({"all": false, "reloaderCompat": false, "namespaces": [],
+        "selector": null, "sourceSelector": null, "namespaceSelector": null,
+        "ignoreNamespaces": [], "ignoreKinds": [], "requireApproval": [],
+        "restartWindow": null, "progressive": false, "argoRollouts": false, "flapRolls": 5,
+        "flapWindowSeconds": 600, "maxRollsPerMinute": 60, "burst": 10, "dryRun": false,
+        "keyed": false, "instance": "controller-0", "at": "2026-12-07T06:00:00Z"});
+    for (key, value) in settings.as_object().unwrap() {
+        published[key] = value.clone();
+    }
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+           "metadata": {"name": "rollsafe-watch", "namespace": NS,
+                        "annotations": {"rollsafe.dev/settings": published.to_string()}},
+           "spec": {"holderIdentity": "controller-0"}})
+}
+
+/// Each workload's `controller` judgement, by name.
+fn judged(body: &Value) -> Vec<(String, Value)> {
+    body["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["name"].as_str().unwrap().to_owned(),
+                w["controller"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn annotated(kind: &str, name: &str, annotations: Value) -> Value {
+    let mut object = workload(kind, name, "db");
+    object["metadata"]["annotations"] = annotations;
+    object
+}
+
+#[tokio::test]
+async fn each_consumer_is_judged_under_the_settings_the_controller_published() {
+    let mut objects = seed();
+    // `--all`, approvals required in this namespace, a restart window.
+    objects.push(controller_lease(
+        json!({"all": true, "requireApproval": [NS],
+        "restartWindow": "Sat 03:00-04:00 UTC"}),
+    ));
+    objects.push(annotated(
+        "Deployment",
+        "held",
+        json!({"rollsafe.dev/pending": "approval since=2026-12-03T06:00:00Z digest=v1:abc"}),
+    ));
+    objects.push(annotated(
+        "Deployment",
+        "out",
+        json!({"rollsafe.dev/watch": "false"}),
+    ));
+    objects.push(annotated(
+        "Deployment",
+        "own-window",
+        json!({"rollsafe.dev/restart-window": "Mon-Fri 09:00-17:00 Europe/Berlin"}),
+    ));
+    // Impersonation on: the caller's identity is used for the discovery, never for the Lease.
+    let f = Fixture::start_with(objects, |s| s.impersonation = true).await;
+    let (status, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["controller"],
+        json!({"settings": "published", "lease": format!("{NS}/rollsafe-watch"),
+               "at": "2026-12-07T06:00:00Z", "all": true, "reloaderCompat": false,
+               "dryRun": false})
+    );
+    let window = json!({"window": "Sat 03:00-04:00 UTC", "from": "controller"});
+    assert_eq!(
+        judged(&body),
+        [
+            // No rollsafe.dev/watch: watched, because the controller runs with --all.
+            (
+                "api".into(),
+                json!({"watched": "yes", "because": "all", "approval": "namespace",
+                                  "restartWindow": window})
+            ),
+            (
+                "held".into(),
+                json!({"watched": "yes", "because": "all", "approval": "namespace",
+                                   "restartWindow": window})
+            ),
+            (
+                "out".into(),
+                json!({"watched": "no", "because": "opted_out"})
+            ),
+            (
+                "own-window".into(),
+                json!({"watched": "yes", "because": "all",
+                "approval": "namespace",
+                "restartWindow": {"window": "Mon-Fri 09:00-17:00 Europe/Berlin",
+                                  "from": "workload"}})
+            ),
+            (
+                "worker".into(),
+                json!({"watched": "yes", "because": "all", "approval": "namespace",
+                                     "restartWindow": window})
+            ),
+        ]
+    );
+    assert_eq!(body["workloads"][1]["pending"]["heldBy"], "approval");
+    // The Lease was read once, by name, as the server itself.
+    let leases: Vec<_> = f
+        .emulator
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource.as_deref() == Some("leases"))
+        .collect();
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    assert_eq!(leases[0].verb.as_deref(), Some("get"));
+    assert_eq!(leases[0].name.as_deref(), Some("rollsafe-watch"));
+    assert_eq!(
+        leases[0].impersonated_user, None,
+        "read as the server itself"
+    );
+    assert_eq!(patches(&f), 0);
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn without_the_published_settings_what_depends_on_them_is_unknown() {
+    // No Lease at all.
+    let f = Fixture::start_with(seed(), |_| {}).await;
+    let (status, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["controller"],
+        json!({"settings": "unknown", "lease": format!("{NS}/rollsafe-watch"),
+               "code": "not_published",
+               "message": format!("the Lease {NS}/rollsafe-watch carries no rollsafe.dev/settings: \
+                                   is rollsafe watch running with that Lease?")})
+    );
+    assert_eq!(
+        judged(&body),
+        [
+            (
+                "api".into(),
+                json!({"watched": "unknown", "because": "settings_unknown"})
+            ),
+            (
+                "worker".into(),
+                json!({"watched": "unknown", "because": "settings_unknown"})
+            ),
+        ]
+    );
+    f.stop().await;
+
+    // A Lease the server may not read: a fixed sentence, never the upstream text.
+    let mut objects = seed();
+    objects.push(controller_lease(json!({"all": true})));
+    objects.push(annotated(
+        "Deployment",
+        "out",
+        json!({"rollsafe.dev/watch": "false"}),
+    ));
+    let f = Fixture::start_with(objects, |_| {}).await;
+    f.emulator.add_fault(
+        Fault::on("get", "leases")
+            .namespace(NS)
+            .always()
+            .then(FaultAction::status(403)),
+    );
+    let (status, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["controller"]["settings"], "unknown");
+    assert_eq!(body["controller"]["code"], "forbidden");
+    assert_eq!(
+        body["controller"]["message"],
+        format!(
+            "could not read its Lease {NS}/rollsafe-watch: the server may not read it (HTTP 403)"
+        )
+    );
+    assert!(body["controller"].get("all").is_none(), "{body}");
+    // What the annotations alone decide is still said.
+    assert_eq!(
+        judged(&body)[1],
+        (
+            "out".into(),
+            json!({"watched": "no", "because": "opted_out"})
+        )
+    );
+    f.stop().await;
+
+    // None configured.
+    let f = Fixture::start_with(seed(), |s| s.controller_lease = None).await;
+    let (_, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(body["controller"]["code"], "not_configured");
+    assert_eq!(
+        body["controller"]["message"],
+        "no controller Lease is configured (--controller-lease)"
+    );
+    assert!(
+        f.emulator
+            .requests()
+            .iter()
+            .all(|r| r.resource.as_deref() != Some("leases")),
+        "no Lease read"
+    );
+    f.stop().await;
+}
