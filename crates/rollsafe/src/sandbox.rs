@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rollsafe_emulator::{Emulator, SettingsChange};
+use rollsafe_emulator::{Emulator, RolloutPaceChange};
 use rollsafe_kube::Connection;
 use rollsafe_server::BoundServer;
 use rollsafe_server::Settings;
@@ -103,6 +103,17 @@ const SANDBOX_POD_READY_MILLIS: u64 = 1_000;
 /// Every Deployment's progress deadline in the sandbox, as a share of its spec: 600 s → 9 s.
 const SANDBOX_PROGRESS_DEADLINE_SCALE: f64 = 0.015;
 
+/// The progress deadline of the StatefulSets and DaemonSets followed by the banner's
+/// commands (`--progress-deadline`): the default (ten minutes, the Deployments' default
+/// `progressDeadlineSeconds`) scaled as the emulator scales the Deployments' own, so that
+/// every kind stalls within seconds here, not only Deployments.
+fn sandbox_progress_deadline() -> Duration {
+    Duration::from_secs_f64(
+        rollsafe_core::rollout::DEFAULT_PROGRESS_DEADLINE.as_secs_f64()
+            * SANDBOX_PROGRESS_DEADLINE_SCALE,
+    )
+}
+
 /// The embedded emulator with the demo objects, and the kubeconfig to reach it (in a temporary
 /// directory that lives as long as the cluster).
 struct DemoCluster {
@@ -130,7 +141,7 @@ impl DemoCluster {
         // Rollouts that take time, and fail within seconds when told to: the safe-rollout
         // story of the banner.
         emulator
-            .change_settings(SettingsChange {
+            .change_settings(RolloutPaceChange {
                 pod_ready_millis: Some(SANDBOX_POD_READY_MILLIS),
                 progress_deadline_scale: Some(SANDBOX_PROGRESS_DEADLINE_SCALE),
             })
@@ -294,13 +305,14 @@ fn banner(b: &Banner<'_>) -> String {
         crate::watch::SANDBOX_FLAP_LIMIT.rolls,
         crate::watch::SANDBOX_FLAP_LIMIT.window.as_secs() / 60,
     );
+    let deadline = format!("{}s", sandbox_progress_deadline().as_secs());
     format!(
         r#"
 rollsafe sandbox is ready.
 
   Web page    {url}/   (sign in with alice's token below)
   API         {url}
-  Metrics     {metrics}
+  Metrics     {metrics}   (the API server's; the controller runs in-process without a listener)
   Kubernetes  {emulator}   (kubectl --kubeconfig {kubeconfig} get deploy,sts,ds -n {NAMESPACE})
 
 Token for alice@example.com (groups platform, developers — an admin):
@@ -319,12 +331,17 @@ Try (from the source tree, `cargo run -q -p rollsafe --` in place of the binary 
 A workload rolled {rolls} times within {minutes} minutes is halted (annotation rollsafe.dev/halted); resume it with:
   kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} annotate deployment NAME rollsafe.dev/halted-
 
-Safe rollouts (pods take a second to become ready here). Tell the emulator the next rotation is bad for
-api-server — its new pods crash-loop — then roll progressively: the canary stalls, the rest are held back (exit 4):
+Safe rollouts (pods take a second to become ready here, and a rollout without progress for {deadline} is stalled:
+the emulator scales Deployments' progressDeadlineSeconds so; --progress-deadline {deadline} does the same for StatefulSets
+and DaemonSets). Tell the emulator the next rotation is bad for api-server — its next revision crash-loops (the fault fires
+once: the revision after it is healthy) — then roll progressively: the canary stalls, the rest are held back (exit 4):
   curl -s -X POST {emulator}/_emulator/faults -H 'Content-Type: application/json' -d '{{"verb":"patch","resource":"deployments","namespace":"{NAMESPACE}","name":"api-server","action":{{"type":"rolloutFails","reason":"CrashLoopBackOff","message":"password authentication failed"}}}}'
-  {binary} restart-consumers --kubeconfig {kubeconfig} --progressive -o text {NAMESPACE}/db-credentials
-The fixed rotation rolls the canary again, then every consumer once:
-  {binary} restart-consumers --kubeconfig {kubeconfig} --progressive -o text {NAMESPACE}/db-credentials
+  {binary} restart-consumers --kubeconfig {kubeconfig} --progressive --progress-deadline {deadline} -o text {NAMESPACE}/db-credentials
+Fix the rotation: put a good password in the Secret. `rollsafe watch` rolls every consumer of it once for the change — the
+canary's next revision, which is healthy, and the ones held back — and each rollout completes (the paused batch-reports
+rolls when it is resumed):
+  kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} patch secret db-credentials -p '{{"stringData":{{"password":"fixed"}}}}'
+  kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} rollout status deployment/api-server
 
 Press Ctrl-C to stop.
 "#

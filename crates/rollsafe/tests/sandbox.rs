@@ -388,7 +388,7 @@ fn the_banner_shows_the_binary_the_ports_and_how_to_resume() {
     let metrics = banner
         .iter()
         .find_map(|l| l.trim().strip_prefix("Metrics"))
-        .map(str::trim)
+        .and_then(|rest| rest.split_whitespace().next())
         .expect("a Metrics line");
     let address = metrics
         .strip_prefix("http://")
@@ -408,6 +408,27 @@ fn the_banner_shows_the_binary_the_ports_and_how_to_resume() {
     );
     assert!(
         text.contains("annotate deployment NAME rollsafe.dev/halted-"),
+        "{text}"
+    );
+    // Every kind stalls within seconds: the StatefulSets' and DaemonSets' deadline is scaled as
+    // the emulator scales the Deployments' own, and the command says so.
+    assert!(
+        text.contains("--progressive --progress-deadline 9s -o text demo/db-credentials"),
+        "{text}"
+    );
+    // The story is true: the fault fires once, and the fix is a good value in the Secret.
+    assert!(
+        text.contains("(the fault fires\nonce: the revision after it is healthy)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "-n demo patch secret db-credentials -p '{\"stringData\":{\"password\":\"fixed\"}}'"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("The fixed rotation rolls the canary again"),
         "{text}"
     );
 
@@ -525,6 +546,7 @@ fn the_banner_story_stops_a_bad_rotation_at_the_canary_then_completes_the_fix() 
         .1
     };
     let worker_before = worker_template();
+    let started = Instant::now();
     let (code, stdout, stderr) = progressive("json");
     assert_eq!(code, 4, "{stdout}{stderr}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
@@ -547,11 +569,150 @@ fn the_banner_story_stops_a_bad_rotation_at_the_canary_then_completes_the_fix() 
         "the held-back StatefulSet was not patched"
     );
 
-    let (code, stdout, stderr) = progressive("text");
+    assert!(
+        started.elapsed() < DEADLINE,
+        "the canary's stall took {:?}",
+        started.elapsed()
+    );
+
+    // The fix: a good password in the Secret. The controller rolls every consumer once for it,
+    // the canary's next revision is healthy (the fault fired once), and every rollout completes.
+    let hash = |kind: &str, name: &str| {
+        run(
+            &kubectl,
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "-n",
+                "demo",
+                "get",
+                kind,
+                name,
+                "-o",
+                r"jsonpath={.spec.template.metadata.annotations.rollsafe\.dev/config-hash}",
+            ],
+        )
+        .1
+    };
+    let consumers = [
+        ("deployment", "api-server"),
+        ("deployment", "batch-reports"),
+        ("statefulset", "worker"),
+        ("daemonset", "log-agent"),
+    ];
+    let before: Vec<String> = consumers.iter().map(|(k, n)| hash(k, n)).collect();
+    let (code, stdout, stderr) = run(
+        &kubectl,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "-n",
+            "demo",
+            "patch",
+            "secret",
+            "db-credentials",
+            "-p",
+            r#"{"stringData":{"password":"fixed"}}"#,
+        ],
+    );
     assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(stdout.starts_with("canary: requested: "), "{stdout}");
-    assert!(stdout.contains("\nthe rest: requested: "), "{stdout}");
-    assert!(!stdout.contains("held back"), "{stdout}");
+    let started = Instant::now();
+    loop {
+        let rolled = consumers
+            .iter()
+            .zip(&before)
+            .all(|((kind, name), before)| hash(kind, name) != *before);
+        if rolled {
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the controller did not roll every consumer for the fix"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The paused batch-reports is patched too; it rolls when it is resumed.
+    for (kind, name) in consumers.into_iter().filter(|(_, n)| *n != "batch-reports") {
+        let (code, stdout, stderr) = run(
+            &kubectl,
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "-n",
+                "demo",
+                "rollout",
+                "status",
+                &format!("{kind}/{name}"),
+                "--timeout=60s",
+            ],
+        );
+        assert_eq!(code, 0, "{kind}/{name}: {stdout}{stderr}");
+    }
     sandbox.child.kill().unwrap();
     let _ = sandbox.child.wait();
+}
+
+/// A StatefulSet that stalls in the sandbox stops a progressive restart within seconds, as a
+/// Deployment does, with the deadline the banner passes.
+#[test]
+fn a_stateful_set_stall_stops_a_progressive_restart_within_seconds() {
+    let mut sandbox = start();
+    let kubeconfig = sandbox.ready["kubeconfig"].as_str().unwrap().to_owned();
+    let emulator = emulator_url(&kubeconfig);
+    let (code, answer, stderr) = run(
+        &PathBuf::from("curl"),
+        &[
+            "-s",
+            "-f",
+            "-X",
+            "POST",
+            &format!("{emulator}/_emulator/faults"),
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            r#"{"verb":"patch","resource":"statefulsets","namespace":"demo","name":"worker","action":{"type":"rolloutFails","reason":"CrashLoopBackOff","message":"password authentication failed"}}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{answer}{stderr}");
+    let started = Instant::now();
+    let (code, stdout, stderr) = run(
+        &rollsafe(),
+        &[
+            "restart-consumers",
+            "--kubeconfig",
+            &kubeconfig,
+            "--progressive",
+            "--progress-deadline",
+            "9s",
+            "--timeout",
+            "5m",
+            "-o",
+            "json",
+            "demo/db-credentials",
+        ],
+    );
+    assert_eq!(code, 4, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["stopped"]["cause"], "stalled", "{report}");
+    assert_eq!(report["stopped"]["workload"]["kind"], "StatefulSet");
+    assert_eq!(report["stopped"]["workload"]["name"], "worker");
+    assert!(
+        started.elapsed() < DEADLINE,
+        "the StatefulSet's stall took {:?}",
+        started.elapsed()
+    );
+    sandbox.child.kill().unwrap();
+    let _ = sandbox.child.wait();
+}
+
+/// The emulator's address from the sandbox's kubeconfig, in the plain HTTP form the banner
+/// prints (one port serves both).
+fn emulator_url(kubeconfig: &str) -> String {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let server = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("server:"))
+        .map(|s| s.trim().trim_matches('"').to_owned())
+        .expect("a server in the kubeconfig");
+    server.replacen("https://", "http://", 1)
 }
