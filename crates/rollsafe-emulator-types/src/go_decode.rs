@@ -290,8 +290,35 @@ fn fits_u64(n: &serde_json::Number) -> bool {
     n.as_u64().is_some()
 }
 
+/// `Deserializer` methods that only hand over to another method of the same deserializer (the
+/// arguments in brackets are ignored). Not serde's `forward_to_deserialize_any!`: these go to a
+/// typed method, not to `deserialize_any`.
+macro_rules! forward {
+    ($($method:ident($($arg:ty),*) => $to:ident),* $(,)?) => {
+        $(fn $method<V: Visitor<'de>>(self, $(_: $arg,)* visitor: V) -> Result<V::Value, Error> {
+            self.$to(visitor)
+        })*
+    };
+}
+
 impl<'de> de::Deserializer<'de> for Typed<'_, '_> {
     type Error = Error;
+
+    forward! {
+        deserialize_i8() => deserialize_i32,
+        deserialize_i16() => deserialize_i32,
+        deserialize_u8() => deserialize_u64,
+        deserialize_u16() => deserialize_u64,
+        deserialize_u32() => deserialize_u64,
+        deserialize_f32() => deserialize_f64,
+        deserialize_char() => deserialize_str,
+        deserialize_string() => deserialize_str,
+        deserialize_bytes() => deserialize_str,
+        deserialize_byte_buf() => deserialize_str,
+        deserialize_identifier() => deserialize_str,
+        deserialize_tuple(usize) => deserialize_seq,
+        deserialize_tuple_struct(&'static str, usize) => deserialize_seq,
+    }
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         let result = match self.value {
@@ -341,14 +368,6 @@ impl<'de> de::Deserializer<'de> for Typed<'_, '_> {
         }
     }
 
-    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_i32(visitor)
-    }
-
-    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_i32(visitor)
-    }
-
     fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         self.int(visitor, "int32", fits_i32)
     }
@@ -357,24 +376,8 @@ impl<'de> de::Deserializer<'de> for Typed<'_, '_> {
         self.int(visitor, "int64", fits_i64)
     }
 
-    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_u64(visitor)
-    }
-
-    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_u64(visitor)
-    }
-
-    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_u64(visitor)
-    }
-
     fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         self.int(visitor, "uint64", fits_u64)
-    }
-
-    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_f64(visitor)
     }
 
     fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -383,10 +386,6 @@ impl<'de> de::Deserializer<'de> for Typed<'_, '_> {
             Value::Number(n) => visitor.visit_f64(n.as_f64().unwrap_or(0.0)),
             _ => Err(self.mismatch("float64")),
         }
-    }
-
-    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_str(visitor)
     }
 
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -412,18 +411,6 @@ impl<'de> de::Deserializer<'de> for Typed<'_, '_> {
             }
             other => other,
         })
-    }
-
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_str(visitor)
-    }
-
-    fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_str(visitor)
-    }
-
-    fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_str(visitor)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -472,19 +459,6 @@ impl<'de> de::Deserializer<'de> for Typed<'_, '_> {
                 _ => self.mismatch("[]interface {}"),
             }),
         }
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(self, _: usize, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_seq(visitor)
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        _: usize,
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        self.deserialize_seq(visitor)
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -538,10 +512,6 @@ impl<'de> de::Deserializer<'de> for Typed<'_, '_> {
         _: V,
     ) -> Result<V::Value, Error> {
         Err(self.mismatch("string"))
-    }
-
-    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_str(visitor)
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -653,6 +623,11 @@ macro_rules! probe_as {
 impl<'de> de::Deserializer<'de> for Probe {
     type Error = Error;
 
+    forward! {
+        deserialize_tuple(usize) => deserialize_seq,
+        deserialize_tuple_struct(&'static str, usize) => deserialize_seq,
+    }
+
     probe_as! {
         deserialize_any => "interface {}",
         deserialize_bool => "bool",
@@ -701,19 +676,6 @@ impl<'de> de::Deserializer<'de> for Probe {
             Err(Error::Probe(element)) => Probe::found(&format!("[]{element}")),
             _ => Probe::found("[]interface {}"),
         }
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(self, _: usize, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_seq(visitor)
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        _: usize,
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        self.deserialize_seq(visitor)
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {

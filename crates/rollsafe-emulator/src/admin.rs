@@ -8,7 +8,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use serde_json::{Value, json};
 
-use crate::SettingsChange;
+use crate::RolloutPaceChange;
 use crate::faults::Fault;
 use crate::http_util::{error, json, read_body};
 use crate::state::{ADMIN_PREFIX, Body, Shared};
@@ -248,7 +248,7 @@ fn route(
             &serde_json::to_value(handle.settings()).unwrap_or_default(),
         )),
         ("POST", "/settings") => {
-            let change: SettingsChange = parse(body)?;
+            let change: RolloutPaceChange = parse(body)?;
             let settings = handle
                 .change_settings(change)
                 .map_err(|e| StatusError::bad_request(&e.to_string()))?;

@@ -112,7 +112,7 @@ pub use handlers::list::ContinueToken;
 pub use observe::{InFlightStat, RequestLogEntry};
 pub use rollsafe_emulator_registry::identity::{Identity, MASTERS_GROUP};
 pub use rollsafe_emulator_registry::nodes::NODES;
-pub use rollsafe_emulator_registry::store::rollout_sim::{Settings, SettingsChange};
+pub use rollsafe_emulator_registry::store::rollout_sim::{RolloutPace, RolloutPaceChange};
 pub use rollsafe_emulator_registry::store::{EVENT_TTL, MAX_ROLLOUTS};
 pub use rollsafe_emulator_registry::{EventType, Rollout};
 pub use rollsafe_emulator_types::patch::{JsonPatchError, apply_json_patch};
@@ -694,13 +694,13 @@ impl Handle {
     }
 
     /// How the simulated cluster paces rollouts.
-    pub fn settings(&self) -> Settings {
+    pub fn settings(&self) -> RolloutPace {
         self.shared.store().rollout_settings()
     }
 
     /// Changes the settings the change names (the others stay); the new settings, or why the
     /// change is refused (a `progressDeadlineScale` that is not a number above 0).
-    pub fn change_settings(&self, change: SettingsChange) -> Result<Settings, EmulatorError> {
+    pub fn change_settings(&self, change: RolloutPaceChange) -> Result<RolloutPace, EmulatorError> {
         let mut store = self.shared.store();
         let settings = store
             .rollout_settings()

@@ -1258,7 +1258,7 @@ async fn each_roll_is_followed_to_its_end_and_the_outcome_announced() {
     let env = Env::start(seeds).await;
     // Pods take time; the new revision of `bad` crash-loops past its one-second deadline.
     env.emu
-        .change_settings(rollsafe_emulator::SettingsChange {
+        .change_settings(rollsafe_emulator::RolloutPaceChange {
             pod_ready_millis: Some(200),
             progress_deadline_scale: None,
         })
@@ -1373,7 +1373,7 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
     ];
     let env = Env::start(seeds).await;
     env.emu
-        .change_settings(rollsafe_emulator::SettingsChange {
+        .change_settings(rollsafe_emulator::RolloutPaceChange {
             pod_ready_millis: Some(200),
             progress_deadline_scale: None,
         })
@@ -1479,7 +1479,7 @@ async fn a_progression_survives_a_leader_change() {
     ])
     .await;
     env.emu
-        .change_settings(rollsafe_emulator::SettingsChange {
+        .change_settings(rollsafe_emulator::RolloutPaceChange {
             pod_ready_millis: Some(200),
             progress_deadline_scale: None,
         })

@@ -339,7 +339,7 @@ on_both_substrates! {
             bad,
         ]).await;
         if let Some(emu) = ns.emulator() {
-            emu.change_settings(rollsafe_emulator::SettingsChange {
+            emu.change_settings(rollsafe_emulator::RolloutPaceChange {
                 pod_ready_millis: Some(200),
                 progress_deadline_scale: None,
             }).unwrap();
@@ -403,7 +403,7 @@ on_both_substrates! {
                                         "env": [key_ref("P", "db", "password")]}]}}}}}}),
         ]).await;
         if let Some(emu) = ns.emulator() {
-            emu.change_settings(rollsafe_emulator::SettingsChange {
+            emu.change_settings(rollsafe_emulator::RolloutPaceChange {
                 pod_ready_millis: Some(200),
                 progress_deadline_scale: None,
             }).unwrap();

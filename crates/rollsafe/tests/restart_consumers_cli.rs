@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use assert_cmd::Command;
-use rollsafe_emulator::{Fault, FaultAction, RunningEmulator, SettingsChange};
+use rollsafe_emulator::{Fault, FaultAction, RunningEmulator, RolloutPaceChange};
 use rollsafe_testing::{TestCluster, Workload, rbac_for_group, secret};
 use serde_json::{Value, json};
 
@@ -650,7 +650,7 @@ fn progressive_rolls_the_canary_first_and_holds_the_rest_when_it_does_not_comple
 /// Slow pods, and every progress deadline a hundredth of its spec.
 fn slow_rollouts(env: &Env) {
     env.emu
-        .change_settings(SettingsChange {
+        .change_settings(RolloutPaceChange {
             pod_ready_millis: Some(300),
             progress_deadline_scale: Some(0.01),
         })

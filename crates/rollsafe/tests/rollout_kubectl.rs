@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rollsafe_core::rollout::{RolloutState, classify};
 use rollsafe_core::workload::WorkloadKind;
-use rollsafe_emulator::{Fault, FaultAction, RunningEmulator, SettingsChange};
+use rollsafe_emulator::{Fault, FaultAction, RunningEmulator, RolloutPaceChange};
 use rollsafe_testing::{TestCluster, Workload, kubectl_releases};
 use serde_json::{Value, json};
 
@@ -129,7 +129,7 @@ async fn the_model_agrees_with_kubectl_rollout_status_on_every_state_it_covers()
     });
     roll(emu, "deployments", "paused");
     // Pods that take ten minutes to become ready: these stay in progress.
-    emu.change_settings(SettingsChange {
+    emu.change_settings(RolloutPaceChange {
         pod_ready_millis: Some(600_000),
         progress_deadline_scale: None,
     })

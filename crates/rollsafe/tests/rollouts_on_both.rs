@@ -184,7 +184,7 @@ on_both_substrates! {
         api["spec"]["progressDeadlineSeconds"] = json!(3);
         crash_on_roll(ns, &mut api, "deployments");
         if let Some(emu) = ns.emulator() {
-            emu.change_settings(rollsafe_emulator::SettingsChange {
+            emu.change_settings(rollsafe_emulator::RolloutPaceChange {
                 pod_ready_millis: Some(200),
                 progress_deadline_scale: None,
             }).unwrap();
@@ -210,7 +210,7 @@ on_both_substrates! {
         let mut worker = consumer("StatefulSet", "worker");
         crash_on_roll(ns, &mut worker, "statefulsets");
         if let Some(emu) = ns.emulator() {
-            emu.change_settings(rollsafe_emulator::SettingsChange {
+            emu.change_settings(rollsafe_emulator::RolloutPaceChange {
                 pod_ready_millis: Some(200),
                 progress_deadline_scale: None,
             }).unwrap();

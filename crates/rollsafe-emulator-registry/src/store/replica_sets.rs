@@ -28,7 +28,8 @@ pub const DEFAULT_HISTORY_LIMIT: u64 = 10;
 /// The Deployment annotation copied to the ReplicaSet (what `rollout history` shows).
 const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
-fn revision(rs: &Value) -> u64 {
+/// An object's `deployment.kubernetes.io/revision`, 0 when absent or not a number.
+pub(crate) fn revision(rs: &Value) -> u64 {
     rs.pointer("/metadata/annotations")
         .and_then(|a| a.get(REVISION))
         .and_then(Value::as_str)

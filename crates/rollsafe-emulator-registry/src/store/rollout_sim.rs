@@ -3,7 +3,7 @@
 //!
 //! Every workload (with rollout history on) has real Pod objects, owned by its ReplicaSets
 //! (Deployments) or by itself (StatefulSets, DaemonSets). How they move depends on
-//! [`Settings`]:
+//! [`RolloutPace`]:
 //!
 //! - `podReadyMillis: 0` (the default) and no failing revision: a write's status is final in
 //!   the same write, as before the simulation existed, and the pods follow at once, ready.
@@ -47,14 +47,14 @@ pub use pods::{Failure, NODES};
 /// How the simulated cluster paces rollouts (`/_emulator/settings`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Settings {
+pub struct RolloutPace {
     /// How long a new pod takes to become ready; 0: at once.
     pub pod_ready_millis: u64,
     /// Factor applied to every progress deadline (`0.01` makes 600 s six).
     pub progress_deadline_scale: f64,
 }
 
-impl Default for Settings {
+impl Default for RolloutPace {
     fn default() -> Self {
         Self {
             pod_ready_millis: 0,
@@ -63,20 +63,20 @@ impl Default for Settings {
     }
 }
 
-/// A change of [`Settings`]: the fields given are set, the others kept; any other field is
+/// A change of [`RolloutPace`]: the fields given are set, the others kept; any other field is
 /// refused.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SettingsChange {
+pub struct RolloutPaceChange {
     /// New `podReadyMillis`.
     pub pod_ready_millis: Option<u64>,
     /// New `progressDeadlineScale`: finite and greater than 0.
     pub progress_deadline_scale: Option<f64>,
 }
 
-impl Settings {
+impl RolloutPace {
     /// These settings with `change` applied, or why it is refused.
-    pub fn with(self, change: SettingsChange) -> Result<Self, String> {
+    pub fn with(self, change: RolloutPaceChange) -> Result<Self, String> {
         let mut next = self;
         if let Some(millis) = change.pod_ready_millis {
             next.pod_ready_millis = millis;
@@ -109,7 +109,7 @@ struct Pace {
 /// The simulation's own state, beside the objects.
 #[derive(Debug, Default)]
 pub(crate) struct RolloutSim {
-    settings: Settings,
+    settings: RolloutPace,
     /// Set by tests: the time the simulation reads instead of the system clock.
     manual_clock: Option<Instant>,
     /// Pods whose kubelet still has something to do, by pod key.
@@ -165,12 +165,12 @@ fn key_of(res: ResId, obj: &Value) -> Key {
 
 impl Store {
     /// The current settings.
-    pub fn rollout_settings(&self) -> Settings {
+    pub fn rollout_settings(&self) -> RolloutPace {
         self.sim.settings
     }
 
     /// Replaces the settings; rollouts in progress go on at the new pace.
-    pub fn set_rollout_settings(&mut self, settings: Settings) {
+    pub fn set_rollout_settings(&mut self, settings: RolloutPace) {
         self.sim.settings = settings;
         self.wake();
     }

@@ -6,7 +6,7 @@ use super::*;
 use rollsafe_client::{Client, ClientError, Token};
 use rollsafe_core::rollout::{ConsumersRollout, RolloutState};
 use rollsafe_core::workload::WorkloadKind;
-use rollsafe_emulator::SettingsChange;
+use rollsafe_emulator::RolloutPaceChange;
 
 fn path(namespace: &str, name: &str, action: &str) -> String {
     format!("/api/namespaces/{namespace}/secrets/{name}/{action}")
@@ -284,7 +284,7 @@ async fn a_slow_rollout_is_seen_moving_and_a_failing_one_stalled_with_the_reason
     }
     let f = Fixture::start_with(objects, |_| {}).await;
     f.emulator
-        .change_settings(SettingsChange {
+        .change_settings(RolloutPaceChange {
             pod_ready_millis: Some(150),
             progress_deadline_scale: Some(0.01),
         })
@@ -388,7 +388,7 @@ async fn a_crash_looping_rollout_carries_its_new_pods_reason_beside_the_progress
         "roleRef": {"kind": "Role", "name": "pod-reader", "apiGroup": "rbac.authorization.k8s.io"}}));
     let f = Fixture::start_with(objects, |s| s.impersonation = true).await;
     f.emulator
-        .change_settings(SettingsChange {
+        .change_settings(RolloutPaceChange {
             pod_ready_millis: Some(150),
             progress_deadline_scale: None,
         })

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::pods::{self, NODES, Owner};
 use super::rolling::{self, Counts};
 use super::{Pace, Progress, int_at};
-use crate::store::replica_sets::{REVISION, same_template};
+use crate::store::replica_sets::{revision, same_template};
 use crate::store::{Key, Store, meta_str};
 use rollsafe_emulator_types::resources::ids;
 use rollsafe_emulator_types::util;
@@ -21,14 +21,6 @@ const AVAILABLE: &str = "Available";
 const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
 const TIMED_OUT: &str = "ProgressDeadlineExceeded";
 const PAUSED: &str = "DeploymentPaused";
-
-fn revision(rs: &Value) -> u64 {
-    rs.pointer("/metadata/annotations")
-        .and_then(|a| a.get(REVISION))
-        .and_then(Value::as_str)
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
-}
 
 /// `SetDeploymentCondition`: the condition is set unless one of the same status and reason is
 /// there; the transition time stays while the status holds.

@@ -12,7 +12,7 @@ const MILLIS: u64 = 300;
 fn store() -> Store {
     let mut s = Store::new();
     s.use_manual_clock(Instant::now());
-    s.set_rollout_settings(Settings {
+    s.set_rollout_settings(RolloutPace {
         pod_ready_millis: MILLIS,
         progress_deadline_scale: 1.0,
     });
