@@ -28,10 +28,6 @@ use rollsafe_core::preview::ConsumersPreview;
 use rollsafe_core::rollout::ConsumersRollout;
 use thiserror::Error;
 
-mod connector;
-
-pub use connector::https_connector;
-
 /// How long one API call may take, end to end.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// The largest response body read.
@@ -182,7 +178,7 @@ impl Client {
         if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
             return Err(ClientError::InvalidRequest);
         }
-        let connector = https_connector();
+        let (connector, _roots) = rollsafe_https::https_connector();
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
             token,

@@ -2,17 +2,17 @@
 //! the notifier knows whether to try again. Nothing of the answer is read but its status and
 //! `Retry-After`; the sink's error text never reaches a log.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::Full;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rollsafe_https::Roots;
 use thiserror::Error;
 use tracing::warn;
 
@@ -27,30 +27,14 @@ pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 /// A client for webhooks. HTTPS trusts the platform's roots; without any, HTTPS sinks fail
 /// (logged once, `no_native_roots`) and HTTP sinks still work.
 pub(crate) fn client() -> HttpClient {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
-        Ok(builder) => builder,
-        Err(_) => {
-            warn!(
-                code = "no_native_roots",
-                "no trusted root certificates found: HTTPS webhooks cannot be reached"
-            );
-            HttpsConnectorBuilder::new().with_tls_config(without_roots())
-        }
-    };
-    let connector = builder.https_or_http().enable_http1().build();
+    let (connector, roots) = rollsafe_https::https_connector();
+    if roots == Roots::Missing {
+        warn!(
+            code = "no_native_roots",
+            "no trusted root certificates found: HTTPS webhooks cannot be reached"
+        );
+    }
     Client::builder(TokioExecutor::new()).build(connector)
-}
-
-/// A TLS configuration that trusts no server.
-fn without_roots() -> rustls::ClientConfig {
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        // The ring provider supports the default versions; the process default is the same
-        // provider, should it ever not.
-        .unwrap_or_else(|_| rustls::ClientConfig::builder())
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth()
 }
 
 /// Why one attempt did not deliver. Messages are fixed.

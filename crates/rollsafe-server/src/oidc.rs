@@ -244,7 +244,7 @@ pub struct ProviderCallError;
 impl Oidc {
     /// The flow for these settings. HTTPS uses the platform's roots.
     pub fn new(settings: OidcSettings) -> Self {
-        let connector = rollsafe_client::https_connector();
+        let (connector, _roots) = rollsafe_https::https_connector();
         Self {
             settings,
             http: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
