@@ -20,10 +20,6 @@ use serde::{Deserialize, Serialize};
 use crate::failure::{Failure, FailureCode};
 use crate::workload::WorkloadKind;
 
-/// The pod-template annotation a restart patch sets. The server, the CLI and the engine all
-/// default to it ([`crate::name::AnnotationKey::restarted_at`]).
-pub const RESTART_ANNOTATION: &str = "krypton.io/restarted-at";
-
 /// The acknowledgement note sent with every result.
 pub const NOTE: &str = "Only acknowledged pod-template patches are reported as requested. Rollout completion, readiness, and credential uptake are not verified.";
 

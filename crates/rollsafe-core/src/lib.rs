@@ -1,5 +1,8 @@
 //! The pure domain of rollsafe. No I/O, no async: everything here is a function of its inputs.
 //!
+//! - [`annotations`]: every annotation rollsafe reads or writes, with its meaning: the
+//!   contract table.
+//! - [`object`]: reading an object's metadata from its JSON.
 //! - [`workload`]: the workload kinds rollsafe restarts (Deployment, StatefulSet, DaemonSet),
 //!   and why a patched one may not roll now ([`workload::Deferral`]).
 //! - [`reference`]: which Secrets and ConfigMaps a pod template references, and the two policies
@@ -19,6 +22,7 @@
 //! - [`name`]: validated Kubernetes names ([`name::Namespace`], [`name::SecretName`],
 //!   [`name::AnnotationKey`], …), parsed once at the edges.
 //! - [`envelope`]: the `{ "error" }` envelope and its fixed texts, shared by server and client.
+//! - [`shown`]: text read from the cluster as it is shown: control characters dropped, capped.
 //! - [`time`]: the one RFC 3339 millisecond timestamp format.
 //! - [`uri`]: the one percent-encoding rule of URI parts, shared by the HTTP clients.
 //! - [`validation`]: Kubernetes name and annotation-key rules.
@@ -28,11 +32,13 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod annotations;
 pub mod contract;
 pub mod duration;
 pub mod envelope;
 pub mod failure;
 pub mod name;
+pub mod object;
 pub mod opt_in;
 pub mod patch;
 pub mod pending;
@@ -41,6 +47,7 @@ pub mod published;
 pub mod reference;
 pub mod render;
 pub mod rollout;
+pub mod shown;
 pub mod time;
 pub mod uri;
 pub mod validation;

@@ -202,9 +202,9 @@ name_type!(
 );
 
 impl AnnotationKey {
-    /// The contract's restart annotation, [`crate::contract::RESTART_ANNOTATION`].
+    /// The contract's restart annotation, [`crate::annotations::RESTART_ANNOTATION`].
     pub fn restarted_at() -> Self {
-        Self(crate::contract::RESTART_ANNOTATION.to_owned())
+        Self(crate::annotations::RESTART_ANNOTATION.to_owned())
     }
 }
 
@@ -315,7 +315,7 @@ mod tests {
     #[test]
     fn the_restart_annotation_and_prefixed_keys_are_valid() {
         assert!(
-            crate::contract::RESTART_ANNOTATION
+            crate::annotations::RESTART_ANNOTATION
                 .parse::<AnnotationKey>()
                 .is_ok()
         );

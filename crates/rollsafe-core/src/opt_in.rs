@@ -15,18 +15,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::annotations::{HALTED, WATCH};
 use crate::reference::{ConfigRef, TargetKind};
 
 pub mod reloader;
 use crate::validation::is_dns1123_subdomain;
-
-/// The annotation that halts a workload (written by the flap stop; removing it resumes). Its
-/// value says why.
-pub const HALTED: &str = "rollsafe.dev/halted";
-/// The opt-in/opt-out annotation, on workloads and on sources.
-pub const WATCH: &str = "rollsafe.dev/watch";
-/// OpenChoreo's per-object opt-out, honoured on live sources.
-pub const RESTART_ON_CHANGE: &str = "openchoreo.dev/restart-on-change";
 
 /// The most entries a `rollsafe.dev/watch` list may name.
 pub const MAX_LIST_ENTRIES: usize = 64;
@@ -238,13 +231,7 @@ pub fn halted(object: &Value) -> Option<String> {
     let value = object
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(HALTED))?;
-    let text: String = value
-        .as_str()
-        .unwrap_or_default()
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_HALT_REASON)
-        .collect();
+    let text = crate::shown::shown_within(value.as_str().unwrap_or_default(), MAX_HALT_REASON);
     let text = text.trim();
     Some(if text.is_empty() {
         "halted".to_owned()

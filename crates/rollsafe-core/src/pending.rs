@@ -28,21 +28,10 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, TestOperation};
 use serde_json::Value;
 
-/// The workload-metadata annotation marking a roll the controller holds (a restart window, or
-/// an approval): `window until=… digest=…` or `approval since=… digest=…`.
-pub const PENDING: &str = "rollsafe.dev/pending";
-/// The annotation (workload, Secret, ConfigMap) requiring approval before a roll.
-pub const APPROVAL: &str = "rollsafe.dev/approval";
-/// The workload-metadata annotation `rollsafe approve` writes: the digest approved.
-pub const APPROVED: &str = "rollsafe.dev/approved";
+use crate::annotations::{APPROVED, CONFIG_HASH, CONFIG_RECORD, PENDING};
+
 /// The field manager of an approval.
 pub const APPROVE_FIELD_MANAGER: &str = "rollsafe-approve";
-/// The pod-template annotation a roll of `rollsafe watch` sets: the workload digest the pods
-/// were rolled for (`rollsafe_watch::annotations::CONFIG_HASH`).
-pub const CONFIG_HASH: &str = "rollsafe.dev/config-hash";
-/// The workload-metadata annotation recording the digest last rolled for or adopted
-/// (`rollsafe_watch::annotations::CONFIG_RECORD`): what the controller decides from.
-pub const CONFIG_RECORD: &str = "rollsafe.dev/config-record";
 
 /// Whether an `rollsafe.dev/approval` value requires approval: every value but `"false"` does
 /// (`"required"` is the documented one; a typo fails closed).

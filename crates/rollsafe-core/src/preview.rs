@@ -33,13 +33,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::annotations::{APPROVAL, PENDING, RESTART_WINDOW};
 use crate::failure::{Failure, FailureCode};
 use crate::opt_in::reloader::reloader_opt_in;
 use crate::opt_in::{self, OptIn, WatchState};
-use crate::pending::{self, APPROVAL, HeldBy, PENDING, PendingMark};
+use crate::pending::{self, HeldBy, PendingMark};
 use crate::published::PublishedSettings;
 use crate::reference::{ConfigRef, Reference, TargetKind};
-use crate::window::RESTART_WINDOW;
 use crate::workload::{Deferral, WorkloadKind};
 
 /// The preview of one Secret's consumers.

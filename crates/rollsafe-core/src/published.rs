@@ -8,9 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::reference::TargetKind;
 
-/// The annotation on the controller's Lease holding its settings.
-pub const SETTINGS_ANNOTATION: &str = "rollsafe.dev/settings";
-
 /// The settings that decide what the controller rolls, as published.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -38,12 +38,6 @@ pub use waves::{Wave, WaveError, WavePlan};
 
 use crate::workload::{Deferral, WatchedKind};
 
-/// The annotation that places a workload in a progressive restart's wave.
-pub const WAVE_ANNOTATION: &str = "rollsafe.dev/rollout-wave";
-
-/// The annotation on a Secret or ConfigMap that makes the controller roll its consumers in waves.
-pub const ROLLOUT_ANNOTATION: &str = "rollsafe.dev/rollout";
-
 /// How long a StatefulSet or DaemonSet may go without progress before it is stalled, unless
 /// configured (`--progress-deadline`): the Deployment default, `progressDeadlineSeconds: 600`.
 pub const DEFAULT_PROGRESS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);

@@ -28,8 +28,6 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 use thiserror::Error;
 
-/// The annotation holding a workload's or a source's restart window.
-pub const RESTART_WINDOW: &str = "rollsafe.dev/restart-window";
 /// The longest window text accepted.
 pub const MAX_WINDOW_BYTES: usize = 512;
 /// The most spans one window may have.

@@ -41,6 +41,7 @@ use futures::StreamExt;
 use http::{Method, Request};
 use jiff::Timestamp;
 use kube::client::Body;
+use rollsafe_core::annotations::ROLLOUT_WAVE;
 use rollsafe_core::contract::{RestartOutcome, RestartResult, WorkloadName};
 use rollsafe_core::failure::{Failure, FailureCode, TransportFailure};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
@@ -48,7 +49,7 @@ use rollsafe_core::patch::{Preconditions, RestartPatch};
 use rollsafe_core::pending::Hold;
 use rollsafe_core::preview::{Consumer, ConsumersPreview, InventoryState};
 use rollsafe_core::rollout::waves::WavePlan;
-use rollsafe_core::rollout::{ConsumersRollout, WAVE_ANNOTATION, WorkloadRollout};
+use rollsafe_core::rollout::{ConsumersRollout, WorkloadRollout};
 use rollsafe_core::workload::{Deferral, WorkloadKind};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -334,7 +335,7 @@ impl RestartEngine {
                 let wave = found
                     .object
                     .pointer("/metadata/annotations")
-                    .and_then(|a| a.get(WAVE_ANNOTATION))
+                    .and_then(|a| a.get(ROLLOUT_WAVE))
                     .and_then(Value::as_str)
                     .map(str::to_owned);
                 waves.insert(target.clone(), wave);

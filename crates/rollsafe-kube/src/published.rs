@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use rollsafe_core::published::{PublishedSettings, SETTINGS_ANNOTATION};
+use rollsafe_core::annotations::SETTINGS;
+use rollsafe_core::published::PublishedSettings;
 use thiserror::Error;
 
 /// The field manager of the write.
@@ -67,7 +68,7 @@ pub async fn publish(
 ) -> Result<(), PublishError> {
     let text = serde_json::to_string(settings).map_err(|_| PublishError::Unreadable)?;
     let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
-    let patch = serde_json::json!({"metadata": {"annotations": {SETTINGS_ANNOTATION: text}}});
+    let patch = serde_json::json!({"metadata": {"annotations": {SETTINGS: text}}});
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
@@ -83,11 +84,7 @@ pub async fn publish(
         Err(kube::Error::Api(status)) if status.code == 404 => {
             let mut object = Lease::default();
             object.metadata.name = Some(lease.name.clone());
-            object.metadata.annotations = Some(
-                [(SETTINGS_ANNOTATION.to_owned(), text)]
-                    .into_iter()
-                    .collect(),
-            );
+            object.metadata.annotations = Some([(SETTINGS.to_owned(), text)].into_iter().collect());
             let params = PostParams {
                 field_manager: Some(FIELD_MANAGER.to_owned()),
                 ..PostParams::default()
@@ -116,7 +113,7 @@ pub async fn read(
     let Some(text) = found
         .as_ref()
         .and_then(|lease| lease.metadata.annotations.as_ref())
-        .and_then(|annotations| annotations.get(SETTINGS_ANNOTATION))
+        .and_then(|annotations| annotations.get(SETTINGS))
     else {
         return Ok(None);
     };

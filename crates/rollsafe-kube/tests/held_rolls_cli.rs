@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use rollsafe_core::pending::{APPROVED, CONFIG_HASH, CONFIG_RECORD, PENDING};
+use rollsafe_core::annotations::{APPROVED, CONFIG_HASH, CONFIG_RECORD, PENDING};
 use rollsafe_testing::{TestCluster, Workload, secret};
 use serde_json::{Value, json};
 

@@ -7,8 +7,10 @@
 #![expect(clippy::unwrap_used, reason = "tests may unwrap")]
 
 use jiff::Timestamp;
-use rollsafe_core::contract::{RESTART_ANNOTATION, RestartStatus};
-use rollsafe_core::pending::{APPROVED, CONFIG_HASH, CONFIG_RECORD, PENDING};
+use rollsafe_core::annotations::{
+    APPROVED, CONFIG_HASH, CONFIG_RECORD, PENDING, RESTART_ANNOTATION,
+};
+use rollsafe_core::contract::RestartStatus;
 use rollsafe_kube::{RestartEngine, RestartRequest};
 use rollsafe_testing::{TestNamespace, Workload, on_both_substrates};
 use serde_json::{Value, json};

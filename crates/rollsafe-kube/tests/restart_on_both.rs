@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use rollsafe_core::contract::{RESTART_ANNOTATION, RestartResult, RestartStatus};
+use rollsafe_core::annotations::RESTART_ANNOTATION;
+use rollsafe_core::contract::{RestartResult, RestartStatus};
 use rollsafe_core::failure::FailureCode;
 use rollsafe_kube::{Impersonation, RestartEngine, RestartRequest};
 use rollsafe_testing::{TestNamespace, Workload, eventually, on_both_substrates};

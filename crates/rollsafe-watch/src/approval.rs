@@ -8,8 +8,7 @@ use std::collections::BTreeSet;
 use crate::cache::{Cache, SourceKey, WorkloadEntry, WorkloadKey};
 
 pub use rollsafe_core::pending::{
-    APPROVAL, APPROVE_FIELD_MANAGER, APPROVED, HeldBy, PENDING, PendingMark, approve_document,
-    mark, requires,
+    APPROVE_FIELD_MANAGER, HeldBy, PendingMark, approve_document, mark, requires,
 };
 
 /// Whether a roll of `key` for `changed` needs an approval: the workload's or a changed

@@ -7,18 +7,22 @@ use std::collections::HashMap;
 
 use compact_str::CompactString;
 
+use rollsafe_core::annotations::{ROLLOUT, ROLLOUT_WAVE};
+use rollsafe_core::object::{self, metadata_text};
 use rollsafe_core::opt_in::reloader::{self, NamePattern};
 use rollsafe_core::reference::{ConfigRef, TargetKind};
-use rollsafe_core::rollout::{ROLLOUT_ANNOTATION, RolloutState, WAVE_ANNOTATION, classify};
+use rollsafe_core::rollout::{RolloutState, classify};
 use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::Value;
 
-use crate::annotations::{
-    self, APPROVAL, APPROVED, CONFIG_RECORD, CONFIG_VERSIONS, OptIn, PENDING, PROGRESSIVE,
-    RESTART_ON_CHANGE, RESTART_WINDOW, ROLLED_AT, WATCH, WindowAnnotation,
+use rollsafe_core::annotations::{
+    APPROVAL, APPROVED, CONFIG_RECORD, CONFIG_VERSIONS, HALTED, PENDING, RESTART_ON_CHANGE,
+    RESTART_WINDOW, ROLLED_AT, WATCH,
 };
+
+use crate::annotations::{self, OptIn, PROGRESSIVE, WindowAnnotation};
 use crate::consumption::{self, Consumption, Keys};
-use crate::decision::{Facts, HALTED, Plan};
+use crate::decision::{Facts, Plan};
 use crate::digest::{Fingerprinter, KeyDigests, SourceDigest, record_id};
 use crate::freshness::{Currency, version_number, versions_value};
 use crate::reduced::{Reduced, SourceType, digest_of};
@@ -131,16 +135,8 @@ impl SourceEntry {
     /// As [`SourceEntry::from_object`]; with `reloader_compat`, Reloader's
     /// `reloader.stakater.com/ignore: "true"` opts the object out too.
     pub fn from_object_in(kind: TargetKind, object: &Value, reloader_compat: bool) -> Self {
-        let metadata = object.get("metadata");
-        let text = |field: &str| {
-            metadata
-                .and_then(|m| m.get(field))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
-        let annotations = metadata
-            .and_then(|m| m.get("annotations"))
-            .and_then(Value::as_object);
+        let text = |field: &str| metadata_text(object, field);
+        let annotations = object::annotations(object);
         let mut keys = std::collections::BTreeMap::new();
         let fields: &[(&str, bool)] = match kind {
             TargetKind::Secret => &[("data", true)],
@@ -198,7 +194,7 @@ impl SourceEntry {
                     && reloader::is_true_value(annotation(reloader::IGNORE))),
                 keys: keys.into(),
             },
-            progressive: annotation(ROLLOUT_ANNOTATION)
+            progressive: annotation(ROLLOUT)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(PROGRESSIVE)),
             reloader_match: reloader_compat && reloader::is_true_value(annotation(reloader::MATCH)),
             window: annotations::restart_window(annotation(RESTART_WINDOW)),
@@ -400,7 +396,7 @@ impl WorkloadEntry {
             plan: Plan::inspect_at(object, kind).ok(),
             opt_in_error,
             versions: annotation(CONFIG_VERSIONS).map(Box::from),
-            wave: annotation(WAVE_ANNOTATION).map(Box::from),
+            wave: annotation(ROLLOUT_WAVE).map(Box::from),
             window: annotations::restart_window(annotation(RESTART_WINDOW)),
             pending: annotation(PENDING).map(Box::from),
             approval: annotations::requires_approval(annotation(APPROVAL)),

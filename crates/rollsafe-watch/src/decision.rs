@@ -12,14 +12,10 @@ use rollsafe_core::patch::{InspectError, RestartPatch};
 use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::{Map, Value};
 
-use crate::annotations::{APPROVED, PENDING};
-use crate::annotations::{CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS, ROLLED_AT};
 use crate::digest::parse_record;
-
-pub use crate::annotations::HALTED;
-
-/// Where `kubectl rollout history` reads why a revision was made.
-pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
+use rollsafe_core::annotations::{
+    APPROVED, CHANGE_CAUSE, CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS, HALTED, PENDING, ROLLED_AT,
+};
 
 /// What the decision needs to know of a workload besides its digest.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -117,7 +117,7 @@ struct Kept {
 /// applied with kubectl it holds the Secret's data, which the controller must never hold.
 pub fn read_annotation(key: &str) -> bool {
     key.starts_with("rollsafe.dev/")
-        || key == crate::annotations::RESTART_ON_CHANGE
+        || key == rollsafe_core::annotations::RESTART_ON_CHANGE
         || rollsafe_core::opt_in::reloader::is_reloader_annotation(key)
 }
 

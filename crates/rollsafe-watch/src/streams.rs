@@ -22,7 +22,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::annotations::CONFIG_HASH;
 use crate::cache::{
     Listing, Listings, SourceEntry, SourceKey, Watching, WorkloadEntry, WorkloadKey,
 };
@@ -32,6 +31,7 @@ use crate::patches::workload_resource;
 use crate::reduced::{ConfigMaps, Reduced, Secrets, SourceType};
 use crate::settings::{ControllerSettings, STREAM_BUFFER};
 use crate::workload_object::WorkloadObject;
+use rollsafe_core::annotations::CONFIG_HASH;
 
 /// One watch event, already reduced to a cache entry (the object itself is dropped in the
 /// stream, before it reaches the loop).

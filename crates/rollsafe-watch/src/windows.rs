@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::cache::{Cache, SourceKey, WorkloadEntry};
 
-pub use crate::annotations::{PENDING, RESTART_WINDOW, WindowAnnotation};
+pub use crate::annotations::WindowAnnotation;
 
 /// The longest a held workload waits before it is looked at again, even when its window opens
 /// later: the wall clock is read again (a clock stepped by NTP, a window edited).

@@ -1000,7 +1000,8 @@ async fn a_rendered_hash_never_drifts_on_real() {
     let Some(bin) = kubectl_or_skip() else { return };
     let ns = TestNamespace::create(Substrate::Real, "gitops-render").await;
     let hash = |web: &Value| {
-        web["spec"]["template"]["metadata"]["annotations"][rollsafe_core::render::HASH_ANNOTATION]
+        web["spec"]["template"]["metadata"]["annotations"]
+            [rollsafe_core::annotations::DP_RESOURCE_HASH]
             .as_str()
             .map(str::to_owned)
     };

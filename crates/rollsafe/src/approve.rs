@@ -19,11 +19,11 @@
 use std::process::ExitCode;
 
 use anyhow::bail;
+use rollsafe_core::annotations::PENDING;
 use rollsafe_core::workload::WorkloadKind;
 use rollsafe_kube::ApprovalError;
 use rollsafe_kube::transport::{GET_TIMEOUT, PATCH_TIMEOUT};
 use rollsafe_watch::approval::{self, HeldBy, PendingMark};
-use rollsafe_watch::windows::PENDING;
 use serde::Serialize;
 
 use crate::kube_args::KubeArgs;

@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 
 use anyhow::bail;
-use rollsafe_core::contract::RESTART_ANNOTATION;
+use rollsafe_core::annotations::RESTART_ANNOTATION;
 use rollsafe_core::contract::RestartResult;
 use rollsafe_core::name::AnnotationKey;
 use rollsafe_kube::progressive::{self, Follow, ProgressiveReport, RolloutReport};

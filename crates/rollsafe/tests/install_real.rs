@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use install_common::{free_port, helm_python, http_status, objects, render_as};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use rollsafe_core::contract::RESTART_ANNOTATION;
+use rollsafe_core::annotations::RESTART_ANNOTATION;
 use rollsafe_testing::control_plane::ControlPlaneInfo;
 use rollsafe_testing::{Substrate, TestNamespace, Workload, eventually, shared_control_plane};
 use serde_json::{Value, json};

@@ -20,8 +20,9 @@ use std::process::{Command, Stdio};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
+use rollsafe_core::annotations::RESTART_ON_CHANGE as RESTART_ON_CHANGE_ANNOTATION;
 use rollsafe_core::reference;
-use rollsafe_core::render::{self, RESTART_ON_CHANGE_ANNOTATION, RenderSettings, WorkloadType};
+use rollsafe_core::render::{self, RenderSettings, WorkloadType};
 use rollsafe_core::workload::WorkloadKind;
 use rollsafe_manifest::{Manifest, ManifestSet};
 use serde_json::{Value, json};

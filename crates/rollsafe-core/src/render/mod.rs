@@ -72,20 +72,12 @@ use std::fmt;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+use crate::annotations::{DP_RESOURCE_HASH, REFERENCED_CONFIG_STATE, RESTART_ON_CHANGE};
 use crate::reference::{self, ConfigRef, TargetKind};
 use dump::{NumberType, Sink, Strip};
 use hash::Fnv32a;
 use stamp::TemplatePath;
 use state::{Digester, State, Tracked};
-
-pub use stamp::STAMP_ANNOTATION;
-
-/// The pod-template annotation that carries the hash.
-pub const HASH_ANNOTATION: &str = "openchoreo.dev/dp-resource-hash";
-/// The per-resource annotation that decides whether a change restarts the pods.
-pub const RESTART_ON_CHANGE_ANNOTATION: &str = "openchoreo.dev/restart-on-change";
-/// The workload `metadata.annotations` key that carries the referenced-config state.
-pub const STATE_ANNOTATION: &str = "rollsafe.dev/referenced-config-state";
 
 const NETWORK_POLICY: &str = "NetworkPolicy";
 const DEPLOYMENT: &str = "Deployment";
@@ -124,9 +116,9 @@ pub enum AnnotatedKind {
     Deployment,
     /// Upstream's `statefulset` workload: `spec.template`.
     StatefulSet,
-    /// `spec.template`, with the [`STAMP_ANNOTATION`] marker; only without a [`WorkloadType`].
+    /// `spec.template`, with the [`POD_TEMPLATE_STAMP`](crate::annotations::POD_TEMPLATE_STAMP) marker; only without a [`WorkloadType`].
     DaemonSet,
-    /// The Jobs' pod template `spec.jobTemplate.spec.template`, with the [`STAMP_ANNOTATION`]
+    /// The Jobs' pod template `spec.jobTemplate.spec.template`, with the [`POD_TEMPLATE_STAMP`](crate::annotations::POD_TEMPLATE_STAMP)
     /// marker; only without a [`WorkloadType`].
     CronJob,
 }
@@ -251,12 +243,12 @@ pub struct Update {
     pub index: usize,
     /// The workload's kind, which says where its pod template is.
     pub kind: AnnotatedKind,
-    /// [`HASH_ANNOTATION`] under the pod template's `metadata.annotations`
+    /// [`DP_RESOURCE_HASH`] under the pod template's `metadata.annotations`
     /// (`spec.template`, a CronJob's `spec.jobTemplate.spec.template`). On a DaemonSet or
-    /// CronJob a value is written with its [`STAMP_ANNOTATION`] marker, and a removal takes
+    /// CronJob a value is written with its [`POD_TEMPLATE_STAMP`](crate::annotations::POD_TEMPLATE_STAMP) marker, and a removal takes
     /// back only a value this feature wrote.
     pub hash: Edit,
-    /// [`STATE_ANNOTATION`] under `metadata.annotations`.
+    /// [`REFERENCED_CONFIG_STATE`] under `metadata.annotations`.
     pub state: Edit,
     /// Whether the workload's previous copy was found.
     pub previous: PreviousCopy,
@@ -324,7 +316,7 @@ pub enum RenderError {
     },
     /// `openchoreo.dev/restart-on-change` is neither the string "true" nor "false".
     #[error(
-        "{resource}: invalid {RESTART_ON_CHANGE_ANNOTATION} annotation {value}: the value must be the string \"true\" or \"false\""
+        "{resource}: invalid {RESTART_ON_CHANGE} annotation {value}: the value must be the string \"true\" or \"false\""
     )]
     InvalidRestartOnChange {
         /// Index in the input.
@@ -763,7 +755,7 @@ impl DefaultPlan {
                 }
                 let has_state = parsed[index]
                     .as_ref()
-                    .is_some_and(|o| o.annotation(STATE_ANNOTATION).is_some());
+                    .is_some_and(|o| o.annotation(REFERENCED_CONFIG_STATE).is_some());
                 workloads.push((index, has_state));
             }
             planned.push(PlannedGroup {
@@ -1020,7 +1012,7 @@ impl Update {
             // A DaemonSet or CronJob: with its marker.
             (_, false) => stamp::write(map, self.kind.path(), &self.hash).map_err(not_a_map)?,
             (_, true) => match map.get_mut("spec").and_then(Value::as_object_mut) {
-                Some(spec) => edit_annotation(spec, HASH_PATH, HASH_ANNOTATION, &self.hash)
+                Some(spec) => edit_annotation(spec, HASH_PATH, DP_RESOURCE_HASH, &self.hash)
                     .map_err(not_a_map)?,
                 None if self.hash == Edit::Remove => {}
                 None => {
@@ -1031,7 +1023,7 @@ impl Update {
                 }
             },
         }
-        edit_annotation(map, &STATE_PATH, STATE_ANNOTATION, &self.state).map_err(not_a_map)
+        edit_annotation(map, &STATE_PATH, REFERENCED_CONFIG_STATE, &self.state).map_err(not_a_map)
     }
 }
 
@@ -1074,7 +1066,7 @@ fn edit_annotation(
 
 /// Reads `openchoreo.dev/restart-on-change`: `None` when unset.
 fn restart_on_change(object: &Object<'_>, index: usize) -> Result<Option<bool>, RenderError> {
-    let Some(annotation) = object.annotation(RESTART_ON_CHANGE_ANNOTATION) else {
+    let Some(annotation) = object.annotation(RESTART_ON_CHANGE) else {
         return Ok(None);
     };
     match annotation {
@@ -1358,12 +1350,12 @@ impl<'a, 'p> Referenced<'a, 'p> {
     ) -> Option<String> {
         let previous_hash = previous
             .pointer(group.kind.annotations_pointer())
-            .and_then(|a| a.get(HASH_ANNOTATION))
+            .and_then(|a| a.get(DP_RESOURCE_HASH))
             .and_then(Value::as_str)
             .map(str::to_owned);
         let previous_state = previous
             .pointer("/metadata/annotations")
-            .and_then(|a| a.get(STATE_ANNOTATION))
+            .and_then(|a| a.get(REFERENCED_CONFIG_STATE))
             .and_then(Value::as_str)
             .and_then(State::parse)
             .filter(|state| state.key_id == self.key_id);

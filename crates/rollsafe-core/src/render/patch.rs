@@ -86,10 +86,10 @@ pub struct PatchFileError {
     pub message: String,
 }
 
-/// A patch operation failed on a resource.
+/// A trait patch operation failed on a resource.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{resource}: {source_name}: {op} {path}: {reason}")]
-pub struct PatchError {
+pub struct TraitPatchError {
     /// Index of the resource in the input.
     pub index: usize,
     /// The resource.
@@ -273,7 +273,7 @@ pub fn apply(
     patches: &[TraitPatch],
     object: &mut Value,
     index: usize,
-) -> Result<(), Box<PatchError>> {
+) -> Result<(), Box<TraitPatchError>> {
     for patch in patches {
         if !patch.target.matches(object) {
             continue;
@@ -293,7 +293,7 @@ pub fn apply(
                 Op::Remove => remove(object, &operation.segments),
             };
             result.map_err(|reason| {
-                Box::new(PatchError {
+                Box::new(TraitPatchError {
                     index,
                     resource: ResourceName::of(object),
                     source_name: patch.source.clone(),
@@ -459,7 +459,7 @@ mod tests {
         o
     }
 
-    fn run(object: Value, operations: Vec<Value>) -> Result<Value, Box<PatchError>> {
+    fn run(object: Value, operations: Vec<Value>) -> Result<Value, Box<TraitPatchError>> {
         let patch = json!({"target": {"kind": "ConfigMap"}, "operations": operations});
         let patches = parse([&patch]).unwrap();
         let mut object = object;

@@ -8,7 +8,7 @@
 //! not in a render of that output either (a second render must give the same output). A pod
 //! template's annotations cannot be told apart from what the chart rendered (an empty
 //! `annotations: {}` is common in charts), so the object carries a marker,
-//! [`STAMP_ANNOTATION`] on its own `metadata.annotations` — left out of every hash and every
+//! [`POD_TEMPLATE_STAMP`] on its own `metadata.annotations` — left out of every hash and every
 //! digest, as all top-level metadata is — saying which value was written and what its place
 //! held before. While the pod template still holds that value, every hash and digest sees the
 //! object with the annotation taken back ([`unstamped`]), byte for byte as it was rendered; once
@@ -24,10 +24,8 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::{Edit, HASH_ANNOTATION, STATE_PATH, edit_annotation};
-
-/// The `metadata.annotations` key of the marker on a DaemonSet or CronJob.
-pub const STAMP_ANNOTATION: &str = "rollsafe.dev/pod-template-stamp";
+use super::{Edit, STATE_PATH, edit_annotation};
+use crate::annotations::{DP_RESOURCE_HASH, POD_TEMPLATE_STAMP};
 
 /// The maps from `spec` down to a pod template's annotations: (key, field named in errors).
 pub(crate) type TemplatePath = &'static [(&'static str, &'static str)];
@@ -107,7 +105,7 @@ fn current(spec: &Map<String, Value>, path: TemplatePath) -> Option<Before> {
             Some(_) => return None,
         }
     }
-    Some(match map.get(HASH_ANNOTATION) {
+    Some(match map.get(DP_RESOURCE_HASH) {
         Some(value) => Before::Was(value.clone()),
         None => Before::Absent,
     })
@@ -119,7 +117,7 @@ fn valid_marker(object: &Map<String, Value>, path: TemplatePath) -> Option<Marke
     let text = object
         .get("metadata")?
         .get("annotations")?
-        .get(STAMP_ANNOTATION)?
+        .get(POD_TEMPLATE_STAMP)?
         .as_str()?;
     let marker = Marker::parse(text, path)?;
     let mut map = object.get("spec")?.as_object()?;
@@ -136,7 +134,7 @@ fn valid_marker(object: &Map<String, Value>, path: TemplatePath) -> Option<Marke
     if created < path.len() && map.len() != 1 {
         return None;
     }
-    match map.get(HASH_ANNOTATION) {
+    match map.get(DP_RESOURCE_HASH) {
         Some(Value::String(value)) if *value == marker.hash => Some(marker),
         _ => None,
     }
@@ -157,10 +155,10 @@ fn undo(spec: &mut Map<String, Value>, path: TemplatePath, before: &Before) {
     }
     match before {
         Before::Absent => {
-            map.shift_remove(HASH_ANNOTATION);
+            map.shift_remove(DP_RESOURCE_HASH);
         }
         Before::Was(value) => {
-            map.insert(HASH_ANNOTATION.to_owned(), value.clone());
+            map.insert(DP_RESOURCE_HASH.to_owned(), value.clone());
         }
         Before::Missing(depth) => {
             map.shift_remove(path[*depth].0);
@@ -209,7 +207,7 @@ pub(crate) fn write(
                 Some(marker) => marker.before,
                 None => current(spec, path).ok_or("spec")?,
             };
-            edit_annotation(spec, path, HASH_ANNOTATION, edit)?;
+            edit_annotation(spec, path, DP_RESOURCE_HASH, edit)?;
             let marker = Marker {
                 hash: hash.clone(),
                 before,
@@ -217,7 +215,7 @@ pub(crate) fn write(
             edit_annotation(
                 object,
                 &STATE_PATH,
-                STAMP_ANNOTATION,
+                POD_TEMPLATE_STAMP,
                 &Edit::Set(marker.encode(path)),
             )
         }
@@ -228,7 +226,7 @@ pub(crate) fn write(
             if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
                 undo(spec, path, &marker.before);
             }
-            edit_annotation(object, &STATE_PATH, STAMP_ANNOTATION, &Edit::Remove)
+            edit_annotation(object, &STATE_PATH, POD_TEMPLATE_STAMP, &Edit::Remove)
         }
     }
 }
@@ -276,8 +274,8 @@ mod tests {
             json!({"template": {"metadata": {"annotations": null}}}),
             json!({"template": {"metadata": {"annotations": {}}}}),
             json!({"template": {"metadata": {"annotations": {"x": "y"}}, "spec": {}}}),
-            json!({"template": {"metadata": {"annotations": {HASH_ANNOTATION: "theirs"}}}}),
-            json!({"template": {"metadata": {"annotations": {HASH_ANNOTATION: 7}}}}),
+            json!({"template": {"metadata": {"annotations": {DP_RESOURCE_HASH: "theirs"}}}}),
+            json!({"template": {"metadata": {"annotations": {DP_RESOURCE_HASH: 7}}}}),
         ];
         for spec in shapes {
             let rendered = object(spec.clone());
@@ -287,7 +285,7 @@ mod tests {
             assert_eq!(
                 once.get("spec")
                     .and_then(|s| s.pointer("/template/metadata/annotations"))
-                    .and_then(|a| a.get(HASH_ANNOTATION)),
+                    .and_then(|a| a.get(DP_RESOURCE_HASH)),
                 Some(&json!("4567")),
                 "{spec}"
             );
@@ -311,7 +309,7 @@ mod tests {
         let once = stamped(&object(json!({"template": {"spec": {}}})), "4567");
         // Another value in the annotation's place.
         let mut other = once.clone();
-        other["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] = json!("5678");
+        other["spec"]["template"]["metadata"]["annotations"][DP_RESOURCE_HASH] = json!("5678");
         assert_eq!(unstamped(&other, DAEMON_SET), Cow::Borrowed(&other));
         // Something else added to a map the render created.
         let mut added = once.clone();
@@ -330,7 +328,7 @@ mod tests {
             r#"{"hash":"4567","was":1,"null":"spec.template"}"#,
         ] {
             let mut broken = once.clone();
-            broken["metadata"]["annotations"][STAMP_ANNOTATION] = json!(bad);
+            broken["metadata"]["annotations"][POD_TEMPLATE_STAMP] = json!(bad);
             assert_eq!(
                 unstamped(&broken, DAEMON_SET),
                 Cow::Borrowed(&broken),
@@ -343,7 +341,7 @@ mod tests {
     fn the_marker_says_what_was_there() {
         let marker = |spec: Value| {
             let once = stamped(&object(spec), "4567");
-            once["metadata"]["annotations"][STAMP_ANNOTATION]
+            once["metadata"]["annotations"][POD_TEMPLATE_STAMP]
                 .as_str()
                 .unwrap()
                 .to_owned()
@@ -361,7 +359,7 @@ mod tests {
             r#"{"hash":"4567"}"#
         );
         assert_eq!(
-            marker(json!({"template": {"metadata": {"annotations": {HASH_ANNOTATION: "x"}}}})),
+            marker(json!({"template": {"metadata": {"annotations": {DP_RESOURCE_HASH: "x"}}}})),
             r#"{"hash":"4567","was":"x"}"#
         );
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::annotations::POD_TEMPLATE_STAMP;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -52,7 +53,7 @@ fn external_secret(name: &str, target: Option<&str>, key: &str) -> Value {
 }
 
 fn mark(mut object: Value, value: Value) -> Value {
-    object["metadata"]["annotations"] = json!({ RESTART_ON_CHANGE_ANNOTATION: value });
+    object["metadata"]["annotations"] = json!({ RESTART_ON_CHANGE: value });
     object
 }
 
@@ -90,7 +91,7 @@ fn hash_of(objects: &[Value], name: &str) -> Option<String> {
                 && (o["kind"] == "Deployment" || o["kind"] == "StatefulSet")
         })
         .and_then(|o| o.pointer("/spec/template/metadata/annotations"))
-        .and_then(|a| a.get(HASH_ANNOTATION))
+        .and_then(|a| a.get(DP_RESOURCE_HASH))
         .and_then(Value::as_str)
         .map(str::to_owned)
 }
@@ -343,13 +344,13 @@ fn missing_spec_fails_naming_the_workload() {
 fn default_mode_overwrites_and_removes_state() {
     let mut dep = deployment("app", &[], &[]);
     dep["spec"]["template"]["metadata"]["annotations"] =
-        json!({HASH_ANNOTATION: "stale", "other": "kept"});
-    dep["metadata"]["annotations"] = json!({STATE_ANNOTATION: "v1;key=none", "x": "1"});
+        json!({DP_RESOURCE_HASH: "stale", "other": "kept"});
+    dep["metadata"]["annotations"] = json!({REFERENCED_CONFIG_STATE: "v1;key=none", "x": "1"});
     let out = run(&[configmap("c", "value"), dep], None, &settings(false));
     let dep = &out[1];
     assert_eq!(
         dep["spec"]["template"]["metadata"]["annotations"],
-        json!({HASH_ANNOTATION: "74f6bb69b4", "other": "kept"})
+        json!({DP_RESOURCE_HASH: "74f6bb69b4", "other": "kept"})
     );
     assert_eq!(dep["metadata"]["annotations"], json!({"x": "1"}));
 }
@@ -755,7 +756,7 @@ fn promise_5_pod_template_changes_are_not_masked() {
 fn state_is_on_workload_metadata_and_small() {
     let out = run(&base(), Some(&[]), &settings(true));
     let dep = &out[4];
-    let state = dep["metadata"]["annotations"][STATE_ANNOTATION]
+    let state = dep["metadata"]["annotations"][REFERENCED_CONFIG_STATE]
         .as_str()
         .unwrap();
     assert!(state.starts_with("v1;key=none;rel="), "{state}");
@@ -768,9 +769,9 @@ fn state_is_on_workload_metadata_and_small() {
     assert!(!state.contains("env") && !state.contains("creds"));
     // Nothing else on the workload's metadata changed.
     let mut expected = base()[4].clone();
-    expected["metadata"]["annotations"] = json!({STATE_ANNOTATION: state});
+    expected["metadata"]["annotations"] = json!({REFERENCED_CONFIG_STATE: state});
     expected["spec"]["template"]["metadata"]["annotations"] =
-        json!({HASH_ANNOTATION: app_hash(&out).unwrap()});
+        json!({DP_RESOURCE_HASH: app_hash(&out).unwrap()});
     assert_eq!(dep, &expected);
 }
 
@@ -782,12 +783,12 @@ fn keyed_state_does_not_hold_unkeyed_digests() {
         ..settings(true)
     };
     let out = run(&base(), Some(&[]), &keyed);
-    let state = out[4]["metadata"]["annotations"][STATE_ANNOTATION]
+    let state = out[4]["metadata"]["annotations"][REFERENCED_CONFIG_STATE]
         .as_str()
         .unwrap()
         .to_owned();
     let unkeyed_out = run(&base(), Some(&[]), &settings(true));
-    let unkeyed = unkeyed_out[4]["metadata"]["annotations"][STATE_ANNOTATION]
+    let unkeyed = unkeyed_out[4]["metadata"]["annotations"][REFERENCED_CONFIG_STATE]
         .as_str()
         .unwrap();
     for entry in unkeyed.trim_start_matches("v1;key=none;rel=").split(',') {
@@ -844,7 +845,7 @@ fn corrupt_state_is_treated_as_just_turned_on() {
     let mut seq = Sequence::new();
     let h0 = seq.render(&base(), true);
     let last = seq.last.as_mut().unwrap();
-    last[4]["metadata"]["annotations"][STATE_ANNOTATION] = json!("garbage");
+    last[4]["metadata"]["annotations"][REFERENCED_CONFIG_STATE] = json!("garbage");
     let changed = with(base(), "env", "ConfigMap", |c| {
         c["data"]["key"] = json!("b")
     });
@@ -1393,7 +1394,7 @@ fn stamp_of(objects: &[Value], kind: &str, name: &str) -> Option<String> {
         .iter()
         .find(|o| o["kind"] == json!(kind) && o["metadata"]["name"] == json!(name))
         .and_then(|o| o.pointer(pointer))
-        .and_then(|a| a.get(HASH_ANNOTATION))
+        .and_then(|a| a.get(DP_RESOURCE_HASH))
         .and_then(Value::as_str)
         .map(str::to_owned)
 }
@@ -1451,7 +1452,7 @@ fn daemon_sets_and_cron_jobs_are_annotated_without_a_workload_type() {
             _ => r#"{"hash":"74f6bb69b4","missing":"spec.template.metadata.annotations"}"#,
         };
         assert_eq!(
-            out[1]["metadata"]["annotations"][STAMP_ANNOTATION],
+            out[1]["metadata"]["annotations"][POD_TEMPLATE_STAMP],
             json!(marker)
         );
         // Nothing else changes.
@@ -1660,7 +1661,7 @@ fn template_shapes() -> Vec<Option<Value>> {
         Some(json!({"metadata": {"annotations": {}}, "spec": pod.clone()})),
         Some(json!({"metadata": {"labels": {"a": "b"}}, "spec": pod.clone()})),
         Some(json!({"metadata": {"annotations": {"x": "y"}}, "spec": pod.clone()})),
-        Some(json!({"metadata": {"annotations": {HASH_ANNOTATION: "the chart's"}}, "spec": pod})),
+        Some(json!({"metadata": {"annotations": {DP_RESOURCE_HASH: "the chart's"}}, "spec": pod})),
     ]
 }
 
@@ -1778,10 +1779,10 @@ fn a_daemon_set_changed_after_its_annotation_was_written_is_hashed_as_it_is() {
     // Another value in its place (someone else's edit): the Deployment sees it, as upstream
     // sees any DaemonSet.
     let mut edited = once.clone();
-    edited[2]["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] = json!("edited");
+    edited[2]["spec"]["template"]["metadata"]["annotations"][DP_RESOURCE_HASH] = json!("edited");
     let mut as_rendered = input.clone();
     as_rendered[2]["spec"]["template"]["metadata"]["annotations"] =
-        json!({HASH_ANNOTATION: "edited"});
+        json!({DP_RESOURCE_HASH: "edited"});
     let seen = app_hash(&run(&edited, None, &every_kind(false)));
     assert_ne!(seen, value);
     assert_eq!(seen, app_hash(&run(&as_rendered, None, &settings(false))));

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use jiff::Timestamp;
-use rollsafe_core::contract::RESTART_ANNOTATION;
+use rollsafe_core::annotations::RESTART_ANNOTATION;
 use rollsafe_core::contract::RestartResult;
 use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_emulator::RequestLogEntry;

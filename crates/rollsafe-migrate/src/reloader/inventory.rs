@@ -5,8 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rollsafe_core::annotations::{RESTART_ON_CHANGE, WATCH};
+use rollsafe_core::object::{annotations, metadata_text};
 use rollsafe_core::opt_in::reloader::{self, CONFIGMAP_RELOAD, SECRET_RELOAD};
-use rollsafe_core::opt_in::{RESTART_ON_CHANGE, WATCH, source_opted_out};
+use rollsafe_core::opt_in::source_opted_out;
 use rollsafe_core::reference::{self, TargetKind};
 use rollsafe_core::workload::WatchedKind;
 use rollsafe_manifest::{Manifest, ManifestError};
@@ -124,17 +126,12 @@ impl Inventory {
         {
             return;
         }
-        let metadata = object.get("metadata");
-        let text = |field: &str| {
-            metadata
-                .and_then(|m| m.get(field))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
-        let annotations = metadata
-            .and_then(|m| m.get("annotations"))
-            .and_then(Value::as_object);
-        self.add_source(text("namespace"), kind, text("name"), annotations);
+        self.add_source(
+            metadata_text(object, "namespace"),
+            kind,
+            metadata_text(object, "name"),
+            annotations(object),
+        );
     }
 
     /// The namespaces whose Secrets' and ConfigMaps' marks the kept workloads need: those of

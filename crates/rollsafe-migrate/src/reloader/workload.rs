@@ -5,12 +5,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rollsafe_core::annotations::{RESTART_ON_CHANGE, WATCH};
 use rollsafe_core::opt_in::reloader::{
     self, AUTO, CONFIGMAP_AUTO, CONFIGMAP_RELOAD, IGNORE, MAX_PATTERN_LEN, ReloaderOptIn, SEARCH,
     SECRET_AUTO, SECRET_RELOAD,
 };
-use rollsafe_core::opt_in::{OptIn, OptInError, WATCH, workload_opt_in};
+use rollsafe_core::opt_in::{OptIn, OptInError, workload_opt_in};
 use rollsafe_core::reference::{self, ConfigRef, TargetKind};
+use rollsafe_core::shown::shown;
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_watch::cache::{Watching, WorkloadEntry};
 use rollsafe_watch::consumption::{Consumption, Keys};
@@ -47,8 +49,6 @@ const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
 const SECRET_PROVIDER_CLASS: &str = "secretproviderclass.reloader.stakater.com/";
 /// The prefix of the env vars Reloader's `env-vars` strategy adds.
 const STAKATER_ENV: &str = "STAKATER_";
-/// The most characters of an annotation value or name shown.
-const MAX_SHOWN: usize = 512;
 
 /// What is said of one workload.
 #[derive(Debug, Serialize)]
@@ -841,7 +841,7 @@ fn source_opt_outs(report: &WorkloadReport, out: &mut Vec<Difference>) {
                      on the object says the same without it)"
                 ),
             ),
-            Some(by @ (WATCH | rollsafe_core::opt_in::RESTART_ON_CHANGE)) => (
+            Some(by @ (WATCH | RESTART_ON_CHANGE)) => (
                 DifferenceCode::OptedOutSource,
                 format!(
                     "{object} is annotated {by}: \"false\": its changes roll nothing, where \
@@ -928,15 +928,6 @@ fn shown_annotations(
             };
             (shown(key), value)
         })
-        .collect()
-}
-
-/// A value shown: control characters dropped, at most [`MAX_SHOWN`] characters.
-fn shown(value: &str) -> String {
-    value
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_SHOWN)
         .collect()
 }
 

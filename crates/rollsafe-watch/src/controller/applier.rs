@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::Controller;
-use crate::annotations::CONFIG_HASH;
 use crate::cache::{SourceKey, WORKLOAD_REF, WorkloadKey};
 use crate::freshness;
 use crate::metrics::ConfirmLabels;
@@ -24,6 +23,7 @@ use crate::progression;
 use crate::settings::FAILURE_RECHECK;
 use crate::streams::{watching, workload};
 use crate::workload_object::WorkloadObject;
+use rollsafe_core::annotations::CONFIG_HASH;
 
 /// When a workload is evaluated again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

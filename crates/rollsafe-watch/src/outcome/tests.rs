@@ -15,7 +15,7 @@ use crate::announce::Reason;
 use crate::cache::{SourceEntry, WorkloadEntry};
 use crate::limits::FlapLimit;
 use crate::tracker::Tracker;
-use crate::windows::RESTART_WINDOW;
+use rollsafe_core::annotations::{PENDING, RESTART_WINDOW};
 
 const NS: &str = "shop";
 /// Thursday 2026-12-03, 07:00 in Berlin.
@@ -907,7 +907,7 @@ fn held_world(window: Option<&str>, pending: Option<&str>) -> World {
             annotations.insert(RESTART_WINDOW.to_owned(), json!(window));
         }
         if let Some(pending) = pending {
-            annotations.insert(windows::PENDING.to_owned(), json!(pending));
+            annotations.insert(PENDING.to_owned(), json!(pending));
         }
     })
 }

@@ -36,20 +36,20 @@ use std::time::Duration;
 use anyhow::bail;
 use jiff::Timestamp;
 use kube::api::DynamicObject;
+use rollsafe_core::annotations::{self, CHANGE_CAUSE, CONFIG_RECORD, RESTART_ON_CHANGE, WATCH};
 use rollsafe_core::name::Namespace;
-use rollsafe_core::opt_in::{self, OptIn, RESTART_ON_CHANGE, WATCH, reloader};
+use rollsafe_core::opt_in::{self, OptIn, reloader};
 use rollsafe_core::reference::{self, ConfigRef, ContainerList, Origin, Reference, TargetKind};
 use rollsafe_core::rollout;
+use rollsafe_core::shown::shown;
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::window::RestartWindow;
 use rollsafe_kube::EventSummary;
 use rollsafe_kube::published::LeaseRef;
 use rollsafe_kube::transport::{GET_TIMEOUT, LIST_PAGE_TIMEOUT};
-use rollsafe_watch::annotations::CONFIG_RECORD;
 use rollsafe_watch::approval::{self, HeldBy, PendingMark};
 use rollsafe_watch::cache::{Cache, SourceEntry, SourceKey, Watching, WorkloadEntry, WorkloadKey};
 use rollsafe_watch::consumption::{self, Consumption, Keys};
-use rollsafe_watch::decision::CHANGE_CAUSE;
 use rollsafe_watch::limits::{FlapGuard, TokenBucket};
 use rollsafe_watch::outcome::{Evaluator, Outcome, Purpose, SkipReason, Stage, Write};
 use rollsafe_watch::published::{self, PublishedSettings};
@@ -104,9 +104,6 @@ pub(crate) const EXIT_CODES: &str = "Exit codes: 0 the workload is explained (wh
 
 /// The Event reasons `rollsafe watch` writes on a workload.
 const WATCH_EVENT_REASONS: [&str; 3] = ["Rolled", "RolloutDeferred", "Halted"];
-
-/// The most characters of an annotation value or Event note shown.
-const MAX_SHOWN: usize = 512;
 
 /// The whole answer, as printed.
 #[derive(Debug, Serialize)]
@@ -537,7 +534,7 @@ async fn explain(
         resume: format!(
             "kubectl annotate -n {namespace} {}/{name} {}-",
             kind.as_str().to_ascii_lowercase(),
-            opt_in::HALTED
+            annotations::HALTED
         ),
     });
     let roll_now = roll_now(
@@ -1173,15 +1170,6 @@ fn last_event(events: Vec<EventSummary>) -> Option<LastEvent> {
             time: event.time.map(|t| t.to_string()),
             count: event.count,
         })
-}
-
-/// A value shown: control characters dropped, at most [`MAX_SHOWN`] characters.
-fn shown(value: &str) -> String {
-    value
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_SHOWN)
-        .collect()
 }
 
 /// The path of a reference in the workload, kubectl-style (`spec.template.spec.containers[app]…`).
