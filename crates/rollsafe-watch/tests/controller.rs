@@ -1442,16 +1442,11 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
     restarted
         .until("every consumer rolled for the fix", |s| s.rolls == 3)
         .await;
-    let started = std::time::Instant::now();
-    while events(&env, "worker", "RolloutComplete").is_empty()
-        || events(&env, "web", "RolloutComplete").is_empty()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the rest never completed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll("the rest completed", || {
+        !events(&env, "worker", "RolloutComplete").is_empty()
+            && !events(&env, "web", "RolloutComplete").is_empty()
+    })
+    .await;
     assert_eq!((rolled("api"), rolled("web"), rolled("worker")), (2, 1, 1));
     restarted.stop().await;
 }
