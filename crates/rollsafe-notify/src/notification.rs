@@ -21,11 +21,14 @@ pub enum Outcome {
     RolloutStalled,
     /// A progressive roll is held at a stalled earlier wave (`RolloutHeld`).
     RolloutHeld,
+    /// Another writer removed or changed rollsafe's template annotation before the rollout
+    /// completed (`Reverted`): not rolled again for that content.
+    Reverted,
 }
 
 impl Outcome {
     /// Every outcome.
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Outcome::Rolled,
         Outcome::Deferred,
         Outcome::Halted,
@@ -33,10 +36,11 @@ impl Outcome {
         Outcome::RolloutComplete,
         Outcome::RolloutStalled,
         Outcome::RolloutHeld,
+        Outcome::Reverted,
     ];
 
     /// The machine name: `rolled`, `deferred`, `halted`, `pending`, `rollout_complete`,
-    /// `rollout_stalled` or `rollout_held`.
+    /// `rollout_stalled`, `rollout_held` or `reverted`.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Rolled => "rolled",
@@ -46,6 +50,7 @@ impl Outcome {
             Outcome::RolloutComplete => "rollout_complete",
             Outcome::RolloutStalled => "rollout_stalled",
             Outcome::RolloutHeld => "rollout_held",
+            Outcome::Reverted => "reverted",
         }
     }
 
@@ -59,6 +64,7 @@ impl Outcome {
             Outcome::RolloutComplete => "Rollout complete",
             Outcome::RolloutStalled => "Rollout stalled",
             Outcome::RolloutHeld => "Progressive rollout held",
+            Outcome::Reverted => "Roll reverted by another writer",
         }
     }
 }
@@ -196,7 +202,8 @@ mod tests {
                 "pending",
                 "rollout_complete",
                 "rollout_stalled",
-                "rollout_held"
+                "rollout_held",
+                "reverted"
             ]
         );
         let titles: Vec<_> = Outcome::ALL.iter().map(|o| o.title()).collect();
@@ -209,7 +216,8 @@ mod tests {
                 "Roll pending",
                 "Rollout complete",
                 "Rollout stalled",
-                "Progressive rollout held"
+                "Progressive rollout held",
+                "Roll reverted by another writer"
             ]
         );
     }

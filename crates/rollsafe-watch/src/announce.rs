@@ -45,11 +45,14 @@ pub enum Reason {
     RolloutComplete,
     /// A followed rollout stalled.
     RolloutStalled,
+    /// Another writer removed or changed rollsafe's template annotation before the rollout
+    /// completed: not rolled again for that content.
+    Reverted,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 8] = [
+    pub const ALL: [Reason; 9] = [
         Reason::Rolled,
         Reason::Recovered,
         Reason::RolloutDeferred,
@@ -58,6 +61,7 @@ impl Reason {
         Reason::RolloutHeld,
         Reason::RolloutComplete,
         Reason::RolloutStalled,
+        Reason::Reverted,
     ];
 
     /// The Event's `reason`.
@@ -71,6 +75,7 @@ impl Reason {
             Reason::RolloutHeld => "RolloutHeld",
             Reason::RolloutComplete => "RolloutComplete",
             Reason::RolloutStalled => "RolloutStalled",
+            Reason::Reverted => "Reverted",
         }
     }
 
@@ -81,7 +86,8 @@ impl Reason {
             | Reason::Recovered
             | Reason::RolloutDeferred
             | Reason::Pending
-            | Reason::RolloutHeld => "Roll",
+            | Reason::RolloutHeld
+            | Reason::Reverted => "Roll",
             Reason::Halted => "Halt",
             Reason::RolloutComplete | Reason::RolloutStalled => "Rollout",
         }
@@ -97,6 +103,7 @@ impl Reason {
             Reason::RolloutHeld => NotifyOutcome::RolloutHeld,
             Reason::RolloutComplete => NotifyOutcome::RolloutComplete,
             Reason::RolloutStalled => NotifyOutcome::RolloutStalled,
+            Reason::Reverted => NotifyOutcome::Reverted,
         }
     }
 }
@@ -145,6 +152,7 @@ impl Announcement {
 }
 
 /// Where announcements go: the Event queue, and the notifier when there is one.
+#[derive(Clone)]
 pub(crate) struct Announcer {
     events: mpsc::Sender<(WorkloadKey, ObjectReference, Event)>,
     notifier: Option<Notifier>,
@@ -178,13 +186,13 @@ impl Announcer {
     /// Queues one Event on `reference` for the publishing task; a full queue drops it (logged
     /// and counted, never retried). With a notifier, the same outcome is queued as a
     /// notification (never waited for), naming the keys of each cause the workload consumes
-    /// as `cache` holds them.
+    /// as `cache` holds them (none without one).
     pub(crate) fn publish(
         &self,
         key: &WorkloadKey,
         reference: ObjectReference,
         event: Announcement,
-        cache: &Cache,
+        cache: Option<&Cache>,
     ) {
         self.notify(key, &event, cache);
         let Announcement {
@@ -220,11 +228,13 @@ impl Announcer {
     /// Queues the notification of `event` on `key`: its outcome, the objects that caused it
     /// with the keys the workload consumes of each (names only, never values), the cluster
     /// and the page. Returns at once; delivery is the notifier's.
-    fn notify(&self, key: &WorkloadKey, event: &Announcement, cache: &Cache) {
+    fn notify(&self, key: &WorkloadKey, event: &Announcement, cache: Option<&Cache>) {
         let Some(notifier) = &self.notifier else {
             return;
         };
-        let consumed = cache.workload(key).map(|entry| entry.consumption.expand());
+        let consumed = cache
+            .and_then(|cache| cache.workload(key))
+            .map(|entry| entry.consumption.expand());
         let causes = event
             .causes
             .iter()

@@ -71,6 +71,8 @@ pub struct ControllerMetrics {
     pub halts: Counter,
     /// Rolls past the flap stop's limit as recoveries (each replaces a rollout that stalled).
     pub recoveries: Counter,
+    /// Rolls another writer reverted before their rollout completed.
+    pub reverts: Counter,
     /// Cached workloads halted now (`rollsafe.dev/halted` on them, by any replica, until a
     /// person removes it).
     pub halted: Gauge,
@@ -113,6 +115,7 @@ impl Default for ControllerMetrics {
             objects: Family::default(),
             halts: Counter::default(),
             recoveries: Counter::default(),
+            reverts: Counter::default(),
             halted: Gauge::default(),
             held_by_window: Gauge::default(),
             synced: Gauge::default(),
@@ -183,6 +186,11 @@ impl ControllerMetrics {
             "recoveries",
             "Rolls past the flap stop's limit as recoveries of a stalled rollout",
             self.recoveries.clone(),
+        );
+        registry.register(
+            "reverts",
+            "Rolls whose template annotation another writer removed or changed before the rollout completed",
+            self.reverts.clone(),
         );
         registry.register(
             "synced",
@@ -284,6 +292,7 @@ mod tests {
             "rollsafe_watch_queue_depth 0",
             "rollsafe_watch_halts_total 0",
             "rollsafe_watch_recoveries_total 0",
+            "rollsafe_watch_reverts_total 0",
             "rollsafe_watch_rollouts_stalled_total 0",
         ] {
             assert!(text.contains(expected), "{expected} in\n{text}");

@@ -38,6 +38,9 @@ pub struct Status {
     pub recoveries: u64,
     /// Rollouts this replica followed that stalled.
     pub rollouts_stalled: u64,
+    /// Rolls whose template annotation another writer removed or changed before the rollout
+    /// completed (announced `Reverted`; not rolled again for that content).
+    pub reverts: u64,
     /// Progressive rolls held at a stalled earlier wave (each workload and content once).
     pub held: u64,
     /// Rolls held by a restart window and marked pending (each workload and content once).

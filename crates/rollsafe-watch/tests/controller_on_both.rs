@@ -529,6 +529,71 @@ on_both_substrates! {
         drop(election);
     }
 
+    /// A writer that reverts rollsafe's template annotation before the rollout completes (an
+    /// operator reconciling the template it owns) is detected, not fought: one `Reverted`
+    /// Warning naming its field manager, read back through kubectl, and no roll again for this
+    /// content.
+    async fn a_reverted_roll_is_announced_once_and_not_fought(ns) {
+        let mut operated = deployment("operated", json!([key_ref("P", "db", "password")]), json!([]));
+        // Its rollout never completes while the test runs: the new pods crash (the real pod
+        // simulator's marker), or are never ready (the emulator).
+        operated["spec"]["template"]["metadata"]["annotations"] = json!({"sim.rollsafe.dev/crash-on-roll": "true"});
+        let mut seeds = two_workloads();
+        seeds.push(operated);
+        ns.apply_at_rest(seeds).await;
+        if let Some(emu) = ns.emulator() {
+            emu.change_settings(rollsafe_emulator::RolloutPaceChange {
+                pod_ready_millis: Some(600_000),
+                progress_deadline_scale: None,
+            }).unwrap();
+        }
+        let mut running = controller(ns, settings(ns));
+        running.until("adoptions", |s| s.adoptions == 3 && s.pending == 0).await;
+        patch_secret(ns, "db", &[("password", "rotated")]).await;
+        running.until("both consumers rolled", |s| s.rolls == 2 && s.pending == 0).await;
+        // The operator puts back the template it owns (stamped with its own annotation, without
+        // rollsafe's), with an update of the whole object, as its field manager.
+        let api = ns.api_for(&json!({"apiVersion": "apps/v1", "kind": "Deployment"})).await;
+        let params = PostParams { field_manager: Some("test-operator".to_owned()), ..PostParams::default() };
+        // As a controller does: read, change, write; again on a conflict (the workload's own
+        // controller writes its status meanwhile).
+        eventually("the operator's update", DEADLINE, || async {
+            let object = api.get("operated").await.unwrap();
+            let mut value = serde_json::to_value(&object).unwrap();
+            value["spec"]["template"]["metadata"]["annotations"] = json!({
+                "sim.rollsafe.dev/crash-on-roll": "true",
+                "operator.example/template": "v1",
+            });
+            let object: DynamicObject = serde_json::from_value(value).unwrap();
+            match api.replace("operated", &params, &object).await {
+                Ok(_) => Some(()),
+                Err(kube::Error::Api(status)) if status.code == 409 => None,
+                Err(error) => panic!("{error}"),
+            }
+        }).await;
+        running.until("the revert", |s| s.reverts == 1).await;
+        let reverted = eventually("the Reverted event", DEADLINE, || async {
+            let found = events(ns, "operated", "Reverted").await;
+            (!found.is_empty()).then_some(found)
+        }).await;
+        assert_eq!(reverted.len(), 1, "{reverted:?}");
+        assert_eq!(reverted[0]["type"], "Warning");
+        let note = reverted[0]["message"].as_str().unwrap();
+        // Named from managedFields, whose times are kept to the second: the operator's write
+        // and the workload's creation in the same second are both named.
+        let (by, rest) = note.split_once(") removed or changed rollsafe.dev/config-hash before the rollout completed;").expect(note);
+        assert!(by.starts_with("another writer (") && by.contains("test-operator"), "{note}");
+        assert!(rest.contains("rollsafe does not patch it again for this content"), "{note}");
+        let described = describe(ns, "deployment", "operated").await;
+        assert!(described.contains("Reverted"), "{described}");
+        // Not fought: a later change elsewhere rolls its own consumer only.
+        barrier(ns, &mut running, "after-revert").await;
+        let status = running.status.borrow().clone();
+        assert_eq!((status.rolls, status.reverts), (3, 1), "{status:?}");
+        assert!(config_hash(ns, "operated").await.is_none(), "rollsafe patched the template again");
+        running.stop().await;
+    }
+
     /// The startup check finds streaming lists where the server serves them (the real 1.37
     /// server) and not where it does not (the emulator's default, 1.33's gate); the controller
     /// then starts every watch with a streaming list, or pages, and either way adopts without

@@ -100,7 +100,8 @@ impl Controller {
                 if !announced {
                     warn!(workload = %key, note = event.note, "progressive roll held");
                     if let Some(reference) = self.reference(key) {
-                        self.announcer.publish(key, reference, event, &self.cache);
+                        self.announcer
+                            .publish(key, reference, event, Some(&self.cache));
                     }
                     // Counted once its Event is queued (published by its own task).
                     self.metrics.held.inc();
@@ -277,7 +278,8 @@ impl Controller {
         }
         if let Some(event) = event {
             let reference = object.object_ref(&workload_resource(key.kind));
-            self.announcer.publish(key, reference, event, &self.cache);
+            self.announcer
+                .publish(key, reference, event, Some(&self.cache));
         }
         // The acknowledged object is an observed state: evaluations before its watch event
         // arrives see the new resourceVersion and record. While the patch was in flight the

@@ -2,6 +2,7 @@
 //! namespace selection, forgets what goes, and schedules the workloads a change concerns.
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::EventType;
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::rollout::RolloutState;
 use rollsafe_core::rollout::follow::Observation;
@@ -9,9 +10,12 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::{Controller, Requeue};
-use crate::announce::{Announcement, workload_reference};
+use crate::annotations::FIELD_MANAGER;
+use crate::announce::{Announcement, Reason, workload_reference};
 use crate::cache::{ReloaderNote, SourceKey, WorkloadKey};
+use crate::digest;
 use crate::freshness;
+use crate::patches::workload_resource;
 use crate::rollouts::Finished;
 use crate::streams::{Ev, Item};
 
@@ -57,7 +61,15 @@ impl Controller {
                 | Ev::Apply(key, (mut entry, observation)) => {
                     entry.listed = self.streams.list(id);
                     self.note_reloader(&key, &entry.reloader);
-                    self.rollout_observed(&key, Some(*observation), now);
+                    // The template's config-hash is not the one its record says rollsafe
+                    // wrote: another writer removed or changed it.
+                    let written = entry
+                        .facts
+                        .record
+                        .as_deref()
+                        .map(|record| digest::parse_record(record).0);
+                    let reverted = observation.marker.as_deref() != written;
+                    self.rollout_observed(&key, Some(*observation), now, reverted);
                     self.cache.apply_workload(key.clone(), entry);
                     // Before the first full view, its end schedules every workload.
                     if self.status.borrow().synced {
@@ -65,7 +77,7 @@ impl Controller {
                     }
                 }
                 Ev::Delete(key) => {
-                    self.rollout_observed(&key, None, now);
+                    self.rollout_observed(&key, None, now, false);
                     self.forget_workload(&key);
                 }
                 Ev::Done => {
@@ -200,16 +212,58 @@ impl Controller {
         Some(workload_reference(key, Some(uid)))
     }
 
-    /// Feeds a watch event of `key` to its followed rollout, if any.
+    /// Feeds a watch event of `key` to its followed rollout, if any. `reverted`: the event shows
+    /// rollsafe's template annotation removed or changed by another writer — a followed rollout
+    /// it supersedes is announced as reverted ([`Controller::reverted`]).
     fn rollout_observed(
         &mut self,
         key: &WorkloadKey,
         observation: Option<Observation>,
         now: Instant,
+        reverted: bool,
     ) {
         if let Some(done) = self.rollouts.observe(key, observation, now) {
+            if reverted && done.status.state == RolloutState::Superseded {
+                self.reverted(key, done.uid.clone());
+            }
             self.finished.push(done);
         }
+    }
+
+    /// Another writer removed or changed the template annotation of a roll before its rollout
+    /// completed. rollsafe does not fight it: the record it wrote still matches what the
+    /// workload consumes, so nothing rolls again for this content (and without the record, the
+    /// workload is adopted, not rolled). Counted, and announced by a `Reverted` Warning naming
+    /// the writer — read from the workload's managedFields, off the loop (the cache does not
+    /// keep them).
+    fn reverted(&mut self, key: &WorkloadKey, uid: Option<String>) {
+        warn!(workload = %key, code = "reverted", "another writer changed rollsafe's template annotation before the rollout completed; not rolled again for this content");
+        self.metrics.reverts.inc();
+        self.count(|s| s.reverts += 1);
+        let client = self.client.clone();
+        let announcer = self.announcer.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            let writers = template_writers(&client, &key).await;
+            let by = match writers.as_slice() {
+                [] => "another writer".to_owned(),
+                [manager] => format!("another writer (field manager {manager})"),
+                managers => format!(
+                    "another writer (one of the field managers {})",
+                    managers.join(", ")
+                ),
+            };
+            let event = Announcement {
+                type_: EventType::Warning,
+                reason: Reason::Reverted,
+                note: format!(
+                    "{by} removed or changed rollsafe.dev/config-hash before the rollout completed; rollsafe does not patch it again for this content. If another controller owns this workload's template, let it restart the workload"
+                ),
+                related: None,
+                causes: Vec::new(),
+            };
+            announcer.publish(&key, workload_reference(&key, uid), event, None);
+        });
     }
 
     /// Announces and counts the rollouts that became final: a `RolloutComplete` Normal Event,
@@ -232,7 +286,8 @@ impl Controller {
             info!(workload = %key, result, seconds = elapsed.as_secs(), "rollout finished");
             if let Some(event) = Announcement::rollout_finished(&status, elapsed) {
                 let reference = workload_reference(&key, uid);
-                self.announcer.publish(&key, reference, event, &self.cache);
+                self.announcer
+                    .publish(&key, reference, event, Some(&self.cache));
             }
         }
     }
@@ -316,4 +371,43 @@ impl Controller {
             self.tracker.changed_at(&workload, key, now);
         }
     }
+}
+
+/// The field managers that last wrote `key`'s spec, other than rollsafe's own: the newest
+/// managedFields entries that own a part of `spec` (several when their times, kept to the
+/// second, tie). Empty when the workload cannot be read in time or names none. A writer that
+/// only removed fields owns none of them and cannot be named.
+async fn template_writers(client: &kube::Client, key: &WorkloadKey) -> Vec<String> {
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), &key.namespace, &workload_resource(key.kind));
+    let Ok(Ok(Some(object))) =
+        tokio::time::timeout(freshness::CONFIRM_TIMEOUT, api.get_opt(&key.name)).await
+    else {
+        return Vec::new();
+    };
+    let writers: Vec<_> = object
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|entry| entry.manager.as_deref() != Some(FIELD_MANAGER))
+        .filter(|entry| {
+            entry
+                .fields_v1
+                .as_ref()
+                .is_some_and(|fields| fields.0.get("f:spec").is_some())
+        })
+        .collect();
+    let newest = writers
+        .iter()
+        .filter_map(|entry| entry.time.as_ref().map(|time| time.0))
+        .max();
+    let mut names: Vec<String> = writers
+        .into_iter()
+        .filter(|entry| entry.time.as_ref().map(|time| time.0) == newest)
+        .filter_map(|entry| entry.manager)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }

@@ -103,7 +103,7 @@ pub(crate) const EXIT_CODES: &str = "Exit codes: 0 the workload is explained (wh
     is invalid (one line on stderr, nothing on stdout).";
 
 /// The Event reasons `rollsafe watch` writes on a workload.
-const WATCH_EVENT_REASONS: [&str; 3] = ["Rolled", "RolloutDeferred", "Halted"];
+const WATCH_EVENT_REASONS: [&str; 5] = ["Rolled", "Recovered", "RolloutDeferred", "Halted", "Reverted"];
 
 /// The whole answer, as printed.
 #[derive(Debug, Serialize)]
