@@ -297,3 +297,112 @@ fn stop_of(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use rollsafe_core::contract::RestartStatus;
+
+    use super::*;
+
+    fn workload(kind: WorkloadKind, name: &str) -> WorkloadName {
+        WorkloadName {
+            kind,
+            name: name.to_owned(),
+        }
+    }
+
+    fn status(state: RolloutState) -> RolloutStatus {
+        RolloutStatus {
+            state,
+            ..RolloutStatus::pending()
+        }
+    }
+
+    fn requested(workloads: &[WorkloadName]) -> RestartResult {
+        RestartResult {
+            status: RestartStatus::Requested,
+            matched: workloads.len(),
+            requested: workloads.to_vec(),
+            failures: Vec::new(),
+            discovery_failures: Vec::new(),
+            message: String::new(),
+            note: String::new(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_report_counts_each_state() {
+        let (api, worker, agent) = (
+            workload(WorkloadKind::Deployment, "api"),
+            workload(WorkloadKind::StatefulSet, "worker"),
+            workload(WorkloadKind::DaemonSet, "agent"),
+        );
+        let (complete, stalled) = (
+            status(RolloutState::Complete),
+            status(RolloutState::Stalled),
+        );
+        let report = RolloutReport::new(
+            [(&api, &complete), (&worker, &stalled), (&agent, &complete)],
+            Ending::Done,
+        );
+        assert_eq!(
+            report.counts,
+            BTreeMap::from([("complete", 2), ("stalled", 1)])
+        );
+        assert!(report.any(RolloutState::Stalled));
+        assert!(!report.any(RolloutState::Gone));
+        assert_eq!(report.workloads[1].name, "worker");
+    }
+
+    #[test]
+    fn a_wave_stops_the_run_at_the_worst_of_what_it_saw() {
+        let (api, worker) = (
+            workload(WorkloadKind::Deployment, "api"),
+            workload(WorkloadKind::StatefulSet, "worker"),
+        );
+        let wave = WaveLabel::Canary;
+        let both = [api.clone(), worker.clone()];
+        let report = |states: [RolloutState; 2], ended| {
+            let statuses = states.map(status);
+            RolloutReport::new([(&api, &statuses[0]), (&worker, &statuses[1])], ended)
+        };
+        let cause = |result: &RestartResult, rollout: &RolloutReport| {
+            stop_of(&wave, &both, result, rollout).map(|stop| {
+                let name = stop.workload.map(|w| w.name);
+                (stop.cause, name)
+            })
+        };
+        let all = requested(&both);
+        use RolloutState::{Complete, Deferred, Gone, Stalled, Superseded};
+        assert_eq!(
+            cause(&all, &report([Complete, Deferred], Ending::Done)),
+            None
+        );
+        // A stall is told before anything else, with the workload that stalled.
+        assert_eq!(
+            cause(&all, &report([Gone, Stalled], Ending::Timeout)),
+            Some(("stalled", Some("worker".to_owned())))
+        );
+        assert_eq!(
+            cause(&all, &report([Superseded, Complete], Ending::Done)),
+            Some(("superseded", Some("api".to_owned())))
+        );
+        assert_eq!(
+            cause(&all, &report([Complete, Complete], Ending::Timeout)),
+            Some(("timeout", None))
+        );
+        assert_eq!(
+            cause(&all, &report([Complete, Complete], Ending::Interrupted)),
+            Some(("interrupted", None))
+        );
+        // A workload of the wave whose patch was not acknowledged stops it too.
+        assert_eq!(
+            cause(
+                &requested(std::slice::from_ref(&api)),
+                &report([Complete, Complete], Ending::Done)
+            ),
+            Some(("not_requested", None))
+        );
+    }
+}
