@@ -43,13 +43,13 @@ pub struct Marks {
 }
 
 impl Marks {
-    /// The marks of an object's annotations.
+    /// The marks of an object's annotations, read with the core's functions the controller's
+    /// cache reads them with (`rollsafe_watch::cache::SourceEntry`).
     pub fn of(annotations: Option<&Map<String, Value>>) -> Self {
         let text = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
-        let is_true = |key: &str| text(key).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         Self {
             ignore: reloader::reloader_ignored(annotations),
-            matched: is_true(MATCH),
+            matched: reloader::reloader_matched(annotations),
             opted_out_by: [WATCH, RESTART_ON_CHANGE]
                 .into_iter()
                 .find(|key| source_opted_out(text(key), None)),
