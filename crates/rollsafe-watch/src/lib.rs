@@ -42,7 +42,7 @@ pub mod uid;
 pub mod windows;
 pub mod workload_object;
 
-pub use controller::{Controller, ControllerError};
+pub use controller::{Controller, ControllerError, Spawned};
 pub use digest::Fingerprinter;
 pub use settings::ControllerSettings;
 pub use status::Status;

@@ -17,9 +17,8 @@ use base64::Engine as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use rollsafe_kube::published::LeaseRef;
 use rollsafe_testing::{TestNamespace, on_both_substrates};
-use rollsafe_watch::{Controller, ControllerSettings, Status};
+use rollsafe_watch::{Controller, ControllerSettings, Spawned, Status};
 use serde_json::{Value, json};
-use tokio::sync::{oneshot, watch};
 
 /// How long a case waits for the controller.
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -42,11 +41,7 @@ fn deployment(name: &str, annotations: Value) -> Value {
 }
 
 /// A controller on a task of its own, publishing its settings on the namespace's Lease.
-struct Running {
-    status: watch::Receiver<Status>,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
+struct Running(Spawned);
 
 impl Running {
     fn start(ns: &TestNamespace, settings: &ControllerSettings) -> Self {
@@ -62,32 +57,18 @@ impl Running {
                 ..settings.clone()
             },
         );
-        let status = controller.status();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            controller
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Running { status, stop, task }
+        Running(controller.spawn())
     }
 
     async fn until(&mut self, what: &str, done: impl Fn(&Status) -> bool) -> Status {
-        let waited = tokio::time::timeout(DEADLINE, self.status.wait_for(|s| done(s)))
-            .await
-            .map(|status| status.map(|s| s.clone()));
-        match waited {
-            Ok(Ok(status)) => status,
-            _ => panic!("timed out waiting for {what}: {:?}", *self.status.borrow()),
+        match self.0.wait_for(DEADLINE, done).await {
+            Ok(status) => status,
+            Err(last) => panic!("timed out waiting for {what}: {last:?}"),
         }
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
+        self.0.stop().await.unwrap();
     }
 }
 
@@ -228,7 +209,7 @@ on_both_substrates! {
         assert_eq!(stopped[0]["stage"], "brakes");
         let mut running = Running::start(ns, &defaults);
         running.until("the halt why announced", |s| s.halts == 1 && s.pending == 0).await;
-        assert_eq!(running.status.borrow().rolls, 0);
+        assert_eq!(running.0.status().borrow().rolls, 0);
         running.stop().await;
     }
 

@@ -58,6 +58,9 @@ pub enum ControllerError {
     /// Every watch stream ended (the client was shut down).
     #[error("the watch streams ended")]
     StreamsEnded,
+    /// The task it ran on ended abnormally.
+    #[error("the controller's task ended abnormally")]
+    TaskEnded,
 }
 
 impl ControllerError {
@@ -65,7 +68,45 @@ impl ControllerError {
     pub fn code(&self) -> &'static str {
         match self {
             ControllerError::StreamsEnded => "streams_ended",
+            ControllerError::TaskEnded => "task_ended",
         }
+    }
+}
+
+/// A controller running on a task of its own ([`Controller::spawn`]): its published status,
+/// and a stop.
+pub struct Spawned {
+    status: watch::Receiver<Status>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), ControllerError>>,
+}
+
+impl Spawned {
+    /// A receiver of its published [`Status`].
+    pub fn status(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// Waits until its status satisfies `done`, at most `limit`: the status then, or, when the
+    /// time is up (or it stopped), the last one published.
+    pub async fn wait_for(
+        &mut self,
+        limit: Duration,
+        done: impl Fn(&Status) -> bool,
+    ) -> Result<Status, Status> {
+        let waited = tokio::time::timeout(limit, self.status.wait_for(|s| done(s)))
+            .await
+            .map(|status| status.map(|s| s.clone()));
+        match waited {
+            Ok(Ok(status)) => Ok(status),
+            _ => Err(self.status.borrow().clone()),
+        }
+    }
+
+    /// Stops it and waits for its end.
+    pub async fn stop(self) -> Result<(), ControllerError> {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or(Err(ControllerError::TaskEnded))
     }
 }
 
@@ -182,6 +223,16 @@ impl Controller {
     /// A receiver of the published [`Status`].
     pub fn status(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
+    }
+
+    /// Runs on a task of its own until [`Spawned::stop`].
+    pub fn spawn(self) -> Spawned {
+        let status = self.status();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(self.run(async {
+            let _ = stopped.await;
+        }));
+        Spawned { status, stop, task }
     }
 
     /// Runs until `shutdown` completes.

@@ -8,9 +8,8 @@ use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use rollsafe_watch::{Controller, Status};
-use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
+use rollsafe_watch::{Controller, Spawned, Status};
+use tokio::sync::watch;
 
 /// How long a suite waits for a published status (generous: the real control plane shares two
 /// cores with the tests).
@@ -18,35 +17,25 @@ pub const DEADLINE: Duration = Duration::from_secs(90);
 
 pub struct Running {
     pub status: watch::Receiver<Status>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
+    spawned: Spawned,
 }
 
 impl Running {
     /// Runs `controller` on its own task until `stop` is called.
     pub fn spawn(controller: Controller) -> Running {
         capture_logs();
-        let status = controller.status();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            controller
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Running { status, stop, task }
+        let spawned = controller.spawn();
+        Running {
+            status: spawned.status(),
+            spawned,
+        }
     }
 
-    /// Waits (polling the published status, with a deadline) until `done` holds.
+    /// Waits (on the published status, with a deadline) until `done` holds.
     pub async fn until(&mut self, what: &str, done: impl Fn(&Status) -> bool) -> Status {
-        let waited = tokio::time::timeout(DEADLINE, self.status.wait_for(|s| done(s)))
-            .await
-            .map(|status| status.map(|s| s.clone()));
-        match waited {
-            Ok(Ok(status)) => status,
-            _ => panic!("timed out waiting for {what}: {:?}", *self.status.borrow()),
+        match self.spawned.wait_for(DEADLINE, done).await {
+            Ok(status) => status,
+            Err(last) => panic!("timed out waiting for {what}: {last:?}"),
         }
     }
 
@@ -59,8 +48,7 @@ impl Running {
     /// Stops the controller; then no log line any controller of this test binary wrote so far
     /// renders an error with `Debug`.
     pub async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
+        self.spawned.stop().await.unwrap();
         assert_no_debug_renderings();
     }
 }
