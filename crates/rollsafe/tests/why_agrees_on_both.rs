@@ -163,6 +163,28 @@ on_both_substrates! {
         running.stop().await;
     }
 
+    /// A regular-expression reload entry consumes every existing Secret whose name matches:
+    /// `why` lists them as the controller reads them, and a change to one rolls.
+    async fn a_regular_expression_reload_entry_is_read_as_the_controller_reads_it(ns) {
+        let compat = ControllerSettings { reloader_compat: true, ..ControllerSettings::default() };
+        let mut listed = deployment("web", json!({"secret.reloader.stakater.com/reload": "cert-.*"}));
+        listed["spec"]["template"]["spec"]["containers"][0]["env"] = json!([]);
+        ns.apply_at_rest([secret("cert-2024", "one"), secret("other", "x"), listed]).await;
+        adopted(ns, &compat, 1).await;
+        let api: Api<DynamicObject> = ns.api_for(&json!({"apiVersion": "v1", "kind": "Secret"})).await;
+        let patch = json!({"data": {"password": base64::engine::general_purpose::STANDARD.encode("two")}});
+        api.patch("cert-2024", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        let answer = why(ns, "deployment/web").await;
+        let consumed: Vec<&str> = answer["consumes"].as_array().unwrap().iter()
+            .filter_map(|c| c["name"].as_str()).collect();
+        assert_eq!(consumed, ["cert-2024"], "{answer:#}");
+        assert_eq!(answer["rollNow"]["decision"], "roll", "{answer:#}");
+        assert_eq!(answer["rollNow"]["changed"], json!(["Secret/cert-2024"]), "{answer:#}");
+        let mut running = Running::start(ns, &compat);
+        running.until("the roll why announced", |s| s.rolls == 1 && s.pending == 0).await;
+        running.stop().await;
+    }
+
     /// `why cronjob/NAME` explains a CronJob the controller rolls: its Jobs' template is
     /// patched and its pods start with the next run.
     async fn why_explains_a_cron_job(ns) {

@@ -103,7 +103,13 @@ pub(crate) const EXIT_CODES: &str = "Exit codes: 0 the workload is explained (wh
     is invalid (one line on stderr, nothing on stdout).";
 
 /// The Event reasons `rollsafe watch` writes on a workload.
-const WATCH_EVENT_REASONS: [&str; 5] = ["Rolled", "Recovered", "RolloutDeferred", "Halted", "Reverted"];
+const WATCH_EVENT_REASONS: [&str; 5] = [
+    "Rolled",
+    "Recovered",
+    "RolloutDeferred",
+    "Halted",
+    "Reverted",
+];
 
 /// The whole answer, as printed.
 #[derive(Debug, Serialize)]
@@ -459,7 +465,14 @@ async fn explain(
         ..watching
     };
     let entry = WorkloadEntry::from_object_in(*kind, &object, watching);
-    let consumption = entry.consumption.expand();
+    let mut consumption = entry.consumption.expand();
+    // Reloader's regular-expression reload entries consume every existing object of the
+    // namespace whose name matches: listed (names only), then read as the others.
+    if let Some(patterns) = &entry.patterns {
+        for config in matching_objects(client, namespace, patterns).await {
+            consumption.entry(config).or_insert(Keys::All);
+        }
+    }
     // Comparable: no record, or one written with the key (or without one) as given here.
     let comparable = record_state == RecordState::None
         || (record_state == RecordState::Keyed) == fingerprinter.is_keyed();
@@ -469,7 +482,7 @@ async fn explain(
     let mut sources = BTreeMap::new();
     for config in references.keys() {
         let values = read_values && consumption.contains_key(config);
-        let source = read_source(client, namespace, config, values).await;
+        let source = read_source(client, namespace, config, values, watching.reloader_compat).await;
         sources.insert(config.clone(), source);
     }
     let key = WorkloadKey {
@@ -765,11 +778,6 @@ fn evaluate(
     fingerprinter: Option<&Fingerprinter>,
     settings: &PublishedSettings,
 ) -> Evaluation {
-    let consumption = entry.consumption.expand();
-    let unreadable = consumption
-        .keys()
-        .filter_map(|config| sources.get(config))
-        .any(|source| source.exists.is_err());
     let mut cache = Cache::default();
     for (config, source) in sources {
         if let Some(digests) = &source.entry {
@@ -782,6 +790,12 @@ fn evaluate(
         }
     }
     cache.apply_workload(key.clone(), entry.clone());
+    // What it consumes now, as the controller reads it (regular-expression entries included).
+    let consumption = cache.consumption(key, entry);
+    let unreadable = consumption
+        .keys()
+        .filter_map(|config| sources.get(config))
+        .any(|source| source.exists.is_err());
     let per_object = entry
         .facts
         .record
@@ -1004,6 +1018,7 @@ async fn read_source(
     namespace: &Namespace,
     config: &ConfigRef,
     values: bool,
+    reloader_compat: bool,
 ) -> Source {
     if !is_dns1123_subdomain(&config.name) {
         return Source {
@@ -1017,7 +1032,10 @@ async fn read_source(
     let read = if values {
         rollsafe_kube::read_source_reduced(client, kind, namespace, name, GET_TIMEOUT, |object| {
             let opted_out_by = opted_out_by(object.pointer("/metadata/annotations"));
-            (SourceEntry::from_object(kind, object), opted_out_by)
+            (
+                SourceEntry::from_object_in(kind, object, reloader_compat),
+                opted_out_by,
+            )
         })
         .await
         .map(|read| read.map(|(entry, by)| (Some(entry), by)))
@@ -1048,6 +1066,43 @@ async fn read_source(
             entry: None,
         },
     }
+}
+
+/// The Secrets and ConfigMaps of `namespace` whose names `patterns` match (a metadata list per
+/// kind the patterns name); none when a list fails (the objects are then not shown, and what
+/// they decide reads as the others').
+async fn matching_objects(
+    client: &kube::Client,
+    namespace: &Namespace,
+    patterns: &[reloader::NamePattern],
+) -> Vec<ConfigRef> {
+    let mut found = Vec::new();
+    for kind in [TargetKind::Secret, TargetKind::ConfigMap] {
+        if !patterns.iter().any(|pattern| pattern.kind == kind) {
+            continue;
+        }
+        let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+            client.clone(),
+            namespace.as_str(),
+            &rollsafe_kube::read::api_resource(kind),
+        );
+        let listed = tokio::time::timeout(
+            LIST_PAGE_TIMEOUT,
+            api.list_metadata(&kube::api::ListParams::default()),
+        )
+        .await;
+        let Ok(Ok(list)) = listed else {
+            continue;
+        };
+        found.extend(
+            list.items
+                .into_iter()
+                .filter_map(|object| object.metadata.name)
+                .filter(|name| patterns.iter().any(|pattern| pattern.matches(kind, name)))
+                .map(|name| ConfigRef { kind, name }),
+        );
+    }
+    found
 }
 
 /// Which opt-out annotation of a source says "false", if any.

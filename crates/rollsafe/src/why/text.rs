@@ -91,7 +91,9 @@ pub(super) fn text(why: &Why) -> String {
             Some(code) => out.push_str(&format!(
                 "\nlast:      the Events could not be listed ({code})"
             )),
-            None => out.push_str("\nlast:      no Rolled, Recovered, RolloutDeferred, Halted or Reverted Event"),
+            None => out.push_str(
+                "\nlast:      no Rolled, Recovered, RolloutDeferred, Halted or Reverted Event",
+            ),
         },
     }
     match last.record {
