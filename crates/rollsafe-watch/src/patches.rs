@@ -16,12 +16,12 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use rollsafe_core::workload::WatchedKind;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 
 use crate::annotations::FIELD_MANAGER;
+use rollsafe_kube::read::workload_resource;
 use crate::cache::WorkloadKey;
 use crate::limits::TokenBucket;
 use crate::outcome::{Purpose, Write};
@@ -280,12 +280,4 @@ async fn send(
         Ok(Ok(object)) => Ok(object),
         other => Err(Unsent::of(other)),
     }
-}
-
-/// The API resource of a workload kind.
-pub fn workload_resource(kind: WatchedKind) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(kind.group(), kind.version(), kind.as_str()),
-        kind.plural(),
-    )
 }

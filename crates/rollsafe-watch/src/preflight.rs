@@ -14,14 +14,14 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use rollsafe_core::reference::TargetKind;
 use rollsafe_core::workload::WatchedKind;
 use thiserror::Error;
 use tracing::{info, warn};
 
-use crate::patches::workload_resource;
+use rollsafe_kube::read::{api_resource, workload_resource};
 use crate::settings::ControllerSettings;
 
 /// How long each startup check may take.
@@ -137,7 +137,7 @@ pub async fn run(
         let api = scoped(
             client,
             namespace.as_deref(),
-            &source_resource(first_source_kind(settings)),
+            &api_resource(first_source_kind(settings)),
         );
         check_selector(SelectorFlag::SourceSelector, &api, &selector).await?;
     }
@@ -169,12 +169,6 @@ fn scoped(
     }
 }
 
-fn source_resource(kind: TargetKind) -> ApiResource {
-    match kind {
-        TargetKind::Secret => ApiResource::erase::<Secret>(&()),
-        TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
-    }
-}
 
 /// The kind of source a startup check asks about: Secrets, unless they are not watched.
 fn first_source_kind(settings: &ControllerSettings) -> TargetKind {

@@ -27,7 +27,7 @@ use crate::cache::{
 };
 use crate::freshness::{self, Activity, Restart};
 use crate::metrics::ControllerMetrics;
-use crate::patches::workload_resource;
+use rollsafe_kube::read::workload_resource;
 use crate::reduced::{ConfigMaps, Reduced, Secrets, SourceType};
 use crate::settings::{ControllerSettings, STREAM_BUFFER};
 use crate::workload_object::WorkloadObject;

@@ -2900,7 +2900,7 @@ async fn approve(env: &Env, name: &str) {
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
         env.connection.client(None),
         NS,
-        &rollsafe_watch::patches::workload_resource(
+        &rollsafe_kube::read::workload_resource(
             rollsafe_core::workload::WatchedKind::Deployment,
         ),
     );

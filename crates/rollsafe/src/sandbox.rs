@@ -91,7 +91,15 @@ async fn sandbox(args: Args) -> anyhow::Result<ExitCode> {
     let watch = crate::watch::start_for_sandbox(&cluster.kubeconfig, NAMESPACE).await?;
     let tokens = DemoTokens::mint(&secret)?;
     let shutdown = process::ShutdownSignal::install()?;
-    announce(&args, &url, &metrics, &tokens, &cluster)?;
+    let controller_metrics = format!("http://{}/metrics", watch.admin_addr);
+    announce(
+        &args,
+        &url,
+        &metrics,
+        &controller_metrics,
+        &tokens,
+        &cluster,
+    )?;
     server.run(shutdown.recv()).await;
     watch.abort();
     cluster.shutdown().await;
@@ -246,6 +254,7 @@ fn announce(
     args: &Args,
     url: &str,
     metrics: &str,
+    controller_metrics: &str,
     tokens: &DemoTokens,
     cluster: &DemoCluster,
 ) -> anyhow::Result<()> {
@@ -256,6 +265,8 @@ fn announce(
             "kubeconfig": cluster.kubeconfig,
             "namespace": NAMESPACE,
             "page": format!("{url}/"),
+            "metrics": metrics,
+            "controllerMetrics": controller_metrics,
         });
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{line}")?;
@@ -269,6 +280,7 @@ fn announce(
             banner(&Banner {
                 url,
                 metrics,
+                controller_metrics,
                 binary: &binary,
                 alice: &tokens.alice,
                 bob: &tokens.bob,
@@ -284,6 +296,7 @@ fn announce(
 struct Banner<'a> {
     url: &'a str,
     metrics: &'a str,
+    controller_metrics: &'a str,
     binary: &'a str,
     alice: &'a str,
     bob: &'a str,
@@ -295,6 +308,7 @@ fn banner(b: &Banner<'_>) -> String {
     let Banner {
         url,
         metrics,
+        controller_metrics,
         binary,
         alice,
         bob,
@@ -312,7 +326,8 @@ rollsafe sandbox is ready.
 
   Web page    {url}/   (sign in with alice's token below)
   API         {url}
-  Metrics     {metrics}   (the API server's; the controller runs in-process without a listener)
+  Metrics     {metrics}   (the API server's)
+  Controller  {controller_metrics}   (rollsafe watch's: rolls, halts, reaction, /readyz)
   Kubernetes  {emulator}   (kubectl --kubeconfig {kubeconfig} get deploy,sts,ds -n {NAMESPACE})
 
 Token for alice@example.com (groups platform, developers — an admin):

@@ -558,16 +558,37 @@ pub(crate) const SANDBOX_FLAP_LIMIT: rollsafe_watch::limits::FlapLimit =
 /// How long the sandbox waits for the controller's first adoptions before it reports ready.
 const SANDBOX_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The sandbox's controller, running: its task, and where its admin listener (`/metrics`,
+/// `/healthz`, `/readyz`) answers.
+pub(crate) struct SandboxController {
+    task: tokio::task::JoinHandle<()>,
+    admin: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// The admin listener's address (loopback, a free port).
+    pub(crate) admin_addr: SocketAddr,
+}
+
+impl SandboxController {
+    /// Stops the controller and its listener.
+    pub(crate) fn abort(&self) {
+        self.task.abort();
+        self.admin.abort();
+    }
+}
+
 /// Starts the controller for `rollsafe sandbox`: every workload of `namespace` opted in
-/// (`--all`), a one-second debounce. Returns once it has listed everything and adopted what it
-/// watches, so the sandbox's own restart demo never races an adoption patch.
+/// (`--all`), a one-second debounce, its metrics on a loopback admin listener of its own.
+/// Returns once it has listed everything and adopted what it watches, so the sandbox's own
+/// restart demo never races an adoption patch.
 pub(crate) async fn start_for_sandbox(
     kubeconfig: &std::path::Path,
     namespace: &str,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+) -> anyhow::Result<SandboxController> {
     let connection = rollsafe_kube::Connection::from_kubeconfig(Some(kubeconfig), None)
         .await
         .context("cannot connect the controller to the emulator")?;
+    let metrics = ControllerMetrics::default();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
     let controller = Controller::new(
         connection.client(None),
         ControllerSettings {
@@ -581,8 +602,21 @@ pub(crate) async fn start_for_sandbox(
             }),
             ..ControllerSettings::default()
         },
-    );
+    )
+    .with_metrics(metrics);
     let mut status = controller.status();
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .context("cannot listen for the controller's metrics")?;
+    let admin_addr = listener
+        .local_addr()
+        .context("the controller's listener has no address")?;
+    let admin = tokio::spawn(admin::serve(
+        listener,
+        Arc::new(registry),
+        controller.status(),
+        std::future::pending(),
+    ));
     let task = tokio::spawn(async move {
         if let Err(error) = controller.run(std::future::pending()).await {
             warn!(code = error.code(), "the sandbox controller stopped");
@@ -595,7 +629,11 @@ pub(crate) async fn start_for_sandbox(
     .await
     .context("the controller did not become ready")?
     .context("the controller stopped")?;
-    Ok(task)
+    Ok(SandboxController {
+        task,
+        admin,
+        admin_addr,
+    })
 }
 
 #[cfg(test)]

@@ -109,7 +109,18 @@ fn sandbox_end_to_end() {
     let mut sandbox = start();
     let ready = sandbox.ready.clone();
     let keys: Vec<_> = ready.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys, ["url", "token", "kubeconfig", "namespace", "page"]);
+    assert_eq!(
+        keys,
+        [
+            "url",
+            "token",
+            "kubeconfig",
+            "namespace",
+            "page",
+            "metrics",
+            "controllerMetrics"
+        ]
+    );
     let url = ready["url"].as_str().unwrap();
     assert_eq!(ready["page"], format!("{url}/"), "the web page's URL");
     let token = ready["token"].as_str().unwrap();
@@ -402,6 +413,21 @@ fn the_banner_shows_the_binary_the_ports_and_how_to_resume() {
         answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"),
         "{answer}"
     );
+    // The controller's own metrics, on a listener of its own.
+    let controller = banner
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("Controller"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("a Controller line");
+    let address = controller
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("http://ADDR/metrics");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    std::io::Write::write_all(&mut stream, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.contains("rollsafe_watch_synced 1"), "{answer}");
     assert!(
         text.contains("A workload rolled 20 times within 10 minutes is halted"),
         "{text}"

@@ -5,10 +5,8 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Resource as _;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use rollsafe_core::reference::TargetKind;
+use kube::api::{Api, DynamicObject, ListParams};
 use rollsafe_core::rollout::follow::Observation;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -18,7 +16,8 @@ use crate::cache::{SourceKey, WORKLOAD_REF, WorkloadKey};
 use crate::freshness;
 use crate::metrics::ConfirmLabels;
 use crate::outcome::{Outcome, Purpose, SkipReason, Write};
-use crate::patches::{Answer, Sent, Unsent, workload_resource};
+use crate::patches::{Answer, Sent, Unsent};
+use rollsafe_kube::read::{api_resource, workload_resource};
 use crate::progression;
 use crate::settings::FAILURE_RECHECK;
 use crate::streams::{watching, workload};
@@ -449,10 +448,7 @@ impl Controller {
     /// The resourceVersion of a source as a consistent read returns it now (`0`: it does not
     /// exist, or the version is not a number); `None` when the read fails or times out.
     async fn read_version(&self, source: &SourceKey) -> Option<u64> {
-        let resource = match source.kind {
-            TargetKind::Secret => ApiResource::erase::<Secret>(&()),
-            TargetKind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
-        };
+        let resource = api_resource(source.kind);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &source.namespace, &resource);
         let params = ListParams::default().fields(&format!("metadata.name={}", source.name));

@@ -15,7 +15,7 @@ use crate::announce::{Announcement, Reason, workload_reference};
 use crate::cache::{ReloaderNote, SourceKey, WorkloadKey};
 use crate::digest;
 use crate::freshness;
-use crate::patches::workload_resource;
+use rollsafe_kube::read::workload_resource;
 use crate::rollouts::Finished;
 use crate::streams::{Ev, Item};
 
