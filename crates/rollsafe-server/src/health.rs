@@ -1,4 +1,5 @@
-//! The probes of the API listener: `GET /healthz` (the process answers) and `GET /readyz`
+//! The probes of the API listener: `GET /healthz` and `GET /livez` (the process answers: the
+//! liveness probe under either name, as `rollsafe watch` answers them) and `GET /readyz`
 //! (Kubernetes answers the server, within [`READY_TIMEOUT`]).
 
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use crate::state::AppState;
 /// The readiness check's time limit.
 const READY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `GET /healthz`.
+/// `GET /healthz` and `GET /livez`.
 pub(crate) async fn healthz() -> Response {
     Json(json!({ "status": "ok" })).into_response()
 }

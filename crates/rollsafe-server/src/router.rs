@@ -10,8 +10,8 @@
 //!   `crate::approve`.
 //! - `GET /api/config`, `/api/me`, `/api/namespaces`, `/api/namespaces/{namespace}/secrets`:
 //!   `crate::browse`.
-//! - `/auth/*`: [`crate::login`]; the page and its assets: [`crate::web`]; `/healthz`,
-//!   `/readyz`: `crate::health`.
+//! - `/auth/*`: [`crate::login`]; the page and its assets: [`crate::web`]; `/healthz`
+//!   (also `/livez`), `/readyz`: `crate::health`.
 //!
 //! Each route is written once, in one table (path, metrics label, handler): the router is
 //! built from it and the middleware labels responses from it.
@@ -123,6 +123,12 @@ const ROUTES: &[Route] = &[
     },
     Route {
         path: "/healthz",
+        label: "healthz",
+        handler: || get(health::healthz),
+    },
+    // The liveness probe under the name `rollsafe watch`'s admin listener also answers.
+    Route {
+        path: "/livez",
         label: "healthz",
         handler: || get(health::healthz),
     },

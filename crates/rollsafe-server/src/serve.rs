@@ -128,6 +128,7 @@ fn admin_router(metrics: Metrics) -> Router {
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
 }
 
 async fn serve(

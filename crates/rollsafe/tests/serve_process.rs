@@ -170,7 +170,9 @@ async fn a_stdout_and_stderr_nobody_reads_do_not_stop_the_server() {
     }
     for (addr, path) in [
         (&served.api, "/healthz"),
+        (&served.api, "/livez"),
         (&served.admin, "/healthz"),
+        (&served.admin, "/livez"),
         (&served.admin, "/metrics"),
     ] {
         let response = wire::get(addr, path)

@@ -99,6 +99,9 @@ async fn other_routes_and_metrics() {
     let (status, headers, _) = f.request(Method::GET, "/healthz", &[]).await;
     assert_eq!(status, 200);
     assert_eq!(headers["cache-control"], "no-store");
+    // The liveness probe under the name `rollsafe watch` answers too.
+    let (status, _, body) = f.request(Method::GET, "/livez", &[]).await;
+    assert_eq!((status.as_u16(), body), (200, json!({"status": "ok"})));
     let (status, headers, body) = f.request(Method::GET, "/nope", &[]).await;
     assert_eq!(
         (status.as_u16(), body),
