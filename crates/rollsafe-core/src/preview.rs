@@ -15,7 +15,7 @@
 //!                    "rollsNow": false, "deferral": "paused",
 //!                    "deferralReason": "the Deployment is paused",
 //!                    "watch": "opted_in", "halted": "flapping: …",
-//!                    "pending": { "heldBy": "approval", "at": "…", "digest": "v1:…" } } ] }
+//!                    "pending": { "heldBy": "approval", "since": "…", "digest": "v1:…" } } ] }
 //! ```
 //!
 //! `workloads` holds the matches of the complete inventories only — exactly the workloads a
@@ -159,10 +159,13 @@ pub struct Consumer {
 pub struct PendingRoll {
     /// `window` or `approval`.
     pub held_by: HeldBy,
-    /// For a window: when it opens (UTC; absent when it never does). For an approval: since
-    /// when it waits.
+    /// For an approval: since when it waits (UTC; absent when not said). The same name
+    /// `rollsafe why` and the page use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at: Option<String>,
+    pub since: Option<String>,
+    /// For a window: when it opens (UTC; absent when it never does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
     /// The workload digest of the roll held (what an approval approves).
     pub digest: String,
 }
@@ -175,9 +178,15 @@ impl PendingRoll {
             .get(PENDING)?
             .as_str()?;
         let read = PendingMark::parse(mark)?;
+        let at = read.at.filter(|at| *at != "-").map(str::to_owned);
+        let (since, until) = match read.held_by {
+            HeldBy::Approval => (at, None),
+            HeldBy::Window => (None, at),
+        };
         Some(Self {
             held_by: read.held_by,
-            at: read.at.filter(|at| *at != "-").map(str::to_owned),
+            since,
+            until,
             digest: read.digest.to_owned(),
         })
     }

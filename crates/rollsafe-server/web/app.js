@@ -258,11 +258,11 @@ function approvedText(approved) {
 function pendingText(workload, namespace) {
   const pending = workload.pending;
   if (pending.heldBy === "approval") {
-    const since = pending.at ? ` since ${pending.at}` : "";
+    const since = pending.since ? ` since ${pending.since}` : "";
     return `Roll pending: awaits approval${since}; approve with rollsafe approve -n ${namespace} ${workload.kind.toLowerCase()}/${workload.name}.`;
   }
-  return pending.at
-    ? `Roll pending: held by a restart window until ${pending.at}.`
+  return pending.until
+    ? `Roll pending: held by a restart window until ${pending.until}.`
     : "Roll pending: held by a restart window until the window is changed.";
 }
 

@@ -200,7 +200,11 @@ fn path(reference: &Reference) -> String {
 
 /// The roll `rollsafe watch` holds, in words.
 fn held(pending: &PendingRoll) -> String {
-    match (pending.held_by, &pending.at) {
+    let at = match pending.held_by {
+        HeldBy::Window => &pending.until,
+        HeldBy::Approval => &pending.since,
+    };
+    match (pending.held_by, at) {
         (HeldBy::Window, Some(at)) => {
             format!("by rollsafe watch: a restart window holds a roll until {at}")
         }

@@ -448,7 +448,7 @@ fn the_text_says_what_will_not_roll_now_and_what_the_controller_does() {
     assert_eq!(code, 0);
     assert_eq!(
         json["workloads"][1]["pending"],
-        json!({"heldBy": "window", "at": "2031-01-01T02:00:00Z", "digest": "v1:abc"})
+        json!({"heldBy": "window", "until": "2031-01-01T02:00:00Z", "digest": "v1:abc"})
     );
     let (code, text, stderr) = rollsafe_text(
         &env,
