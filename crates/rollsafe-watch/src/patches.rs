@@ -30,8 +30,6 @@ use crate::outcome::{Purpose, Write};
 pub const PATCH_CONCURRENCY: usize = 8;
 /// Of those, how many may be adoptions; the rest are kept for rolls.
 pub const ADOPTION_CONCURRENCY: usize = 4;
-/// The default adoption pace: first records written per second.
-pub const DEFAULT_ADOPTIONS_PER_SECOND: u32 = 50;
 
 /// A patch's answer, with what the loop needs to carry it out.
 pub struct Sent {

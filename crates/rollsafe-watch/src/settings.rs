@@ -14,6 +14,8 @@ use crate::freshness;
 use crate::limits::FlapLimit;
 use crate::windows::WallClock;
 
+/// The default adoption pace: first records written per second ([`crate::patches`]).
+pub const DEFAULT_ADOPTIONS_PER_SECOND: u32 = 50;
 /// The default debounce window.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
 /// How long one patch may take.
@@ -149,7 +151,7 @@ impl Default for ControllerSettings {
             watch_timeout: freshness::WATCH_TIMEOUT_SECONDS,
             max_rolls_per_minute: DEFAULT_ROLLS_PER_MINUTE,
             burst: DEFAULT_BURST,
-            max_adoptions_per_second: crate::patches::DEFAULT_ADOPTIONS_PER_SECOND,
+            max_adoptions_per_second: DEFAULT_ADOPTIONS_PER_SECOND,
             flap_limit: FlapLimit::default(),
             instance: None,
             progress_deadline: DEFAULT_PROGRESS_DEADLINE,

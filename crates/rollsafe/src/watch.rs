@@ -120,7 +120,7 @@ pub(crate) struct Args {
     burst: u32,
     /// First records written per second while adopting workloads (0: unpaced). Rolls never
     /// wait for adoptions: they have patch slots of their own.
-    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::patches::DEFAULT_ADOPTIONS_PER_SECOND, env = "ROLLSAFE_WATCH_MAX_ADOPTIONS_PER_SECOND")]
+    #[arg(long, value_name = "N", default_value_t = rollsafe_watch::settings::DEFAULT_ADOPTIONS_PER_SECOND, env = "ROLLSAFE_WATCH_MAX_ADOPTIONS_PER_SECOND")]
     max_adoptions_per_second: u32,
     /// Roll only inside this restart window, unless a workload or a changed object names its
     /// own with rollsafe.dev/restart-window (`Mon-Fri 09:00-17:00 Europe/Berlin`; see
