@@ -33,6 +33,11 @@
 //! changes at [`RATE`]/s split by fan-out (1 and 5 consumers) p50/p99/max against the same
 //! writes sent bare; correctness (every consumer rolled exactly once, nothing else rolled).
 //!
+//! Read-only, against your own cluster: `ROLLSAFE_SCALE_KUBECONFIG=~/.kube/config` (its current
+//! context) runs only the baselines (a paged and a streaming list of the five kinds), the
+//! controller's cold start against them and its memory after the steady window, with
+//! `rollsafe watch --dry-run` (no patch); nothing is created or changed.
+//!
 //! Knobs: `ROLLSAFE_SCALE_CHANGES` (200), `ROLLSAFE_SCALE_STEADY_SECONDS` (60),
 //! `ROLLSAFE_SCALE_LOG_DIR` (the controller's logs; a temporary folder otherwise).
 
@@ -97,6 +102,9 @@ struct Profile {
     fixed_address: Option<&'static str>,
     /// The command, from a kubeconfig and an admin address.
     command: fn(&Path, SocketAddr) -> Command,
+    /// What makes it write nothing, for the read-only run against your own cluster; `None`:
+    /// it has no such mode.
+    read_only: Option<&'static [&'static str]>,
 }
 
 fn rollsafe_command(kubeconfig: &Path, admin: SocketAddr) -> Command {
@@ -131,6 +139,7 @@ const PROFILES: [Profile; 2] = [
         ready_path: "/readyz",
         fixed_address: None,
         command: rollsafe_command,
+        read_only: Some(&["--dry-run"]),
     },
     Profile {
         name: "reloader",
@@ -140,6 +149,7 @@ const PROFILES: [Profile; 2] = [
         ready_path: "/metrics",
         fixed_address: Some("127.0.0.1:9090"),
         command: reloader_command,
+        read_only: None,
     },
 ];
 
@@ -376,21 +386,21 @@ async fn list_all<K: serde::de::DeserializeOwned + Clone>(
 }
 
 /// A streaming list (`sendInitialEvents=true`) of one kind, read to its initial-events-end
-/// bookmark; its objects.
-async fn stream_all<K>(api: Api<K>) -> usize
+/// bookmark; its objects, or `None` where the server does not serve streaming lists.
+async fn stream_all<K>(api: Api<K>) -> Option<usize>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
     let mut stream = watcher(api, watcher::Config::default().streaming_lists()).boxed();
     let mut items = 0;
     while let Some(event) = stream.next().await {
-        match event.unwrap() {
+        match event.ok()? {
             watcher::Event::InitApply(_) => items += 1,
-            watcher::Event::InitDone => return items,
+            watcher::Event::InitDone => return Some(items),
             _ => {}
         }
     }
-    items
+    None
 }
 
 /// The bench's view of every Deployment: its pod template and when it changed.
@@ -784,6 +794,121 @@ fn reaction(samples: &[Duration], baseline: &[Duration]) -> (String, String) {
     )
 }
 
+/// A paged list and a streaming list of the five kinds, one kind after another: (paged time,
+/// streaming time, objects, JSON bytes of the pages).
+async fn baselines(client: &kube::Client) -> (Duration, Option<Duration>, usize, usize) {
+    let client = client.clone();
+    let started = Instant::now();
+    let kinds = [
+        list_all::<Secret>(&client, "/api/v1/secrets").await,
+        list_all::<ConfigMap>(&client, "/api/v1/configmaps").await,
+        list_all::<Deployment>(&client, "/apis/apps/v1/deployments").await,
+        list_all::<StatefulSet>(&client, "/apis/apps/v1/statefulsets").await,
+        list_all::<DaemonSet>(&client, "/apis/apps/v1/daemonsets").await,
+    ];
+    let paged = started.elapsed();
+    let listed: usize = kinds.iter().map(|k| k.0).sum();
+    let listed_bytes: usize = kinds.iter().map(|k| k.1).sum();
+    let started = Instant::now();
+    let streamed = async {
+        Some(
+            stream_all(Api::<Secret>::all(client.clone())).await?
+                + stream_all(Api::<ConfigMap>::all(client.clone())).await?
+                + stream_all(Api::<Deployment>::all(client.clone())).await?
+                + stream_all(Api::<StatefulSet>::all(client.clone())).await?
+                + stream_all(Api::<DaemonSet>::all(client.clone())).await?,
+        )
+    }
+    .await;
+    let streaming = streamed.map(|_| started.elapsed());
+    (paged, streaming, listed, listed_bytes)
+}
+
+/// `a` against `b` as `0.00×`.
+fn ratio(a: Duration, b: Duration) -> String {
+    format!("{:.2}×", a.as_secs_f64() / b.as_secs_f64())
+}
+
+/// The streaming list's time, or that it is not served.
+fn streaming_text(streaming: Option<Duration>) -> String {
+    streaming.map_or_else(
+        || "not served".to_owned(),
+        |d| format!("{:.2} s", d.as_secs_f64()),
+    )
+}
+
+/// Spawns the controller and waits for its readiness: (process, pid, cold start).
+async fn start_controller(
+    profile: &Profile,
+    kubeconfig: &Path,
+    log: PathBuf,
+    extra: &[&str],
+) -> (Process, u32, Duration, SocketAddr) {
+    let address = profile
+        .fixed_address
+        .map_or_else(free_port, |a| a.parse().unwrap());
+    let mut command = (profile.command)(kubeconfig, address);
+    command
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let started = Instant::now();
+    let mut process = Process {
+        child: command.spawn().unwrap(),
+        log,
+    };
+    let pid = process.child.id();
+    loop {
+        if http_status(address, profile.ready_path).await == Some(200) {
+            break;
+        }
+        process.check_alive();
+        assert!(started.elapsed() < READY_DEADLINE, "never ready");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (process, pid, started.elapsed(), address)
+}
+
+/// The read-only run against a cluster of your own: baselines, cold start, memory; no writes.
+async fn read_only(kubeconfig: &Path, profile: &Profile, logs: &Path) {
+    let extra = profile
+        .read_only
+        .unwrap_or_else(|| panic!("{} has no mode that writes nothing", profile.name));
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig).unwrap(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let (paged, streaming, listed, listed_bytes) = baselines(&client).await;
+    let log = logs.join(format!("{}-read-only.log", profile.name));
+    let (mut process, pid, cold, _) = start_controller(profile, kubeconfig, log, extra).await;
+    let (_, hwm_ready) = memory(pid);
+    tokio::time::sleep(Duration::from_secs(setting(
+        "ROLLSAFE_SCALE_STEADY_SECONDS",
+        60,
+    )))
+    .await;
+    process.check_alive();
+    let (rss, hwm) = memory(pid);
+    println!(
+        "{} read-only: {listed} objects, {:.1} MB of JSON; cold start {:.2} s against {:.2} s paged / {} streaming ({} / {}); VmRSS steady {:.1} MiB ({} B/object), VmHWM {:.1} MiB ({:.1} at ready)",
+        profile.name,
+        listed_bytes as f64 / 1e6,
+        cold.as_secs_f64(),
+        paged.as_secs_f64(),
+        streaming_text(streaming),
+        ratio(cold, paged),
+        streaming.map_or_else(|| "—".to_owned(), |s| ratio(cold, s)),
+        mib(rss),
+        rss / listed.max(1) as u64,
+        mib(hwm),
+        mib(hwm_ready)
+    );
+}
+
 /// One size's figures, as rows of (figure, value).
 type Column = Vec<(String, String)>;
 
@@ -842,29 +967,7 @@ async fn run(size: Size, profile: &Profile, logs: &Path) -> Column {
         ),
     );
 
-    // Baselines: a paged and a streaming list of the five kinds.
-    let started = Instant::now();
-    let kinds = [
-        list_all::<Secret>(&client, "/api/v1/secrets").await,
-        list_all::<ConfigMap>(&client, "/api/v1/configmaps").await,
-        list_all::<Deployment>(&client, "/apis/apps/v1/deployments").await,
-        list_all::<StatefulSet>(&client, "/apis/apps/v1/statefulsets").await,
-        list_all::<DaemonSet>(&client, "/apis/apps/v1/daemonsets").await,
-    ];
-    let paged = started.elapsed();
-    let listed: usize = kinds.iter().map(|k| k.0).sum();
-    let listed_bytes: usize = kinds.iter().map(|k| k.1).sum();
-    let started = Instant::now();
-    let streamed = stream_all(Api::<Secret>::all(client.clone())).await
-        + stream_all(Api::<ConfigMap>::all(client.clone())).await
-        + stream_all(Api::<Deployment>::all(client.clone())).await
-        + stream_all(Api::<StatefulSet>::all(client.clone())).await
-        + stream_all(Api::<DaemonSet>::all(client.clone())).await;
-    let streaming = started.elapsed();
-    assert!(
-        streamed >= listed.saturating_sub(10),
-        "the streaming list fell short"
-    );
+    let (paged, streaming, listed, listed_bytes) = baselines(&client).await;
 
     let (tracker, mut synced, watch) = track(client.clone(), profile.adoption);
     synced.wait_for(|s| *s).await.unwrap();
@@ -874,40 +977,19 @@ async fn run(size: Size, profile: &Profile, logs: &Path) -> Column {
     let (etcd_rss_without, _) = memory(etcd);
 
     // Cold start.
-    let address = profile
-        .fixed_address
-        .map_or_else(free_port, |a| a.parse().unwrap());
     let log = logs.join(format!("{}-{}.log", profile.name, size.secrets));
-    let mut command = (profile.command)(&info.kubeconfig, address);
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap());
-    let started = Instant::now();
-    let mut process = Process {
-        child: command.spawn().unwrap(),
-        log,
-    };
-    let pid = process.child.id();
-    loop {
-        if http_status(address, profile.ready_path).await == Some(200) {
-            break;
-        }
-        process.check_alive();
-        assert!(started.elapsed() < READY_DEADLINE, "never ready");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let cold = started.elapsed();
+    let (mut process, pid, cold, _) = start_controller(profile, &info.kubeconfig, log, &[]).await;
+    let started = Instant::now() - cold;
     let (_, hwm_ready) = memory(pid);
     row(
         "cold start → ready / paged list / streaming list",
         format!(
-            "{:.2} s / {:.2} s / {:.2} s: {:.2}× / {:.2}× ({listed} objects, {:.1} MB JSON)",
+            "{:.2} s / {:.2} s / {}: {} / {} ({listed} objects, {:.1} MB JSON)",
             cold.as_secs_f64(),
             paged.as_secs_f64(),
-            streaming.as_secs_f64(),
-            cold.as_secs_f64() / paged.as_secs_f64(),
-            cold.as_secs_f64() / streaming.as_secs_f64(),
+            streaming_text(streaming),
+            ratio(cold, paged),
+            streaming.map_or_else(|| "—".to_owned(), |s| ratio(cold, s)),
             listed_bytes as f64 / 1e6
         ),
     );
@@ -1116,6 +1198,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if let Some(kubeconfig) = std::env::var_os("ROLLSAFE_SCALE_KUBECONFIG") {
+        runtime.block_on(read_only(Path::new(&kubeconfig), profile, &logs));
+        return;
+    }
     let started = Instant::now();
     let sizes = sizes();
     let mut columns = Vec::new();
