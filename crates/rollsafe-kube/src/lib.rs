@@ -12,6 +12,8 @@
 //! - [`inventory`]: the paged, budgeted listing of one workload kind and its consistency rules.
 //! - [`read`]: single-object reads (Secret, ConfigMap) for preflight checks.
 //! - [`review`]: TokenReview, for servers that accept Kubernetes bearer tokens.
+//! - [`least_privilege`]: the chart's documented minimum RBAC per mode, and the review of a
+//!   release's ServiceAccounts against it (`rollsafe review rbac`).
 //!
 //! Results and logs carry kinds, names, codes and HTTP statuses only: never upstream error
 //! text, uids, resourceVersions or credentials.
@@ -23,6 +25,7 @@ pub mod connection;
 pub mod engine;
 pub mod follow;
 pub mod inventory;
+pub mod least_privilege;
 pub mod progressive;
 pub mod published;
 pub mod read;

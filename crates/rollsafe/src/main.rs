@@ -28,6 +28,7 @@ mod render;
 mod restart;
 mod restart_consumers;
 mod restart_exit;
+mod review;
 mod sandbox;
 mod serve;
 mod stdout;
@@ -91,6 +92,9 @@ enum Command {
     /// at the first consumer whose rollout does not complete.
     #[command(after_help = follow::WAIT_EXIT_CODES)]
     RestartConsumers(restart_consumers::Args),
+    /// Review an installed release: `review rbac` prints what each of the chart's
+    /// ServiceAccounts may do and its difference from the documented minimum.
+    Review(review::Args),
     /// Serve the Restart Consumers API.
     Serve(serve::Args),
     /// Print a session token signed with SESSION_SECRET.
@@ -148,6 +152,7 @@ fn main() -> ExitCode {
         Command::Restart(args) => restart::run(args),
         Command::Sandbox(args) => sandbox::run(args),
         Command::RestartConsumers(args) => restart_consumers::run(args),
+        Command::Review(args) => review::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Token(args) => token::run(args),
         Command::Watch(args) => watch::run(args),

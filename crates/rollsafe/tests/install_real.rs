@@ -44,6 +44,7 @@ use std::time::Duration;
 use install_common::{free_port, helm_python, http_status, objects, render_as};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use rollsafe_core::annotations::RESTART_ANNOTATION;
+use rollsafe_kube::least_privilege::{Component, Mode};
 use rollsafe_testing::control_plane::ControlPlaneInfo;
 use rollsafe_testing::{Substrate, TestNamespace, Workload, eventually, shared_control_plane};
 use serde_json::{Value, json};
@@ -55,70 +56,32 @@ const LEASE: &str = "rollsafe-watch";
 const INSTANCE: &str = "controller-0";
 
 // ---------------------------------------------------------------------------------------------
-// The documented minimum (docs/install.md), as `kubectl auth can-i --list` names it: the
-// resource (`resource.group`), the resource names (empty: any) and the verbs.
-
-type Documented = (
-    &'static str,
-    &'static [&'static str],
-    &'static [&'static str],
-);
-
-/// "RBAC, generated from the mode": namespace scope, impersonation off — in the release
-/// namespace only (Role `<fullname>-restart` and Role `<fullname>-access-rules`).
-const SERVER_RELEASE_NAMESPACE: &[Documented] = &[
-    ("secrets", &[], &["get"]),
-    ("deployments.apps", &[], &["list", "patch"]),
-    ("statefulsets.apps", &[], &["list", "patch"]),
-    ("daemonsets.apps", &[], &["list", "patch"]),
-    ("configmaps", &["krypton-access"], &["get"]),
-    // The settings the controller publishes on its Lease, for the consumers preview.
-    ("leases.coordination.k8s.io", &[LEASE], &["get"]),
-];
-
-/// "The controller": in every watched namespace (a Role each, or the ClusterRole).
-const CONTROLLER_WATCHED: &[Documented] = &[
-    ("secrets", &[], &["list", "watch"]),
-    ("configmaps", &[], &["list", "watch"]),
-    ("deployments.apps", &[], &["list", "watch", "patch"]),
-    ("statefulsets.apps", &[], &["list", "watch", "patch"]),
-    ("daemonsets.apps", &[], &["list", "watch", "patch"]),
-    ("cronjobs.batch", &[], &["list", "watch", "patch"]),
-    ("events.events.k8s.io", &[], &["create", "patch"]),
-];
-
-/// "The controller": the Lease, in the release namespace only.
-const CONTROLLER_LEASE: &[Documented] = &[
-    ("leases.coordination.k8s.io", &[LEASE], &["get", "patch"]),
-    ("leases.coordination.k8s.io", &[], &["create"]),
-];
+// The documented minimum (docs/install.md) is `rollsafe_kube::least_privilege::RULES`, the table
+// `rollsafe review rbac` compares an install with; the mode is read from the rendered
+// Deployment's environment, as the command reads it from the installed one.
 
 /// One permission of `kubectl auth can-i --list`: resource, non-resource URL, resource name,
 /// verb (empty strings where a column is empty).
 type Grant = (String, String, String, String);
 
-fn expand(tables: &[&[Documented]]) -> BTreeSet<Grant> {
-    let mut grants = BTreeSet::new();
-    for table in tables {
-        for (resource, names, verbs) in *table {
-            let names: Vec<&str> = if names.is_empty() {
-                vec![""]
-            } else {
-                names.to_vec()
-            };
-            for name in names {
-                for verb in *verbs {
-                    grants.insert((
-                        (*resource).to_owned(),
-                        String::new(),
-                        name.to_owned(),
-                        (*verb).to_owned(),
-                    ));
-                }
-            }
-        }
-    }
-    grants
+/// The documented minimum of the ServiceAccount of `deployment` (its mode read from its
+/// environment) in `namespace`, as `kubectl auth can-i --list` grants.
+fn documented(deployment: &Value, component: Component, namespace: &str) -> BTreeSet<Grant> {
+    let release_namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
+    let literal = env
+        .iter()
+        .filter_map(|v| Some((v["name"].as_str()?, v["value"].as_str()?)));
+    let mode = Mode::from_env(component, release_namespace, literal);
+    let minimum = mode.minimum(namespace);
+    assert!(minimum.named_by_values.is_empty(), "{mode:?}");
+    minimum
+        .grants
+        .into_iter()
+        .map(|g| (g.resource, g.url, g.name, g.verb))
+        .collect()
 }
 
 /// Parses the table `kubectl auth can-i --list` prints (kubectl 1.33 has no `-o json` for it):
@@ -371,6 +334,7 @@ const RBAC_KINDS: [&str; 5] = [
 /// A release of the chart, rendered with real Helm under a name of the test's own (its
 /// ClusterRoles and ClusterRoleBindings are cluster-wide names on a shared cluster).
 struct Release {
+    name: String,
     fullname: String,
     objects: Vec<Value>,
 }
@@ -386,6 +350,7 @@ impl Release {
         let manifests = render_as(&real.python, values, &name, namespace);
         Self {
             fullname: format!("{name}-rollsafe"),
+            name,
             objects: objects(&manifests),
         }
     }
@@ -860,8 +825,9 @@ async fn server_namespace_scope_is_the_documented_minimum_on_real() {
     let baseline_sa = "rbac-baseline";
     real.admin_ok(&["-n", &r, "create", "serviceaccount", baseline_sa]);
     let baseline_token = real.token(&r, baseline_sa, None);
-    let documented = expand(&[SERVER_RELEASE_NAMESPACE]);
-    for (namespace, expected) in [(&r, &documented), (&other.name, &BTreeSet::new())] {
+    let server_deployment = release.deployment("server");
+    for namespace in [&r, &other.name] {
+        let expected = &documented(&server_deployment, Component::Server, namespace);
         let baseline = real.can_i_list(&baseline_token, namespace);
         // `/readyz` asks for `/version`: every authenticated user may (docs/install.md), so
         // the chart grants nothing for it.
@@ -1110,19 +1076,9 @@ async fn controller_scenario(mode: Watching) {
     let baseline_sa = "rbac-baseline";
     real.admin_ok(&["-n", &r, "create", "serviceaccount", baseline_sa]);
     let baseline_token = real.token(&r, baseline_sa, None);
-    let (in_release, in_watched, in_other) = match mode {
-        Watching::Namespaces => (
-            expand(&[CONTROLLER_LEASE]),
-            expand(&[CONTROLLER_WATCHED]),
-            BTreeSet::new(),
-        ),
-        Watching::Cluster => (
-            expand(&[CONTROLLER_WATCHED, CONTROLLER_LEASE]),
-            expand(&[CONTROLLER_WATCHED]),
-            expand(&[CONTROLLER_WATCHED]),
-        ),
-    };
-    for (namespace, expected) in [(&r, &in_release), (&a, &in_watched), (&o, &in_other)] {
+    let controller_deployment = release.deployment("controller");
+    for namespace in [&r, &a, &o] {
+        let expected = &documented(&controller_deployment, Component::Controller, namespace);
         let baseline = real.can_i_list(&baseline_token, namespace);
         let granted = real.can_i_list(&token, namespace);
         assert_exactly(&sa_user, namespace, &granted, &baseline, expected);
@@ -1214,4 +1170,313 @@ fn can_i_tables_are_parsed() {
             g("", "/version", "", "get"),
         ])
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `rollsafe review rbac`: the reviewer's one command, run on the real control plane for every
+// chart mode (docs/security.md, "For a reviewer").
+
+/// Renders the chart with `values` in a release namespace of its own, applies every
+/// ServiceAccount, Role, ClusterRole and binding and the Deployments (at zero replicas: the
+/// review reads a Deployment's environment for the mode, nothing needs to run), then runs
+/// `rollsafe review rbac` as the admin. Each namespace of `listed` exists (Roles go there) and
+/// replaces `{A}` in `values`. `tamper` may grant more before the review. The exit code, the
+/// JSON report, the text report and stderr.
+async fn review_release(
+    values: &str,
+    tamper: impl AsyncFnOnce(&Real, &str, &Release),
+) -> Option<(i32, Value, String, String)> {
+    let real = Real::new()?;
+    let release_ns = TestNamespace::create(Substrate::Real, "review-rbac").await;
+    let listed = TestNamespace::create(Substrate::Real, "review-rbac-a").await;
+    let r = release_ns.name.clone();
+    let values: Value = serde_json::from_str(&values.replace("{A}", &listed.name)).unwrap();
+    let release = Release::render(&real, &values, &r);
+    let mut applied: Vec<Value> = release
+        .objects
+        .iter()
+        .filter(|o| RBAC_KINDS.contains(&o["kind"].as_str().unwrap_or_default()))
+        .cloned()
+        .collect();
+    for mut deployment in release
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .cloned()
+    {
+        deployment["spec"]["replicas"] = json!(0);
+        applied.push(deployment);
+    }
+    let _cluster_scoped = ClusterScoped::of(&real, &applied);
+    real.apply(&applied, release_ns.dir.path());
+    tamper(&real, &r, &release).await;
+    let review = |output: &str| {
+        Command::new(env!("CARGO_BIN_EXE_rollsafe"))
+            .args([
+                "review",
+                "rbac",
+                "-n",
+                &r,
+                "--release",
+                &release.name,
+                "-o",
+                output,
+            ])
+            .arg("--kubeconfig")
+            .arg(&real.info.kubeconfig)
+            .args(["--context", "admin"])
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let json_run = review("json");
+    let text_run = review("text");
+    assert_eq!(json_run.status.code(), text_run.status.code());
+    let report: Value = serde_json::from_slice(&json_run.stdout).unwrap_or_else(|_| {
+        panic!(
+            "review rbac printed no JSON: {}",
+            String::from_utf8_lossy(&json_run.stderr)
+        )
+    });
+    let text = String::from_utf8(text_run.stdout).unwrap();
+    eprintln!("rollsafe review rbac:\n{text}");
+    let stderr = String::from_utf8(json_run.stderr).unwrap();
+    // Every ServiceAccount the chart created was reviewed, by name.
+    let created: BTreeSet<String> = release
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "ServiceAccount")
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    let reviewed: BTreeSet<String> = report["serviceAccounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(created, reviewed, "{report}");
+    listed.finish().await;
+    release_ns.finish().await;
+    Some((json_run.status.code().unwrap_or(-1), report, text, stderr))
+}
+
+/// Asserts a review found the install minimal: exit 0, `minimal`, no difference anywhere,
+/// nothing on stderr.
+fn assert_minimal(outcome: Option<(i32, Value, String, String)>) -> Option<Value> {
+    let (code, report, text, stderr) = outcome?;
+    assert_eq!(code, 0, "{report}\n{stderr}");
+    assert_eq!(report["minimal"], true, "{report}");
+    for account in report["serviceAccounts"].as_array().unwrap() {
+        for ns in account["namespaces"].as_array().unwrap() {
+            assert_eq!(ns["difference"]["extra"], json!([]), "{ns}");
+            assert_eq!(ns["difference"]["missing"], json!([]), "{ns}");
+        }
+    }
+    assert!(
+        text.trim_end()
+            .ends_with("every ServiceAccount is the documented minimum"),
+        "{text}"
+    );
+    assert_eq!(stderr, "", "stderr");
+    Some(report)
+}
+
+fn account<'a>(report: &'a Value, component: &str) -> &'a Value {
+    report["serviceAccounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["mode"]["component"] == component)
+        .unwrap_or_else(|| panic!("no {component} in {report}"))
+}
+
+/// Namespace scope, and the controller per namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_namespace_scope_and_controller_per_namespace_on_real() {
+    let values = r#"{"server": {"scope": "namespace"},
+                     "controller": {"enabled": true, "namespaces": ["{A}"]}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    assert_eq!(account(&report, "server")["described"], "namespace scope");
+    assert!(
+        account(&report, "controller")["described"]
+            .as_str()
+            .unwrap()
+            .starts_with("watching [")
+    );
+}
+
+/// Cluster scope with a list, and the controller cluster-wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_cluster_scope_with_a_list_and_controller_cluster_wide_on_real() {
+    let values = r#"{"server": {"scope": "cluster", "namespaces": ["{A}"]},
+                     "controller": {"enabled": true}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    assert!(
+        account(&report, "server")["described"]
+            .as_str()
+            .unwrap()
+            .starts_with("cluster scope with [")
+    );
+    assert_eq!(account(&report, "controller")["described"], "cluster-wide");
+}
+
+/// Cluster scope without a list (a ClusterRole with `list namespaces`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_cluster_scope_on_real() {
+    let values = r#"{"server": {"scope": "cluster"}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    let server = account(&report, "server");
+    assert_eq!(server["described"], "cluster scope");
+    let elsewhere = server["namespaces"].as_array().unwrap().last().unwrap();
+    assert!(
+        elsewhere["granted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["resource"] == "namespaces" && g["verb"] == "list"),
+        "{elsewhere}"
+    );
+}
+
+/// Impersonation bounded by `impersonation.users`/`groups`: the names are accepted and shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_impersonation_with_names_on_real() {
+    let values = r#"{"impersonation": {"enabled": true, "users": ["alice@example.com"],
+                                       "groups": ["platform", "developers"]}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    let server = account(&report, "server");
+    assert_eq!(server["described"], "namespace scope, impersonation");
+    let shown: BTreeSet<String> = server["namespaces"][0]["difference"]["namedByValues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            format!(
+                "{}/{}",
+                g["resource"].as_str().unwrap(),
+                g["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        BTreeSet::from([
+            "users/alice@example.com".to_owned(),
+            "groups/platform".to_owned(),
+            "groups/developers".to_owned()
+        ])
+    );
+}
+
+/// Impersonation with no names (any user, any group), in cluster scope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_impersonation_without_names_on_real() {
+    let values = r#"{"server": {"scope": "cluster"}, "impersonation": {"enabled": true}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    let server = account(&report, "server");
+    assert_eq!(server["described"], "cluster scope, impersonation");
+    let shown = &server["namespaces"][0]["difference"]["namedByValues"];
+    assert_eq!(shown.as_array().unwrap().len(), 2, "{shown}");
+}
+
+/// A rule granted beyond the chart (a Role the operator added, bound to the server's
+/// ServiceAccount): exit 1, the rule named in both outputs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_reports_an_extra_rule_on_real() {
+    let values = r#"{"server": {"scope": "namespace"}}"#;
+    let outcome = review_release(values, async |real: &Real, r: &str, release: &Release| {
+        real.admin_ok(&[
+            "-n",
+            r,
+            "create",
+            "role",
+            "widened",
+            "--verb=delete",
+            "--resource=secrets",
+        ]);
+        real.admin_ok(&[
+            "-n",
+            r,
+            "create",
+            "rolebinding",
+            "widened",
+            "--role=widened",
+            &format!("--serviceaccount={r}:{}", release.fullname),
+        ]);
+    })
+    .await;
+    let Some((code, report, text, stderr)) = outcome else {
+        return;
+    };
+    assert_eq!(code, 1, "{report}\n{stderr}");
+    assert_eq!(report["minimal"], false, "{report}");
+    let release_ns = &account(&report, "server")["namespaces"][0];
+    assert_eq!(
+        release_ns["difference"]["extra"],
+        json!([{"resource": "secrets", "url": "", "name": "", "verb": "delete"}]),
+        "{release_ns}"
+    );
+    assert_eq!(
+        release_ns["difference"]["missing"],
+        json!([]),
+        "{release_ns}"
+    );
+    assert!(
+        text.contains("+ delete secrets  (beyond the documented minimum)"),
+        "{text}"
+    );
+    assert!(text.contains("NOT minimal"), "{text}");
+    assert!(
+        text.trim_end()
+            .ends_with("difference from the documented minimum found"),
+        "{text}"
+    );
+    assert_eq!(stderr, "");
+}
+
+/// Nothing of the chart in the namespace: exit 2, a fixed message on stderr, nothing on stdout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_without_a_release_is_exit_2_on_real() {
+    let Some(real) = Real::new() else {
+        return;
+    };
+    let empty = TestNamespace::create(Substrate::Real, "review-rbac-empty").await;
+    let output = Command::new(env!("CARGO_BIN_EXE_rollsafe"))
+        .args(["review", "rbac", "-n", &empty.name])
+        .arg("--kubeconfig")
+        .arg(&real.info.kubeconfig)
+        .args(["--context", "admin"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.stdout, b"");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "rollsafe: cannot review the RBAC (no_service_account)"
+    );
+    empty.finish().await;
+}
+
+/// The documented table and docs/install.md agree: every rule of
+/// `rollsafe_kube::least_privilege::RULES` is a row of the install guide's RBAC tables.
+#[test]
+fn every_documented_rule_is_a_row_of_the_install_guide() {
+    let guide = std::fs::read_to_string(install_common::repo().join("docs/install.md")).unwrap();
+    for rule in rollsafe_kube::least_privilege::RULES {
+        assert!(
+            guide.contains(&format!("| {} |", rule.doc)),
+            "docs/install.md has no row `| {} |`",
+            rule.doc
+        );
+    }
 }
