@@ -12,10 +12,12 @@
 
 pub mod control_plane;
 pub mod http;
+mod objects;
 mod poll;
 mod server_log;
 mod substrate;
 
+pub use objects::{Source, Workload, secret_key_ref};
 pub use server_log::{ServerRequest, peak_overlap};
 
 pub use substrate::{
@@ -86,120 +88,6 @@ impl TestCluster {
             kubeconfig,
             dir,
         }
-    }
-}
-
-/// How a workload's container consumes a Secret.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Via {
-    Volume,
-    EnvFrom,
-}
-
-/// A Deployment, StatefulSet or DaemonSet in `apps/v1`, one container `app`.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct Workload {
-    kind: &'static str,
-    name: String,
-    namespace: String,
-    secret: Option<(String, Via)>,
-    replicas: bool,
-}
-
-impl Workload {
-    fn new(kind: &'static str, name: &str) -> Self {
-        Self {
-            kind,
-            name: name.to_owned(),
-            namespace: "default".to_owned(),
-            secret: None,
-            replicas: false,
-        }
-    }
-
-    /// A Deployment.
-    pub fn deployment(name: &str) -> Self {
-        Self::new("Deployment", name)
-    }
-
-    /// A StatefulSet (its `serviceName` is its name).
-    pub fn stateful_set(name: &str) -> Self {
-        Self::new("StatefulSet", name)
-    }
-
-    /// A DaemonSet.
-    pub fn daemon_set(name: &str) -> Self {
-        Self::new("DaemonSet", name)
-    }
-
-    /// A workload of `kind` (`Deployment`, `StatefulSet` or `DaemonSet`).
-    pub fn of_kind(kind: &str, name: &str) -> Self {
-        match kind {
-            "StatefulSet" => Self::stateful_set(name),
-            "DaemonSet" => Self::daemon_set(name),
-            _ => Self::deployment(name),
-        }
-    }
-
-    /// In `namespace` (default `default`).
-    pub fn namespace(mut self, namespace: &str) -> Self {
-        self.namespace = namespace.to_owned();
-        self
-    }
-
-    /// Mounts Secret `secret` as a volume.
-    pub fn consuming_secret_via_volume(mut self, secret: &str) -> Self {
-        self.secret = Some((secret.to_owned(), Via::Volume));
-        self
-    }
-
-    /// Reads Secret `secret` with `envFrom`.
-    pub fn consuming_secret_via_env_from(mut self, secret: &str) -> Self {
-        self.secret = Some((secret.to_owned(), Via::EnvFrom));
-        self
-    }
-
-    /// With `replicas: 1` (not for a DaemonSet, which has none).
-    pub fn with_replicas(mut self) -> Self {
-        self.replicas = true;
-        self
-    }
-
-    /// The object.
-    pub fn build(self) -> Value {
-        let mut spec = json!({"containers": [{"name": "app", "image": "registry.example/app:1"}]});
-        match &self.secret {
-            Some((secret, Via::Volume)) => {
-                spec["volumes"] = json!([{"name": "creds", "secret": {"secretName": secret}}]);
-            }
-            Some((secret, Via::EnvFrom)) => {
-                spec["containers"][0]["envFrom"] = json!([{"secretRef": {"name": secret}}]);
-            }
-            None => {}
-        }
-        let name = &self.name;
-        let mut object = json!({
-            "apiVersion": "apps/v1", "kind": self.kind,
-            "metadata": {"name": name, "namespace": self.namespace},
-            "spec": {
-                "selector": {"matchLabels": {"app": name}},
-                "template": {"metadata": {"labels": {"app": name}}, "spec": spec}
-            }
-        });
-        if self.kind == "StatefulSet" {
-            object["spec"]["serviceName"] = json!(name);
-        }
-        if self.replicas && self.kind != "DaemonSet" {
-            object["spec"]["replicas"] = json!(1);
-        }
-        object
-    }
-}
-
-impl From<Workload> for Value {
-    fn from(workload: Workload) -> Self {
-        workload.build()
     }
 }
 

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use base64::Engine as _;
 use rollsafe_emulator::{Fault, FaultAction, RunningEmulator};
 use rollsafe_kube::Connection;
-use rollsafe_testing::{TestCluster, Workload};
+use rollsafe_testing::{Source, TestCluster, Workload, secret_key_ref};
 use rollsafe_watch::windows::WallClock;
 use rollsafe_watch::{Controller, ControllerSettings, Fingerprinter};
 
 mod common;
 use common::Running;
+use common::scenario::{Expect, Scenario, Step, opted_in, two_workloads};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -64,8 +64,8 @@ impl Env {
             .count()
     }
 
-    fn put(&self, object: Value) {
-        self.emu.put_object(object).unwrap();
+    fn put(&self, object: impl Into<Value>) {
+        self.emu.put_object(object.into()).unwrap();
     }
 
     fn workload(&self, resource: &str, name: &str) -> Value {
@@ -80,69 +80,10 @@ fn settings() -> ControllerSettings {
     }
 }
 
-fn b64(text: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(text)
-}
-
-fn secret(name: &str, data: &[(&str, &str)], annotations: Value) -> Value {
-    let data: serde_json::Map<String, Value> = data
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), json!(b64(v))))
-        .collect();
-    json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
-        "data": data})
-}
-
-fn config_map(name: &str, data: &[(&str, &str)]) -> Value {
-    let data: serde_json::Map<String, Value> = data
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), json!(v)))
-        .collect();
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": NS}, "data": data})
-}
-
-/// A Deployment opted in with `watch`, its container reading `env` and `env_from`.
-fn deployment(name: &str, watch: &str, env: Value, env_from: Value) -> Value {
-    let mut object = Workload::deployment(name)
-        .namespace(NS)
-        .with_replicas()
-        .build();
-    object["metadata"]["annotations"] = json!({"rollsafe.dev/watch": watch});
-    object["spec"]["template"]["spec"]["containers"][0]["env"] = env;
-    object["spec"]["template"]["spec"]["containers"][0]["envFrom"] = env_from;
-    object
-}
-
-fn key_ref(env: &str, secret: &str, key: &str) -> Value {
-    json!({"name": env, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
-}
-
-/// `web` reads db/password; `api` (the barrier) reads all of `other`.
-fn two_workloads() -> Vec<Value> {
-    vec![
-        secret("db", &[("password", "hunter2"), ("user", "app")], json!({})),
-        secret("other", &[("k", "1")], json!({})),
-        deployment(
-            "web",
-            "true",
-            json!([key_ref("P", "db", "password")]),
-            json!([]),
-        ),
-        deployment(
-            "api",
-            "true",
-            json!([]),
-            json!([{"secretRef": {"name": "other"}}]),
-        ),
-    ]
-}
-
 /// Changes `other`, then waits until `api` rolled: every event before it has been handled.
 async fn barrier(env: &Env, running: &mut Running, value: &str) {
     let rolls = running.status.borrow().rolls;
-    env.put(secret("other", &[("k", value)], json!({})));
+    env.put(Source::secret(NS, "other").data(&[("k", value)]));
     running
         .until("the barrier roll", |s| s.rolls > rolls && s.pending == 0)
         .await;
@@ -151,12 +92,9 @@ async fn barrier(env: &Env, running: &mut Running, value: &str) {
 #[tokio::test]
 async fn adoption_writes_the_record_and_rolls_nothing() {
     let mut seeds = two_workloads();
-    let mut sts = deployment(
-        "db-sts",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([]),
-    );
+    let mut sts = opted_in("db-sts")
+        .env_secret_key("P", "db", "password")
+        .build();
     sts["kind"] = json!("StatefulSet");
     sts["spec"]["serviceName"] = json!("db");
     seeds.push(sts);
@@ -189,72 +127,234 @@ async fn adoption_writes_the_record_and_rolls_nothing() {
     running.stop().await;
 }
 
-#[tokio::test]
-async fn a_change_rolls_once_with_one_patch() {
-    let env = Env::start(two_workloads()).await;
-    let mut running = env.controller(settings());
-    running
-        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
-        .await;
-    env.put(secret(
-        "db",
-        &[("password", "changed"), ("user", "app")],
-        json!({}),
-    ));
-    running
-        .until("a roll", |s| s.rolls == 1 && s.pending == 0)
-        .await;
-    assert_eq!(
-        env.patches("deployments", "web").len(),
-        2,
-        "adoption + roll"
-    );
-    assert_eq!(env.rollouts("web"), 1);
-    assert_eq!(env.rollouts("api"), 0);
-    let web = env.workload("deployments", "web");
-    let hash =
-        web["spec"]["template"]["metadata"]["annotations"]["rollsafe.dev/config-hash"].clone();
-    let record = web["metadata"]["annotations"]["rollsafe.dev/config-record"]
-        .as_str()
-        .unwrap();
-    assert!(
-        record.starts_with(&format!("{};", hash.as_str().unwrap())),
-        "the record starts with the template's digest: {record}"
-    );
-    // The patch's own watch event is evaluated and changes nothing.
-    barrier(&env, &mut running, "2").await;
-    assert_eq!(env.patches("deployments", "web").len(), 2);
-    running.stop().await;
+/// A Secret `name` (key `k`) opted out by `annotation` = `false`, and Deployment `quiet-app`
+/// reading it.
+fn opted_out(name: &str, annotation: &str) -> Vec<Value> {
+    vec![
+        Source::secret(NS, name)
+            .data(&[("k", "1")])
+            .annotate(annotation, "false")
+            .build(),
+        opted_in("quiet-app").env_from_secret(name).build(),
+    ]
 }
 
+/// `db` with `password` and `user` as [`two_workloads`] seeds it, `annotations` on it.
+fn db(password: &str, user: &str, annotations: Value) -> Value {
+    Source::secret(NS, "db")
+        .data(&[("password", password), ("user", user)])
+        .annotations(annotations)
+        .build()
+}
+
+fn adopted(s: &rollsafe_watch::Status) -> bool {
+    s.adoptions == 3 && s.pending == 0
+}
+
+/// What rolls (once) and what does not: one row per kind of change.
 #[tokio::test]
-async fn a_config_map_and_a_secret_changed_together_roll_once() {
-    let seeds = vec![
-        secret("db", &[("password", "a")], json!({})),
-        config_map("settings", &[("level", "info")]),
-        deployment(
-            "web",
-            "true",
-            json!([key_ref("P", "db", "password")]),
-            json!([{"configMapRef": {"name": "settings"}}]),
+async fn changes_roll_once_or_not_at_all() {
+    use Step::{Delete, Put, Rollouts, Until};
+    let quiet = Source::secret(NS, "quiet").annotate("rollsafe.dev/watch", "false");
+    let choreo = Source::secret(NS, "choreo").annotate("openchoreo.dev/restart-on-change", "false");
+    let mut all_opted_out = two_workloads();
+    all_opted_out.push(quiet.clone().data(&[("k", "1")]).build());
+    all_opted_out.push(choreo.clone().data(&[("k", "1")]).build());
+    all_opted_out.push(
+        opted_in("quiet-app")
+            .env_from_secret("quiet")
+            .env_from_secret("choreo")
+            .build(),
+    );
+    let mut relabelled = db("hunter2", "app", json!({"note": "x"}));
+    relabelled["metadata"]["labels"] = json!({"team": "payments"});
+    // The adoptions' patches only.
+    let unchanged = |patches| Expect {
+        rollouts: &[("web", 0), ("api", 0), ("quiet-app", 0)],
+        patches,
+        ..Expect::default()
+    };
+    common::scenario::run(vec![
+        Scenario {
+            name: "a changed referenced key rolls once, with one patch",
+            seeds: two_workloads(),
+            settings: settings(),
+            change: vec![
+                Until("adoptions", adopted),
+                Put(db("changed", "app", json!({}))),
+                Until("a roll", |s| s.rolls == 1 && s.pending == 0),
+            ],
+            // The patch's own watch event is evaluated and changes nothing.
+            expect: Expect {
+                rollouts: &[("web", 1), ("api", 0)],
+                patches: &[("web", 2)],
+                hashed: &["web"],
+            },
+        },
+        Scenario {
+            name: "a ConfigMap and a Secret changed together roll once",
+            seeds: vec![
+                Source::secret(NS, "db").data(&[("password", "a")]).build(),
+                Source::config_map(NS, "settings")
+                    .data(&[("level", "info")])
+                    .build(),
+                opted_in("web")
+                    .env_secret_key("P", "db", "password")
+                    .env_from_config_map("settings")
+                    .build(),
+            ],
+            settings: ControllerSettings {
+                debounce: Duration::from_secs(3),
+                ..ControllerSettings::default()
+            },
+            change: vec![
+                Until("adoption", |s| s.adoptions == 2 && s.pending == 0),
+                Put(Source::config_map(NS, "settings")
+                    .data(&[("level", "debug")])
+                    .build()),
+                Put(Source::secret(NS, "db").data(&[("password", "b")]).build()),
+                Until("one roll", |s| s.rolls == 1 && s.pending == 0),
+            ],
+            expect: Expect {
+                rollouts: &[("web", 1)],
+                patches: &[("web", 2)],
+                ..Expect::default()
+            },
+        },
+        Scenario {
+            name: "labels and annotations only roll nothing",
+            seeds: two_workloads(),
+            settings: settings(),
+            change: vec![Until("adoptions", adopted), Put(relabelled.clone())],
+            expect: unchanged(&[("web", 1)]),
+        },
+        Scenario {
+            name: "a key the workload does not read rolls nothing",
+            seeds: two_workloads(),
+            settings: settings(),
+            change: vec![
+                Until("adoptions", adopted),
+                Put(db("hunter2", "root", json!({}))),
+            ],
+            expect: unchanged(&[("web", 1)]),
+        },
+        Scenario {
+            name: "a Secret opted out with rollsafe.dev/watch rolls nothing",
+            seeds: [two_workloads(), opted_out("quiet", "rollsafe.dev/watch")].concat(),
+            settings: settings(),
+            change: vec![
+                Until("adoptions", |s| s.adoptions == 4 && s.pending == 0),
+                Put(quiet.clone().data(&[("k", "2")]).build()),
+            ],
+            expect: unchanged(&[("web", 1), ("quiet-app", 1)]),
+        },
+        Scenario {
+            name: "a Secret opted out with openchoreo.dev/restart-on-change rolls nothing",
+            seeds: [
+                two_workloads(),
+                opted_out("choreo", "openchoreo.dev/restart-on-change"),
+            ]
+            .concat(),
+            settings: settings(),
+            change: vec![
+                Until("adoptions", |s| s.adoptions == 4 && s.pending == 0),
+                Put(choreo.clone().data(&[("k", "2")]).build()),
+            ],
+            expect: unchanged(&[("web", 1), ("quiet-app", 1)]),
+        },
+        Scenario {
+            // A window long enough that the changes join the evaluation of the adoptions' own
+            // echoes: what the first list saw must not be reported as changed.
+            name: "metadata, an unreferenced key and opted-out sources, in the adoptions' echo, roll nothing",
+            seeds: all_opted_out,
+            settings: ControllerSettings {
+                debounce: Duration::from_secs(1),
+                ..ControllerSettings::default()
+            },
+            change: vec![
+                Until("adoptions", |s| s.adoptions == 4),
+                Put(relabelled),
+                Put(db("hunter2", "root", json!({"note": "x"}))),
+                Put(quiet.data(&[("k", "2")]).build()),
+                Put(choreo.data(&[("k", "2")]).build()),
+            ],
+            expect: unchanged(&[("web", 1), ("quiet-app", 1)]),
+        },
+        Scenario {
+            name: "a source deleted and recreated (same content, new uid) rolls once",
+            seeds: two_workloads(),
+            settings: settings(),
+            change: vec![
+                Until("adoptions", adopted),
+                Delete("secrets", "db"),
+                Until("the deletion is seen", |s| s.withheld >= 1 && s.pending == 0),
+                // A missing source never rolls.
+                Rollouts(&[("web", 0)]),
+                Put(db("hunter2", "app", json!({}))),
+                Until("a roll", |s| s.rolls == 1 && s.pending == 0),
+            ],
+            expect: Expect {
+                rollouts: &[("web", 1)],
+                ..Expect::default()
+            },
+        },
+    ])
+    .await;
+}
+
+/// Opting a source out and back in rolls nothing; what it holds when back in is the new
+/// baseline. One row per opt-out annotation.
+#[tokio::test]
+async fn toggling_a_sources_opt_out_rolls_nothing() {
+    use Step::{Barrier, Put, Rollouts, Until};
+    let row = |name, annotation: &str| Scenario {
+        name,
+        seeds: two_workloads(),
+        // The barrier rolls many times: no flap stop here.
+        settings: ControllerSettings {
+            flap_limit: rollsafe_watch::limits::FlapLimit {
+                rolls: 0,
+                window: Duration::from_secs(60),
+            },
+            ..settings()
+        },
+        change: vec![
+            Until("adoptions", adopted),
+            // A change rolls.
+            Put(db("p0", "app", json!({}))),
+            Barrier,
+            Rollouts(&[("web", 1)]),
+            // Opting out, unchanged: nothing rolls.
+            Put(db("p0", "app", json!({annotation: "false"}))),
+            Barrier,
+            Rollouts(&[("web", 1)]),
+            // A change while opted out: nothing rolls.
+            Put(db("while-out", "app", json!({annotation: "false"}))),
+            Barrier,
+            Rollouts(&[("web", 1)]),
+            // Opting back in: nothing rolls.
+            Put(db("while-out", "app", json!({}))),
+            Barrier,
+            Rollouts(&[("web", 1)]),
+            // The next change rolls once.
+            Put(db("after", "app", json!({}))),
+        ],
+        expect: Expect {
+            rollouts: &[("web", 2)],
+            ..Expect::default()
+        },
+    };
+    common::scenario::run(vec![
+        row(
+            "opting out with rollsafe.dev/watch and back in",
+            "rollsafe.dev/watch",
         ),
-    ];
-    let env = Env::start(seeds).await;
-    let mut running = env.controller(ControllerSettings {
-        debounce: Duration::from_secs(3),
-        ..ControllerSettings::default()
-    });
-    running
-        .until("adoption", |s| s.adoptions == 1 && s.pending == 0)
-        .await;
-    env.put(config_map("settings", &[("level", "debug")]));
-    env.put(secret("db", &[("password", "b")], json!({})));
-    running
-        .until("one roll", |s| s.rolls == 1 && s.pending == 0)
-        .await;
-    assert_eq!(env.rollouts("web"), 1);
-    assert_eq!(env.patches("deployments", "web").len(), 2);
-    running.stop().await;
+        row(
+            "opting out with openchoreo.dev/restart-on-change and back in",
+            "openchoreo.dev/restart-on-change",
+        ),
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -275,11 +375,7 @@ async fn a_restart_sends_no_patch_and_a_missed_change_rolls_once() {
     second.stop().await;
 
     // A change while no controller runs: exactly one roll after the start.
-    env.put(secret(
-        "db",
-        &[("password", "rotated"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "rotated"), ("user", "app")]));
     let mut third = env.controller(settings());
     third
         .until("the missed roll", |s| s.rolls == 1 && s.pending == 0)
@@ -288,98 +384,6 @@ async fn a_restart_sends_no_patch_and_a_missed_change_rolls_once() {
     assert_eq!(env.rollouts("web"), 1);
     assert_eq!(env.patches("deployments", "web").len(), 1);
     third.stop().await;
-}
-
-#[tokio::test]
-async fn metadata_only_unreferenced_keys_and_opted_out_sources_roll_nothing() {
-    let mut seeds = two_workloads();
-    seeds.push(secret(
-        "quiet",
-        &[("k", "1")],
-        json!({"rollsafe.dev/watch": "false"}),
-    ));
-    seeds.push(secret(
-        "choreo",
-        &[("k", "1")],
-        json!({"openchoreo.dev/restart-on-change": "false"}),
-    ));
-    seeds.push(deployment(
-        "quiet-app",
-        "true",
-        json!([]),
-        json!([{"secretRef": {"name": "quiet"}}, {"secretRef": {"name": "choreo"}}]),
-    ));
-    let env = Env::start(seeds).await;
-    // A window long enough that the change joins the evaluation of the adoptions' own echoes:
-    // what the first list saw must not be reported as changed.
-    let mut running = env.controller(ControllerSettings {
-        debounce: Duration::from_secs(1),
-        ..ControllerSettings::default()
-    });
-    running.until("adoptions", |s| s.adoptions == 3).await;
-    // Labels and annotations only.
-    let mut relabelled = secret(
-        "db",
-        &[("password", "hunter2"), ("user", "app")],
-        json!({"note": "x"}),
-    );
-    relabelled["metadata"]["labels"] = json!({"team": "payments"});
-    env.put(relabelled);
-    // A key web does not read.
-    env.put(secret(
-        "db",
-        &[("password", "hunter2"), ("user", "root")],
-        json!({"note": "x"}),
-    ));
-    // Opted-out sources.
-    env.put(secret(
-        "quiet",
-        &[("k", "2")],
-        json!({"rollsafe.dev/watch": "false"}),
-    ));
-    env.put(secret(
-        "choreo",
-        &[("k", "2")],
-        json!({"openchoreo.dev/restart-on-change": "false"}),
-    ));
-    barrier(&env, &mut running, "2").await;
-    assert_eq!(env.rollouts("web"), 0);
-    assert_eq!(env.rollouts("quiet-app"), 0);
-    assert_eq!(
-        env.patches("deployments", "web").len(),
-        1,
-        "the adoption only"
-    );
-    assert_eq!(env.patches("deployments", "quiet-app").len(), 1);
-    running.stop().await;
-}
-
-#[tokio::test]
-async fn delete_and_recreate_of_a_source_rolls_once() {
-    let env = Env::start(two_workloads()).await;
-    let mut running = env.controller(settings());
-    running
-        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
-        .await;
-    env.emu.delete_object("secrets", Some(NS), "db").unwrap();
-    running
-        .until("the deletion is seen", |s| {
-            s.withheld >= 1 && s.pending == 0
-        })
-        .await;
-    assert_eq!(env.rollouts("web"), 0, "a missing source never rolls");
-    // Same content, new uid.
-    env.put(secret(
-        "db",
-        &[("password", "hunter2"), ("user", "app")],
-        json!({}),
-    ));
-    running
-        .until("a roll", |s| s.rolls == 1 && s.pending == 0)
-        .await;
-    barrier(&env, &mut running, "2").await;
-    assert_eq!(env.rollouts("web"), 1);
-    running.stop().await;
 }
 
 #[tokio::test]
@@ -397,11 +401,7 @@ async fn a_concurrent_edit_is_not_retried_blindly_and_converges() {
             .then(FaultAction::ConcurrentEdit { patch: None }),
     );
     env.emu.clear_requests();
-    env.put(secret(
-        "db",
-        &[("password", "changed"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "changed"), ("user", "app")]));
     let status = running
         .until("the roll after the conflict", |s| {
             s.rolls == 1 && s.pending == 0
@@ -427,11 +427,7 @@ async fn dry_run_sends_nothing() {
     running
         .until("dry-run adoptions", |s| s.dry_run == 2 && s.pending == 0)
         .await;
-    env.put(secret(
-        "db",
-        &[("password", "changed"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "changed"), ("user", "app")]));
     running
         .until("a dry-run roll", |s| s.dry_run == 3 && s.pending == 0)
         .await;
@@ -524,11 +520,7 @@ async fn streaming_lists_start_every_watch_and_change_nothing_else() {
     barrier(&env, &mut running, "2").await;
     assert_eq!(env.rollouts("web"), 0, "no roll from the relist");
     assert!(env.emu.requests_for("list", "secrets").is_empty());
-    env.put(secret(
-        "db",
-        &[("password", "changed"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "changed"), ("user", "app")]));
     running
         .until("a roll after the barrier's", |s| {
             s.rolls == 2 && s.pending == 0
@@ -570,12 +562,12 @@ fn events(env: &Env, name: &str, reason: &str) -> Vec<Value> {
 async fn a_roll_is_announced_by_an_event_naming_objects_only() {
     let mut seeds = two_workloads();
     // Consumes db and other; only db changes.
-    seeds.push(deployment(
-        "pair",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([{"secretRef": {"name": "other"}}]),
-    ));
+    seeds.push(
+        opted_in("pair")
+            .env_secret_key("P", "db", "password")
+            .env_from_secret("other")
+            .build(),
+    );
     let env = Env::start(seeds).await;
     // A window long enough that the change joins the evaluation of the adoptions' own echoes:
     // what the first list saw must not be reported as changed.
@@ -584,11 +576,7 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
         ..ControllerSettings::default()
     });
     running.until("adoptions", |s| s.adoptions == 3).await;
-    env.put(secret(
-        "db",
-        &[("password", "s3cr3t-value"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "s3cr3t-value"), ("user", "app")]));
     running
         .until("two rolls and their events", |s| {
             s.rolls == 2 && s.events >= 2
@@ -612,7 +600,7 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
 
     // A roll for another object is an Event of its own, naming its own cause (not a repeat
     // of the first, whose note would name Secret/db).
-    env.put(secret("other", &[("token", "t2")], json!({})));
+    env.put(Source::secret(NS, "other").data(&[("token", "t2")]));
     running
         .until(
             "the rolls for Secret/other (pair and api) and their events",
@@ -694,11 +682,7 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
     running.stop().await;
 
     // A change made while no controller runs: the next one names it from the records.
-    env.put(secret(
-        "db",
-        &[("password", "s3cr3t-third"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "s3cr3t-third"), ("user", "app")]));
     let mut restarted = env.controller(ControllerSettings::default());
     restarted
         .until("the rolls for the unseen change", |s| {
@@ -727,19 +711,13 @@ async fn a_roll_is_announced_by_an_event_naming_objects_only() {
 
 #[tokio::test]
 async fn paused_and_on_delete_workloads_are_patched_and_said_so() {
-    let mut paused = deployment(
-        "paused",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([]),
-    );
+    let mut paused = opted_in("paused")
+        .env_secret_key("P", "db", "password")
+        .build();
     paused["spec"]["paused"] = json!(true);
-    let mut on_delete = deployment(
-        "agent",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([]),
-    );
+    let mut on_delete = opted_in("agent")
+        .env_secret_key("P", "db", "password")
+        .build();
     on_delete["kind"] = json!("DaemonSet");
     on_delete["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
     on_delete["spec"]
@@ -747,7 +725,7 @@ async fn paused_and_on_delete_workloads_are_patched_and_said_so() {
         .unwrap()
         .remove("replicas");
     let seeds = vec![
-        secret("db", &[("password", "a")], json!({})),
+        Source::secret(NS, "db").data(&[("password", "a")]).build(),
         paused,
         on_delete,
     ];
@@ -756,7 +734,7 @@ async fn paused_and_on_delete_workloads_are_patched_and_said_so() {
     running
         .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
         .await;
-    env.put(secret("db", &[("password", "b")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "b")]));
     running
         .until("two deferred rolls and their events", |s| {
             s.deferred == 2 && s.events >= 2 && s.pending == 0
@@ -791,21 +769,13 @@ async fn a_flapping_source_halts_the_workload_until_the_annotation_is_removed() 
         .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
         .await;
     for (round, value) in ["v1", "v2"].iter().enumerate() {
-        env.put(secret(
-            "db",
-            &[("password", value), ("user", "app")],
-            json!({}),
-        ));
+        env.put(Source::secret(NS, "db").data(&[("password", value), ("user", "app")]));
         let rolls = round as u64 + 1;
         running
             .until("a roll", |s| s.rolls == rolls && s.pending == 0)
             .await;
     }
-    env.put(secret(
-        "db",
-        &[("password", "v3"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "v3"), ("user", "app")]));
     running
         .until("the halt", |s| s.halts == 1 && s.pending == 0)
         .await;
@@ -822,11 +792,7 @@ async fn a_flapping_source_halts_the_workload_until_the_annotation_is_removed() 
     // The halt survives a restart: further changes roll nothing.
     let mut running = env.controller(flapping());
     running.settled().await;
-    env.put(secret(
-        "db",
-        &[("password", "v4"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "v4"), ("user", "app")]));
     barrier(&env, &mut running, "2").await;
     assert_eq!(env.rollouts("web"), 2);
 
@@ -849,12 +815,11 @@ async fn a_flapping_source_halts_the_workload_until_the_annotation_is_removed() 
 #[tokio::test]
 async fn the_global_rate_limit_postpones_rolls_without_losing_them() {
     let mut seeds = two_workloads();
-    seeds.push(deployment(
-        "web2",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([]),
-    ));
+    seeds.push(
+        opted_in("web2")
+            .env_secret_key("P", "db", "password")
+            .build(),
+    );
     let env = Env::start(seeds).await;
     let mut running = env.controller(ControllerSettings {
         max_rolls_per_minute: 120,
@@ -864,11 +829,7 @@ async fn the_global_rate_limit_postpones_rolls_without_losing_them() {
     running
         .until("adoptions", |s| s.adoptions == 3 && s.pending == 0)
         .await;
-    env.put(secret(
-        "db",
-        &[("password", "x"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "x"), ("user", "app")]));
     let status = running
         .until("both rolls", |s| s.rolls == 2 && s.pending == 0)
         .await;
@@ -932,11 +893,7 @@ async fn the_admin_listener_serves_metrics_and_readiness() {
     .await
     .unwrap()
     .unwrap();
-    env.put(secret(
-        "db",
-        &[("password", "m"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "m"), ("user", "app")]));
     tokio::time::timeout(DEADLINE, status.wait_for(|s| s.rolls == 1))
         .await
         .unwrap()
@@ -990,11 +947,7 @@ async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
     assert!(!b.leader.elected());
 
     // One change: one roll, by the leader only.
-    env.put(secret(
-        "db",
-        &[("password", "one"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "one"), ("user", "app")]));
     first
         .until("the leader rolls", |s| s.rolls == 1 && s.pending == 0)
         .await;
@@ -1011,11 +964,7 @@ async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
         .until("the follower takes over", |s| s.leader && s.pending == 0)
         .await;
     assert_eq!(env.rollouts("web"), 1, "taking over rolls nothing");
-    env.put(secret(
-        "db",
-        &[("password", "two"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "two"), ("user", "app")]));
     second
         .until("the new leader rolls", |s| s.rolls == 1 && s.pending == 0)
         .await;
@@ -1027,15 +976,10 @@ async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
 async fn namespaces_and_the_selector_limit_what_is_considered() {
     let mut seeds = two_workloads();
     seeds[2]["metadata"]["labels"]["team"] = json!("a");
-    let mut elsewhere = deployment(
-        "far",
-        "true",
-        json!([]),
-        json!([{"secretRef": {"name": "db"}}]),
-    );
+    let mut elsewhere = opted_in("far").env_from_secret("db").build();
     elsewhere["metadata"]["namespace"] = json!("elsewhere");
     elsewhere["metadata"]["labels"]["team"] = json!("a");
-    let mut far_secret = secret("db", &[("password", "x")], json!({}));
+    let mut far_secret = Source::secret(NS, "db").data(&[("password", "x")]).build();
     far_secret["metadata"]["namespace"] = json!("elsewhere");
     seeds.push(elsewhere);
     seeds.push(far_secret);
@@ -1151,11 +1095,7 @@ async fn a_leader_whose_renewals_fail_stops_patching_before_another_takes_over()
 
     // A change now is rolled once, by b; a sends nothing.
     let before = first.status.borrow().evaluations;
-    env.put(secret(
-        "db",
-        &[("password", "one"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "one"), ("user", "app")]));
     second
         .until("b rolls", |s| s.rolls == 1 && s.pending == 0)
         .await;
@@ -1187,72 +1127,18 @@ async fn a_leader_whose_renewals_fail_stops_patching_before_another_takes_over()
 }
 
 #[tokio::test]
-async fn toggling_a_sources_opt_out_rolls_nothing() {
-    let env = Env::start(two_workloads()).await;
-    // The barrier rolls api many times: no flap stop here.
-    let mut running = env.controller(ControllerSettings {
-        flap_limit: rollsafe_watch::limits::FlapLimit {
-            rolls: 0,
-            window: Duration::from_secs(60),
-        },
-        ..settings()
-    });
-    running
-        .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
-        .await;
-    let db = |password: &str, annotations: Value| {
-        secret(
-            "db",
-            &[("password", password), ("user", "app")],
-            annotations,
-        )
-    };
-    for opt_out in [
-        json!({"rollsafe.dev/watch": "false"}),
-        json!({"openchoreo.dev/restart-on-change": "false"}),
-    ] {
-        let before = env.rollouts("web");
-        let password = format!("p{before}");
-        env.put(db(&password, json!({})));
-        barrier(&env, &mut running, &format!("{before}a")).await;
-        assert_eq!(env.rollouts("web"), before + 1, "a change rolls");
-        // Opting out, unchanged: nothing rolls.
-        env.put(db(&password, opt_out.clone()));
-        barrier(&env, &mut running, &format!("{before}b")).await;
-        assert_eq!(env.rollouts("web"), before + 1, "opting out of {opt_out}");
-        // A change while opted out: nothing rolls.
-        env.put(db("while-out", opt_out.clone()));
-        barrier(&env, &mut running, &format!("{before}c")).await;
-        assert_eq!(env.rollouts("web"), before + 1, "a change while opted out");
-        // Opting back in: nothing rolls; what it holds now is the new baseline.
-        env.put(db("while-out", json!({})));
-        barrier(&env, &mut running, &format!("{before}d")).await;
-        assert_eq!(env.rollouts("web"), before + 1, "opting back in");
-        // The next change rolls once.
-        env.put(db("after", json!({})));
-        barrier(&env, &mut running, &format!("{before}e")).await;
-        assert_eq!(env.rollouts("web"), before + 2, "the next change rolls");
-    }
-    running.stop().await;
-}
-
-#[tokio::test]
 async fn each_roll_is_followed_to_its_end_and_the_outcome_announced() {
-    let mut bad = deployment(
-        "bad",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([]),
-    );
+    let mut bad = opted_in("bad")
+        .env_secret_key("P", "db", "password")
+        .build();
     bad["spec"]["progressDeadlineSeconds"] = json!(1);
     let seeds = vec![
-        secret("db", &[("password", "hunter2")], json!({})),
-        deployment(
-            "web",
-            "true",
-            json!([key_ref("P", "db", "password")]),
-            json!([]),
-        ),
+        Source::secret(NS, "db")
+            .data(&[("password", "hunter2")])
+            .build(),
+        opted_in("web")
+            .env_secret_key("P", "db", "password")
+            .build(),
         bad,
     ];
     let env = Env::start(seeds).await;
@@ -1279,7 +1165,7 @@ async fn each_roll_is_followed_to_its_end_and_the_outcome_announced() {
             .with_metrics(metrics),
     );
     running.until("adoptions", |s| s.adoptions == 2).await;
-    env.put(secret("db", &[("password", "rotated-s3cr3t")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "rotated-s3cr3t")]));
     running
         .until("two rolls, their Events and their outcomes", |s| {
             s.rolls == 2 && s.events >= 4
@@ -1352,21 +1238,15 @@ async fn each_roll_is_followed_to_its_end_and_the_outcome_announced() {
 #[tokio::test]
 async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restart() {
     let consumer = |name: &str| {
-        let mut object = deployment(
-            name,
-            "true",
-            json!([key_ref("P", "db", "password")]),
-            json!([]),
-        );
+        let mut object = opted_in(name).env_secret_key("P", "db", "password").build();
         object["spec"]["progressDeadlineSeconds"] = json!(1);
         object
     };
     let seeds = vec![
-        secret(
-            "db",
-            &[("password", "hunter2")],
-            json!({"rollsafe.dev/rollout": "progressive"}),
-        ),
+        Source::secret(NS, "db")
+            .data(&[("password", "hunter2")])
+            .annotations(json!({"rollsafe.dev/rollout": "progressive"}))
+            .build(),
         consumer("api"),
         consumer("web"),
         consumer("worker"),
@@ -1396,11 +1276,11 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
     running.until("adoptions", |s| s.adoptions == 3).await;
     env.emu.clear_rollouts();
     let rolled = |name: &str| env.emu.rollouts().iter().filter(|r| r.name == name).count();
-    env.put(secret(
-        "db",
-        &[("password", "bad-s3cr3t")],
-        json!({"rollsafe.dev/rollout": "progressive"}),
-    ));
+    env.put(
+        Source::secret(NS, "db")
+            .data(&[("password", "bad-s3cr3t")])
+            .annotations(json!({"rollsafe.dev/rollout": "progressive"})),
+    );
     running
         .until("the canary rolled and the rest held", |s| {
             s.rolls == 1 && s.held == 2
@@ -1434,11 +1314,11 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
     assert_eq!((rolled("api"), rolled("web"), rolled("worker")), (1, 0, 0));
 
     // The fixed Secret: the canary rolls to it and completes, then the rest, once each.
-    env.put(secret(
-        "db",
-        &[("password", "fixed")],
-        json!({"rollsafe.dev/rollout": "progressive"}),
-    ));
+    env.put(
+        Source::secret(NS, "db")
+            .data(&[("password", "fixed")])
+            .annotations(json!({"rollsafe.dev/rollout": "progressive"})),
+    );
     restarted
         .until("every consumer rolled for the fix", |s| s.rolls == 3)
         .await;
@@ -1457,18 +1337,16 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
 async fn a_progression_survives_a_leader_change() {
     use rollsafe_watch::leader::elect;
     let consumer = |name: &str| {
-        let mut object = deployment(
-            name,
-            "true",
-            json!([key_ref("P", "db", "password")]),
-            json!([]),
-        );
+        let mut object = opted_in(name).env_secret_key("P", "db", "password").build();
         object["spec"]["progressDeadlineSeconds"] = json!(1);
         object
     };
     let progressive = || json!({"rollsafe.dev/rollout": "progressive"});
     let env = Env::start(vec![
-        secret("db", &[("password", "hunter2")], progressive()),
+        Source::secret(NS, "db")
+            .data(&[("password", "hunter2")])
+            .annotations(progressive())
+            .build(),
         consumer("api"),
         consumer("web"),
     ])
@@ -1505,7 +1383,11 @@ async fn a_progression_survives_a_leader_change() {
         .unwrap();
     let mut second = replica(&b);
     second.settled().await;
-    env.put(secret("db", &[("password", "bad")], progressive()));
+    env.put(
+        Source::secret(NS, "db")
+            .data(&[("password", "bad")])
+            .annotations(progressive()),
+    );
     first
         .until("the canary rolled and web held", |s| {
             s.rolls == 1 && s.held == 1
@@ -1525,7 +1407,11 @@ async fn a_progression_survives_a_leader_change() {
     assert_eq!((env.rollouts("api"), env.rollouts("web")), (1, 0));
     assert_eq!(second.status.borrow().rolls, 0);
 
-    env.put(secret("db", &[("password", "fixed")], progressive()));
+    env.put(
+        Source::secret(NS, "db")
+            .data(&[("password", "fixed")])
+            .annotations(progressive()),
+    );
     second
         .until("the fix rolls the canary, then web", |s| s.rolls == 2)
         .await;
@@ -1540,25 +1426,28 @@ async fn a_progression_survives_a_leader_change() {
 #[tokio::test]
 async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders() {
     let annotated = |name: &str, annotations: Value, env: Value, env_from: Value| {
-        let mut object = deployment(name, "true", env, env_from);
+        let mut object = opted_in(name).env(env).env_from(env_from).build();
         object["metadata"]["annotations"] = annotations;
         object
     };
     let seeds = vec![
-        secret("db", &[("password", "hunter2")], json!({})),
-        secret(
-            "tls",
-            &[("crt", "c1")],
-            json!({"reloader.stakater.com/ignore": "true"}),
-        ),
-        config_map("settings", &[("mode", "a")]),
+        Source::secret(NS, "db")
+            .data(&[("password", "hunter2")])
+            .build(),
+        Source::secret(NS, "tls")
+            .data(&[("crt", "c1")])
+            .annotations(json!({"reloader.stakater.com/ignore": "true"}))
+            .build(),
+        Source::config_map(NS, "settings")
+            .data(&[("mode", "a")])
+            .build(),
         // Everything referenced, with Reloader's own traces of earlier reloads on it.
         {
             let mut object = annotated(
                 "auto",
                 json!({"reloader.stakater.com/auto": "true",
                        "reloader.stakater.com/last-reloaded-from": "{\"kind\":\"SECRET\",\"name\":\"db\"}"}),
-                json!([key_ref("P", "db", "password"), {"name": "STAKATER_DB_SECRET", "value": "0f3a"}]),
+                json!([secret_key_ref("P", "db", "password"), {"name": "STAKATER_DB_SECRET", "value": "0f3a"}]),
                 json!([{"configMapRef": {"name": "settings"}}]),
             );
             object["spec"]["template"]["metadata"]["annotations"] =
@@ -1569,7 +1458,7 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
         annotated(
             "secrets-only",
             json!({"secret.reloader.stakater.com/auto": "true"}),
-            json!([key_ref("P", "db", "password")]),
+            json!([secret_key_ref("P", "db", "password")]),
             json!([{"configMapRef": {"name": "settings"}}]),
         ),
         // A named Secret the template does not reference.
@@ -1583,7 +1472,7 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
         annotated(
             "off",
             json!({"reloader.stakater.com/auto": "false"}),
-            json!([key_ref("P", "db", "password")]),
+            json!([secret_key_ref("P", "db", "password")]),
             json!([]),
         ),
         // An ignored source; and an annotation rollsafe does not implement (the others are
@@ -1592,7 +1481,7 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
             "uses-tls",
             json!({"reloader.stakater.com/auto": "true",
                    "reloader.stakater.com/rollout-strategy": "restart"}),
-            json!([key_ref("T", "tls", "crt")]),
+            json!([secret_key_ref("T", "tls", "crt")]),
             json!([]),
         ),
         // Reloader's annotation on the pod template only, where Reloader does not read it
@@ -1601,7 +1490,7 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
             let mut object = annotated(
                 "template-only",
                 json!({}),
-                json!([key_ref("P", "db", "password")]),
+                json!([secret_key_ref("P", "db", "password")]),
                 json!([]),
             );
             object["spec"]["template"]["metadata"]["annotations"] =
@@ -1657,7 +1546,7 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
             .any(|line| line.contains("on its pod template only")),
         "{unsupported:#?}"
     );
-    env.put(secret("db", &[("password", "rotated")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "rotated")]));
     running
         .until("db's consumers rolled", |s| s.rolls == 3 && s.pending == 0)
         .await;
@@ -1665,18 +1554,18 @@ async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders()
         ["auto", "secrets-only", "listed", "off", "template-only"].map(rolls),
         [1, 1, 1, 0, 0]
     );
-    env.put(config_map("settings", &[("mode", "b")]));
+    env.put(Source::config_map(NS, "settings").data(&[("mode", "b")]));
     running
         .until("settings' consumers rolled", |s| {
             s.rolls == 4 && s.pending == 0
         })
         .await;
     assert_eq!(["auto", "secrets-only"].map(rolls), [2, 1]);
-    env.put(secret(
-        "tls",
-        &[("crt", "c2")],
-        json!({"reloader.stakater.com/ignore": "true"}),
-    ));
+    env.put(
+        Source::secret(NS, "tls")
+            .data(&[("crt", "c2")])
+            .annotations(json!({"reloader.stakater.com/ignore": "true"})),
+    );
     running.settled().await;
     assert_eq!(rolls("uses-tls"), 0, "an ignored Secret rolls nothing");
     running.stop().await;
@@ -1705,16 +1594,20 @@ async fn poll(what: &str, done: impl Fn() -> bool) {
 /// `n` Deployments `c0`…, each reading `db/password`, beside `db` and the barrier's `other`.
 fn consumers_of_db(n: usize) -> Vec<Value> {
     let mut seeds = vec![
-        secret("db", &[("password", "hunter2")], json!({})),
-        secret("other", &[("k", "1")], json!({})),
+        Source::secret(NS, "db")
+            .data(&[("password", "hunter2")])
+            .build(),
+        Source::secret(NS, "other").data(&[("k", "1")]).build(),
     ];
     for i in 0..n {
-        seeds.push(deployment(
-            &format!("c{i}"),
-            "true",
-            json!([key_ref("P", "db", "password")]),
-            json!([]),
-        ));
+        seeds.push(
+            Workload::deployment(&format!("c{i}"))
+                .namespace(NS)
+                .with_replicas()
+                .watch("true")
+                .env_secret_key("P", "db", "password")
+                .build(),
+        );
     }
     seeds
 }
@@ -1775,7 +1668,7 @@ async fn a_follower_whose_secret_watch_stalled_takes_over_without_rolling_anythi
     // The leader rolls every consumer for the new value.
     let before: Vec<Value> = names.iter().map(|n| template_hash(&env, n)).collect();
     let evaluated = second.status.borrow().evaluations;
-    env.put(secret("db", &[("password", "rotated")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "rotated")]));
     first
         .until("the leader rolls every consumer", |s| {
             s.rolls == CONSUMERS as u64 && s.pending == 0
@@ -1819,7 +1712,7 @@ async fn a_follower_whose_secret_watch_stalled_takes_over_without_rolling_anythi
 
     // The next change rolls each consumer once, from the caught-up view.
     env.emu.remove_fault(stall);
-    env.put(secret("db", &[("password", "third")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "third")]));
     second
         .until("the new leader rolls the next change", |s| {
             s.rolls == CONSUMERS as u64 && s.pending == 0
@@ -1891,18 +1784,9 @@ async fn a_stalled_watch_is_stale_within_the_bound_and_nothing_is_patched_meanwh
     );
 
     // A change the stalled stream withholds.
-    env.put(secret(
-        "db",
-        &[("password", "rotated"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "rotated"), ("user", "app")]));
     // The workload watch is live: a new workload is seen, but not adopted while stale.
-    env.put(deployment(
-        "late",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([]),
-    ));
+    env.put(opted_in("late").env_secret_key("P", "db", "password"));
     running
         .until("late is cached and evaluated", |s| {
             s.workloads == 3 && s.pending == 0
@@ -1956,31 +1840,37 @@ async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
         object
     };
     let mut seeds = vec![
-        labelled(secret("db", &[("password", "hunter2")], json!({}))),
-        secret("other", &[("k", "1")], json!({})),
-        config_map("settings", &[("mode", "a")]),
-        deployment(
-            "web",
-            "true",
-            json!([key_ref("P", "db", "password")]),
-            json!([{"secretRef": {"name": "other"}}, {"configMapRef": {"name": "settings"}}]),
+        labelled(
+            Source::secret(NS, "db")
+                .data(&[("password", "hunter2")])
+                .build(),
         ),
-        deployment(
-            "api",
-            "true",
-            json!([]),
-            json!([{"secretRef": {"name": "other"}}]),
-        ),
-        elsewhere(labelled(secret("db", &[("password", "x")], json!({})))),
-        elsewhere(deployment(
-            "far",
-            "true",
-            json!([key_ref("P", "db", "password")]),
-            json!([]),
+        Source::secret(NS, "other").data(&[("k", "1")]).build(),
+        Source::config_map(NS, "settings")
+            .data(&[("mode", "a")])
+            .build(),
+        opted_in("web")
+            .env_secret_key("P", "db", "password")
+            .env_from(
+                json!([{"secretRef": {"name": "other"}}, {"configMapRef": {"name": "settings"}}]),
+            )
+            .build(),
+        opted_in("api").env_from_secret("other").build(),
+        elsewhere(labelled(
+            Source::secret(NS, "db").data(&[("password", "x")]).build(),
         )),
+        elsewhere(
+            opted_in("far")
+                .env_secret_key("P", "db", "password")
+                .build(),
+        ),
     ];
     for i in 0..20 {
-        seeds.push(secret(&format!("unselected-{i}"), &[("k", "v")], json!({})));
+        seeds.push(
+            Source::secret(NS, &format!("unselected-{i}"))
+                .data(&[("k", "v")])
+                .build(),
+        );
     }
     let env = Env::start(seeds).await;
 
@@ -2030,34 +1920,40 @@ async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
     );
 
     // The selected object rolls its consumer once; the others never.
-    env.put(labelled(secret(
-        "db",
-        &[("password", "rotated")],
-        json!({}),
-    )));
+    env.put(labelled(
+        Source::secret(NS, "db")
+            .data(&[("password", "rotated")])
+            .build(),
+    ));
     running
         .until("web rolls", |s| s.rolls == 1 && s.pending == 0)
         .await;
-    env.put(secret("other", &[("k", "2")], json!({})));
-    env.put(config_map("settings", &[("mode", "b")]));
-    env.put(elsewhere(labelled(secret(
-        "db",
-        &[("password", "y")],
-        json!({}),
-    ))));
+    env.put(Source::secret(NS, "other").data(&[("k", "2")]));
+    env.put(Source::config_map(NS, "settings").data(&[("mode", "b")]));
+    env.put(elsewhere(labelled(
+        Source::secret(NS, "db").data(&[("password", "y")]).build(),
+    )));
     // db leaving the selection is not a change: nothing rolls.
-    env.put(secret("db", &[("password", "rotated")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "rotated")]));
     running
         .until("db left the cache", |s| s.sources == 0 && s.pending == 0)
         .await;
     // db back in the selection joins the record, as an opt-out removed does: no roll (its
     // value then is its first seen); its next change rolls web once more.
-    env.put(labelled(secret("db", &[("password", "third")], json!({}))));
+    env.put(labelled(
+        Source::secret(NS, "db")
+            .data(&[("password", "third")])
+            .build(),
+    ));
     running
         .until("db back in the cache", |s| s.sources == 1 && s.pending == 0)
         .await;
     assert_eq!(running.status.borrow().rolls, 1);
-    env.put(labelled(secret("db", &[("password", "fourth")], json!({}))));
+    env.put(labelled(
+        Source::secret(NS, "db")
+            .data(&[("password", "fourth")])
+            .build(),
+    ));
     let status = running
         .until("web rolls for db's next change", |s| {
             s.rolls == 2 && s.pending == 0
@@ -2081,18 +1977,21 @@ async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
 #[tokio::test]
 async fn reloader_search_rolls_only_for_matched_references() {
     let matched = json!({"reloader.stakater.com/match": "true"});
-    let mut settings_map = config_map("settings", &[("mode", "a")]);
+    let mut settings_map = Source::config_map(NS, "settings")
+        .data(&[("mode", "a")])
+        .build();
     settings_map["metadata"]["annotations"] = matched.clone();
-    let mut searching = deployment(
-        "searching",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([{"secretRef": {"name": "other"}}, {"configMapRef": {"name": "settings"}}]),
-    );
+    let mut searching = opted_in("searching")
+        .env_secret_key("P", "db", "password")
+        .env_from(json!([{"secretRef": {"name": "other"}}, {"configMapRef": {"name": "settings"}}]))
+        .build();
     searching["metadata"]["annotations"] = json!({"reloader.stakater.com/search": "true"});
     let env = Env::start(vec![
-        secret("db", &[("password", "hunter2")], matched.clone()),
-        secret("other", &[("k", "1")], json!({})),
+        Source::secret(NS, "db")
+            .data(&[("password", "hunter2")])
+            .annotations(matched.clone())
+            .build(),
+        Source::secret(NS, "other").data(&[("k", "1")]).build(),
         settings_map.clone(),
         searching,
     ])
@@ -2112,11 +2011,15 @@ async fn reloader_search_rolls_only_for_matched_references() {
             .await;
     }
 
-    env.put(secret("db", &[("password", "rotated")], matched.clone()));
+    env.put(
+        Source::secret(NS, "db")
+            .data(&[("password", "rotated")])
+            .annotations(matched.clone()),
+    );
     running
         .until("a matched Secret rolls", |s| s.rolls == 1 && s.pending == 0)
         .await;
-    env.put(secret("other", &[("k", "2")], json!({})));
+    env.put(Source::secret(NS, "other").data(&[("k", "2")]));
     evaluated(&mut running).await;
     assert_eq!(
         env.rollouts("searching"),
@@ -2131,14 +2034,22 @@ async fn reloader_search_rolls_only_for_matched_references() {
         })
         .await;
     // `other` gains match: it joins the record, no roll; its next change rolls.
-    env.put(secret("other", &[("k", "2")], matched.clone()));
+    env.put(
+        Source::secret(NS, "other")
+            .data(&[("k", "2")])
+            .annotations(matched.clone()),
+    );
     running
         .until("other joins the record", |s| {
             s.adoptions == 2 && s.pending == 0
         })
         .await;
     assert_eq!(env.rollouts("searching"), 2);
-    env.put(secret("other", &[("k", "3")], matched));
+    env.put(
+        Source::secret(NS, "other")
+            .data(&[("k", "3")])
+            .annotations(matched),
+    );
     running
         .until("now it rolls", |s| s.rolls == 3 && s.pending == 0)
         .await;
@@ -2180,7 +2091,7 @@ fn cron_job(name: &str, secret: &str, key: &str) -> Value {
                     "jobTemplate": {"spec": {"template": {"spec": {
                         "restartPolicy": "OnFailure",
                         "containers": [{"name": "job", "image": "job:1",
-                                        "env": [key_ref("P", secret, key)]}]}}}}}})
+                                        "env": [secret_key_ref("P", secret, key)]}]}}}}}})
 }
 
 async fn create(
@@ -2210,7 +2121,9 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> kube::api::
 #[tokio::test]
 async fn cron_jobs_and_argo_rollouts_roll_once_per_change() {
     let seeds = vec![
-        secret("db", &[("password", "a"), ("user", "app")], json!({})),
+        Source::secret(NS, "db")
+            .data(&[("password", "a"), ("user", "app")])
+            .build(),
         cron_job("nightly", "db", "password"),
     ];
     let env = Env::start(seeds).await;
@@ -2248,11 +2161,7 @@ async fn cron_jobs_and_argo_rollouts_roll_once_per_change() {
     assert!(env.patches("rollouts", "referencing").is_empty());
 
     // A key the CronJob does not read: only the Rollout (all of db) rolls.
-    env.put(secret(
-        "db",
-        &[("password", "a"), ("user", "ops")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "a"), ("user", "ops")]));
     running
         .until("the Rollout's roll", |s| s.rolls == 1 && s.pending == 0)
         .await;
@@ -2272,11 +2181,7 @@ async fn cron_jobs_and_argo_rollouts_roll_once_per_change() {
     assert_eq!(env.patches("rollouts", "web").len(), 2, "adoption + roll");
 
     // The CronJob's key: both roll, once each; the CronJob's roll waits for its next Job.
-    env.put(secret(
-        "db",
-        &[("password", "b"), ("user", "ops")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "b"), ("user", "ops")]));
     running
         .until("two more rolls and the CronJob's event", |s| {
             s.rolls == 3 && s.deferred == 1 && s.pending == 0
@@ -2319,11 +2224,7 @@ async fn cron_jobs_and_argo_rollouts_roll_once_per_change() {
     let mut running = env.controller(settings());
     let status = running.settled().await;
     assert_eq!(status.workloads, 1, "the CronJob only");
-    env.put(secret(
-        "db",
-        &[("password", "c"), ("user", "ops")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "c"), ("user", "ops")]));
     running
         .until("the CronJob's roll", |s| s.rolls == 1 && s.pending == 0)
         .await;
@@ -2337,14 +2238,13 @@ fn namespace(name: &str, labels: Value) -> Value {
 
 /// In `namespace`: Secret `db` (`password` = `value`) and Deployment `web` reading it.
 fn team(namespace: &str, value: &str) -> Vec<Value> {
-    let mut db = secret("db", &[("password", value)], json!({}));
+    let mut db = Source::secret(NS, "db")
+        .data(&[("password", value)])
+        .build();
     db["metadata"]["namespace"] = json!(namespace);
-    let mut web = deployment(
-        "web",
-        "true",
-        json!([key_ref("P", "db", "password")]),
-        json!([]),
-    );
+    let mut web = opted_in("web")
+        .env_secret_key("P", "db", "password")
+        .build();
     web["metadata"]["namespace"] = json!(namespace);
     vec![db, web]
 }
@@ -2422,25 +2322,26 @@ async fn the_namespace_selector_follows_namespaces_gaining_and_losing_the_label(
 #[tokio::test]
 async fn reloaders_regular_expression_entries_watch_every_matching_name() {
     let annotated = |name: &str, reload: &str| {
-        let mut object = deployment(name, "true", json!([]), json!([]));
+        let mut object = opted_in(name).build();
         object["metadata"]["annotations"] = json!({"secret.reloader.stakater.com/reload": reload});
         object
     };
     let seeds = vec![
-        secret("db-main", &[("password", "m1")], json!({})),
-        secret("db-replica", &[("password", "r1")], json!({})),
-        secret("old-db-main", &[("password", "o1")], json!({})),
-        secret("other", &[("k", "1")], json!({})),
+        Source::secret(NS, "db-main")
+            .data(&[("password", "m1")])
+            .build(),
+        Source::secret(NS, "db-replica")
+            .data(&[("password", "r1")])
+            .build(),
+        Source::secret(NS, "old-db-main")
+            .data(&[("password", "o1")])
+            .build(),
+        Source::secret(NS, "other").data(&[("k", "1")]).build(),
         annotated("pattern", "db-.*"),
         // Not a valid expression: refused, counted, not watched.
         annotated("broken", "db-(.*"),
         // The barrier: reads all of `other`.
-        deployment(
-            "api",
-            "true",
-            json!([]),
-            json!([{"secretRef": {"name": "other"}}]),
-        ),
+        opted_in("api").env_from_secret("other").build(),
     ];
     let env = Env::start(seeds).await;
     let (metrics, _registry) = registered_metrics();
@@ -2476,18 +2377,18 @@ async fn reloaders_regular_expression_entries_watch_every_matching_name() {
     );
 
     // A matched Secret's change rolls once; an unmatched one's rolls nothing.
-    env.put(secret("db-replica", &[("password", "r2")], json!({})));
+    env.put(Source::secret(NS, "db-replica").data(&[("password", "r2")]));
     running
         .until("the pattern's roll", |s| s.rolls == 1 && s.pending == 0)
         .await;
     assert_eq!(env.rollouts("pattern"), 1);
-    env.put(secret("old-db-main", &[("password", "o2")], json!({})));
+    env.put(Source::secret(NS, "old-db-main").data(&[("password", "o2")]));
     barrier(&env, &mut running, "2").await;
     assert_eq!(env.rollouts("pattern"), 1);
 
     // A new matching Secret joins the record without a roll; its next change rolls.
     let adoptions = running.status.borrow().adoptions;
-    env.put(secret("db-new", &[("password", "n1")], json!({})));
+    env.put(Source::secret(NS, "db-new").data(&[("password", "n1")]));
     running
         .until("the re-record", |s| {
             s.adoptions > adoptions && s.pending == 0
@@ -2504,7 +2405,7 @@ async fn reloaders_regular_expression_entries_watch_every_matching_name() {
             .map_or(0, |(_, e)| e.split(',').count()),
         3
     );
-    env.put(secret("db-new", &[("password", "n2")], json!({})));
+    env.put(Source::secret(NS, "db-new").data(&[("password", "n2")]));
     running
         .until("db-new's roll", |s| s.rolls == 3 && s.pending == 0)
         .await;
@@ -2541,7 +2442,7 @@ async fn a_stalled_events_api_holds_no_patch() {
     let stall = env
         .emu
         .add_fault(Fault::on("create", "events").then(FaultAction::Stall));
-    env.put(secret("db", &[("password", "rotated")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "rotated")]));
     let status = running
         .until("three rolls while the Events wait", |s| {
             s.rolls == 3 && s.pending == 0
@@ -2579,25 +2480,29 @@ async fn a_stalled_events_api_holds_no_patch() {
 async fn adoption_is_paced_and_a_change_made_meanwhile_rolls_at_once() {
     const BULK: u64 = 48;
     let mut seeds = vec![
-        secret("bulk", &[("k", "1")], json!({})),
-        secret("hot", &[("k", "1")], json!({})),
-        secret("other", &[("k", "1")], json!({})),
+        Source::secret(NS, "bulk").data(&[("k", "1")]).build(),
+        Source::secret(NS, "hot").data(&[("k", "1")]).build(),
+        Source::secret(NS, "other").data(&[("k", "1")]).build(),
     ];
     for i in 0..BULK as usize {
-        seeds.push(deployment(
-            &format!("b{i}"),
-            "true",
-            json!([key_ref("K", "bulk", "k")]),
-            json!([]),
-        ));
+        seeds.push(
+            Workload::deployment(&format!("b{i}"))
+                .namespace(NS)
+                .with_replicas()
+                .watch("true")
+                .env_secret_key("K", "bulk", "k")
+                .build(),
+        );
     }
     for i in 0..3 {
-        seeds.push(deployment(
-            &format!("h{i}"),
-            "true",
-            json!([key_ref("K", "hot", "k")]),
-            json!([]),
-        ));
+        seeds.push(
+            Workload::deployment(&format!("h{i}"))
+                .namespace(NS)
+                .with_replicas()
+                .watch("true")
+                .env_secret_key("K", "hot", "k")
+                .build(),
+        );
     }
     let env = Env::start(seeds).await;
     let started = tokio::time::Instant::now();
@@ -2610,7 +2515,7 @@ async fn adoption_is_paced_and_a_change_made_meanwhile_rolls_at_once() {
             s.synced && s.adoptions >= 8 && s.adoptions_queued > 0
         })
         .await;
-    env.put(secret("hot", &[("k", "2")], json!({})));
+    env.put(Source::secret(NS, "hot").data(&[("k", "2")]));
     let status = running
         .until("the three consumers of hot rolled", |s| s.rolls == 3)
         .await;
@@ -2665,11 +2570,11 @@ async fn one_workload_never_has_two_patches_in_flight() {
             .name("c0")
             .then(FaultAction::Stall),
     );
-    env.put(secret("db", &[("password", "first")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "first")]));
     running
         .until("c1 and c2 rolled, c0 held", |s| s.rolls == 2)
         .await;
-    env.put(secret("db", &[("password", "second")], json!({})));
+    env.put(Source::secret(NS, "db").data(&[("password", "second")]));
     running
         .until("c1 and c2 rolled again", |s| s.rolls == 4)
         .await;
@@ -2744,11 +2649,7 @@ async fn a_change_outside_the_restart_window_is_held_across_a_restart_and_rolls_
     running
         .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
         .await;
-    env.put(secret(
-        "db",
-        &[("password", "changed"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "changed"), ("user", "app")]));
     let status = running
         .until("the hold", |s| s.pended == 1 && s.pending == 0)
         .await;
@@ -2798,11 +2699,7 @@ async fn a_change_outside_the_restart_window_is_held_across_a_restart_and_rolls_
     assert_eq!(pending_mark(&env, "web").as_deref(), Some(mark.as_str()));
 
     // A second change while held is coalesced: the mark follows the content.
-    env.put(secret(
-        "db",
-        &[("password", "changed again"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "changed again"), ("user", "app")]));
     running
         .until("the new mark", |s| s.pended == 1 && s.pending == 0)
         .await;
@@ -2853,7 +2750,11 @@ async fn a_change_undone_while_held_clears_the_mark_and_rolls_nothing() {
         .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
         .await;
     // `other`'s own window holds its consumer api.
-    env.put(secret("other", &[("k", "2")], window()));
+    env.put(
+        Source::secret(NS, "other")
+            .data(&[("k", "2")])
+            .annotations(window()),
+    );
     running
         .until("the hold", |s| s.pended == 1 && s.pending == 0)
         .await;
@@ -2873,16 +2774,16 @@ async fn a_change_undone_while_held_clears_the_mark_and_rolls_nothing() {
             .contains("held by the restart window of Secret/other (Mon-Fri 09:00-17:00 UTC) until 2026-12-07T09:00+00:00")
     );
     // web is not held by other's window: db changes roll it at once.
-    env.put(secret(
-        "db",
-        &[("password", "changed"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "changed"), ("user", "app")]));
     running
         .until("web's roll", |s| s.rolls == 1 && s.pending == 0)
         .await;
     // The change undone: the mark goes, nothing rolls.
-    env.put(secret("other", &[("k", "1")], window()));
+    env.put(
+        Source::secret(NS, "other")
+            .data(&[("k", "1")])
+            .annotations(window()),
+    );
     poll("the mark removed", || pending_mark(&env, "api").is_none()).await;
     let status = running
         .until("idle", |s| s.held_by_window == 0 && s.pending == 0)
@@ -2900,9 +2801,7 @@ async fn approve(env: &Env, name: &str) {
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
         env.connection.client(None),
         NS,
-        &rollsafe_kube::read::workload_resource(
-            rollsafe_core::workload::WatchedKind::Deployment,
-        ),
+        &rollsafe_kube::read::workload_resource(rollsafe_core::workload::WatchedKind::Deployment),
     );
     api.patch(
         name,
@@ -2923,11 +2822,7 @@ async fn a_roll_that_needs_approval_rolls_once_approved_and_a_newer_change_needs
     running
         .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
         .await;
-    env.put(secret(
-        "db",
-        &[("password", "changed"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "changed"), ("user", "app")]));
     running
         .until("the hold", |s| s.pended == 1 && s.pending == 0)
         .await;
@@ -2966,11 +2861,7 @@ async fn a_roll_that_needs_approval_rolls_once_approved_and_a_newer_change_needs
     );
 
     // A newer change needs a new approval.
-    env.put(secret(
-        "db",
-        &[("password", "changed again"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "changed again"), ("user", "app")]));
     running
         .until("the second hold", |s| s.pended == 1 && s.pending == 0)
         .await;
@@ -3001,18 +2892,14 @@ async fn the_brakes_survive_a_restart_of_the_leader() {
         .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
         .await;
     for (round, password) in ["one", "two"].into_iter().enumerate() {
-        env.put(secret(
-            "db",
-            &[("password", password), ("user", "app")],
-            json!({}),
-        ));
+        env.put(Source::secret(NS, "db").data(&[("password", password), ("user", "app")]));
         running
             .until("web's roll", |s| {
                 s.rolls == round as u64 + 1 && s.pending == 0
             })
             .await;
     }
-    env.put(secret("other", &[("k", "2")], json!({})));
+    env.put(Source::secret(NS, "other").data(&[("k", "2")]));
     running
         .until("api's roll: the burst of 3 spent", |s| {
             s.rolls == 3 && s.pending == 0
@@ -3030,7 +2917,7 @@ async fn the_brakes_survive_a_restart_of_the_leader() {
     let mut running = env.controller(braked());
     running.settled().await;
     // The bucket the last leader spent is not full again: api's next roll waits for a token.
-    env.put(secret("other", &[("k", "3")], json!({})));
+    env.put(Source::secret(NS, "other").data(&[("k", "3")]));
     running
         .until("api's roll postponed by the rate limit", |s| {
             s.rate_limited >= 1
@@ -3038,11 +2925,7 @@ async fn the_brakes_survive_a_restart_of_the_leader() {
         .await;
     assert_eq!(env.rollouts("api"), 1);
     // web rolled twice within the window: its next change halts it instead of a third roll.
-    env.put(secret(
-        "db",
-        &[("password", "three"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "three"), ("user", "app")]));
     running.until("web halted", |s| s.halts == 1).await;
     assert_eq!(env.rollouts("web"), 2);
     let annotations = env.workload("deployments", "web")["metadata"]["annotations"].clone();
@@ -3118,11 +3001,7 @@ async fn every_outcome_is_notified_naming_objects_and_keys_never_values() {
         .until("adoptions", |s| s.adoptions == 2 && s.pending == 0)
         .await;
     // web needs an approval: the hold is notified, with the command that approves.
-    env.put(secret(
-        "db",
-        &[("password", "s3cr3t-rotated"), ("user", "app")],
-        json!({}),
-    ));
+    env.put(Source::secret(NS, "db").data(&[("password", "s3cr3t-rotated"), ("user", "app")]));
     let pending = notified(&mut received, "pending").await;
     assert_eq!(
         pending,
@@ -3146,7 +3025,7 @@ async fn every_outcome_is_notified_naming_objects_and_keys_never_values() {
         json!([{"kind": "Secret", "name": "db", "keys": ["password"]}])
     );
     // api consumes all of `other`: its cause has no key list.
-    env.put(secret("other", &[("k", "s3cr3t-2")], json!({})));
+    env.put(Source::secret(NS, "other").data(&[("k", "s3cr3t-2")]));
     let api = loop {
         let body = notified(&mut received, "rolled").await;
         if body["workload"]["name"] == "api" {

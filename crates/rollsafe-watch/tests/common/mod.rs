@@ -4,6 +4,8 @@
 #![allow(dead_code, reason = "shared by several test crates; each uses a part")]
 #![expect(clippy::unwrap_used, reason = "tests may unwrap")]
 
+pub mod scenario;
+
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
