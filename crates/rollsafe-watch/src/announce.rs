@@ -48,11 +48,14 @@ pub enum Reason {
     /// Another writer removed or changed rollsafe's template annotation before the rollout
     /// completed: not rolled again for that content.
     Reverted,
+    /// Another writer removed the workload's record (a replace of the whole object): adopted
+    /// again, without a roll. An Event only, no notification (nothing was rolled or held).
+    Readopted,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 9] = [
+    pub const ALL: [Reason; 10] = [
         Reason::Rolled,
         Reason::Recovered,
         Reason::RolloutDeferred,
@@ -62,6 +65,7 @@ impl Reason {
         Reason::RolloutComplete,
         Reason::RolloutStalled,
         Reason::Reverted,
+        Reason::Readopted,
     ];
 
     /// The Event's `reason`.
@@ -76,6 +80,7 @@ impl Reason {
             Reason::RolloutComplete => "RolloutComplete",
             Reason::RolloutStalled => "RolloutStalled",
             Reason::Reverted => "Reverted",
+            Reason::Readopted => "Readopted",
         }
     }
 
@@ -88,14 +93,15 @@ impl Reason {
             | Reason::Pending
             | Reason::RolloutHeld
             | Reason::Reverted => "Roll",
+            Reason::Readopted => "Adopt",
             Reason::Halted => "Halt",
             Reason::RolloutComplete | Reason::RolloutStalled => "Rollout",
         }
     }
 
-    /// The outcome a notification of it carries.
-    pub fn notification(self) -> NotifyOutcome {
-        match self {
+    /// The outcome a notification of it carries; `None`: it is not notified.
+    pub fn notification(self) -> Option<NotifyOutcome> {
+        Some(match self {
             Reason::Rolled | Reason::Recovered => NotifyOutcome::Rolled,
             Reason::RolloutDeferred => NotifyOutcome::Deferred,
             Reason::Halted => NotifyOutcome::Halted,
@@ -104,7 +110,8 @@ impl Reason {
             Reason::RolloutComplete => NotifyOutcome::RolloutComplete,
             Reason::RolloutStalled => NotifyOutcome::RolloutStalled,
             Reason::Reverted => NotifyOutcome::Reverted,
-        }
+            Reason::Readopted => return None,
+        })
     }
 }
 
@@ -229,7 +236,7 @@ impl Announcer {
     /// with the keys the workload consumes of each (names only, never values), the cluster
     /// and the page. Returns at once; delivery is the notifier's.
     fn notify(&self, key: &WorkloadKey, event: &Announcement, cache: Option<&Cache>) {
-        let Some(notifier) = &self.notifier else {
+        let (Some(notifier), Some(outcome)) = (&self.notifier, event.reason.notification()) else {
             return;
         };
         let consumed = cache
@@ -260,7 +267,7 @@ impl Announcer {
             })
             .collect();
         notifier.notify(Notification {
-            outcome: event.reason.notification(),
+            outcome,
             cluster: self.cluster_name.clone(),
             namespace: key.namespace.to_string(),
             workload_kind: key.kind.as_str().to_owned(),
@@ -322,7 +329,10 @@ mod tests {
         let reasons: std::collections::HashSet<&str> =
             Reason::ALL.iter().map(|r| r.as_str()).collect();
         assert_eq!(reasons.len(), Reason::ALL.len());
-        let outcomes: Vec<NotifyOutcome> = Reason::ALL.iter().map(|r| r.notification()).collect();
+        let outcomes: Vec<NotifyOutcome> = Reason::ALL
+            .iter()
+            .filter_map(|r| r.notification())
+            .collect();
         for outcome in NotifyOutcome::ALL {
             assert!(
                 outcomes.contains(&outcome),

@@ -29,6 +29,9 @@ pub struct WorkloadState {
     /// Its followed rollout stalled (a StatefulSet's or DaemonSet's status cannot say so),
     /// until it rolls again or goes.
     pub stalled: bool,
+    /// Another writer removed its record (the cache held one, the workload now carries none):
+    /// its adoption is announced as such.
+    pub record_removed: bool,
     /// Its last roll was a recovery past the flap stop's limit ([`crate::outcome`]'s brakes):
     /// should that rollout stall too, the next roll past the limit halts.
     pub recovering: bool,

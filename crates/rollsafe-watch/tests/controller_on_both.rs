@@ -594,6 +594,44 @@ on_both_substrates! {
         running.stop().await;
     }
 
+    /// A GitOps tool's replace of the whole object (Argo CD's `Replace=true`) drops rollsafe's
+    /// record: the controller adopts the workload again without a roll, and says so — one
+    /// `Readopted` Event naming the writer, read back through kubectl.
+    async fn a_replace_that_drops_the_record_is_readopted_and_said(ns) {
+        ns.apply_at_rest(two_workloads()).await;
+        let mut running = controller(ns, settings(ns));
+        running.until("adoptions", |s| s.adoptions == 2 && s.pending == 0).await;
+        let api = ns.api_for(&json!({"apiVersion": "apps/v1", "kind": "Deployment"})).await;
+        let params = PostParams { field_manager: Some("argocd-controller".to_owned()), ..PostParams::default() };
+        eventually("the tool's replace", DEADLINE, || async {
+            let object = api.get("web").await.unwrap();
+            let mut value = serde_json::to_value(&object).unwrap();
+            let annotations = value["metadata"]["annotations"].as_object_mut().unwrap();
+            annotations.retain(|key, _| !key.starts_with("rollsafe.dev/config-"));
+            annotations.insert("argocd.argoproj.io/tracking-id".to_owned(), json!("app:apps/Deployment:web"));
+            let object: DynamicObject = serde_json::from_value(value).unwrap();
+            match api.replace("web", &params, &object).await {
+                Ok(_) => Some(()),
+                Err(kube::Error::Api(status)) if status.code == 409 => None,
+                Err(error) => panic!("{error}"),
+            }
+        }).await;
+        let status = running.until("the readoption", |s| s.adoptions == 3 && s.pending == 0).await;
+        assert_eq!(status.rolls, 0, "{status:?}");
+        let readopted = eventually("the Readopted event", DEADLINE, || async {
+            let found = events(ns, "web", "Readopted").await;
+            (!found.is_empty()).then_some(found)
+        }).await;
+        assert_eq!(readopted.len(), 1, "{readopted:?}");
+        assert_eq!(readopted[0]["type"], "Normal");
+        let note = readopted[0]["message"].as_str().unwrap();
+        assert!(note.starts_with("Adopted again, without a roll: another writer ("), "{note}");
+        assert!(note.contains("argocd-controller"), "{note}");
+        let described = describe(ns, "deployment", "web").await;
+        assert!(described.contains("Readopted"), "{described}");
+        running.stop().await;
+    }
+
     /// The startup check finds streaming lists where the server serves them (the real 1.37
     /// server) and not where it does not (the emulator's default, 1.33's gate); the controller
     /// then starts every watch with a streaming list, or pages, and either way adopts without

@@ -7,22 +7,24 @@ use std::time::Duration;
 
 use kube::Resource as _;
 use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::events::EventType;
 use rollsafe_core::rollout::follow::Observation;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::Controller;
+use crate::announce::Reason;
 use crate::cache::{SourceKey, WORKLOAD_REF, WorkloadKey};
 use crate::freshness;
 use crate::metrics::ConfirmLabels;
 use crate::outcome::{Outcome, Purpose, SkipReason, Write};
 use crate::patches::{Answer, Sent, Unsent};
-use rollsafe_kube::read::{api_resource, workload_resource};
 use crate::progression;
 use crate::settings::FAILURE_RECHECK;
 use crate::streams::{watching, workload};
 use crate::workload_object::WorkloadObject;
 use rollsafe_core::annotations::CONFIG_HASH;
+use rollsafe_kube::read::{api_resource, workload_resource};
 
 /// When a workload is evaluated again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,6 +341,21 @@ impl Controller {
                 // The record now covers what was seen so far (the first list included).
                 self.tracker.forget_changes(key);
                 self.count(|s| s.adoptions += 1);
+                let record_removed = self
+                    .tracker
+                    .update(key, |state| std::mem::take(&mut state.record_removed));
+                if record_removed {
+                    let uid = self
+                        .cache
+                        .workload(key)
+                        .and_then(|entry| entry.plan.as_ref())
+                        .map(|plan| plan.uid().to_owned());
+                    self.announce_writer(key, uid, Reason::Readopted, EventType::Normal, |by| {
+                        format!(
+                            "Adopted again, without a roll: {by} removed rollsafe.dev/config-record (a replace of the whole object); the record is written anew for what it consumes now"
+                        )
+                    });
+                }
             }
             Purpose::Roll { deferred } => {
                 self.flap.rolled(key, now);

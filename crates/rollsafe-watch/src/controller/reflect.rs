@@ -15,9 +15,9 @@ use crate::announce::{Announcement, Reason, workload_reference};
 use crate::cache::{ReloaderNote, SourceKey, WorkloadKey};
 use crate::digest;
 use crate::freshness;
-use rollsafe_kube::read::workload_resource;
 use crate::rollouts::Finished;
 use crate::streams::{Ev, Item};
+use rollsafe_kube::read::workload_resource;
 
 impl Controller {
     /// Applies one stream item to the cache.
@@ -70,6 +70,15 @@ impl Controller {
                         .map(|record| digest::parse_record(record).0);
                     let reverted = observation.marker.as_deref() != written;
                     self.rollout_observed(&key, Some(*observation), now, reverted);
+                    let record_removed = entry.facts.record.is_none()
+                        && self
+                            .cache
+                            .workload(&key)
+                            .is_some_and(|old| old.facts.record.is_some());
+                    if record_removed {
+                        self.tracker
+                            .update(&key, |state| state.record_removed = true);
+                    }
                     self.cache.apply_workload(key.clone(), entry);
                     // Before the first full view, its end schedules every workload.
                     if self.status.borrow().synced {
@@ -240,6 +249,23 @@ impl Controller {
         warn!(workload = %key, code = "reverted", "another writer changed rollsafe's template annotation before the rollout completed; not rolled again for this content");
         self.metrics.reverts.inc();
         self.count(|s| s.reverts += 1);
+        self.announce_writer(key, uid, Reason::Reverted, EventType::Warning, |by| {
+            format!(
+                "{by} removed or changed rollsafe.dev/config-hash before the rollout completed; rollsafe does not patch it again for this content. If another controller owns this workload's template, let it restart the workload"
+            )
+        });
+    }
+
+    /// Announces `reason` on `key`, naming the writer of its spec from its managedFields —
+    /// read off the loop (the cache does not keep them) — in the note `note` makes.
+    pub(super) fn announce_writer(
+        &self,
+        key: &WorkloadKey,
+        uid: Option<String>,
+        reason: Reason,
+        type_: EventType,
+        note: impl FnOnce(&str) -> String + Send + 'static,
+    ) {
         let client = self.client.clone();
         let announcer = self.announcer.clone();
         let key = key.clone();
@@ -254,11 +280,9 @@ impl Controller {
                 ),
             };
             let event = Announcement {
-                type_: EventType::Warning,
-                reason: Reason::Reverted,
-                note: format!(
-                    "{by} removed or changed rollsafe.dev/config-hash before the rollout completed; rollsafe does not patch it again for this content. If another controller owns this workload's template, let it restart the workload"
-                ),
+                type_,
+                reason,
+                note: note(&by),
                 related: None,
                 causes: Vec::new(),
             };
@@ -373,9 +397,9 @@ impl Controller {
     }
 }
 
-/// The field managers that last wrote `key`'s spec, other than rollsafe's own: the newest
-/// managedFields entries that own a part of `spec` (several when their times, kept to the
-/// second, tie). Empty when the workload cannot be read in time or names none. A writer that
+/// The field managers that last wrote `key`, other than rollsafe's own: the newest
+/// managedFields entries that own a part of its `spec` or `metadata` (not its status; several
+/// when their times, kept to the second, tie). Empty when the workload cannot be read in time or names none. A writer that
 /// only removed fields owns none of them and cannot be named.
 async fn template_writers(client: &kube::Client, key: &WorkloadKey) -> Vec<String> {
     let api: kube::Api<kube::api::DynamicObject> =
@@ -391,11 +415,11 @@ async fn template_writers(client: &kube::Client, key: &WorkloadKey) -> Vec<Strin
         .unwrap_or_default()
         .into_iter()
         .filter(|entry| entry.manager.as_deref() != Some(FIELD_MANAGER))
+        .filter(|entry| entry.subresource.is_none())
         .filter(|entry| {
-            entry
-                .fields_v1
-                .as_ref()
-                .is_some_and(|fields| fields.0.get("f:spec").is_some())
+            entry.fields_v1.as_ref().is_some_and(|fields| {
+                fields.0.get("f:spec").is_some() || fields.0.get("f:metadata").is_some()
+            })
         })
         .collect();
     let newest = writers

@@ -103,12 +103,13 @@ pub(crate) const EXIT_CODES: &str = "Exit codes: 0 the workload is explained (wh
     is invalid (one line on stderr, nothing on stdout).";
 
 /// The Event reasons `rollsafe watch` writes on a workload.
-const WATCH_EVENT_REASONS: [&str; 5] = [
+const WATCH_EVENT_REASONS: [&str; 6] = [
     "Rolled",
     "Recovered",
     "RolloutDeferred",
     "Halted",
     "Reverted",
+    "Readopted",
 ];
 
 /// The whole answer, as printed.

@@ -92,7 +92,7 @@ pub(super) fn text(why: &Why) -> String {
                 "\nlast:      the Events could not be listed ({code})"
             )),
             None => out.push_str(
-                "\nlast:      no Rolled, Recovered, RolloutDeferred, Halted or Reverted Event",
+                "\nlast:      no Rolled, Recovered, RolloutDeferred, Halted, Reverted or Readopted Event",
             ),
         },
     }
