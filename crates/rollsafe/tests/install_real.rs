@@ -20,13 +20,18 @@
 //!
 //! Then minimality: `kubectl auth can-i --list` with each ServiceAccount's token, per
 //! namespace, parsed and compared — minus what every ServiceAccount of the cluster is granted
-//! (measured with an unbound ServiceAccount) — with the rule tables of docs/install.md encoded
-//! below; and explicit requests the real authorizer refuses with 403.
+//! (measured with an unbound ServiceAccount) — with the rule tables of docs/install.md, which
+//! are `rollsafe_kube::least_privilege::RULES`; and explicit requests the real authorizer
+//! refuses with 403.
+//!
+//! Then `rollsafe review rbac`, the reviewer's command (docs/security.md, "For a reviewer"), for
+//! every chart mode: an empty difference (exit 0), and exit 1 naming the rule when one is
+//! granted beyond the minimum or a documented one is missing.
 //!
 //! The real server keeps no request log for the suites, so "every call was allowed" is read from
 //! the outcome (the runs succeed) and from the binaries' own logs (no `forbidden` in them).
 //!
-//! Every test here ends in `_on_real`: `cargo xtask test --substrate emulator` skips them, and
+//! Every test here but the two that need no cluster ends in `_on_real`: `cargo xtask test --substrate emulator` skips them, and
 //! without `ROLLSAFE_CONTROL_PLANE` they fail rather than pass vacuously. Without the Helm SDK's
 //! python or kubectl they say so and stop, as the chart tests do (and fail under `CI`).
 
@@ -1389,6 +1394,63 @@ async fn review_rbac_impersonation_without_names_on_real() {
     assert_eq!(shown.as_array().unwrap().len(), 2, "{shown}");
 }
 
+/// Token review with impersonation, the callers listed: a Role in the listed ServiceAccount's
+/// namespace (found through its RoleBinding) with `impersonate` on that name, shown; the
+/// TokenReview rule cluster-wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_token_review_with_impersonation_on_real() {
+    let values = r#"{"impersonation": {"enabled": true, "groups": ["platform"]},
+                     "tokenReview": {"enabled": true, "serviceAccounts": ["{A}/caller"]}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    let server = account(&report, "server");
+    assert_eq!(
+        server["described"],
+        "namespace scope, impersonation, token review"
+    );
+    let shown: Vec<String> = server["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|ns| ns["difference"]["namedByValues"].as_array().unwrap())
+        .map(|g| {
+            format!(
+                "{}/{}",
+                g["resource"].as_str().unwrap(),
+                g["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        shown.contains(&"serviceaccounts/caller".to_owned()),
+        "{shown:?}"
+    );
+    assert!(
+        server["namespaces"][0]["granted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["resource"] == "tokenreviews.authentication.k8s.io"),
+        "{server}"
+    );
+}
+
+/// The controller with `controller.namespaceSelector` (a ClusterRole listing and watching
+/// namespaces) and `controller.argoRollouts` (Rollouts among the watched kinds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_controller_namespace_selector_and_argo_rollouts_on_real() {
+    let values = r#"{"controller": {"enabled": true, "namespaceSelector": "team=a",
+                                    "argoRollouts": true}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    assert_eq!(
+        account(&report, "controller")["described"],
+        "cluster-wide, Argo Rollouts, namespace selector"
+    );
+}
+
 /// A rule granted beyond the chart (a Role the operator added, bound to the server's
 /// ServiceAccount): exit 1, the rule named in both outputs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1439,6 +1501,37 @@ async fn review_rbac_reports_an_extra_rule_on_real() {
     assert!(
         text.trim_end()
             .ends_with("difference from the documented minimum found"),
+        "{text}"
+    );
+    assert_eq!(stderr, "");
+}
+
+/// A documented rule removed (the access-rules Role deleted): exit 1, both rules named as
+/// missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_reports_a_missing_rule_on_real() {
+    let values = r#"{"server": {"scope": "namespace"}}"#;
+    let outcome = review_release(values, async |real: &Real, r: &str, release: &Release| {
+        let role = format!("{}-access-rules", release.fullname);
+        real.admin_ok(&["-n", r, "delete", "role", &role]);
+    })
+    .await;
+    let Some((code, report, text, stderr)) = outcome else {
+        return;
+    };
+    assert_eq!(code, 1, "{report}\n{stderr}");
+    let release_ns = &account(&report, "server")["namespaces"][0];
+    assert_eq!(release_ns["difference"]["extra"], json!([]), "{release_ns}");
+    assert_eq!(
+        release_ns["difference"]["missing"],
+        json!([
+            {"resource": "configmaps", "url": "", "name": "krypton-access", "verb": "get"},
+            {"resource": "leases.coordination.k8s.io", "url": "", "name": LEASE, "verb": "get"}
+        ]),
+        "{release_ns}"
+    );
+    assert!(
+        text.contains("- get configmaps/krypton-access  (documented, not granted)"),
         "{text}"
     );
     assert_eq!(stderr, "");
