@@ -166,8 +166,11 @@ async fn changes_roll_once_or_not_at_all() {
             .env_from_secret("choreo")
             .build(),
     );
-    let mut relabelled = db("hunter2", "app", json!({"note": "x"}));
-    relabelled["metadata"]["labels"] = json!({"team": "payments"});
+    let relabelled = Source::secret(NS, "db")
+        .data(&[("password", "hunter2"), ("user", "app")])
+        .annotate("note", "x")
+        .label("team", "payments")
+        .build();
     // The adoptions' patches only.
     let unchanged = |patches| Expect {
         rollouts: &[("web", 0), ("api", 0), ("quiet-app", 0)],
@@ -975,14 +978,22 @@ async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
 #[tokio::test]
 async fn namespaces_and_the_selector_limit_what_is_considered() {
     let mut seeds = two_workloads();
-    seeds[2]["metadata"]["labels"]["team"] = json!("a");
-    let mut elsewhere = opted_in("far").env_from_secret("db").build();
-    elsewhere["metadata"]["namespace"] = json!("elsewhere");
-    elsewhere["metadata"]["labels"]["team"] = json!("a");
-    let mut far_secret = Source::secret(NS, "db").data(&[("password", "x")]).build();
-    far_secret["metadata"]["namespace"] = json!("elsewhere");
-    seeds.push(elsewhere);
-    seeds.push(far_secret);
+    seeds[2] = opted_in("web")
+        .env_secret_key("P", "db", "password")
+        .label("team", "a")
+        .build();
+    seeds.push(
+        opted_in("far")
+            .namespace("elsewhere")
+            .label("team", "a")
+            .env_from_secret("db")
+            .build(),
+    );
+    seeds.push(
+        Source::secret("elsewhere", "db")
+            .data(&[("password", "x")])
+            .build(),
+    );
     let env = Env::start(seeds).await;
     let mut running = env.controller(ControllerSettings {
         namespaces: vec![NS.to_owned()],
@@ -1601,10 +1612,7 @@ fn consumers_of_db(n: usize) -> Vec<Value> {
     ];
     for i in 0..n {
         seeds.push(
-            Workload::deployment(&format!("c{i}"))
-                .namespace(NS)
-                .with_replicas()
-                .watch("true")
+            opted_in(&format!("c{i}"))
                 .env_secret_key("P", "db", "password")
                 .build(),
         );
@@ -1831,39 +1839,28 @@ async fn a_stalled_watch_is_stale_within_the_bound_and_nothing_is_patched_meanwh
 #[tokio::test]
 async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
     use rollsafe_core::reference::TargetKind;
-    let labelled = |mut object: Value| {
-        object["metadata"]["labels"] = json!({"rollsafe": "yes"});
-        object
-    };
-    let elsewhere = |mut object: Value| {
-        object["metadata"]["namespace"] = json!("skip");
-        object
+    let db = |namespace: &str, password: &str| {
+        Source::secret(namespace, "db")
+            .data(&[("password", password)])
+            .label("rollsafe", "yes")
     };
     let mut seeds = vec![
-        labelled(
-            Source::secret(NS, "db")
-                .data(&[("password", "hunter2")])
-                .build(),
-        ),
+        db(NS, "hunter2").build(),
         Source::secret(NS, "other").data(&[("k", "1")]).build(),
         Source::config_map(NS, "settings")
             .data(&[("mode", "a")])
             .build(),
         opted_in("web")
             .env_secret_key("P", "db", "password")
-            .env_from(
-                json!([{"secretRef": {"name": "other"}}, {"configMapRef": {"name": "settings"}}]),
-            )
+            .env_from_secret("other")
+            .env_from_config_map("settings")
             .build(),
         opted_in("api").env_from_secret("other").build(),
-        elsewhere(labelled(
-            Source::secret(NS, "db").data(&[("password", "x")]).build(),
-        )),
-        elsewhere(
-            opted_in("far")
-                .env_secret_key("P", "db", "password")
-                .build(),
-        ),
+        db("skip", "x").build(),
+        opted_in("far")
+            .namespace("skip")
+            .env_secret_key("P", "db", "password")
+            .build(),
     ];
     for i in 0..20 {
         seeds.push(
@@ -1920,19 +1917,13 @@ async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
     );
 
     // The selected object rolls its consumer once; the others never.
-    env.put(labelled(
-        Source::secret(NS, "db")
-            .data(&[("password", "rotated")])
-            .build(),
-    ));
+    env.put(db(NS, "rotated"));
     running
         .until("web rolls", |s| s.rolls == 1 && s.pending == 0)
         .await;
     env.put(Source::secret(NS, "other").data(&[("k", "2")]));
     env.put(Source::config_map(NS, "settings").data(&[("mode", "b")]));
-    env.put(elsewhere(labelled(
-        Source::secret(NS, "db").data(&[("password", "y")]).build(),
-    )));
+    env.put(db("skip", "y"));
     // db leaving the selection is not a change: nothing rolls.
     env.put(Source::secret(NS, "db").data(&[("password", "rotated")]));
     running
@@ -1940,20 +1931,12 @@ async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
         .await;
     // db back in the selection joins the record, as an opt-out removed does: no roll (its
     // value then is its first seen); its next change rolls web once more.
-    env.put(labelled(
-        Source::secret(NS, "db")
-            .data(&[("password", "third")])
-            .build(),
-    ));
+    env.put(db(NS, "third"));
     running
         .until("db back in the cache", |s| s.sources == 1 && s.pending == 0)
         .await;
     assert_eq!(running.status.borrow().rolls, 1);
-    env.put(labelled(
-        Source::secret(NS, "db")
-            .data(&[("password", "fourth")])
-            .build(),
-    ));
+    env.put(db(NS, "fourth"));
     let status = running
         .until("web rolls for db's next change", |s| {
             s.rolls == 2 && s.pending == 0
@@ -2238,15 +2221,15 @@ fn namespace(name: &str, labels: Value) -> Value {
 
 /// In `namespace`: Secret `db` (`password` = `value`) and Deployment `web` reading it.
 fn team(namespace: &str, value: &str) -> Vec<Value> {
-    let mut db = Source::secret(NS, "db")
-        .data(&[("password", value)])
-        .build();
-    db["metadata"]["namespace"] = json!(namespace);
-    let mut web = opted_in("web")
-        .env_secret_key("P", "db", "password")
-        .build();
-    web["metadata"]["namespace"] = json!(namespace);
-    vec![db, web]
+    vec![
+        Source::secret(namespace, "db")
+            .data(&[("password", value)])
+            .build(),
+        opted_in("web")
+            .namespace(namespace)
+            .env_secret_key("P", "db", "password")
+            .build(),
+    ]
 }
 
 fn web_patches(env: &Env, namespace: &str) -> usize {
