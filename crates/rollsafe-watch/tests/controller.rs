@@ -192,6 +192,7 @@ async fn changes_roll_once_or_not_at_all() {
                 rollouts: &[("web", 1), ("api", 0)],
                 patches: &[("web", 2)],
                 hashed: &["web"],
+                ..Expect::default()
             },
         },
         Scenario {
@@ -975,8 +976,9 @@ async fn two_replicas_one_leader_and_failover_rolls_nothing_twice() {
     second.stop().await;
 }
 
-#[tokio::test]
-async fn namespaces_and_the_selector_limit_what_is_considered() {
+/// `two_workloads` with `web` labelled `team=a`, and `far` (also `team=a`) reading `db` in
+/// namespace `elsewhere`.
+fn selection_seeds() -> Vec<Value> {
     let mut seeds = two_workloads();
     seeds[2] = opted_in("web")
         .env_secret_key("P", "db", "password")
@@ -994,34 +996,75 @@ async fn namespaces_and_the_selector_limit_what_is_considered() {
             .data(&[("password", "x")])
             .build(),
     );
-    let env = Env::start(seeds).await;
-    let mut running = env.controller(ControllerSettings {
-        namespaces: vec![NS.to_owned()],
-        selector: Some("team=a".to_owned()),
-        ..settings()
-    });
-    let status = running.settled().await;
-    assert_eq!(status.adoptions, 1, "{status:?}");
-    assert_eq!(status.workloads, 1, "{status:?}");
-    let record = |ns: &str, name: &str| {
-        env.emu
-            .get_object("deployments", Some(ns), name)
-            .unwrap()
-            .pointer("/metadata/annotations/rollsafe.dev~1config-record")
-            .is_some()
-    };
-    assert!(record(NS, "web"));
-    assert!(!record(NS, "api"), "not selected");
-    assert!(!record("elsewhere", "far"), "not in a watched namespace");
-    // A workload leaving the selection is forgotten (the watch sends DELETED).
-    let mut web = env.workload("deployments", "web");
-    web["metadata"]["labels"]
-        .as_object_mut()
-        .unwrap()
-        .remove("team");
-    env.put(web);
-    running.until("web forgotten", |s| s.workloads == 0).await;
-    running.stop().await;
+    seeds
+}
+
+/// What is considered: the namespaces watched and the workload selector, one row each and
+/// together. (Each row's `barrier` workload is labelled `team=a` and in the watched namespace.)
+#[tokio::test]
+async fn namespaces_and_the_selector_limit_what_is_considered() {
+    use Step::{Put, Records, Settled, Until};
+    common::scenario::run(vec![
+        Scenario {
+            name: "a namespace list and a selector: only the selected workload of a watched namespace",
+            seeds: selection_seeds(),
+            settings: ControllerSettings {
+                namespaces: vec![NS.to_owned()],
+                selector: Some("team=a".to_owned()),
+                ..settings()
+            },
+            change: vec![
+                Settled("web (and the barrier) only", |s| {
+                    s.adoptions == 2 && s.workloads == 2
+                }),
+                Records(&[
+                    (NS, "web", true),
+                    (NS, "api", false),
+                    ("elsewhere", "far", false),
+                ]),
+                // A workload leaving the selection is forgotten (the watch sends DELETED).
+                Put(opted_in("web")
+                    .env_secret_key("P", "db", "password")
+                    .build()),
+                Until("web forgotten", |s| s.workloads == 1),
+            ],
+            expect: Expect {
+                records: &[(NS, "api", false), ("elsewhere", "far", false)],
+                ..Expect::default()
+            },
+        },
+        Scenario {
+            name: "a namespace list alone leaves the other namespaces out",
+            seeds: selection_seeds(),
+            settings: ControllerSettings {
+                namespaces: vec![NS.to_owned()],
+                ..settings()
+            },
+            change: vec![Settled("web, api (and the barrier)", |s| {
+                s.adoptions == 3 && s.workloads == 3
+            })],
+            expect: Expect {
+                records: &[(NS, "web", true), (NS, "api", true), ("elsewhere", "far", false)],
+                ..Expect::default()
+            },
+        },
+        Scenario {
+            name: "a selector alone leaves the unlabelled workloads out, in every namespace",
+            seeds: selection_seeds(),
+            settings: ControllerSettings {
+                selector: Some("team=a".to_owned()),
+                ..settings()
+            },
+            change: vec![Settled("web, far (and the barrier)", |s| {
+                s.adoptions == 3 && s.workloads == 3
+            })],
+            expect: Expect {
+                records: &[(NS, "web", true), (NS, "api", false), ("elsewhere", "far", true)],
+                ..Expect::default()
+            },
+        },
+    ])
+    .await;
 }
 
 /// A client whose every request fails while `cut` is set: a replica cut off from the API

@@ -31,6 +31,10 @@ pub enum Step {
     Until(&'static str, fn(&Status) -> bool),
     /// Waits until every event so far has been handled (a roll of the barrier workload).
     Barrier,
+    /// Waits until synced with nothing pending, then checks the status.
+    Settled(&'static str, fn(&Status) -> bool),
+    /// Checks which Deployments (namespace, name) carry a config record now.
+    Records(&'static [(&'static str, &'static str, bool)]),
     /// Checks the rollouts counted so far per workload.
     Rollouts(&'static [(&'static str, usize)]),
 }
@@ -44,6 +48,8 @@ pub struct Expect {
     pub patches: &'static [(&'static str, usize)],
     /// Deployments whose config record starts with their template's config hash.
     pub hashed: &'static [&'static str],
+    /// Deployments (namespace, name) that carry a config record (adopted) or not.
+    pub records: &'static [(&'static str, &'static str, bool)],
 }
 
 /// `web` reads `db`'s `password`; `api` reads all of `other`.
@@ -69,10 +75,14 @@ pub fn opted_in(name: &str) -> Workload {
 }
 
 /// The barrier: Deployment `barrier` reading all of Secret `barrier`, seeded with every row.
+/// It carries label `team=a`, so that a row selecting workloads by `team=a` keeps it.
 fn barrier_seeds() -> Vec<Value> {
     vec![
         Source::secret(NS, "barrier").data(&[("k", "0")]).build(),
-        opted_in("barrier").env_from_secret("barrier").build(),
+        opted_in("barrier")
+            .label("team", "a")
+            .env_from_secret("barrier")
+            .build(),
     ]
 }
 
@@ -111,7 +121,12 @@ impl Scenario {
                 Step::Until(what, done) => {
                     running.until(&format!("{name}: {what}"), done).await;
                 }
+                Step::Settled(what, check) => {
+                    let status = running.settled().await;
+                    assert!(check(&status), "{name}: {what}: {status:?}");
+                }
                 Step::Barrier => barrier(&cluster, &mut running, name, &mut barriers).await,
+                Step::Records(expected) => check_records(&cluster, name, expected),
                 Step::Rollouts(expected) => check_rollouts(&cluster, name, expected),
             }
         }
@@ -126,6 +141,7 @@ impl Scenario {
                 .count();
             assert_eq!(patches, *expected, "{name}: patches of {workload}");
         }
+        check_records(&cluster, name, expect.records);
         for workload in expect.hashed {
             let object = cluster
                 .emu
@@ -177,6 +193,21 @@ fn check_rollouts(cluster: &TestCluster, name: &str, expected: &[(&str, usize)])
             rollouts(&cluster.emu, workload),
             *count,
             "{name}: rollouts of {workload}"
+        );
+    }
+}
+
+fn check_records(cluster: &TestCluster, name: &str, expected: &[(&str, &str, bool)]) {
+    for (namespace, workload, recorded) in expected {
+        let record = cluster
+            .emu
+            .get_object("deployments", Some(namespace), workload)
+            .unwrap()
+            .pointer("/metadata/annotations/rollsafe.dev~1config-record")
+            .is_some();
+        assert_eq!(
+            record, *recorded,
+            "{name}: a config record on {namespace}/{workload}"
         );
     }
 }
