@@ -25,6 +25,7 @@ pub struct Workload {
     labels: Map<String, Value>,
     env: Vec<Value>,
     env_from: Vec<Value>,
+    progress_deadline: Option<u32>,
 }
 
 impl Workload {
@@ -39,6 +40,7 @@ impl Workload {
             labels: Map::new(),
             env: Vec::new(),
             env_from: Vec::new(),
+            progress_deadline: None,
         }
     }
 
@@ -87,6 +89,12 @@ impl Workload {
     /// With `replicas: 1` (not for a DaemonSet, which has none).
     pub fn with_replicas(mut self) -> Self {
         self.replicas = true;
+        self
+    }
+
+    /// With `progressDeadlineSeconds` = `seconds` (a Deployment's).
+    pub fn progress_deadline_seconds(mut self, seconds: u32) -> Self {
+        self.progress_deadline = Some(seconds);
         self
     }
 
@@ -172,6 +180,9 @@ impl Workload {
         }
         if self.kind == "StatefulSet" {
             object["spec"]["serviceName"] = json!(name);
+        }
+        if let Some(seconds) = self.progress_deadline {
+            object["spec"]["progressDeadlineSeconds"] = json!(seconds);
         }
         if self.replicas && self.kind != "DaemonSet" {
             object["spec"]["replicas"] = json!(1);

@@ -92,12 +92,14 @@ async fn barrier(env: &Env, running: &mut Running, value: &str) {
 #[tokio::test]
 async fn adoption_writes_the_record_and_rolls_nothing() {
     let mut seeds = two_workloads();
-    let mut sts = opted_in("db-sts")
-        .env_secret_key("P", "db", "password")
-        .build();
-    sts["kind"] = json!("StatefulSet");
-    sts["spec"]["serviceName"] = json!("db");
-    seeds.push(sts);
+    seeds.push(
+        Workload::stateful_set("db-sts")
+            .namespace(NS)
+            .with_replicas()
+            .watch("true")
+            .env_secret_key("P", "db", "password")
+            .build(),
+    );
     let env = Env::start(seeds).await;
     let mut running = env.controller(settings());
     let status = running
@@ -719,15 +721,12 @@ async fn paused_and_on_delete_workloads_are_patched_and_said_so() {
         .env_secret_key("P", "db", "password")
         .build();
     paused["spec"]["paused"] = json!(true);
-    let mut on_delete = opted_in("agent")
+    let mut on_delete = Workload::daemon_set("agent")
+        .namespace(NS)
+        .watch("true")
         .env_secret_key("P", "db", "password")
         .build();
-    on_delete["kind"] = json!("DaemonSet");
     on_delete["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
-    on_delete["spec"]
-        .as_object_mut()
-        .unwrap()
-        .remove("replicas");
     let seeds = vec![
         Source::secret(NS, "db").data(&[("password", "a")]).build(),
         paused,
@@ -1284,27 +1283,24 @@ async fn each_roll_is_followed_to_its_end_and_the_outcome_announced() {
     running.stop().await;
 }
 
-/// A Secret annotated `rollsafe.dev/rollout: progressive`: its consumers roll in waves (here a
-/// canary, Deployment/api, then the rest). A rotation the canary's pods crash on stops there:
-/// the rest keep their record, are never patched and are announced `RolloutHeld`, also after a
-/// controller restart (the progression's state is on the workloads). The fixed Secret rolls the
-/// canary again, then the held ones once each.
-#[tokio::test]
-async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restart() {
-    let consumer = |name: &str| {
-        let mut object = opted_in(name).env_secret_key("P", "db", "password").build();
-        object["spec"]["progressDeadlineSeconds"] = json!(1);
-        object
-    };
-    let seeds = vec![
-        Source::secret(NS, "db")
-            .data(&[("password", "hunter2")])
-            .annotations(json!({"rollsafe.dev/rollout": "progressive"}))
-            .build(),
-        consumer("api"),
-        consumer("web"),
-        consumer("worker"),
-    ];
+/// Secret `db` (`password` = `password`) annotated `rollsafe.dev/rollout: progressive`.
+fn progressive_db(password: &str) -> Source {
+    Source::secret(NS, "db")
+        .data(&[("password", password)])
+        .annotate("rollsafe.dev/rollout", "progressive")
+}
+
+/// A progressive `db` read by `consumers` (the first is the canary), whose rollouts stall after
+/// a second; pods are ready in 200 ms. The canary's second patch (its first roll) makes a
+/// revision whose pods crash-loop with `message`.
+async fn progressive_canary(consumers: &[&str], message: &str) -> Env {
+    let mut seeds = vec![progressive_db("hunter2").build()];
+    seeds.extend(consumers.iter().map(|name| {
+        opted_in(name)
+            .env_secret_key("P", "db", "password")
+            .progress_deadline_seconds(1)
+            .build()
+    }));
     let env = Env::start(seeds).await;
     env.emu
         .change_settings(rollsafe_emulator::RolloutPaceChange {
@@ -1312,16 +1308,26 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
             progress_deadline_scale: None,
         })
         .unwrap();
-    // The canary's second patch (its first roll) makes a revision whose pods crash-loop.
     env.emu.add_fault(
         rollsafe_emulator::Fault::on("patch", "deployments")
-            .name("api")
+            .name(consumers[0])
             .nth(2)
             .then(rollsafe_emulator::FaultAction::rollout_fails(
                 "CrashLoopBackOff",
-                "password authentication failed",
+                message,
             )),
     );
+    env
+}
+
+/// A Secret annotated `rollsafe.dev/rollout: progressive`: its consumers roll in waves (here a
+/// canary, Deployment/api, then the rest). A rotation the canary's pods crash on stops there:
+/// the rest keep their record, are never patched and are announced `RolloutHeld`, also after a
+/// controller restart (the progression's state is on the workloads). The fixed Secret rolls the
+/// canary again, then the held ones once each.
+#[tokio::test]
+async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restart() {
+    let env = progressive_canary(&["api", "web", "worker"], "password authentication failed").await;
     let settings = || ControllerSettings {
         debounce: Duration::from_millis(200),
         ..ControllerSettings::default()
@@ -1330,11 +1336,7 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
     running.until("adoptions", |s| s.adoptions == 3).await;
     env.emu.clear_rollouts();
     let rolled = |name: &str| env.emu.rollouts().iter().filter(|r| r.name == name).count();
-    env.put(
-        Source::secret(NS, "db")
-            .data(&[("password", "bad-s3cr3t")])
-            .annotations(json!({"rollsafe.dev/rollout": "progressive"})),
-    );
+    env.put(progressive_db("bad-s3cr3t"));
     running
         .until("the canary rolled and the rest held", |s| {
             s.rolls == 1 && s.held == 2
@@ -1368,11 +1370,7 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
     assert_eq!((rolled("api"), rolled("web"), rolled("worker")), (1, 0, 0));
 
     // The fixed Secret: the canary rolls to it and completes, then the rest, once each.
-    env.put(
-        Source::secret(NS, "db")
-            .data(&[("password", "fixed")])
-            .annotations(json!({"rollsafe.dev/rollout": "progressive"})),
-    );
+    env.put(progressive_db("fixed"));
     restarted
         .until("every consumer rolled for the fix", |s| s.rolls == 3)
         .await;
@@ -1390,36 +1388,7 @@ async fn a_progressive_source_stops_a_bad_rotation_at_the_canary_across_a_restar
 #[tokio::test]
 async fn a_progression_survives_a_leader_change() {
     use rollsafe_watch::leader::elect;
-    let consumer = |name: &str| {
-        let mut object = opted_in(name).env_secret_key("P", "db", "password").build();
-        object["spec"]["progressDeadlineSeconds"] = json!(1);
-        object
-    };
-    let progressive = || json!({"rollsafe.dev/rollout": "progressive"});
-    let env = Env::start(vec![
-        Source::secret(NS, "db")
-            .data(&[("password", "hunter2")])
-            .annotations(progressive())
-            .build(),
-        consumer("api"),
-        consumer("web"),
-    ])
-    .await;
-    env.emu
-        .change_settings(rollsafe_emulator::RolloutPaceChange {
-            pod_ready_millis: Some(200),
-            progress_deadline_scale: None,
-        })
-        .unwrap();
-    env.emu.add_fault(
-        rollsafe_emulator::Fault::on("patch", "deployments")
-            .name("api")
-            .nth(2)
-            .then(rollsafe_emulator::FaultAction::rollout_fails(
-                "CrashLoopBackOff",
-                "",
-            )),
-    );
+    let env = progressive_canary(&["api", "web"], "").await;
     let replica = |election: &rollsafe_watch::leader::Election| {
         let controller = Controller::new(env.connection.client(None), settings())
             .with_leadership(election.leader.clone());
@@ -1437,11 +1406,7 @@ async fn a_progression_survives_a_leader_change() {
         .unwrap();
     let mut second = replica(&b);
     second.settled().await;
-    env.put(
-        Source::secret(NS, "db")
-            .data(&[("password", "bad")])
-            .annotations(progressive()),
-    );
+    env.put(progressive_db("bad"));
     first
         .until("the canary rolled and web held", |s| {
             s.rolls == 1 && s.held == 1
@@ -1461,11 +1426,7 @@ async fn a_progression_survives_a_leader_change() {
     assert_eq!((env.rollouts("api"), env.rollouts("web")), (1, 0));
     assert_eq!(second.status.borrow().rolls, 0);
 
-    env.put(
-        Source::secret(NS, "db")
-            .data(&[("password", "fixed")])
-            .annotations(progressive()),
-    );
+    env.put(progressive_db("fixed"));
     second
         .until("the fix rolls the canary, then web", |s| s.rolls == 2)
         .await;
