@@ -104,6 +104,14 @@ impl Workload {
         self
     }
 
+    /// With these annotations, a JSON object (merged into those given before).
+    pub fn annotations(mut self, annotations: Value) -> Self {
+        if let Value::Object(map) = annotations {
+            self.annotations.extend(map);
+        }
+        self
+    }
+
     /// Opted in (or out) with `rollsafe.dev/watch` = `value`.
     pub fn watch(self, value: &str) -> Self {
         self.annotate("rollsafe.dev/watch", value)

@@ -21,10 +21,10 @@ use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 
 use crate::annotations::FIELD_MANAGER;
-use rollsafe_kube::read::workload_resource;
 use crate::cache::WorkloadKey;
 use crate::limits::TokenBucket;
 use crate::outcome::{Purpose, Write};
+use rollsafe_kube::read::workload_resource;
 
 /// Patches in flight at once.
 pub const PATCH_CONCURRENCY: usize = 8;

@@ -21,8 +21,8 @@ use rollsafe_core::workload::WatchedKind;
 use thiserror::Error;
 use tracing::{info, warn};
 
-use rollsafe_kube::read::{api_resource, workload_resource};
 use crate::settings::ControllerSettings;
+use rollsafe_kube::read::{api_resource, workload_resource};
 
 /// How long each startup check may take.
 pub const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
@@ -168,7 +168,6 @@ fn scoped(
         None => Api::all_with(client.clone(), resource),
     }
 }
-
 
 /// The kind of source a startup check asks about: Secrets, unless they are not watched.
 fn first_source_kind(settings: &ControllerSettings) -> TargetKind {

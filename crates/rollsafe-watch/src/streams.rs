@@ -27,11 +27,11 @@ use crate::cache::{
 };
 use crate::freshness::{self, Activity, Restart};
 use crate::metrics::ControllerMetrics;
-use rollsafe_kube::read::workload_resource;
 use crate::reduced::{ConfigMaps, Reduced, Secrets, SourceType};
 use crate::settings::{ControllerSettings, STREAM_BUFFER};
 use crate::workload_object::WorkloadObject;
 use rollsafe_core::annotations::CONFIG_HASH;
+use rollsafe_kube::read::workload_resource;
 
 /// One watch event, already reduced to a cache entry (the object itself is dropped in the
 /// stream, before it reaches the loop).

@@ -1441,9 +1441,13 @@ async fn a_progression_survives_a_leader_change() {
 #[tokio::test]
 async fn reloader_annotations_migrate_with_zero_rolls_then_behave_as_reloaders() {
     let annotated = |name: &str, annotations: Value, env: Value, env_from: Value| {
-        let mut object = opted_in(name).env(env).env_from(env_from).build();
-        object["metadata"]["annotations"] = annotations;
-        object
+        Workload::deployment(name)
+            .namespace(NS)
+            .with_replicas()
+            .annotations(annotations)
+            .env(env)
+            .env_from(env_from)
+            .build()
     };
     let seeds = vec![
         Source::secret(NS, "db")
@@ -1964,22 +1968,26 @@ async fn source_selection_and_ignores_cut_what_is_watched_and_held() {
 #[tokio::test]
 async fn reloader_search_rolls_only_for_matched_references() {
     let matched = json!({"reloader.stakater.com/match": "true"});
-    let mut settings_map = Source::config_map(NS, "settings")
-        .data(&[("mode", "a")])
-        .build();
-    settings_map["metadata"]["annotations"] = matched.clone();
-    let mut searching = opted_in("searching")
+    let settings_map = |mode: &str| {
+        Source::config_map(NS, "settings")
+            .data(&[("mode", mode)])
+            .annotations(matched.clone())
+    };
+    let searching = Workload::deployment("searching")
+        .namespace(NS)
+        .with_replicas()
+        .annotate("reloader.stakater.com/search", "true")
         .env_secret_key("P", "db", "password")
-        .env_from(json!([{"secretRef": {"name": "other"}}, {"configMapRef": {"name": "settings"}}]))
+        .env_from_secret("other")
+        .env_from_config_map("settings")
         .build();
-    searching["metadata"]["annotations"] = json!({"reloader.stakater.com/search": "true"});
     let env = Env::start(vec![
         Source::secret(NS, "db")
             .data(&[("password", "hunter2")])
             .annotations(matched.clone())
             .build(),
         Source::secret(NS, "other").data(&[("k", "1")]).build(),
-        settings_map.clone(),
+        settings_map("a").build(),
         searching,
     ])
     .await;
@@ -2013,8 +2021,7 @@ async fn reloader_search_rolls_only_for_matched_references() {
         1,
         "an unmatched reference rolls nothing"
     );
-    settings_map["data"]["mode"] = json!("b");
-    env.put(settings_map);
+    env.put(settings_map("b"));
     running
         .until("a matched ConfigMap rolls", |s| {
             s.rolls == 2 && s.pending == 0
@@ -2309,9 +2316,11 @@ async fn the_namespace_selector_follows_namespaces_gaining_and_losing_the_label(
 #[tokio::test]
 async fn reloaders_regular_expression_entries_watch_every_matching_name() {
     let annotated = |name: &str, reload: &str| {
-        let mut object = opted_in(name).build();
-        object["metadata"]["annotations"] = json!({"secret.reloader.stakater.com/reload": reload});
-        object
+        Workload::deployment(name)
+            .namespace(NS)
+            .with_replicas()
+            .annotate("secret.reloader.stakater.com/reload", reload)
+            .build()
     };
     let seeds = vec![
         Source::secret(NS, "db-main")

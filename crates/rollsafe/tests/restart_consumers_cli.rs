@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use assert_cmd::Command;
-use rollsafe_emulator::{Fault, FaultAction, RunningEmulator, RolloutPaceChange};
+use rollsafe_emulator::{Fault, FaultAction, RolloutPaceChange, RunningEmulator};
 use rollsafe_testing::{TestCluster, Workload, rbac_for_group, secret};
 use serde_json::{Value, json};
 

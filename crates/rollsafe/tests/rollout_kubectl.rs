@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rollsafe_core::rollout::{RolloutState, classify};
 use rollsafe_core::workload::WorkloadKind;
-use rollsafe_emulator::{Fault, FaultAction, RunningEmulator, RolloutPaceChange};
+use rollsafe_emulator::{Fault, FaultAction, RolloutPaceChange, RunningEmulator};
 use rollsafe_testing::{TestCluster, Workload, kubectl_releases};
 use serde_json::{Value, json};
 
