@@ -19,6 +19,9 @@
 //! | `rollsafe.dev/rolled-at` | workload metadata | written and read: watch | its recent roll times (RFC 3339 seconds, oldest first), read back by the brakes after a failover | `rollsafe_watch::roll_times` |
 //! | `rollsafe.dev/rollout` | Secret, ConfigMap | read: watch | `progressive`: its consumers roll in waves, each once the earlier waves completed | [`crate::rollout`] |
 //! | `rollsafe.dev/rollout-wave` | workload | read: watch, restart-consumers | `"N"`: its wave in a progressive roll (ascending; the unannotated last) | [`crate::rollout::waves`] |
+//! | `rollsafe.dev/strategy` | workload, owning resource, Secret, ConfigMap | read: watch, restart-consumers, preview, why | `evict`: restart the consuming pods by PDB-respecting eviction, not by a template patch; `patch`: the default | [`crate::strategy`] |
+//! | `rollsafe.dev/max-unavailable` | workload, owning resource | read: eviction runs | `"N"` (1–100): the most consuming pods down at once; default 1 | [`crate::strategy`] |
+//! | `rollsafe.dev/evict-unprotected` | workload, owning resource | read: eviction runs | `"true"`: a single pod no PodDisruptionBudget protects may be evicted (downtime accepted) | [`crate::strategy`] |
 //! | `rollsafe.dev/settings` | the controller's Lease | written: watch (leader); read: why, preview, page | the controller's effective settings, JSON | [`crate::published`] |
 //! | `kubernetes.io/change-cause` | workload metadata | written: watch (each roll) | why the revision was made, as `kubectl rollout history` shows it | — |
 //! | `openchoreo.dev/dp-resource-hash` | pod template | written: renderer | the hash of the referenced config | [`crate::render`] |
@@ -73,6 +76,13 @@ pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 pub const ROLLOUT: &str = "rollsafe.dev/rollout";
 /// The annotation that places a workload in a progressive restart's wave.
 pub const ROLLOUT_WAVE: &str = "rollsafe.dev/rollout-wave";
+
+/// The annotation choosing how consumers are restarted: `patch` (the default) or `evict`.
+pub const STRATEGY: &str = "rollsafe.dev/strategy";
+/// The annotation widening an eviction run: the most consuming pods down at once.
+pub const MAX_UNAVAILABLE: &str = "rollsafe.dev/max-unavailable";
+/// The annotation accepting downtime: a single pod no PodDisruptionBudget protects may be evicted.
+pub const EVICT_UNPROTECTED: &str = "rollsafe.dev/evict-unprotected";
 
 /// The annotation on the controller's Lease holding its settings.
 pub const SETTINGS: &str = "rollsafe.dev/settings";

@@ -23,6 +23,8 @@
 //!   [`name::AnnotationKey`], …), parsed once at the edges.
 //! - [`envelope`]: the `{ "error" }` envelope and its fixed texts, shared by server and client.
 //! - [`shown`]: text read from the cluster as it is shown: control characters dropped, capped.
+//! - [`strategy`]: how a consumer is restarted (template patch or PDB-respecting eviction),
+//!   who owns it, and the steps of an eviction run.
 //! - [`time`]: the one RFC 3339 millisecond timestamp format.
 //! - [`uri`]: the one percent-encoding rule of URI parts, shared by the HTTP clients.
 //! - [`validation`]: Kubernetes name and annotation-key rules.
@@ -48,6 +50,7 @@ pub mod reference;
 pub mod render;
 pub mod rollout;
 pub mod shown;
+pub mod strategy;
 pub mod time;
 pub mod uri;
 pub mod validation;

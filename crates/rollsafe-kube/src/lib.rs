@@ -7,6 +7,8 @@
 //! - [`RestartEngine`]: Restart Consumers — [`RestartEngine::discover`] (dry run) and
 //!   [`RestartEngine::plan`] then [`RestartEngine::execute`] (discover and plan, then patch;
 //!   [`RestartEngine::run`] does both).
+//! - [`eviction`]: restarting consumers by PDB-respecting eviction, and the pods that consume
+//!   a Secret.
 //! - [`follow`]: following requested rollouts to their end ([`RolloutWatch`]): one list per kind
 //!   per poll, the core's rollout model.
 //! - [`inventory`]: the paged, budgeted listing of one workload kind and its consistency rules.
@@ -23,6 +25,7 @@
 pub mod approval;
 pub mod connection;
 pub mod engine;
+pub mod eviction;
 pub mod follow;
 pub mod inventory;
 pub mod least_privilege;

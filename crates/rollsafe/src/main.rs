@@ -17,6 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod approve;
 mod consumers;
 mod emulator;
+mod evict;
 mod follow;
 mod input;
 mod kube_args;

@@ -40,10 +40,31 @@ pub(crate) struct Args {
     /// the others last (without annotations: one canary, then the rest), each wave followed to
     /// its end; stop at the first that does not complete, leaving the rest unpatched. Implies
     /// --wait.
-    #[arg(long, env = "ROLLSAFE_PROGRESSIVE")]
+    #[arg(long, env = "ROLLSAFE_PROGRESSIVE", conflicts_with = "strategy")]
     pub progressive: bool,
+    /// How to restart: `patch` a pod-template annotation (the default), or `evict` the
+    /// consuming pods through the Eviction API one at a time, each replacement Ready before the
+    /// next, so PodDisruptionBudgets hold (operator-owned workloads, pods no workload owns;
+    /// docs/strategies.md). `evict` implies --wait.
+    #[arg(long, value_enum, default_value_t, env = "ROLLSAFE_STRATEGY")]
+    pub strategy: StrategyArg,
+    /// With --strategy evict: the change instant (RFC 3339) — pods started after it count as
+    /// restarted. An interrupted run prints it; passing it again continues that run without
+    /// evicting any pod twice. Default: now.
+    #[arg(long, value_name = "TIME", requires = "strategy")]
+    pub since: Option<String>,
     /// The Secret, as `NAME` (namespace from `-n` or the context) or `NAMESPACE/NAME`.
     pub secret: String,
+}
+
+/// `--strategy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StrategyArg {
+    /// A pod-template annotation.
+    #[default]
+    Patch,
+    /// PodDisruptionBudget-respecting eviction of the consuming pods.
+    Evict,
 }
 
 /// What a run printed at its end: the contract result, with its rollouts when followed, or a
@@ -71,13 +92,27 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     };
     let Target { namespace, secret } = Target::parse(args.kube.namespace.as_deref(), &args.secret)?;
-    let follow = args
-        .follow
-        .parse(args.progressive.then_some("--progressive"))?;
+    let evict = args.strategy == StrategyArg::Evict;
+    let since = match &args.since {
+        None => None,
+        Some(text) => match text.parse::<jiff::Timestamp>() {
+            Ok(since) => Some(since),
+            Err(_) => bail!("invalid --since {text:?}: not an RFC 3339 time"),
+        },
+    };
+    let required = if evict {
+        Some("--strategy evict")
+    } else {
+        args.progressive.then_some("--progressive")
+    };
+    let follow = args.follow.parse(required)?;
     process::runtime()?.block_on(async {
         let session = args.kube.session(namespace).await?;
         let engine = session.engine();
         session.read_secret(&engine, &secret).await?;
+        if let (true, Some(follow)) = (evict, follow) {
+            return crate::evict::run(&session, &secret, since, follow, args.output).await;
+        }
         let request = RestartRequest::new(session.namespace.clone(), secret)
             .annotation(annotation)
             .acting_as(session.identity.clone());
