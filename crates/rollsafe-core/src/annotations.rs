@@ -22,6 +22,7 @@
 //! | `rollsafe.dev/strategy` | workload, owning resource, Secret, ConfigMap | read: watch, restart-consumers, preview, why | `evict`: restart the consuming pods by PDB-respecting eviction, not by a template patch; `patch`: the default | [`crate::strategy`] |
 //! | `rollsafe.dev/max-unavailable` | workload, owning resource | read: eviction runs | `"N"` (1–100): the most consuming pods down at once; default 1 | [`crate::strategy`] |
 //! | `rollsafe.dev/evict-unprotected` | workload, owning resource | read: eviction runs | `"true"`: a single pod no PodDisruptionBudget protects may be evicted (downtime accepted) | [`crate::strategy`] |
+//! | `rollsafe.dev/evicting` | workload metadata | written and removed: watch; read: watch, why | an eviction run in progress for the recorded content: the instant it restarts pods for (RFC 3339); pods created after it count as restarted, so a new leader continues the run | [`crate::strategy`] |
 //! | `rollsafe.dev/settings` | the controller's Lease | written: watch (leader); read: why, preview, page | the controller's effective settings, JSON | [`crate::published`] |
 //! | `kubernetes.io/change-cause` | workload metadata | written: watch (each roll) | why the revision was made, as `kubectl rollout history` shows it | — |
 //! | `openchoreo.dev/dp-resource-hash` | pod template | written: renderer | the hash of the referenced config | [`crate::render`] |
@@ -83,6 +84,10 @@ pub const STRATEGY: &str = "rollsafe.dev/strategy";
 pub const MAX_UNAVAILABLE: &str = "rollsafe.dev/max-unavailable";
 /// The annotation accepting downtime: a single pod no PodDisruptionBudget protects may be evicted.
 pub const EVICT_UNPROTECTED: &str = "rollsafe.dev/evict-unprotected";
+
+/// The workload-metadata annotation marking an eviction run in progress: the instant (RFC 3339)
+/// it restarts pods for. Removed when the run ends.
+pub const EVICTING: &str = "rollsafe.dev/evicting";
 
 /// The annotation on the controller's Lease holding its settings.
 pub const SETTINGS: &str = "rollsafe.dev/settings";

@@ -48,6 +48,9 @@ pub struct PublishedSettings {
     pub dry_run: bool,
     /// A `--fingerprint-key-file` is given (its records are keyed).
     pub keyed: bool,
+    /// `--strategy` (`patch,payments=evict`), when not the default `patch` everywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
     /// The replica that wrote them.
     pub instance: Option<String>,
     /// When they were written.

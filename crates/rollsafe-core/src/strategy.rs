@@ -94,6 +94,59 @@ impl FromStr for Strategy {
     }
 }
 
+/// The strategy of workloads that do not choose one, per namespace: `--strategy evict`, or
+/// `--strategy patch,payments=evict` (a default, then `NAMESPACE=STRATEGY` entries).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StrategyDefaults {
+    /// Where no entry names the namespace.
+    pub default: Strategy,
+    /// Per namespace.
+    pub namespaces: std::collections::BTreeMap<String, Strategy>,
+}
+
+impl StrategyDefaults {
+    /// The strategy of a workload in `namespace` that does not choose one.
+    pub fn for_namespace(&self, namespace: &str) -> Strategy {
+        self.namespaces
+            .get(namespace)
+            .copied()
+            .unwrap_or(self.default)
+    }
+}
+
+impl fmt::Display for StrategyDefaults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.default)?;
+        for (namespace, strategy) in &self.namespaces {
+            write!(f, ",{namespace}={strategy}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for StrategyDefaults {
+    type Err = StrategyError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut defaults = StrategyDefaults::default();
+        for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            match entry.split_once('=') {
+                Some((namespace, strategy)) => {
+                    let namespace = namespace.trim();
+                    if !crate::validation::is_dns1123_label(namespace) {
+                        return Err(StrategyError::UnknownStrategy);
+                    }
+                    defaults
+                        .namespaces
+                        .insert(namespace.to_owned(), strategy.parse()?);
+                }
+                None => defaults.default = entry.parse()?,
+            }
+        }
+        Ok(defaults)
+    }
+}
+
 /// How an eviction run paces itself, read from an object's annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EvictionSettings {
@@ -486,6 +539,18 @@ mod tests {
         // A kind named like Kubernetes' own in another group is an operator's.
         assert!(operator_owner(&owned("example.com/v1", "Deployment")).is_some());
         assert_eq!(operator_owner(&json!({"metadata": {}})), None);
+    }
+
+    #[test]
+    fn defaults_name_a_strategy_per_namespace() {
+        let defaults: StrategyDefaults = "patch, payments=evict".parse().unwrap_or_default();
+        assert_eq!(defaults.for_namespace("payments"), Strategy::Evict);
+        assert_eq!(defaults.for_namespace("shop"), Strategy::Patch);
+        let evict: StrategyDefaults = "evict".parse().unwrap_or_default();
+        assert_eq!(evict.for_namespace("shop"), Strategy::Evict);
+        assert!("payments=delete".parse::<StrategyDefaults>().is_err());
+        assert_eq!(defaults.to_string(), "patch,payments=evict");
+        assert!("Bad_NS=evict".parse::<StrategyDefaults>().is_err());
     }
 
     #[test]

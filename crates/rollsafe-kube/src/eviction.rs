@@ -370,7 +370,8 @@ fn protecting<'b>(
 pub struct EvictionRun {
     client: kube::Client,
     namespace: Namespace,
-    secret: SecretName,
+    /// Only the pods that consume this Secret (`None`: every pod of the target).
+    secret: Option<SecretName>,
     target: EvictionTarget,
     since: Timestamp,
     settings: EvictionSettings,
@@ -388,24 +389,30 @@ impl fmt::Debug for EvictionRun {
 }
 
 impl EvictionRun {
-    /// A run over `target`'s pods in `namespace` that consume `secret`, for a change at
-    /// `since`, acting as `client`'s identity.
+    /// A run over `target`'s pods in `namespace`, for a change at `since` (rounded up to a
+    /// whole second: [`eviction_instant`]), acting as `client`'s identity.
     pub fn new(
         client: kube::Client,
         namespace: Namespace,
-        secret: SecretName,
         target: EvictionTarget,
         since: Timestamp,
     ) -> Self {
         Self {
             client,
             namespace,
-            secret,
+            secret: None,
             target,
-            since,
+            since: eviction_instant(since),
             settings: EvictionSettings::default(),
             deadlines: EvictionDeadlines::default(),
         }
+    }
+
+    /// Restarting only the pods that consume `secret` (the others of the target stay).
+    #[must_use]
+    pub fn consumers_of(mut self, secret: SecretName) -> Self {
+        self.secret = Some(secret);
+        self
     }
 
     /// With these pacing settings (`rollsafe.dev/max-unavailable`, …).
@@ -430,7 +437,11 @@ impl EvictionRun {
         let pods = list_pods(&self.client, &self.namespace, selector).await?;
         Ok(pods
             .iter()
-            .filter(|pod| reference::consumes_secret(pod, self.secret.as_str()))
+            .filter(|pod| {
+                self.secret
+                    .as_ref()
+                    .is_none_or(|secret| reference::consumes_secret(pod, secret.as_str()))
+            })
             .filter_map(consuming_pod)
             .filter(|pod| match &self.target.selection {
                 Selection::Selector(_) => true,
@@ -463,6 +474,13 @@ impl EvictionRun {
         pods_at_start: &mut usize,
         progress: &mut impl FnMut(&Progress),
     ) -> Result<EvictionState, EvictionError> {
+        // Creation times have whole seconds: nothing is evicted before `since` (a whole second,
+        // [`eviction_instant`]), so every pod an eviction brings is created at or after it.
+        if let Ok(ahead) = Duration::try_from(self.since.duration_since(Timestamp::now()))
+            && !ahead.is_zero()
+        {
+            tokio::time::sleep(ahead.min(Duration::from_secs(1))).await;
+        }
         let pods = self.pods().await?;
         let expected = pods.iter().filter(|p| !p.view.deleting).count();
         *pods_at_start = expected;
@@ -691,7 +709,34 @@ async fn plan_group(
             deferred: None,
         });
     };
-    let object = read_workload(client, kind, namespace, &owner.name, EVICTION_CALL_TIMEOUT)
+    let (target, object) = workload_target(client, kind, namespace, &owner.name).await?;
+    let settings = if has_eviction_settings(&object) {
+        eviction_settings_of(&object).unwrap_or(secret_settings)
+    } else {
+        secret_settings
+    };
+    Ok(PlannedEviction {
+        target,
+        workload: Some(WorkloadName {
+            kind,
+            name: owner.name.clone(),
+        }),
+        operator_owner: operator_owner(&object),
+        settings,
+        pods,
+        deferred: None,
+    })
+}
+
+/// The pods of workload `kind`/`name` (those its `spec.selector` selects), with the workload
+/// as read (for its annotations and owner).
+pub async fn workload_target(
+    client: &kube::Client,
+    kind: WorkloadKind,
+    namespace: &Namespace,
+    name: &str,
+) -> Result<(EvictionTarget, Value), EvictionError> {
+    let object = read_workload(client, kind, namespace, name, EVICTION_CALL_TIMEOUT)
         .await
         .map_err(|e| match e {
             ReadError::Status(403) => EvictionError::Forbidden,
@@ -707,25 +752,11 @@ async fn plan_group(
         .and_then(|s| Selector::try_from(s).ok())
         .filter(|s| !s.selects_all())
         .ok_or(EvictionError::Http(422))?;
-    let settings = if has_eviction_settings(&object) {
-        eviction_settings_of(&object).unwrap_or(secret_settings)
-    } else {
-        secret_settings
+    let target = EvictionTarget {
+        shown: format!("{}/{name}", kind.as_str()),
+        selection: Selection::Selector(selector),
     };
-    Ok(PlannedEviction {
-        target: EvictionTarget {
-            shown: format!("{}/{}", kind.as_str(), owner.name),
-            selection: Selection::Selector(selector),
-        },
-        workload: Some(WorkloadName {
-            kind,
-            name: owner.name.clone(),
-        }),
-        operator_owner: operator_owner(&object),
-        settings,
-        pods,
-        deferred: None,
-    })
+    Ok((target, object))
 }
 
 fn has_eviction_settings(object: &Value) -> bool {
@@ -791,13 +822,6 @@ pub async fn run_planned(
 ) -> EvictionSummary {
     let end = Instant::now() + deadlines.whole;
     let since = eviction_instant(since);
-    // Creation times have whole seconds: nothing is evicted before `since`, so every pod an
-    // eviction brings is created at or after it.
-    if let Ok(ahead) = Duration::try_from(since.duration_since(Timestamp::now()))
-        && !ahead.is_zero()
-    {
-        tokio::time::sleep(ahead.min(Duration::from_secs(1))).await;
-    }
     let mut summary = EvictionSummary {
         since: rollsafe_core::time::rfc3339_millis(since),
         runs: Vec::new(),
@@ -819,17 +843,12 @@ pub async fn run_planned(
             continue;
         }
         let shown = group.target.shown.clone();
-        let report = EvictionRun::new(
-            client.clone(),
-            namespace.clone(),
-            secret.clone(),
-            group.target,
-            since,
-        )
-        .settings(group.settings)
-        .deadlines(deadlines)
-        .run(end, |p| progress(&shown, p))
-        .await;
+        let report = EvictionRun::new(client.clone(), namespace.clone(), group.target, since)
+            .consumers_of(secret.clone())
+            .settings(group.settings)
+            .deadlines(deadlines)
+            .run(end, |p| progress(&shown, p))
+            .await;
         stopped = !matches!(
             report.state,
             EvictionState::Complete | EvictionState::Deferred { .. }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 use rollsafe_core::rollout::{RolloutState, RolloutStatus};
+use rollsafe_kube::eviction::{EvictionReport, EvictionState};
 use rollsafe_notify::{Cause, Notification, Notifier, Outcome as NotifyOutcome};
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
@@ -155,6 +156,61 @@ impl Announcement {
             related: None,
             causes: Vec::new(),
         })
+    }
+}
+
+impl Announcement {
+    /// The Event of an eviction run this replica carried to its end: `RolloutComplete`
+    /// (Normal), `RolloutDeferred` (Normal: not evicted, by rule), or `RolloutStalled`
+    /// (Warning: a pod did not come back, a PodDisruptionBudget kept refusing, the run's time
+    /// ran out or a call failed; the rest were not evicted).
+    pub fn eviction_ended(report: &EvictionReport, elapsed: Duration) -> Self {
+        let evicted = report.evicted.len();
+        let (type_, reason, note) = match &report.state {
+            EvictionState::Complete => (
+                EventType::Normal,
+                Reason::RolloutComplete,
+                format!(
+                    "Restarted by eviction after {}: {evicted} pod(s) evicted, each replacement Ready",
+                    took(elapsed)
+                ),
+            ),
+            EvictionState::Deferred { reason } => (
+                EventType::Normal,
+                Reason::RolloutDeferred,
+                format!("Not evicted: {}", reason.text()),
+            ),
+            EvictionState::Stalled { reason } => (
+                EventType::Warning,
+                Reason::RolloutStalled,
+                format!(
+                    "Eviction stalled after {} and {evicted} eviction(s): {reason}; the other pods were not evicted",
+                    took(elapsed)
+                ),
+            ),
+            EvictionState::TimedOut => (
+                EventType::Warning,
+                Reason::RolloutStalled,
+                format!(
+                    "Eviction did not finish within {} ({evicted} eviction(s)); the other pods were not evicted",
+                    took(elapsed)
+                ),
+            ),
+            EvictionState::Failed { code } => (
+                EventType::Warning,
+                Reason::RolloutStalled,
+                format!(
+                    "Eviction stopped after {evicted} eviction(s): {code}; the other pods were not evicted"
+                ),
+            ),
+        };
+        Self {
+            type_,
+            reason,
+            note,
+            related: None,
+            causes: Vec::new(),
+        }
     }
 }
 

@@ -16,9 +16,11 @@ use rollsafe_core::workload::{Deferral, WatchedKind};
 use serde_json::Value;
 
 use rollsafe_core::annotations::{
-    APPROVAL, APPROVED, CONFIG_RECORD, CONFIG_VERSIONS, HALTED, PENDING, RESTART_ON_CHANGE,
-    RESTART_WINDOW, ROLLED_AT, WATCH,
+    APPROVAL, APPROVED, CONFIG_RECORD, CONFIG_VERSIONS, EVICTING, HALTED, PENDING,
+    RESTART_ON_CHANGE, RESTART_WINDOW, ROLLED_AT, STRATEGY, WATCH,
 };
+use rollsafe_core::shown::shown_within;
+use rollsafe_core::strategy::Strategy;
 
 use crate::annotations::{self, OptIn, PROGRESSIVE, WindowAnnotation};
 use crate::consumption::{self, Consumption, Keys};
@@ -276,9 +278,6 @@ pub struct WorkloadEntry {
     /// The consumed objects watched only while they carry Reloader's `match: "true"` (its
     /// `search`); `None` for most.
     pub match_only: Option<Box<[ConfigRef]>>,
-    /// Reloader's regular-expression `reload` entries: every existing object of its namespace
-    /// whose name matches one is consumed, every key ([`Cache::consumption`]); `None` for most.
-    pub patterns: Option<Box<[NamePattern]>>,
     /// Where its rollout stands, as its last observed object says.
     pub rollout: RolloutState,
     /// Its `rollsafe.dev/restart-window`, if any ([`crate::windows`]).
@@ -293,9 +292,49 @@ pub struct WorkloadEntry {
     pub rolled_at: RollTimes,
     /// The list of its watch that last listed or changed it.
     pub listed: Listing,
+    /// Its `rollsafe.dev/strategy`, if it chooses one (docs/strategies.md).
+    pub strategy: Option<Strategy>,
+    /// What few workloads have (an eviction run's mark, an operator's ownership), boxed so
+    /// that the others pay one pointer.
+    pub uncommon: Option<Box<Uncommon>>,
+}
+
+/// What few workloads have.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uncommon {
+    /// Its `rollsafe.dev/evicting` mark: an eviction run in progress, for this instant.
+    pub evicting: Option<Box<str>>,
+    /// The operator's resource that controls it (`Kafka/my-cluster`), when one does: its
+    /// template is that operator's ([`rollsafe_core::strategy::operator_owner`]).
+    pub operator_owner: Option<Box<str>>,
+    /// Reloader's regular-expression `reload` entries: every existing object of its namespace
+    /// whose name matches one is consumed, every key ([`Cache::consumption`]); `None` for most.
+    pub patterns: Option<Box<[NamePattern]>>,
+}
+
+impl Uncommon {
+    /// Boxed, unless empty.
+    fn boxed(self) -> Option<Box<Self>> {
+        (self != Self::default()).then(|| Box::new(self))
+    }
 }
 
 impl WorkloadEntry {
+    /// Its `rollsafe.dev/evicting` mark, if an eviction run is in progress.
+    pub fn evicting(&self) -> Option<&str> {
+        self.uncommon.as_ref()?.evicting.as_deref()
+    }
+
+    /// The operator's resource that controls it, if one does.
+    pub fn operator_owner(&self) -> Option<&str> {
+        self.uncommon.as_ref()?.operator_owner.as_deref()
+    }
+
+    /// Reloader's regular-expression `reload` entries, if it has any.
+    pub fn patterns(&self) -> Option<&[NamePattern]> {
+        self.uncommon.as_ref()?.patterns.as_deref()
+    }
+
     /// Reduces a live workload (as JSON) to its entry under `--all` = `all`.
     pub fn from_object(kind: WatchedKind, object: &Value, all: bool) -> Self {
         Self::from_object_in(
@@ -375,6 +414,12 @@ impl WorkloadEntry {
             Ok(opt_in) => (opt_in, None),
             Err(error) => (OptIn::Off, Some(error.code())),
         };
+        // A strategy that is not understood restarts nothing: neither way is what was asked.
+        let strategy = annotation(STRATEGY).map(str::parse::<Strategy>);
+        let (opt_in, opt_in_error) = match strategy {
+            Some(Err(ref error)) if opt_in != OptIn::Off => (OptIn::Off, Some(error.code())),
+            _ => (opt_in, opt_in_error),
+        };
         let consumption = consumption::consumption(&opt_in, kind.template(object));
         let match_only = consumption::match_only(&opt_in, &consumption);
         let patterns = match opt_in {
@@ -384,7 +429,6 @@ impl WorkloadEntry {
             _ => None,
         };
         WorkloadEntry {
-            patterns,
             match_only: (!match_only.is_empty()).then(|| match_only.into_boxed_slice()),
             consumption: Consumed::new(consumption),
             facts: Facts {
@@ -407,6 +451,14 @@ impl WorkloadEntry {
             rollout,
             reloader: reloader_note,
             listed: Listing::NONE,
+            strategy: strategy.and_then(Result::ok),
+            uncommon: Uncommon {
+                patterns,
+                evicting: annotation(EVICTING).map(Box::from),
+                operator_owner: rollsafe_core::strategy::operator_owner(object)
+                    .map(|owner| shown_within(&owner.to_string(), 256).into_boxed_str()),
+            }
+            .boxed(),
         }
     }
 }
@@ -572,8 +624,8 @@ impl Cache {
                 !indexed
                     && self.workloads.get(*workload).is_some_and(|entry| {
                         entry
-                            .patterns
-                            .iter()
+                            .patterns()
+                            .into_iter()
                             .flatten()
                             .any(|p| p.matches(key.kind, &key.name))
                     })
@@ -587,7 +639,7 @@ impl Cache {
     /// cache's order; the result is sorted (a `Consumption` is a sorted map).
     pub fn consumption(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Consumption {
         let mut consumption = entry.consumption.expand();
-        if let Some(patterns) = &entry.patterns {
+        if let Some(patterns) = entry.patterns() {
             for (source, slot) in &self.sources {
                 if slot.entry.is_none()
                     || source.namespace != key.namespace
@@ -611,7 +663,7 @@ impl Cache {
 
     /// The objects a workload consumes now ([`Cache::consumption`]'s keys).
     pub fn consumed_objects(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<ConfigRef> {
-        match entry.patterns {
+        match entry.patterns() {
             None => entry.consumption.objects().cloned().collect(),
             Some(_) => self.consumption(key, entry).into_keys().collect(),
         }
@@ -648,7 +700,7 @@ impl Cache {
     /// Records a workload's current state and re-indexes what it consumes.
     pub fn apply_workload(&mut self, key: WorkloadKey, entry: WorkloadEntry) {
         self.unindex(&key);
-        if entry.patterns.is_some() {
+        if entry.patterns().is_some() {
             self.pattern_consumers
                 .entry(key.namespace.clone())
                 .or_default()
@@ -689,7 +741,7 @@ impl Cache {
         let Some(old) = self.workloads.get(key) else {
             return;
         };
-        if old.patterns.is_some()
+        if old.patterns().is_some()
             && let Some(keys) = self.pattern_consumers.get_mut(&key.namespace)
         {
             keys.retain(|k| k != key);

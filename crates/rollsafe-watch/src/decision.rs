@@ -14,7 +14,8 @@ use serde_json::{Map, Value};
 
 use crate::digest::parse_record;
 use rollsafe_core::annotations::{
-    APPROVED, CHANGE_CAUSE, CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS, HALTED, PENDING, ROLLED_AT,
+    APPROVED, CHANGE_CAUSE, CONFIG_HASH, CONFIG_RECORD, CONFIG_VERSIONS, EVICTING, HALTED, PENDING,
+    ROLLED_AT,
 };
 
 /// What the decision needs to know of a workload besides its digest.
@@ -208,6 +209,33 @@ impl Plan {
             operations.extend(self.pending_removal());
             operations.extend(self.approved_removal());
         }
+        Some(Patch(operations))
+    }
+
+    /// The patch of a roll by eviction (`rollsafe.dev/strategy: evict`): the two tests, then the
+    /// record, its versions, the roll times and the `rollsafe.dev/evicting` mark (`since`, the
+    /// instant the run restarts pods for) on the metadata; a pending mark and an approval are
+    /// settled as a roll settles them. The pod template is not touched: the run evicts the
+    /// pods. `None` unless `decision` rolls.
+    pub fn evict_document(
+        &self,
+        decision: &RollDecision,
+        versions: &str,
+        rolled_at: &str,
+        since: &str,
+    ) -> Option<Patch> {
+        let RollDecision::Roll { digest, .. } = decision else {
+            return None;
+        };
+        let mut operations = self.tests()?;
+        operations.extend(self.metadata_adds(&[
+            (CONFIG_RECORD, digest),
+            (CONFIG_VERSIONS, versions),
+            (ROLLED_AT, rolled_at),
+            (EVICTING, since),
+        ]));
+        operations.extend(self.pending_removal());
+        operations.extend(self.approved_removal());
         Some(Patch(operations))
     }
 

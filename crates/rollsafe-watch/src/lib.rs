@@ -7,7 +7,7 @@
 //! patch), [`cache`] (digests and references, never data), [`debounce`] and [`limits`] (per
 //! workload coalescing, the global token bucket, the flap stop), [`outcome`] (one evaluation,
 //! decided without I/O: what to write, count, reschedule and announce), [`windows`] and [`approval`] (restart windows and approvals holding a roll, and the pending mark), [`freshness`] (what proves
-//! the view current, and stalled watches), [`patches`] (the patches in flight, bounded, one per workload, rolls ahead of paced adoptions), [`controller`] (kube's watchers, and the one step that carries an outcome out: patches, Events), [`leader`] (the
+//! the view current, and stalled watches), [`patches`] (the patches in flight, bounded, one per workload, rolls ahead of paced adoptions), [`evictions`] (the eviction runs of `rollsafe.dev/strategy: evict`, durable through their mark), [`controller`] (kube's watchers, and the one step that carries an outcome out: patches, Events), [`leader`] (the
 //! Lease), [`metrics`] and [`admin`] (the admin listener). See docs/watch.md.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -22,6 +22,7 @@ pub mod controller;
 pub mod debounce;
 pub mod decision;
 pub mod digest;
+pub mod evictions;
 pub mod freshness;
 pub mod leader;
 pub mod limits;

@@ -19,6 +19,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use json_patch::Patch;
 use kube::runtime::events::EventType;
+use rollsafe_core::strategy::{Strategy, StrategyDefaults, eviction_instant};
+use rollsafe_core::time::rfc3339_millis;
 use rollsafe_core::window::RestartWindow;
 use rollsafe_core::workload::{Deferral, WatchedKind};
 use tokio::time::Instant;
@@ -160,6 +162,9 @@ pub struct Write {
     /// A recovery roll past the flap stop's limit (it replaces a rollout that stalled): if
     /// its own rollout stalls too, the next roll past the limit halts.
     pub recovery: bool,
+    /// A roll by eviction: once acknowledged, a run evicts the pods started before this
+    /// instant (`rollsafe.dev/evicting`).
+    pub evict_since: Option<Timestamp>,
 }
 
 /// What a patch does.
@@ -240,6 +245,8 @@ pub struct Evaluator<'a> {
     pub wall: Timestamp,
     /// `--require-approval`: the namespaces whose rolls all await approval.
     pub require_approval: &'a [String],
+    /// `--strategy`: how workloads that do not choose restart, per namespace.
+    pub strategy: &'a StrategyDefaults,
 }
 
 /// The stages of one evaluation, in the order they run. Each either lets the roll go on or
@@ -417,7 +424,7 @@ impl Evaluator<'_> {
                 self.holds(key, &decided, &names, &changed)
             );
         }
-        let (document, deadline) = stage!(
+        let (document, deadline, evict_since) = stage!(
             trace,
             Stage::Permission,
             self.permission(key, &decided, &names)
@@ -427,7 +434,21 @@ impl Evaluator<'_> {
             Stage::Brakes,
             self.brakes(key, &decided, now, &names, &changed)
         );
-        let write = self.write(&decided, document, deadline, braked, &names, &changed);
+        let mut write = self.write(&decided, document, deadline, braked, &names, &changed);
+        if let Outcome::Patch(patch) = &mut write {
+            patch.evict_since = evict_since;
+            if let Some(event) = patch.event.as_mut() {
+                match (evict_since, decided.entry.operator_owner()) {
+                    (Some(_), _) => event.note.push_str(
+                        ". Restarting by eviction (rollsafe.dev/strategy: evict): the pods are evicted one at a time, PodDisruptionBudgets holding; the pod template is not written",
+                    ),
+                    (None, Some(owner)) => event.note.push_str(&format!(
+                        ". Its template belongs to {owner}: if that operator reverts it, restart by eviction instead (rollsafe.dev/strategy: evict)"
+                    )),
+                    (None, None) => {}
+                }
+            }
+        }
         stage!(
             trace,
             Stage::Write,
@@ -619,7 +640,7 @@ impl Evaluator<'_> {
         key: &WorkloadKey,
         decided: &Decided<'_>,
         names: &str,
-    ) -> ControlFlow<Outcome, (Patch, Instant)> {
+    ) -> ControlFlow<Outcome, (Patch, Instant, Option<Timestamp>)> {
         let Decided {
             entry,
             plan,
@@ -636,8 +657,12 @@ impl Evaluator<'_> {
         } else {
             String::new()
         };
-        let document = match purpose {
-            Purpose::Unpend => plan.unpend_document(),
+        let evict_since = self.evicts(key, entry, *purpose);
+        let document = match (purpose, evict_since) {
+            (Purpose::Unpend, _) => plan.unpend_document(),
+            (_, Some(since)) => {
+                plan.evict_document(decision, &versions, &rolled_at, &rfc3339_millis(since))
+            }
             _ => plan.document(decision, &versions, &change_cause(names), &rolled_at),
         };
         let Some(document) = document else {
@@ -653,9 +678,28 @@ impl Evaluator<'_> {
             return ControlFlow::Break(skip(SkipReason::StaleView));
         }
         match self.deadline {
-            Some(deadline) => ControlFlow::Continue((document, deadline)),
+            Some(deadline) => ControlFlow::Continue((document, deadline, evict_since)),
             None => ControlFlow::Break(skip(SkipReason::NotLeader)),
         }
+    }
+
+    /// The instant a roll by eviction restarts pods for, when `purpose` is a roll and the
+    /// workload restarts by eviction: its own `rollsafe.dev/strategy`, else `--strategy` for
+    /// its namespace. Deployments, StatefulSets and DaemonSets only: a CronJob's next Job and
+    /// an Argo Rollout's pods are restarted by their template.
+    fn evicts(
+        &self,
+        key: &WorkloadKey,
+        entry: &WorkloadEntry,
+        purpose: Purpose,
+    ) -> Option<Timestamp> {
+        let strategy = entry
+            .strategy
+            .unwrap_or_else(|| self.strategy.for_namespace(&key.namespace));
+        (matches!(purpose, Purpose::Roll { .. })
+            && strategy == Strategy::Evict
+            && key.kind.workload().is_some())
+        .then(|| eviction_instant(self.wall))
     }
 
     /// Brakes: the flap stop, then the global rate limit, for a roll.
@@ -708,6 +752,7 @@ impl Evaluator<'_> {
                         retry_after: self.retry_after,
                         recheck: None,
                         recovery: false,
+                        evict_since: None,
                     })),
                     None => nothing(),
                 });
@@ -756,6 +801,7 @@ impl Evaluator<'_> {
             retry_after: self.retry_after,
             recheck: None,
             recovery: braked == Braked::Recovery,
+            evict_since: None,
         }))
     }
 }
@@ -819,6 +865,7 @@ impl Evaluator<'_> {
             retry_after: self.retry_after,
             recheck: None,
             recovery: false,
+            evict_since: None,
         }))
     }
 
@@ -862,6 +909,7 @@ impl Evaluator<'_> {
             retry_after: self.retry_after,
             recheck: Some(recheck),
             recovery: false,
+            evict_since: None,
         }))
     }
 }

@@ -129,10 +129,13 @@ fn gate_for(
                     source: source.clone(),
                 };
             }
-            if !matches!(
-                entry.rollout,
-                RolloutState::Complete | RolloutState::Deferred
-            ) {
+            // An eviction run in progress (its mark on the workload) is a rollout in progress.
+            if entry.evicting().is_some()
+                || !matches!(
+                    entry.rollout,
+                    RolloutState::Complete | RolloutState::Deferred
+                )
+            {
                 return Gate::Wait;
             }
         }

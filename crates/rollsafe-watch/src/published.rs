@@ -36,6 +36,8 @@ pub fn of(settings: &ControllerSettings, at: Timestamp) -> PublishedSettings {
         burst: settings.burst,
         dry_run: settings.dry_run,
         keyed: settings.fingerprinter.is_keyed(),
+        strategy: (settings.strategy != rollsafe_core::strategy::StrategyDefaults::default())
+            .then(|| settings.strategy.to_string()),
         instance: settings.instance.clone(),
         at,
     }

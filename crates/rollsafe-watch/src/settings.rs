@@ -121,6 +121,9 @@ pub struct ControllerSettings {
     /// leader, or a controller without leader election at its start): its Lease
     /// ([`rollsafe_kube::published`]); `None`: not published.
     pub publish_on: Option<rollsafe_kube::published::LeaseRef>,
+    /// `--strategy`: how workloads that do not choose (`rollsafe.dev/strategy`) restart, per
+    /// namespace: a pod-template patch (the default) or eviction (docs/strategies.md).
+    pub strategy: rollsafe_core::strategy::StrategyDefaults,
 }
 
 impl ControllerSettings {
@@ -166,6 +169,7 @@ impl Default for ControllerSettings {
             page_url: None,
             streaming_lists: false,
             publish_on: None,
+            strategy: rollsafe_core::strategy::StrategyDefaults::default(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! ConfigMaps they consume change. Every flag is also a `ROLLSAFE_WATCH_*` environment
 //! variable.
 
+use rollsafe_core::strategy::StrategyDefaults;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -96,6 +97,12 @@ pub(crate) struct Args {
     /// `rollsafe.dev/rollout: progressive`.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = RolloutMode::AllAtOnce, env = "ROLLSAFE_WATCH_ROLLOUT")]
     rollout: RolloutMode,
+    /// How workloads that do not choose (`rollsafe.dev/strategy`) restart: `patch` a
+    /// pod-template annotation, or `evict` their pods one at a time through the Eviction API,
+    /// PodDisruptionBudgets holding (docs/strategies.md); per namespace as
+    /// `patch,payments=evict`.
+    #[arg(long, value_name = "STRATEGY", default_value = "patch", value_parser = parse_strategy, env = "ROLLSAFE_WATCH_STRATEGY")]
+    strategy: StrategyDefaults,
     /// Honour Stakater Reloader's annotations with Reloader's meaning (reloader.stakater.com/auto,
     /// secret.reloader.stakater.com/reload, reloader.stakater.com/ignore, …) on workloads and
     /// sources without a rollsafe.dev/watch annotation.
@@ -226,6 +233,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         debounce,
         progress_deadline,
         rollout,
+        strategy,
         reloader_compat,
         argo_rollouts,
         dry_run,
@@ -271,6 +279,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         instance,
         progress_deadline,
         progressive_all: rollout == RolloutMode::Progressive,
+        strategy,
         reloader_compat,
         argo_rollouts,
         restart_window,
@@ -539,6 +548,12 @@ enum RolloutMode {
 }
 
 /// The progress deadline, in the one duration format: longer than zero.
+fn parse_strategy(text: &str) -> Result<StrategyDefaults, String> {
+    text.parse::<StrategyDefaults>().map_err(|_| {
+        "expected `patch`, `evict`, or a default then NAMESPACE=STRATEGY entries (`patch,payments=evict`)".to_owned()
+    })
+}
+
 fn parse_progress_deadline(text: &str) -> Result<Duration, String> {
     match rollsafe_core::duration::parse(text) {
         Ok(duration) if !duration.is_zero() => Ok(duration),

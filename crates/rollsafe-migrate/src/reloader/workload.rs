@@ -396,7 +396,7 @@ pub fn analyse(
     let namespace = report.namespace.clone().unwrap_or_default();
     // Reloader's expressions, matched against the objects read (the cluster's, or the
     // manifests' own): what the controller will match once it runs.
-    for pattern in entry.patterns.iter().flatten() {
+    for pattern in entry.patterns().into_iter().flatten() {
         for (source_namespace, kind, name) in sources.keys() {
             if *source_namespace == namespace && pattern.matches(*kind, name) {
                 consumption.insert(

@@ -251,6 +251,7 @@ impl Controller {
                 return Requeue::After(write.retry_after);
             }
         };
+        let evict_since = write.evict_since;
         let event = write.event;
         let cause = event.as_ref().map_or("", |e| e.note.as_str());
         self.acknowledged(key, purpose, cause, now);
@@ -269,7 +270,10 @@ impl Controller {
                 state.recovering = recovery;
             });
         }
-        if purpose == (Purpose::Roll { deferred: None })
+        if let (Purpose::Roll { .. }, Some(since)) = (purpose, evict_since) {
+            // The template is not written: a run evicts the pods, and says how it ended.
+            self.evictions.start(&self.client, key, since);
+        } else if purpose == (Purpose::Roll { deferred: None })
             && let Ok(value) = serde_json::to_value(&object)
         {
             let acknowledged = Observation::of(key.kind, &value, CONFIG_HASH);

@@ -32,9 +32,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::announce::{self, Announcer, EventQueue};
+use crate::announce::{self, Announcement, Announcer, EventQueue, workload_reference};
 use crate::cache::{Cache, WorkloadKey};
 use crate::debounce::Debouncer;
+use crate::evictions::{Ended, Evictions};
 use crate::freshness;
 use crate::leader::Leadership;
 use crate::limits::{FlapGuard, TokenBucket};
@@ -45,6 +46,7 @@ use crate::published;
 use crate::rollouts::{Finished, Rollouts};
 use crate::streams::Streams;
 use crate::tracker::Tracker;
+use rollsafe_kube::eviction::EvictionState;
 
 pub use crate::settings::ControllerSettings;
 use crate::settings::{EVALUATIONS_PER_STEP, FAILURE_RECHECK, REPORTING_CONTROLLER};
@@ -144,6 +146,8 @@ pub struct Controller {
     reloader_noted: HashSet<WorkloadKey>,
     /// The patches in flight and the adoptions waiting for their pace.
     pool: PatchPool,
+    /// The eviction runs of workloads that restart by eviction.
+    evictions: Evictions,
 }
 
 impl Controller {
@@ -171,6 +175,7 @@ impl Controller {
             finished: Vec::new(),
             reloader_noted: HashSet::new(),
             pool: PatchPool::new(settings.max_adoptions_per_second, Instant::now()),
+            evictions: Evictions::new(settings.progress_deadline),
             streams: Streams::new(&settings),
             cache: Cache::default().with_unwatched_when_absent(
                 [TargetKind::Secret, TargetKind::ConfigMap]
@@ -297,6 +302,11 @@ impl Controller {
                     return Ok(());
                 }
                 sent = self.pool.answered(), if !self.pool.is_empty() => self.answered(sent),
+                ended = self.evictions.ended(&self.client), if !self.evictions.is_empty() => {
+                    if let Some(ended) = ended {
+                        self.eviction_ended(ended);
+                    }
+                }
                 () = async {
                     if !eager {
                         sleep_until(deadline).await;
@@ -483,6 +493,69 @@ impl Controller {
         for key in &keys {
             self.requeue(key, Requeue::After(Duration::ZERO), now);
         }
+        self.resume_evictions(&keys);
+    }
+
+    /// Continues the eviction runs the workloads' marks say are in progress (started by an
+    /// earlier leader, or by this process before a restart), when this replica may act.
+    fn resume_evictions(&mut self, keys: &[WorkloadKey]) {
+        if self.settings.dry_run || !self.is_leader() {
+            return;
+        }
+        for key in keys {
+            if self.evictions.has(key) {
+                continue;
+            }
+            let since = self
+                .cache
+                .workload(key)
+                .and_then(|entry| entry.evicting())
+                .and_then(|mark| mark.parse::<jiff::Timestamp>().ok());
+            if let Some(since) = since {
+                info!(workload = %key, "continuing the eviction run its mark records");
+                self.evictions.start(&self.client, key, since);
+            }
+        }
+    }
+
+    /// Announces and counts an eviction run that ended, as a followed rollout's end is.
+    fn eviction_ended(&mut self, ended: Ended) {
+        let Ended {
+            key,
+            report,
+            elapsed,
+        } = ended;
+        let result = match &report.state {
+            EvictionState::Complete => "complete",
+            EvictionState::Deferred { .. } => "deferred",
+            EvictionState::Stalled { .. }
+            | EvictionState::TimedOut
+            | EvictionState::Failed { .. } => "stalled",
+        };
+        if result == "stalled" {
+            self.tracker.update(&key, |state| state.stalled = true);
+            self.count(|s| s.rollouts_stalled += 1);
+        }
+        self.metrics.rollout(key.kind.as_str(), result, elapsed);
+        info!(
+            workload = %key,
+            result,
+            evicted = report.evicted.len(),
+            seconds = elapsed.as_secs(),
+            "eviction run finished"
+        );
+        let uid = self
+            .cache
+            .workload(&key)
+            .and_then(|entry| entry.plan.as_ref())
+            .map(|plan| plan.uid().to_owned());
+        let event = Announcement::eviction_ended(&report, elapsed);
+        self.announcer.publish(
+            &key,
+            workload_reference(&key, uid),
+            event,
+            Some(&self.cache),
+        );
     }
 
     /// Evaluates the due workloads, earliest first, until [`EVALUATIONS_PER_STEP`] are done,
@@ -528,6 +601,7 @@ impl Controller {
             restart_window: self.settings.restart_window.as_ref(),
             wall: self.settings.clock.now(),
             require_approval: &self.settings.require_approval,
+            strategy: &self.settings.strategy,
         };
         if let Some(outcome) = evaluator.evaluate(key, now) {
             self.apply(key, outcome, now).await;

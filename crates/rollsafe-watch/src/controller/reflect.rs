@@ -170,6 +170,7 @@ impl Controller {
         self.flap.forget(key);
         self.pool.forget(key);
         self.windows.remove(key);
+        self.evictions.forget(key);
     }
 
     /// Says once per workload what its Reloader annotations come to, when that is not plain:
@@ -251,7 +252,7 @@ impl Controller {
         self.count(|s| s.reverts += 1);
         self.announce_writer(key, uid, Reason::Reverted, EventType::Warning, |by| {
             format!(
-                "{by} removed or changed rollsafe.dev/config-hash before the rollout completed; rollsafe does not patch it again for this content. If another controller owns this workload's template, let it restart the workload"
+                "{by} removed or changed rollsafe.dev/config-hash before the rollout completed; rollsafe does not patch it again for this content. If another controller owns this workload's template, restart it by eviction instead: annotate it rollsafe.dev/strategy: evict (docs/strategies.md)"
             )
         });
     }

@@ -94,6 +94,7 @@ struct World {
     wall: Timestamp,
     /// `--require-approval`.
     require_approval: Vec<String>,
+    strategy: rollsafe_core::strategy::StrategyDefaults,
 }
 
 impl World {
@@ -124,6 +125,7 @@ impl World {
             restart_window: None,
             wall: THURSDAY_EARLY.parse().unwrap(),
             require_approval: Vec::new(),
+            strategy: rollsafe_core::strategy::StrategyDefaults::default(),
         };
         world.cache.apply_source(db(), secret("hunter2"));
         world.workload(json!({"rollsafe.dev/watch": "true"}));
@@ -189,6 +191,7 @@ impl World {
             restart_window: self.restart_window.as_ref(),
             wall: self.wall,
             require_approval: &self.require_approval,
+            strategy: &self.strategy,
         }
         .evaluate(&self.key, now)
     }

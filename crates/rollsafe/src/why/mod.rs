@@ -42,6 +42,7 @@ use rollsafe_core::opt_in::{self, OptIn, reloader};
 use rollsafe_core::reference::{self, ConfigRef, ContainerList, Origin, Reference, TargetKind};
 use rollsafe_core::rollout;
 use rollsafe_core::shown::shown;
+use rollsafe_core::strategy::StrategyDefaults;
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::window::RestartWindow;
 use rollsafe_kube::EventSummary;
@@ -469,7 +470,7 @@ async fn explain(
     let mut consumption = entry.consumption.expand();
     // Reloader's regular-expression reload entries consume every existing object of the
     // namespace whose name matches: listed (names only), then read as the others.
-    if let Some(patterns) = &entry.patterns {
+    if let Some(patterns) = entry.patterns() {
         for config in matching_objects(client, namespace, patterns).await {
             consumption.entry(config).or_insert(Keys::All);
         }
@@ -834,6 +835,11 @@ fn evaluate(
         .restart_window
         .as_deref()
         .and_then(|text| text.parse::<RestartWindow>().ok());
+    let strategy = settings
+        .strategy
+        .as_deref()
+        .and_then(|text| text.parse::<StrategyDefaults>().ok())
+        .unwrap_or_default();
     let explanation = Evaluator {
         cache: &cache,
         fingerprinter,
@@ -849,6 +855,7 @@ fn evaluate(
         restart_window: restart_window.as_ref(),
         wall,
         require_approval: &settings.require_approval,
+        strategy: &strategy,
     }
     .explain(key, now);
     let current = cache.record(key, fingerprinter);
