@@ -275,12 +275,7 @@ pub async fn consuming_pods(
     namespace: &Namespace,
     secret: &SecretName,
 ) -> Result<Vec<ConsumingPod>, EvictionError> {
-    let pods = list_pods(client, namespace, None).await?;
-    Ok(pods
-        .iter()
-        .filter(|pod| reference::consumes_secret(pod, secret.as_str()))
-        .filter_map(consuming_pod)
-        .collect())
+    list_pods(client, namespace, None, Some(secret)).await
 }
 
 fn consuming_pod(pod: &Value) -> Option<ConsumingPod> {
@@ -302,12 +297,15 @@ fn consuming_pod(pod: &Value) -> Option<ConsumingPod> {
     })
 }
 
-/// Every pod of `namespace` (those `selector` selects), as JSON, all pages.
+/// The pods of `namespace` (those `selector` selects; those that consume `secret`, when
+/// given), all pages, each reduced as its page is read: what is held is one page of pods
+/// (at most [`POD_PAGE_SIZE`]) and the reduced ones.
 async fn list_pods(
     client: &kube::Client,
     namespace: &Namespace,
     selector: Option<&Selector>,
-) -> Result<Vec<Value>, EvictionError> {
+    secret: Option<&SecretName>,
+) -> Result<Vec<ConsumingPod>, EvictionError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace.as_str());
     let mut params = ListParams::default().limit(POD_PAGE_SIZE);
     if let Some(selector) = selector {
@@ -320,8 +318,13 @@ async fn list_pods(
             .map_err(|_| EvictionError::NoAnswer)?
             .map_err(|e| EvictionError::of(&e))?;
         for pod in page.items {
-            if let Ok(value) = serde_json::to_value(pod) {
-                pods.push(value);
+            let Ok(value) = serde_json::to_value(pod) else {
+                continue;
+            };
+            let consumes =
+                secret.is_none_or(|secret| reference::consumes_secret(&value, secret.as_str()));
+            if consumes && let Some(pod) = consuming_pod(&value) {
+                pods.push(pod);
             }
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
@@ -434,15 +437,15 @@ impl EvictionRun {
             Selection::Selector(selector) => Some(selector),
             Selection::Owner(_) => None,
         };
-        let pods = list_pods(&self.client, &self.namespace, selector).await?;
+        let pods = list_pods(
+            &self.client,
+            &self.namespace,
+            selector,
+            self.secret.as_ref(),
+        )
+        .await?;
         Ok(pods
-            .iter()
-            .filter(|pod| {
-                self.secret
-                    .as_ref()
-                    .is_none_or(|secret| reference::consumes_secret(pod, secret.as_str()))
-            })
-            .filter_map(consuming_pod)
+            .into_iter()
             .filter(|pod| match &self.target.selection {
                 Selection::Selector(_) => true,
                 Selection::Owner(uid) => pod.owner.as_ref().is_some_and(|o| &o.uid == uid),
