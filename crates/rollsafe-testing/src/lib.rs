@@ -13,6 +13,7 @@
 pub mod control_plane;
 pub mod http;
 mod objects;
+pub mod operator;
 mod poll;
 mod server_log;
 mod substrate;

@@ -271,3 +271,95 @@ async fn a_run_interrupted_by_a_restart_continues_and_evicts_no_pod_twice() {
     second.stop().await;
     ns.finish().await;
 }
+
+/// A Deployment owned by a custom resource whose operator puts back the template it owns —
+/// as the Prometheus Operator or Strimzi do — is restarted by a template patch only until the
+/// operator reverts it: the revert is announced once (a `Reverted` Warning naming the operator
+/// and the eviction strategy), the Rolled note named the owner, and nothing is patched again.
+#[tokio::test]
+async fn an_operator_that_reverts_the_template_is_warned_once_and_not_fought() {
+    let ns = TestNamespace::create(Substrate::Real, "watch-operator-revert").await;
+    rollsafe_testing::operator::pod_group_crd(&ns).await;
+    let owner = rollsafe_testing::operator::pod_group(&ns, "metrics").await;
+    let mut operated = Workload::deployment("prometheus")
+        .consuming_secret_via_env_from("db")
+        .annotate("rollsafe.dev/watch", "true")
+        .build();
+    operated["spec"]["replicas"] = json!(2);
+    operated["metadata"]["ownerReferences"] =
+        json!([rollsafe_testing::operator::controlled_by(&owner)]);
+    // Its new pods never become Ready while the test runs, so the rollout is still going
+    // when the operator reverts the template (the real pod simulator's marker).
+    operated["spec"]["template"]["metadata"]["annotations"] =
+        json!({"sim.rollsafe.dev/crash-on-roll": "true"});
+    ns.apply_at_rest(vec![secret("hunter2"), operated]).await;
+
+    // The test operator: whenever the template carries rollsafe's annotation, it writes its
+    // own template back (read, change, update, as its field manager).
+    let api = ns
+        .api_for(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}))
+        .await;
+    let operator_api = api.clone();
+    let operator = tokio::spawn(async move {
+        let params = kube::api::PostParams {
+            field_manager: Some("test-operator".to_owned()),
+            ..kube::api::PostParams::default()
+        };
+        loop {
+            if let Ok(object) = operator_api.get("prometheus").await {
+                let mut value = serde_json::to_value(&object).unwrap();
+                let annotations = &value["spec"]["template"]["metadata"]["annotations"];
+                if annotations.get("rollsafe.dev/config-hash").is_some() {
+                    // Its own template, stamped as operators stamp theirs.
+                    value["spec"]["template"]["metadata"]["annotations"] = json!({
+                        "sim.rollsafe.dev/crash-on-roll": "true",
+                        "operator.example/template": "v1",
+                    });
+                    let object: kube::api::DynamicObject = serde_json::from_value(value).unwrap();
+                    let _ = operator_api.replace("prometheus", &params, &object).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+
+    let mut running = controller(&ns);
+    running
+        .until("adopted", |s| s.adoptions == 1 && s.pending == 0)
+        .await;
+    rotate(&ns, "rotated").await;
+    running.until("rolled", |s| s.rolls == 1).await;
+    running.until("the revert", |s| s.reverts == 1).await;
+    let reverted = eventually("the Reverted Event", DEADLINE, || async {
+        let found = events(&ns, "prometheus", "Reverted").await;
+        (!found.is_empty()).then_some(found)
+    })
+    .await;
+    assert_eq!(reverted.len(), 1, "{reverted:?}");
+    assert!(
+        reverted[0].contains("test-operator")
+            && reverted[0].contains("rollsafe.dev/strategy: evict"),
+        "{reverted:?}"
+    );
+    let rolled = events(&ns, "prometheus", "Rolled").await;
+    assert!(
+        rolled[0].contains("Its template belongs to PodGroup/metrics"),
+        "{rolled:?}"
+    );
+    // Not fought: another rotation of the same content is not rolled; the operator's template
+    // stays as it wrote it.
+    rotate(&ns, "rotated").await;
+    running.settled().await;
+    let status = running.status.borrow().clone();
+    assert_eq!((status.rolls, status.reverts), (1, 1), "{status:?}");
+    let web = api.get("prometheus").await.unwrap();
+    let web = serde_json::to_value(web).unwrap();
+    assert!(
+        web["spec"]["template"]["metadata"]["annotations"]
+            .get("rollsafe.dev/config-hash")
+            .is_none()
+    );
+    operator.abort();
+    running.stop().await;
+    ns.finish().await;
+}

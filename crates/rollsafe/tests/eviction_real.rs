@@ -18,6 +18,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
+use rollsafe_testing::operator::{controlled_by, pod_group, pod_group_crd};
 use rollsafe_testing::{Substrate, TestNamespace, Workload, eventually};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
@@ -324,43 +325,6 @@ async fn an_interrupted_run_continues_with_since_and_evicts_no_pod_twice() {
     ns.finish().await;
 }
 
-const GROUP: &str = "podgroups.sim.rollsafe.dev";
-
-/// A cluster-scoped CRD for a resource that owns pods directly (as Strimzi's StrimziPodSets
-/// do), created once per control plane.
-async fn pod_group_crd(ns: &TestNamespace) {
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": GROUP},
-        "spec": {
-            "group": "sim.rollsafe.dev", "scope": "Namespaced",
-            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    });
-    let api = ns.api_for(&crd).await;
-    let object: DynamicObject = serde_json::from_value(crd).unwrap();
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => panic!("creating the CRD: {error}"),
-    }
-    eventually("the CRD is served", SETTLE, || async {
-        let api = ns
-            .api_for(&json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}))
-            .await;
-        let crd = api.get_opt(GROUP).await.ok()??;
-        let crd = serde_json::to_value(crd).ok()?;
-        crd["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Established" && c["status"] == "True")
-            .then_some(())
-    })
-    .await;
-}
-
 /// A test operator: keeps pods `<name>-0..n` of a PodGroup, each owned by it directly, and
 /// recreates any that is gone — crash-looping ones once `crash` is set.
 fn pod_group_operator(
@@ -371,10 +335,7 @@ fn pod_group_operator(
 ) -> tokio::task::JoinHandle<()> {
     let pods: Api<Pod> = Api::namespaced(ns.client(), &ns.name);
     let name = owner["metadata"]["name"].as_str().unwrap().to_owned();
-    let reference = json!({
-        "apiVersion": "sim.rollsafe.dev/v1", "kind": "PodGroup", "name": name,
-        "uid": owner["metadata"]["uid"], "controller": true
-    });
+    let reference = controlled_by(owner);
     tokio::spawn(async move {
         loop {
             let present: BTreeSet<String> = pods
@@ -420,10 +381,7 @@ async fn pods_a_custom_resource_owns_are_evicted_highest_first_and_a_crash_stops
     let ns = TestNamespace::create(Substrate::Real, "evict-operator").await;
     pod_group_crd(&ns).await;
     seed(&ns, vec![]).await;
-    let owner = ns
-        .apply([json!({"apiVersion": "sim.rollsafe.dev/v1", "kind": "PodGroup", "metadata": {"name": "kafka"}})])
-        .await
-        .remove(0);
+    let owner = pod_group(&ns, "kafka").await;
     let mut kafka_budget = budget("kafka", "kafka", 2);
     kafka_budget["spec"]["selector"] = json!({"matchLabels": {"group": "kafka"}});
     ns.apply([kafka_budget]).await;
