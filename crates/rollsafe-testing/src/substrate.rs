@@ -277,6 +277,42 @@ impl TestNamespace {
         serde_json::to_value(created).expect("an object")
     }
 
+    /// The Events of this namespace about object `name` with `reason`, as stored.
+    pub async fn events(&self, name: &str, reason: &str) -> Vec<Value> {
+        let probe = serde_json::json!({"apiVersion": "v1", "kind": "Event"});
+        self.api_for(&probe)
+            .await
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing Events: {e}"))
+            .items
+            .into_iter()
+            .map(|e| serde_json::to_value(e).expect("an Event"))
+            .filter(|e| e["reason"] == reason && e["involvedObject"]["name"] == name)
+            .collect()
+    }
+
+    /// The names of this namespace's pods that are Ready and not being deleted.
+    pub async fn ready_pods(&self) -> std::collections::BTreeSet<String> {
+        let api: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &self.name);
+        api.list(&kube::api::ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing pods: {e}"))
+            .items
+            .into_iter()
+            .filter(|pod| {
+                pod.metadata.deletion_timestamp.is_none()
+                    && pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .filter_map(|pod| pod.metadata.name)
+            .collect()
+    }
+
     /// The object of `api_version`, `kind` and `name` in this namespace (or cluster-scoped),
     /// as stored, if it exists.
     pub async fn get(&self, api_version: &str, kind: &str, name: &str) -> Option<Value> {

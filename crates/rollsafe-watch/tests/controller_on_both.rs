@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use rollsafe_testing::{TestNamespace, Workload, eventually, on_both_substrates};
 use rollsafe_watch::{Controller, ControllerSettings};
 use serde_json::{Value, json};
@@ -148,17 +148,7 @@ async fn config_hash(ns: &TestNamespace, name: &str) -> Option<String> {
 
 /// The Events about `name` with `reason`, through the core Events API.
 async fn events(ns: &TestNamespace, name: &str, reason: &str) -> Vec<Value> {
-    let api = ns
-        .api_for(&json!({"apiVersion": "v1", "kind": "Event"}))
-        .await;
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .filter(|e| e["reason"] == reason && e["involvedObject"]["name"] == name)
-        .collect()
+    ns.events(name, reason).await
 }
 
 /// Changes `other` and waits until `api` rolled: every event before it has been handled.

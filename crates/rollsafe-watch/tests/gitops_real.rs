@@ -141,16 +141,7 @@ async fn rollout(ns: &TestNamespace, name: &str) -> Rollout {
 
 /// The Events about `name` with `reason`.
 async fn events(ns: &TestNamespace, name: &str, reason: &str) -> Vec<Value> {
-    api(ns, "v1", "Event")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .filter(|e| e["reason"] == reason && e["involvedObject"]["name"] == name)
-        .collect()
+    ns.events(name, reason).await
 }
 
 // ---------------------------------------------------------------------------------------------
