@@ -5,7 +5,11 @@ crates/rollsafe/tests/install_*.rs call it with the virtual environment's python
 
 Requests (field "op"):
   lint      {chart, values, namespace}            -> {"messages": [...], "errors": [...]}
-  render    {chart, values, name, namespace}      -> {"manifests": {path: text}}
+  render    {chart, values, name, namespace,      -> {"manifests": {path: text}}
+             kubeVersion}
+            kubeVersion (optional): the cluster version `.Capabilities.KubeVersion`
+            says, as `helm template --kube-version` (default: Helm's own, v1.36.0
+            for Helm 4.2).
   validate  {chart, values}                       -> {"ok": bool, "error": str | null}
   install   {chart, values, name, namespace,      -> {"manifest": text}
              postRenderer, postRendererArgs}
@@ -40,13 +44,30 @@ def lint(request: dict) -> dict:
 
 def render(request: dict) -> dict:
     chart = helm.Chart.load(request["chart"])
-    manifests = chart.render(
-        request.get("values"),
-        name=request.get("name", "rollsafe"),
-        namespace=request.get("namespace", "default"),
-        is_install=True,
+    if request.get("kubeVersion") is None:
+        manifests = chart.render(
+            request.get("values"),
+            name=request.get("name", "rollsafe"),
+            namespace=request.get("namespace", "default"),
+            is_install=True,
+        )
+        return {"manifests": manifests}
+    # helm-python-sdk's render does not expose the cluster version its C library takes
+    # (`kube_version`, as `helm template --kube-version`): call it directly with it.
+    options = {
+        "name": request.get("name", "rollsafe"),
+        "namespace": request.get("namespace", "default"),
+        "is_install": True,
+        "kube_version": request["kubeVersion"],
+    }
+    values = request.get("values")
+    rendered = _native.call_string(
+        "helm_render",
+        chart._raw(),
+        None if values is None else json.dumps(values),
+        json.dumps(options),
     )
-    return {"manifests": manifests}
+    return {"manifests": json.loads(rendered)}
 
 
 def validate(request: dict) -> dict:

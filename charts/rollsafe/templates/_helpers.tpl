@@ -92,6 +92,45 @@ the listed namespaces in cluster scope with a list; empty in cluster scope witho
   verbs: ["list", "patch"]
 {{- end -}}
 
+{{/*
+Whether impersonation is constrained (KEP-5284): "true" or "false". `auto` is true when the
+cluster's version is 1.36 or newer, where the ConstrainedImpersonation feature is beta and on.
+*/}}
+{{- define "rollsafe.constrainedImpersonation" -}}
+{{- $constrained := .Values.impersonation.constrained -}}
+{{- if eq (toString $constrained) "auto" -}}
+{{- semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version | toString -}}
+{{- else -}}
+{{- $constrained | toString -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the server does as the caller under constrained impersonation: the verbs the API server
+checks as `impersonate-on:<mode>:<verb>` on the request itself — the Secret read, the
+inventory's lists and the patches (restarts and approvals) — for users (`user-info`) and, with
+TokenReview, for ServiceAccounts (`serviceaccount`). Nothing else may be done as anyone.
+*/}}
+{{- define "rollsafe.impersonateOnRules" -}}
+{{- $modes := list "user-info" -}}
+{{- if .Values.tokenReview.enabled }}{{ $modes = append $modes "serviceaccount" }}{{ end -}}
+# The live Secret read (gate 5), as the caller.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs:
+  {{- range $modes }}
+    - {{ printf "impersonate-on:%s:get" . | quote }}
+  {{- end }}
+# The paged inventory and the one JSON Patch per match (a restart, an approval), as the caller.
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs:
+  {{- range $modes }}
+    - {{ printf "impersonate-on:%s:list" . | quote }}
+    - {{ printf "impersonate-on:%s:patch" . | quote }}
+  {{- end }}
+{{- end -}}
+
 {{/* The controller's selector labels. */}}
 {{- define "rollsafe.controllerSelectorLabels" -}}
 app.kubernetes.io/name: {{ include "rollsafe.name" . }}

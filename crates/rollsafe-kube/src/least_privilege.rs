@@ -106,12 +106,23 @@ pub enum When {
     NoImpersonation,
     /// Cluster scope without `server.namespaces`, impersonation off.
     ClusterScopeNoList,
-    /// Impersonation on.
+    /// Impersonation on, with the unconstrained `impersonate` rules (the fallback for clusters
+    /// that do not serve constrained impersonation).
     Impersonation,
+    /// Impersonation on, constrained (KEP-5284): `impersonate:user-info` on who may be
+    /// impersonated, `impersonate-on:user-info:<verb>` on what may be done so.
+    ConstrainedImpersonation,
+    /// Constrained impersonation in cluster scope without `server.namespaces`.
+    ConstrainedClusterScopeNoList,
     /// `tokenReview.enabled`.
     TokenReview,
-    /// `tokenReview.enabled` with impersonation.
+    /// `tokenReview.enabled` with unconstrained impersonation.
     TokenReviewImpersonation,
+    /// `tokenReview.enabled` with constrained impersonation: reviewed ServiceAccounts are
+    /// impersonated in the API server's `serviceaccount` mode.
+    TokenReviewConstrained,
+    /// `tokenReview.enabled` with constrained impersonation, cluster scope without a list.
+    TokenReviewConstrainedClusterScopeNoList,
     /// `controller.argoRollouts`.
     ArgoRollouts,
     /// `controller.namespaceSelector`.
@@ -140,6 +151,13 @@ pub struct Rule {
 }
 
 const WORKLOADS: &[&str] = &["deployments.apps", "statefulsets.apps", "daemonsets.apps"];
+
+/// The verb of constrained impersonation's user-info mode, on `users` and `groups` of
+/// `authentication.k8s.io` (KEP-5284; `k8s.io/apiserver`'s `impersonation` filter).
+pub const USER_INFO: &str = "impersonate:user-info";
+/// The verb of constrained impersonation's serviceaccount mode, on `serviceaccounts` of
+/// `authentication.k8s.io`.
+pub const SERVICE_ACCOUNT: &str = "impersonate:serviceaccount";
 
 /// The documented minimum of every mode (docs/install.md, "RBAC, generated from the mode" and
 /// "The controller").
@@ -243,6 +261,102 @@ pub const RULES: &[Rule] = &[
         verbs: &["impersonate"],
         doc: "`serviceaccounts: impersonate` (`tokenReview.enabled` with impersonation only; a Role per `tokenReview.serviceAccounts` entry with `resourceNames: [<name>]`, else a rule in `<fullname>-impersonate`)",
         needed_by: "crates/rollsafe-server/src/identity.rs (forwarded_groups)",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::ConstrainedImpersonation,
+        place: Place::Cluster,
+        resources: &["users.authentication.k8s.io"],
+        names: Names::FromValues,
+        verbs: &[USER_INFO],
+        doc: "`authentication.k8s.io users: impersonate:user-info` (`resourceNames` = `impersonation.users` when set)",
+        needed_by: "crates/rollsafe-kube/src/connection.rs (Impersonate-User, the API server's user-info mode)",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::ConstrainedImpersonation,
+        place: Place::Cluster,
+        resources: &["groups.authentication.k8s.io"],
+        names: Names::FromValues,
+        verbs: &[USER_INFO],
+        doc: "`authentication.k8s.io groups: impersonate:user-info` (`resourceNames` = `impersonation.groups` when set)",
+        needed_by: "crates/rollsafe-kube/src/connection.rs (one Impersonate-Group per group)",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::ConstrainedImpersonation,
+        place: Place::Workloads,
+        resources: &["secrets"],
+        names: Names::Any,
+        verbs: &["impersonate-on:user-info:get"],
+        doc: "`secrets: impersonate-on:user-info:get`",
+        needed_by: "rollsafe_kube::read_secret_metadata as the caller (gate 5, the live Secret read)",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::ConstrainedImpersonation,
+        place: Place::Workloads,
+        resources: WORKLOADS,
+        names: Names::Any,
+        verbs: &[
+            "impersonate-on:user-info:list",
+            "impersonate-on:user-info:patch",
+        ],
+        doc: "`apps deployments, statefulsets, daemonsets: impersonate-on:user-info:list, impersonate-on:user-info:patch`",
+        needed_by: "crates/rollsafe-kube/src/inventory.rs and engine.rs (send_patch) as the caller; crates/rollsafe-server/src/approve.rs (the workload read, a list by name, and the approval patch)",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::ConstrainedClusterScopeNoList,
+        place: Place::Cluster,
+        resources: &["namespaces"],
+        names: Names::Any,
+        verbs: &["impersonate-on:user-info:list"],
+        doc: "`namespaces: impersonate-on:user-info:list` (cluster scope without a list only)",
+        needed_by: "crates/rollsafe-server/src/scope.rs (the scope gate, as the caller)",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::TokenReviewConstrained,
+        place: Place::Cluster,
+        resources: &["serviceaccounts.authentication.k8s.io"],
+        names: Names::FromValues,
+        verbs: &[SERVICE_ACCOUNT],
+        doc: "`authentication.k8s.io serviceaccounts: impersonate:serviceaccount` (`tokenReview.enabled` only; a Role per `tokenReview.serviceAccounts` entry with `resourceNames: [<name>]`, else a rule in `<fullname>-impersonate`)",
+        needed_by: "crates/rollsafe-server/src/identity.rs (forwarded_groups: a ServiceAccount by name alone, the API server's serviceaccount mode)",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::TokenReviewConstrained,
+        place: Place::Workloads,
+        resources: &["secrets"],
+        names: Names::Any,
+        verbs: &["impersonate-on:serviceaccount:get"],
+        doc: "`secrets: impersonate-on:serviceaccount:get` (`tokenReview.enabled` only)",
+        needed_by: "rollsafe_kube::read_secret_metadata as a reviewed ServiceAccount",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::TokenReviewConstrained,
+        place: Place::Workloads,
+        resources: WORKLOADS,
+        names: Names::Any,
+        verbs: &[
+            "impersonate-on:serviceaccount:list",
+            "impersonate-on:serviceaccount:patch",
+        ],
+        doc: "`apps deployments, statefulsets, daemonsets: impersonate-on:serviceaccount:list, impersonate-on:serviceaccount:patch` (`tokenReview.enabled` only)",
+        needed_by: "the inventory, the patches and the approval as a reviewed ServiceAccount",
+    },
+    Rule {
+        component: Component::Server,
+        when: When::TokenReviewConstrainedClusterScopeNoList,
+        place: Place::Cluster,
+        resources: &["namespaces"],
+        names: Names::Any,
+        verbs: &["impersonate-on:serviceaccount:list"],
+        doc: "`namespaces: impersonate-on:serviceaccount:list` (`tokenReview.enabled`, cluster scope without a list)",
+        needed_by: "crates/rollsafe-server/src/scope.rs (the scope gate, as a reviewed ServiceAccount)",
     },
     Rule {
         component: Component::Controller,
@@ -351,6 +465,10 @@ pub struct Mode {
     pub namespaces: Vec<String>,
     /// `KRYPTON_IMPERSONATION=true`.
     pub impersonation: bool,
+    /// With impersonation, `KRYPTON_IMPERSONATION_CONSTRAINED=true`: the constrained rules
+    /// (the chart resolves `impersonation.constrained: auto` to `true` or `false`; anything
+    /// else, or no variable, is the unconstrained rules).
+    pub constrained: bool,
     /// `KRYPTON_TOKEN_REVIEW=true`.
     pub token_review: bool,
     /// `ROLLSAFE_WATCH_ARGO_ROLLOUTS=true`.
@@ -388,6 +506,7 @@ impl Mode {
                 cluster_wide: get("KRYPTON_SCOPE") == "cluster",
                 namespaces: list("KRYPTON_NAMESPACES"),
                 impersonation: on("KRYPTON_IMPERSONATION"),
+                constrained: on("KRYPTON_IMPERSONATION") && on("KRYPTON_IMPERSONATION_CONSTRAINED"),
                 token_review: on("KRYPTON_TOKEN_REVIEW"),
                 argo_rollouts: false,
                 namespace_selector: false,
@@ -408,6 +527,7 @@ impl Mode {
                     cluster_wide: namespaces.is_empty(),
                     namespaces,
                     impersonation: false,
+                    constrained: false,
                     token_review: false,
                     argo_rollouts: on("ROLLSAFE_WATCH_ARGO_ROLLOUTS"),
                     namespace_selector: !get("ROLLSAFE_WATCH_NAMESPACE_SELECTOR").is_empty(),
@@ -430,7 +550,11 @@ impl Mode {
             Component::Controller => format!("watching [{}]", self.namespaces.join(", ")),
         };
         for (on, what) in [
-            (self.impersonation, "impersonation"),
+            (
+                self.impersonation && self.constrained,
+                "constrained impersonation",
+            ),
+            (self.impersonation && !self.constrained, "impersonation"),
             (self.token_review, "token review"),
             (self.argo_rollouts, "Argo Rollouts"),
             (self.namespace_selector, "namespace selector"),
@@ -450,9 +574,25 @@ impl Mode {
             When::ClusterScopeNoList => {
                 !self.impersonation && self.cluster_wide && self.namespaces.is_empty()
             }
-            When::Impersonation => self.impersonation,
+            When::Impersonation => self.impersonation && !self.constrained,
+            When::ConstrainedImpersonation => self.impersonation && self.constrained,
+            When::ConstrainedClusterScopeNoList => {
+                self.impersonation
+                    && self.constrained
+                    && self.cluster_wide
+                    && self.namespaces.is_empty()
+            }
             When::TokenReview => self.token_review,
-            When::TokenReviewImpersonation => self.token_review && self.impersonation,
+            When::TokenReviewImpersonation => {
+                self.token_review && self.impersonation && !self.constrained
+            }
+            When::TokenReviewConstrained => {
+                self.token_review && self.impersonation && self.constrained
+            }
+            When::TokenReviewConstrainedClusterScopeNoList => {
+                self.applies(When::TokenReviewConstrained)
+                    && self.applies(When::ConstrainedClusterScopeNoList)
+            }
             When::ArgoRollouts => self.argo_rollouts,
             When::NamespaceSelector => self.namespace_selector,
         }
@@ -623,6 +763,47 @@ pub fn grants_of(status: &SubjectRulesReviewStatus) -> BTreeSet<Grant> {
         }
     }
     grants
+}
+
+/// Which impersonation rules a set of grants holds: what `rollsafe serve` reads of its own
+/// SelfSubjectRulesReview at startup to choose between constrained and unconstrained
+/// impersonation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldImpersonation {
+    /// A constrained rule: [`USER_INFO`] on `users` or [`SERVICE_ACCOUNT`] on `serviceaccounts`
+    /// of `authentication.k8s.io` (or a wildcard there).
+    pub constrained: bool,
+    /// The unconstrained rule: `impersonate` (or `*`) on `users`, `groups` or
+    /// `serviceaccounts` of the core group (or a wildcard): whoever holds it may impersonate
+    /// for any verb on anything.
+    pub unconstrained: bool,
+}
+
+/// Which impersonation rules `grants` (as [`grants_of`] expands them) hold.
+pub fn held_impersonation(grants: &BTreeSet<Grant>) -> HeldImpersonation {
+    let mut held = HeldImpersonation::default();
+    for grant in grants.iter().filter(|g| !g.resource.is_empty()) {
+        let (resource, group) = grant
+            .resource
+            .split_once('.')
+            .unwrap_or((grant.resource.as_str(), ""));
+        let any_group = group == "*";
+        let verb = grant.verb.as_str();
+        if matches!(verb, "impersonate" | "*")
+            && matches!(resource, "users" | "groups" | "serviceaccounts" | "*")
+            && (group.is_empty() || any_group)
+        {
+            held.unconstrained = true;
+        }
+        if matches!(verb, USER_INFO | SERVICE_ACCOUNT | "*")
+            && matches!(resource, "users" | "serviceaccounts" | "*")
+            && (group == "authentication.k8s.io" || any_group)
+        {
+            held.constrained = true;
+        }
+    }
+    held
 }
 
 /// Why a review could not be made. Messages are fixed; the source says more.
@@ -945,6 +1126,139 @@ mod tests {
             vec![Grant::resource("users", "alice", "impersonate")]
         );
         assert!(difference.missing.is_empty());
+    }
+
+    #[test]
+    fn constrained_impersonation_is_the_impersonate_on_verbs_in_the_workload_namespaces() {
+        let mode = server(&[
+            ("KRYPTON_IMPERSONATION", "true"),
+            ("KRYPTON_IMPERSONATION_CONSTRAINED", "true"),
+        ]);
+        assert_eq!(
+            mode.describe(),
+            "namespace scope, constrained impersonation"
+        );
+        let here = mode.minimum("rel");
+        for (resource, verb) in [
+            ("secrets", "impersonate-on:user-info:get"),
+            ("deployments.apps", "impersonate-on:user-info:list"),
+            ("daemonsets.apps", "impersonate-on:user-info:patch"),
+        ] {
+            assert!(here.grants.contains(&Grant::resource(resource, "", verb)));
+        }
+        // The access ConfigMap and the Lease as the server, and the four impersonate-on
+        // grants per kind: nothing the server itself may read or patch.
+        assert_eq!(here.grants.len(), 2 + 1 + 6);
+        assert!(
+            !here
+                .grants
+                .iter()
+                .any(|g| g.verb == "get" && g.resource == "secrets")
+        );
+        assert_eq!(
+            here.named_by_values,
+            BTreeSet::from([
+                (
+                    "users.authentication.k8s.io".to_owned(),
+                    USER_INFO.to_owned()
+                ),
+                (
+                    "groups.authentication.k8s.io".to_owned(),
+                    USER_INFO.to_owned()
+                ),
+            ])
+        );
+        // Nothing to do as the caller outside the release namespace.
+        assert!(mode.minimum("other").grants.is_empty());
+        let unconstrained = server(&[("KRYPTON_IMPERSONATION", "true")]);
+        assert!(!unconstrained.constrained);
+        assert!(
+            unconstrained
+                .minimum("rel")
+                .named_by_values
+                .contains(&("users".to_owned(), "impersonate".to_owned()))
+        );
+        // `constrained` alone means nothing without impersonation.
+        let off = server(&[("KRYPTON_IMPERSONATION_CONSTRAINED", "true")]);
+        assert!(!off.constrained && !off.impersonation);
+    }
+
+    #[test]
+    fn constrained_cluster_scope_without_a_list_lists_namespaces_as_the_caller() {
+        let mode = server(&[
+            ("KRYPTON_SCOPE", "cluster"),
+            ("KRYPTON_IMPERSONATION", "true"),
+            ("KRYPTON_IMPERSONATION_CONSTRAINED", "true"),
+            ("KRYPTON_TOKEN_REVIEW", "true"),
+        ]);
+        let other = mode.minimum("other");
+        for (resource, verb) in [
+            ("namespaces", "impersonate-on:user-info:list"),
+            ("namespaces", "impersonate-on:serviceaccount:list"),
+            ("secrets", "impersonate-on:serviceaccount:get"),
+            ("tokenreviews.authentication.k8s.io", "create"),
+        ] {
+            assert!(
+                other.grants.contains(&Grant::resource(resource, "", verb)),
+                "{resource} {verb}"
+            );
+        }
+        assert!(other.named_by_values.contains(&(
+            "serviceaccounts.authentication.k8s.io".to_owned(),
+            SERVICE_ACCOUNT.to_owned()
+        )));
+        let listed = server(&[
+            ("KRYPTON_SCOPE", "cluster"),
+            ("KRYPTON_NAMESPACES", "a"),
+            ("KRYPTON_IMPERSONATION", "true"),
+            ("KRYPTON_IMPERSONATION_CONSTRAINED", "true"),
+        ]);
+        assert!(listed.minimum("other").grants.is_empty());
+        assert_eq!(listed.minimum("a").grants.len(), 7);
+    }
+
+    #[test]
+    fn held_impersonation_tells_the_two_rule_sets_apart() {
+        let held = |grants: &[(&str, &str)]| {
+            held_impersonation(
+                &grants
+                    .iter()
+                    .map(|(resource, verb)| Grant::resource(resource, "alice", verb))
+                    .collect(),
+            )
+        };
+        assert_eq!(
+            held(&[("users.authentication.k8s.io", USER_INFO)]),
+            HeldImpersonation {
+                constrained: true,
+                unconstrained: false
+            }
+        );
+        assert_eq!(
+            held(&[("users", "impersonate"), ("secrets", "get")]),
+            HeldImpersonation {
+                constrained: false,
+                unconstrained: true
+            }
+        );
+        // cluster-admin holds both.
+        assert_eq!(
+            held(&[("*.*", "*")]),
+            HeldImpersonation {
+                constrained: true,
+                unconstrained: true
+            }
+        );
+        // The impersonate-on verbs alone say nothing about who may be impersonated.
+        assert_eq!(
+            held(&[("secrets", "impersonate-on:user-info:get")]),
+            HeldImpersonation::default()
+        );
+        assert_eq!(
+            held(&[("groups.authentication.k8s.io", USER_INFO)]),
+            HeldImpersonation::default(),
+            "groups without users: no user can be impersonated"
+        );
     }
 
     #[test]

@@ -101,6 +101,42 @@ pub async fn read_workload(
     read_object(client, path, "application/json", timeout).await
 }
 
+/// Reads an `apps/v1` workload as JSON through a list narrowed to its name
+/// (`fieldSelector=metadata.name=<name>`), so that Kubernetes authorizes it as a `list` — what
+/// a restart needs anyway, and, under constrained impersonation, the only read of a workload
+/// the server may make as the caller. `Ok(None)` when nothing of that name is listed. The
+/// object gets its `apiVersion` and `kind` back (a list's items carry none).
+pub async fn read_workload_listed(
+    client: &kube::Client,
+    kind: WorkloadKind,
+    namespace: &Namespace,
+    name: &str,
+    timeout: std::time::Duration,
+) -> Result<Option<serde_json::Value>, ReadError> {
+    #[derive(serde::Deserialize)]
+    struct Listed {
+        #[serde(default)]
+        items: Vec<serde_json::Value>,
+    }
+    let plural = kind.plural();
+    let selector = transport::encode_query_value(&format!("metadata.name={name}"));
+    let path = format!("/apis/apps/v1/namespaces/{namespace}/{plural}?fieldSelector={selector}");
+    let listed: Option<Listed> = read_object(client, path, "application/json", timeout).await?;
+    let found = listed.and_then(|listed| {
+        listed
+            .items
+            .into_iter()
+            .find(|item| item.pointer("/metadata/name").and_then(|n| n.as_str()) == Some(name))
+    });
+    Ok(found.map(|mut object| {
+        if let Some(fields) = object.as_object_mut() {
+            fields.insert("apiVersion".to_owned(), "apps/v1".into());
+            fields.insert("kind".to_owned(), kind.as_str().into());
+        }
+        object
+    }))
+}
+
 /// Reads a `batch/v1` CronJob as JSON; `Ok(None)` when it does not exist (404). `name` must be
 /// a valid object name (a DNS-1123 subdomain): the caller checks it before asking.
 pub async fn read_cron_job(

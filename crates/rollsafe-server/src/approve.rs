@@ -6,7 +6,7 @@
 //! authentication (reserved identities refused and audited) → restart flag → path validation
 //! (the workload's kind and name typed, parsed once) → the run limit → namespace scope → the
 //! Secret's live visibility → the ACL on the Secret — then two of its own: the workload, read
-//! as the caller, must exist and reference the Secret (the ACL decides for the Secret's
+//! as the caller (a list narrowed to its name: the `list` every restart needs), must exist and reference the Secret (the ACL decides for the Secret's
 //! consumers, never for another workload), and its `rollsafe.dev/pending` mark must be an
 //! approval's. Then, inside the audit protocol ([`crate::audit::audited`]): an intent record naming the workload is made
 //! durable, the approval patch is sent once as the caller (impersonation mode: Kubernetes RBAC
@@ -128,7 +128,9 @@ async fn handle(
     // 7. The workload, as the caller: it exists, references the Secret, and awaits approval.
     let client = state.connection.client(admitted.identity.as_ref());
     let read_timeout = state.engine.timeouts().get;
-    let object = match rollsafe_kube::read_workload(
+    // Read with a list narrowed to its name: authorized as the `list` a restart needs, so no
+    // `get` of workloads is granted to the caller's impersonation or the server itself.
+    let object = match rollsafe_kube::read::read_workload_listed(
         &client,
         kind,
         &namespace,

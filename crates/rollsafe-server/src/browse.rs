@@ -1,6 +1,7 @@
 //! The read-only routes the web page browses with: `GET /api/config` (what this deployment
 //! allows), `GET /api/me` (who the caller is), `GET /api/namespaces` (the namespaces in scope)
-//! and `GET /api/namespaces/{namespace}/secrets` (the Secrets there the caller may list).
+//! and `GET /api/namespaces/{namespace}/secrets` (the Secrets there the caller may list; under
+//! constrained impersonation none is listed, [`crate::impersonation`]).
 //! Nothing here is audited: nothing here can restart anything.
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use serde_json::json;
 use crate::auth::{identity_for, signed_in};
 use crate::error::ApiError;
 use crate::gates::{in_scope, is_history_label, read_problem};
+use crate::impersonation::CallerList;
 use crate::request::{internal, with_request_id};
 use crate::scope;
 use crate::state::AppState;
@@ -29,6 +31,7 @@ pub(crate) async fn config(State(state): State<Arc<AppState>>) -> Response {
         "scope": settings.scope.as_str(),
         "authMode": settings.auth.as_str(),
         "impersonation": settings.impersonation,
+        "impersonationMode": state.impersonation.as_str(),
         "tokenReview": settings.token_review.is_some(),
         "oidc": settings.oidc.is_some(),
     }))
@@ -56,8 +59,15 @@ pub(crate) async fn namespaces(State(state): State<Arc<AppState>>, headers: Head
         let identity = identity_for(&state, &user, &request_id)?;
         let client = state.connection.client(identity.as_ref());
         let settings = &state.settings;
-        let namespaces =
-            scope::namespaces(&settings.scope, settings.server_namespace.as_str(), &client).await;
+        let lists = state
+            .impersonation
+            .lists_as_caller(CallerList::Namespaces, &settings.scope);
+        let namespaces = scope::namespaces(
+            &settings.scope,
+            settings.server_namespace.as_str(),
+            lists.then_some(&client),
+        )
+        .await;
         Ok(Json(json!({ "namespaces": namespaces })).into_response())
     })
     .await
@@ -79,6 +89,14 @@ pub(crate) async fn secrets(
         let client = state.connection.client(identity.as_ref());
         let settings = &state.settings;
         in_scope(&state, &namespace, &client).await?;
+        if !state
+            .impersonation
+            .lists_as_caller(CallerList::Secrets, &settings.scope)
+        {
+            // Constrained impersonation grants no list of Secrets as anyone: Kubernetes would
+            // refuse it, as it refuses the server's own list without impersonation.
+            return Err(ApiError::KubernetesDenied);
+        }
         let listed = list_secrets(&client, &namespace, state.engine.timeouts().get)
             .await
             .map_err(|error| match error {

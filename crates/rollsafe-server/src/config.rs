@@ -25,6 +25,7 @@ use thiserror::Error;
 pub use crate::acl::Admins;
 use crate::acl::parse_csv;
 use crate::identity::{AllowedGroups, PatternError};
+pub use crate::impersonation::Constraint;
 use crate::oidc::OidcSettings;
 pub use crate::scope::Scope;
 pub use crate::session::{AuthMode, SessionSecret};
@@ -100,6 +101,12 @@ pub struct ServeArgs {
     #[arg(long, env = "KRYPTON_IMPERSONATION", default_value = "", action = ArgAction::Set,
           value_parser = boolean("KRYPTON_IMPERSONATION"))]
     pub impersonation: bool,
+    /// With impersonation: `auto` (constrained when the ServiceAccount holds the constrained
+    /// rules and the API server serves them), `true` (constrained, or no start) or `false` (the
+    /// unconstrained `impersonate` rules). See `rollsafe_server::impersonation`.
+    #[arg(long, env = "KRYPTON_IMPERSONATION_CONSTRAINED", default_value = "auto",
+          value_parser = parse_constraint)]
+    pub impersonation_constrained: Constraint,
     /// HMAC key of session JWTs (at least 32 bytes).
     #[arg(long, env = "SESSION_SECRET", hide_env_values = true)]
     pub session_secret: Option<String>,
@@ -350,6 +357,11 @@ pub enum ConfigError {
     /// `ROLLSAFE_CONTROLLER_LEASE` is not `NAMESPACE/NAME`, `NAME` or `none`.
     #[error("ROLLSAFE_CONTROLLER_LEASE: {0:?} is not NAMESPACE/NAME, NAME or none")]
     ControllerLease(String),
+    /// `KRYPTON_IMPERSONATION_CONSTRAINED` is neither `auto` nor a boolean.
+    #[error(
+        "KRYPTON_IMPERSONATION_CONSTRAINED: {0:?} is neither auto nor a boolean (true/false, 1/0, yes/no, on/off)"
+    )]
+    Constraint(String),
     /// `KRYPTON_MAX_CONCURRENT_RESTARTS` is not a positive number.
     #[error("KRYPTON_MAX_CONCURRENT_RESTARTS: {0:?} is not a positive number")]
     MaxConcurrentRestarts(String),
@@ -402,6 +414,17 @@ fn namespace(
                 name,
                 value: value.to_owned(),
             })
+    }
+}
+
+fn parse_constraint(value: &str) -> Result<Constraint, ConfigError> {
+    if value.trim().eq_ignore_ascii_case("auto") {
+        return Ok(Constraint::Auto);
+    }
+    match parse_bool("KRYPTON_IMPERSONATION_CONSTRAINED", value) {
+        Ok(true) => Ok(Constraint::Required),
+        Ok(false) if !value.trim().is_empty() => Ok(Constraint::Off),
+        _ => Err(ConfigError::Constraint(value.to_owned())),
     }
 }
 
@@ -502,6 +525,7 @@ impl ServeArgs {
             access_configmap,
             annotation_prefix,
             impersonation,
+            impersonation_constrained,
             session_secret,
             session_max_age,
             auth_disabled,
@@ -586,6 +610,7 @@ impl ServeArgs {
             access_configmap,
             annotation_prefix,
             impersonation,
+            impersonation_constrained,
             auth,
             allowed_groups,
             max_concurrent_restarts,
@@ -701,6 +726,7 @@ mod tests {
         assert_eq!(settings.annotation_prefix, "krypton.io");
         assert!(settings.admins.is_bootstrap());
         assert!(!settings.impersonation);
+        assert_eq!(settings.impersonation_constrained, Constraint::Auto);
         assert!(settings.allowed_groups.is_empty());
         assert_eq!(
             settings.max_concurrent_restarts,
@@ -709,6 +735,23 @@ mod tests {
         assert!(
             matches!(settings.auth, AuthMode::Session { max_age, .. } if max_age == DEFAULT_SESSION_MAX_AGE)
         );
+    }
+
+    #[test]
+    fn impersonation_constrained_is_auto_or_a_boolean() {
+        for (value, expected) in [
+            ("auto", Constraint::Auto),
+            (" AUTO ", Constraint::Auto),
+            ("true", Constraint::Required),
+            ("on", Constraint::Required),
+            ("false", Constraint::Off),
+            ("0", Constraint::Off),
+        ] {
+            let settings = args(&["--impersonation-constrained", value])
+                .validate(None)
+                .unwrap();
+            assert_eq!(settings.impersonation_constrained, expected, "{value:?}");
+        }
     }
 
     #[test]
@@ -747,6 +790,14 @@ mod tests {
                 "KRYPTON_RESTART_ENABLED",
             ),
             (vec!["--impersonation", "maybe"], "KRYPTON_IMPERSONATION"),
+            (
+                vec!["--impersonation-constrained", "maybe"],
+                "KRYPTON_IMPERSONATION_CONSTRAINED",
+            ),
+            (
+                vec!["--impersonation-constrained", ""],
+                "KRYPTON_IMPERSONATION_CONSTRAINED",
+            ),
             (
                 vec!["--auth-disabled", "true", "--listen", "0.0.0.0:8080"],
                 "AUTH_DISABLED",

@@ -32,6 +32,7 @@ use tracing::warn;
 
 use crate::error::ApiError;
 use crate::gates::{Admitted, SecretCheck};
+use crate::impersonation::CallerList;
 use crate::pods;
 use crate::request::{internal, with_request_id};
 use crate::state::AppState;
@@ -128,7 +129,11 @@ pub(crate) async fn rollout(
         if let Ok(namespace) = namespace {
             let client = state.connection.client(admitted.identity.as_ref());
             let timeout = state.engine.timeouts().get;
-            pods::add_notes(&mut body, &discovery, &client, &namespace, timeout).await;
+            let lists = state
+                .impersonation
+                .lists_as_caller(CallerList::Pods, &state.settings.scope);
+            let client = lists.then_some(&client);
+            pods::add_notes(&mut body, &discovery, client, &namespace, timeout).await;
         }
         drop(admitted);
         Ok(Json(body).into_response())

@@ -27,6 +27,7 @@ use crate::acl::{self, AccessRules};
 use crate::audit::{self, ApprovalFields, AuditBase};
 use crate::auth::{Refusal, authenticate_caller, identity_for, signed_in};
 use crate::error::ApiError;
+use crate::impersonation::CallerList;
 use crate::limits::RunPermit;
 use crate::request::internal;
 use crate::scope;
@@ -240,11 +241,14 @@ pub(crate) async fn in_scope(
     client: &kube::Client,
 ) -> Result<(), ApiError> {
     let settings = &state.settings;
+    let lists = state
+        .impersonation
+        .lists_as_caller(CallerList::Namespaces, &settings.scope);
     if scope::allows(
         &settings.scope,
         settings.server_namespace.as_str(),
         namespace.as_str(),
-        client,
+        lists.then_some(client),
     )
     .await
     {

@@ -20,7 +20,8 @@
 //!   OpenID Connect flow), [`acl`] (the ACL on a live Secret, [`acl::Admins`]), [`access`]
 //!   (the cached access-rules ConfigMap), [`scope`] (namespace scope, [`scope::Scope`]),
 //!   [`audit`] (intent and result records, durable in a file, copied to stdout), [`identity`]
-//!   (reserved Kubernetes identities are refused), [`limits`] (concurrent runs), [`metrics`]
+//!   (reserved Kubernetes identities are refused), [`impersonation`] (constrained or
+//!   unconstrained impersonation, decided at startup), [`limits`] (concurrent runs), [`metrics`]
 //!   (Prometheus metrics), [`output`] (bounded, lossy writers for standard streams), [`error`]
 //!   (the `{ error }` envelope), `pods` (what a rollout's new pods say, for the rollout view).
 
@@ -38,6 +39,7 @@ pub mod error;
 mod gates;
 mod health;
 pub mod identity;
+pub mod impersonation;
 pub mod limits;
 pub mod login;
 pub mod metrics;

@@ -31,11 +31,13 @@ pub(crate) const MAX_WORKLOADS: usize = 8;
 pub(crate) const POD_PAGE: u32 = 100;
 
 /// Adds the `pods` note to each progressing workload of `view` (the serialized rollout view of
-/// `discovery`), its pods read with `client` (the caller's) within `timeout` each.
+/// `discovery`), its pods read with `client` (the caller's) within `timeout` each. Without a
+/// client (constrained impersonation grants no list of pods as anyone), each note says
+/// `notRead: "forbidden"`, as a refused list would, and nothing is sent.
 pub(crate) async fn add_notes(
     view: &mut Value,
     discovery: &Discovery,
-    client: &kube::Client,
+    client: Option<&kube::Client>,
     namespace: &Namespace,
     timeout: Duration,
 ) {
@@ -54,6 +56,14 @@ pub(crate) async fn add_notes(
         })
         .take(MAX_WORKLOADS)
         .collect();
+    let Some(client) = client else {
+        for (index, _) in progressing {
+            if let Some(workload) = workloads.get_mut(index) {
+                workload["pods"] = json!({ "notRead": "forbidden" });
+            }
+        }
+        return;
+    };
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace.as_str());
     let mut reads = tokio::task::JoinSet::new();
     for (index, selector) in progressing {

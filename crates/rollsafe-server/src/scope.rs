@@ -40,12 +40,14 @@ const MAX_NAMESPACE_PAGES: usize = 20;
 /// One namespace page's time limit.
 const NAMESPACE_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Whether `namespace` is within the scope for this caller.
+/// Whether `namespace` is within the scope for this caller. `client` lists the namespaces as
+/// the caller; `None` lists nothing (constrained impersonation with an allow-list: the
+/// allow-list decides alone, as when the list is refused).
 pub async fn allows(
     scope: &Scope,
     server_namespace: &str,
     namespace: &str,
-    client: &kube::Client,
+    client: Option<&kube::Client>,
 ) -> bool {
     match scope {
         Scope::Namespace => namespace == server_namespace,
@@ -53,7 +55,11 @@ pub async fn allows(
             if !allow_list.is_empty() && !allow_list.iter().any(|ns| ns == namespace) {
                 return false;
             }
-            match listable(client, namespace).await {
+            let listed = match client {
+                Some(client) => listable(client, namespace).await,
+                None => None,
+            };
+            match listed {
                 Some(listed) => listed,
                 None if allow_list.is_empty() => namespace == server_namespace,
                 None => true,
@@ -63,23 +69,28 @@ pub async fn allows(
 }
 
 /// The namespaces within the scope for this caller, sorted: what [`allows`] would allow, as a
-/// list (for the web page's namespace picker).
+/// list (for the web page's namespace picker). `client` as for [`allows`].
 pub async fn namespaces(
     scope: &Scope,
     server_namespace: &str,
-    client: &kube::Client,
+    client: Option<&kube::Client>,
 ) -> Vec<String> {
     let mut namespaces = match scope {
         Scope::Namespace => vec![server_namespace.to_owned()],
         Scope::Cluster { allow_list } => {
             let mut listed = Vec::new();
-            let found = each_namespace(client, |name| {
-                if allow_list.is_empty() || allow_list.iter().any(|ns| ns == name) {
-                    listed.push(name.to_owned());
+            let found = match client {
+                Some(client) => {
+                    each_namespace(client, |name| {
+                        if allow_list.is_empty() || allow_list.iter().any(|ns| ns == name) {
+                            listed.push(name.to_owned());
+                        }
+                        false
+                    })
+                    .await
                 }
-                false
-            })
-            .await;
+                None => None,
+            };
             match found {
                 Some(_) => listed,
                 None if allow_list.is_empty() => vec![server_namespace.to_owned()],

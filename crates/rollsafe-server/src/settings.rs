@@ -14,6 +14,7 @@ use rollsafe_kube::published::LeaseRef;
 
 use crate::acl::Admins;
 use crate::identity::AllowedGroups;
+use crate::impersonation::Constraint;
 use crate::limits::MAX_CONCURRENT_RUNS;
 use crate::oidc::OidcSettings;
 use crate::scope::Scope;
@@ -55,6 +56,9 @@ pub struct Settings {
     pub annotation_prefix: AnnotationPrefix,
     /// Whether calls are made as the caller.
     pub impersonation: bool,
+    /// With impersonation: constrained, unconstrained or decided at startup
+    /// ([`crate::impersonation`]).
+    pub impersonation_constrained: Constraint,
     /// Authentication.
     pub auth: AuthMode,
     /// Group patterns every session group must match (empty: any group not reserved).
@@ -76,7 +80,8 @@ impl Settings {
     /// other setting at its default: both listeners on loopback at a port the system picks, no
     /// kubeconfig file or context (the client infers them), no audit file, the restart flag
     /// off, namespace scope, no admins (bootstrap), the default access ConfigMap and annotation
-    /// prefix, no impersonation, any group not reserved, [`MAX_CONCURRENT_RUNS`], no
+    /// prefix, no impersonation (and `auto` constraint for when it is turned on), any group not
+    /// reserved, [`MAX_CONCURRENT_RUNS`], no
     /// TokenReview, no OpenID Connect, and the controller's Lease [`DEFAULT_CONTROLLER_LEASE`]
     /// in `server_namespace`. Set the public fields that differ, e.g.
     /// `Settings { restart_enabled: true, ..Settings::new(namespace, auth) }`.
@@ -100,6 +105,7 @@ impl Settings {
             access_configmap: default_access_configmap(),
             annotation_prefix: default_annotation_prefix(),
             impersonation: false,
+            impersonation_constrained: Constraint::Auto,
             auth,
             allowed_groups: AllowedGroups::default(),
             max_concurrent_restarts: MAX_CONCURRENT_RUNS,
@@ -144,6 +150,7 @@ mod tests {
         assert_eq!(settings.annotation_prefix, DEFAULT_ANNOTATION_PREFIX);
         assert!(settings.admins.is_bootstrap());
         assert!(!settings.impersonation);
+        assert_eq!(settings.impersonation_constrained, Constraint::Auto);
         assert!(settings.allowed_groups.is_empty());
         assert_eq!(settings.max_concurrent_restarts, MAX_CONCURRENT_RUNS);
         assert!(settings.token_review.is_none() && settings.oidc.is_none());

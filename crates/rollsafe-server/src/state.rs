@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::access::{ACCESS_RULES_TTL, AccessRulesCache};
 use crate::audit::AuditSink;
+use crate::impersonation::ImpersonationMode;
 use crate::limits::RunLimiter;
 use crate::metrics::Metrics;
 use crate::oidc::Oidc;
@@ -48,6 +49,9 @@ pub struct AppState {
     pub reviewer: Option<TokenReviewer>,
     /// OpenID Connect login, when configured.
     pub oidc: Option<Oidc>,
+    /// How calls run as the caller: decided at startup by `rollsafe serve`
+    /// ([`crate::impersonation::resolve`]); [`ImpersonationMode::assumed`] until then.
+    pub impersonation: ImpersonationMode,
 }
 
 impl AppState {
@@ -72,7 +76,10 @@ impl AppState {
             .token_review
             .clone()
             .map(|audiences| TokenReviewer::new(audiences, engine.timeouts().get));
+        let impersonation =
+            ImpersonationMode::assumed(settings.impersonation, settings.impersonation_constrained);
         Self {
+            impersonation,
             engine,
             settings,
             connection,
@@ -85,6 +92,14 @@ impl AppState {
             reviewer,
             oidc,
         }
+    }
+}
+
+impl AppState {
+    /// The state with the impersonation mode [`crate::impersonation::resolve`] decided.
+    pub fn with_impersonation(mut self, mode: ImpersonationMode) -> Self {
+        self.impersonation = mode;
+        self
     }
 }
 

@@ -19,6 +19,7 @@ use rollsafe_server::BoundServer;
 use rollsafe_server::Settings;
 use rollsafe_server::acl::Admins;
 use rollsafe_server::audit::Stream;
+use rollsafe_server::impersonation::Constraint;
 use rollsafe_server::session::{self, AuthMode, NewSession, SessionSecret};
 use serde_json::json;
 
@@ -197,6 +198,9 @@ fn settings(
             groups: vec!["platform".to_owned()],
         },
         impersonation: true,
+        // The emulator checks only the unconstrained `impersonate` rule (as a cluster before
+        // Kubernetes 1.36 does), and the sandbox's server is its admin anyway.
+        impersonation_constrained: Constraint::Off,
         oidc: args
             .oidc
             .clone()

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use rollsafe_kube::Connection;
 use rollsafe_server::audit::{AuditSink, Stream};
 use rollsafe_server::config::{ServeArgs, Settings};
+use rollsafe_server::impersonation::{self, ImpersonationMode};
 use rollsafe_server::metrics::Metrics;
 use rollsafe_server::{AppState, BoundServer};
 use tracing::{info, warn};
@@ -59,7 +60,21 @@ pub(crate) async fn bind(
         None => AuditSink::stdout(),
     }
     .on(stream);
-    let state = Arc::new(AppState::new(settings, connection, audit, Metrics::new()));
+    // With impersonation, which rules the calls run under: asked of the API server once, before
+    // the listeners open (a stop is one fixed line: rollsafe_server::impersonation).
+    let mode = if settings.impersonation {
+        impersonation::resolve(
+            settings.impersonation_constrained,
+            settings.server_namespace.as_str(),
+            &connection,
+        )
+        .await
+        .map_err(|error| anyhow::anyhow!("{error} ({})", error.code()))?
+    } else {
+        ImpersonationMode::Off
+    };
+    let state = AppState::new(settings, connection, audit, Metrics::new()).with_impersonation(mode);
+    let state = Arc::new(state);
     let server = BoundServer::bind(state).await?;
     if let (Some(api), Some(admin)) = (server.api_addr(), server.admin_addr()) {
         info!(%api, %admin, "serving");

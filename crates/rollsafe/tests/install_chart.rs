@@ -30,6 +30,17 @@ fn modes() -> Vec<(&'static str, Value)> {
                    "impersonation": {"enabled": true, "users": ["ada@example.com"]}}),
         ),
         (
+            "cluster-scope-namespaces-impersonation",
+            json!({"server": {"scope": "cluster", "namespaces": ["team-a", "team-b"]},
+                   "impersonation": {"enabled": true, "constrained": true}}),
+        ),
+        (
+            "namespace-scope-impersonation-unconstrained",
+            json!({"impersonation": {"enabled": true, "constrained": false,
+                                     "groups": ["developers", "platform"]},
+                   "tokenReview": {"enabled": true}}),
+        ),
+        (
             "exposed",
             json!({
                 "server": {"restartEnabled": true, "adminGroups": ["platform"], "replicas": 3},
@@ -134,10 +145,76 @@ fn every_mode_lints_strictly_and_matches_its_golden_render() {
     }
 }
 
+/// `impersonation.constrained: auto` follows the cluster's version: the constrained rules from
+/// Kubernetes 1.36 (where the ConstrainedImpersonation feature is beta and on), the
+/// unconstrained ones before; `true` and `false` whatever the version. The server is told what
+/// was granted.
+#[test]
+fn auto_impersonation_is_constrained_from_kubernetes_1_36() {
+    let Some(python) = helm_python() else { return };
+    for (constrained, version, expected) in [
+        (json!("auto"), "v1.35.4", false),
+        (json!("auto"), "v1.36.0", true),
+        (json!("auto"), "v1.37.2", true),
+        (json!(true), "v1.30.0", true),
+        (json!(false), "v1.37.2", false),
+    ] {
+        let values = json!({"impersonation": {"enabled": true, "constrained": constrained}});
+        let objects = objects(&render_for_kube_version(&python, &values, version));
+        let deployment = of_kind(&objects, "Deployment")[0];
+        let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap();
+        let told = env
+            .iter()
+            .find(|e| e["name"] == "KRYPTON_IMPERSONATION_CONSTRAINED")
+            .unwrap();
+        assert_eq!(
+            told["value"],
+            expected.to_string(),
+            "{constrained} {version}"
+        );
+        let verbs: Vec<String> = rules(&objects)
+            .iter()
+            .flat_map(|(_, _, rule)| rule["verbs"].as_array().unwrap().clone())
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            verbs.contains(&"impersonate:user-info".to_owned()),
+            expected,
+            "{constrained} {version}: {verbs:?}"
+        );
+        assert_eq!(
+            verbs.contains(&"impersonate".to_owned()),
+            !expected,
+            "{constrained} {version}: {verbs:?}"
+        );
+        check_invariants(&format!("auto at {version}"), &values, &objects);
+    }
+    // Without impersonation nothing is said about it.
+    let objects = objects(&render_for_kube_version(&python, &json!({}), "v1.37.2"));
+    let deployment = of_kind(&objects, "Deployment")[0];
+    assert!(
+        !deployment
+            .to_string()
+            .contains("KRYPTON_IMPERSONATION_CONSTRAINED"),
+        "{deployment}"
+    );
+}
+
 /// What must hold in every mode, whatever the snapshots say.
 fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
     let impersonation = values["impersonation"]["enabled"] == true;
     let token_review = values["tokenReview"]["enabled"] == true;
+    // What the RBAC grants follows what the Deployment tells the server (`auto` resolved).
+    let constrained = impersonation
+        && of_kind(objects, "Deployment").iter().any(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "KRYPTON_IMPERSONATION_CONSTRAINED" && e["value"] == "true")
+        });
     let reviewed_accounts: Vec<&str> = values["tokenReview"]["serviceAccounts"]
         .as_array()
         .map(|a| a.iter().map(|v| v.as_str().unwrap()).collect())
@@ -161,12 +238,58 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
             .iter()
             .map(|v| v.as_str().unwrap())
             .collect();
+        let api_groups = &rule["apiGroups"];
         for verb in &verbs {
             assert!(
                 ["get", "list", "patch", "impersonate"].contains(verb)
-                    || (*verb == "create" && resources == ["tokenreviews"]),
+                    || (*verb == "create" && resources == ["tokenreviews"])
+                    || verb.starts_with("impersonate:")
+                    || verb.starts_with("impersonate-on:"),
                 "{mode}: {kind} grants {verb}"
             );
+            // The constrained verbs exist only when the Deployment says constrained, and the
+            // unconstrained one only when it does not.
+            if verb.starts_with("impersonate") {
+                assert!(impersonation, "{mode}: {verb} without impersonation");
+                assert_eq!(*verb != "impersonate", constrained, "{mode}: {verb}");
+            }
+        }
+        if verbs.iter().any(|v| v.starts_with("impersonate-on:")) {
+            // What may be done as the caller: the Secret read, the workload lists and patches,
+            // and in cluster scope without a list the namespace list — nothing else.
+            let allowed: &[&str] = match resources.as_slice() {
+                ["secrets"] => &["get"],
+                ["deployments", "statefulsets", "daemonsets"] => &["list", "patch"],
+                ["namespaces"] => &["list"],
+                other => panic!("{mode}: impersonate-on {other:?}"),
+            };
+            for verb in &verbs {
+                let (mode_name, action) = verb
+                    .strip_prefix("impersonate-on:")
+                    .and_then(|v| v.split_once(':'))
+                    .unwrap_or_else(|| panic!("{mode}: {verb} mixed with impersonate-on"));
+                assert!(allowed.contains(&action), "{mode}: {verb} on {resources:?}");
+                assert!(
+                    mode_name == "user-info" || (mode_name == "serviceaccount" && token_review),
+                    "{mode}: {verb}"
+                );
+            }
+            if resources == ["namespaces"] {
+                assert_eq!(kind, "ClusterRole", "{mode}");
+                assert_eq!(values["server"]["scope"], "cluster", "{mode}");
+                assert!(values["server"]["namespaces"].is_null(), "{mode}");
+            }
+            continue;
+        }
+        if verbs.iter().any(|v| v.starts_with("impersonate")) {
+            // Who may be impersonated: the core group unconstrained, authentication.k8s.io
+            // constrained.
+            let group = if constrained {
+                "authentication.k8s.io"
+            } else {
+                ""
+            };
+            assert_eq!(api_groups, &json!([group]), "{mode}");
         }
         if resources.contains(&"tokenreviews") {
             assert!(token_review, "{mode}: tokenreviews without TokenReview");
@@ -182,7 +305,12 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
                 impersonation && token_review,
                 "{mode}: ServiceAccounts touched"
             );
-            assert_eq!(verbs, ["impersonate"], "{mode}");
+            let verb = if constrained {
+                "impersonate:serviceaccount"
+            } else {
+                "impersonate"
+            };
+            assert_eq!(verbs, [verb], "{mode}");
             match reviewed_accounts.as_slice() {
                 [] => assert_eq!(kind, "ClusterRole", "{mode}"),
                 listed => {
@@ -209,7 +337,7 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
                 "{mode}"
             );
         }
-        if verbs.contains(&"impersonate") {
+        if verbs.contains(&"impersonate") || verbs.contains(&"impersonate:user-info") {
             assert!(impersonation, "{mode}: impersonate without impersonation");
             assert_eq!(kind, "ClusterRole");
             assert!(resources.iter().all(|r| *r == "users" || *r == "groups"));
@@ -254,6 +382,36 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
             assert_eq!(restart_roles.len(), 1);
             assert_eq!(restart_roles[0]["kind"], "Role");
             assert_eq!(restart_roles[0]["metadata"]["namespace"], NAMESPACE);
+        }
+    }
+    // Constrained: what may be done as the caller is bound to the namespaces in scope — a Role
+    // in each (the release namespace in namespace scope), a ClusterRole only in cluster scope
+    // without a list.
+    let impersonate_on: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            (o["kind"] == "Role" || o["kind"] == "ClusterRole")
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("-impersonate-on")
+        })
+        .collect();
+    match (
+        constrained,
+        values["server"]["scope"].as_str(),
+        values["server"]["namespaces"].as_array(),
+    ) {
+        (false, _, _) => assert!(impersonate_on.is_empty(), "{mode}"),
+        (true, Some("cluster"), None) => {
+            assert_eq!(impersonate_on.len(), 1, "{mode}");
+            assert_eq!(impersonate_on[0]["kind"], "ClusterRole", "{mode}");
+        }
+        (true, Some("cluster"), Some(namespaces)) => {
+            assert_roles_in(mode, &impersonate_on, namespaces);
+        }
+        (true, _, _) => {
+            assert_roles_in(mode, &impersonate_on, &[json!(NAMESPACE)]);
         }
     }
     if let Some(groups) = values["impersonation"]["groups"].as_array() {
@@ -618,6 +776,10 @@ fn the_schema_refuses_bad_values_at_install_time() {
         (
             "impersonating a ServiceAccount user",
             json!({"impersonation": {"enabled": true, "users": ["system:serviceaccount:kube-system:default"]}}),
+        ),
+        (
+            "a constraint that is neither a boolean nor auto",
+            json!({"impersonation": {"enabled": true, "constrained": "yes"}}),
         ),
         (
             "a writable root filesystem",

@@ -16,6 +16,10 @@
 //!     emulator's request log;
 //! (c) a rotated token file is picked up without a restart.
 //!
+//! With impersonation the chart is rendered with `impersonation.constrained: false`: the
+//! emulator serves only the unconstrained `impersonate` check (as Kubernetes before 1.36 does);
+//! constrained impersonation is proven on the real API server (`install_real.rs`).
+//!
 //! The controller likewise: its ServiceAccount and RBAC applied, `rollsafe watch
 //! --leader-elect` run with the chart's environment and that identity adopts and rolls a
 //! workload in its namespace, holds the Lease, and is refused outside its scope.
@@ -606,7 +610,10 @@ async fn impersonation_rbac_is_restricted_to_the_listed_groups() {
         return;
     };
     let values = json!({"server": {"restartEnabled": true, "adminGroups": ["platform"]},
-                        "impersonation": {"enabled": true, "groups": ["platform", "developers"]}});
+                        // The emulator checks the unconstrained rules only, as a cluster before
+                        // Kubernetes 1.36 does (constrained: install_real.rs, on the real server).
+                        "impersonation": {"enabled": true, "constrained": false,
+                                          "groups": ["platform", "developers"]}});
     let objects = chart_objects(&cluster.python, &values);
     let kubeconfig = cluster.dir.path().join("kubeconfig");
     kubectl_apply(&cluster.kubectl, &kubeconfig, &objects, cluster.dir.path());
@@ -752,7 +759,8 @@ async fn token_review_rbac_lets_the_listed_service_accounts_act_as_themselves_on
         return;
     };
     let values = json!({"server": {"restartEnabled": true, "adminGroups": ["platform"]},
-                        "impersonation": {"enabled": true, "groups": ["developers"]},
+                        "impersonation": {"enabled": true, "constrained": false,
+                                          "groups": ["developers"]},
                         "tokenReview": {"enabled": true, "audiences": ["rollsafe"],
                                         "serviceAccounts": ["rollsafe/deployer"]}});
     let objects = chart_objects(&cluster.python, &values);

@@ -7,8 +7,9 @@ use super::*;
 const MARK: &str = "approval since=2026-12-03T06:00:00Z digest=v1:abc";
 
 /// The suite's cluster, with `api` (a consumer of `db`) and `unrelated` (not one) awaiting
-/// approval, and developers allowed to get Deployments (approving reads the workload as the
-/// caller).
+/// approval. Developers hold the documented caller role (`get` Secrets; `list`, `patch` the
+/// three kinds): approving reads the workload as the caller with a list narrowed to its name,
+/// so no `get` of workloads is needed. Readers may read Secrets and list workloads, not patch.
 fn cluster() -> Vec<Value> {
     let mut objects = seed();
     for object in &mut objects {
@@ -18,12 +19,15 @@ fn cluster() -> Vec<Value> {
         }
     }
     objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "approver", "namespace": NS},
-        "rules": [{"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets"], "verbs": ["get"]}]}));
-    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "approvers", "namespace": NS},
-        "subjects": [{"kind": "Group", "name": "approvers", "apiGroup": "rbac.authorization.k8s.io"}],
-        "roleRef": {"kind": "Role", "name": "approver", "apiGroup": "rbac.authorization.k8s.io"}}));
+        "metadata": {"name": "reader", "namespace": NS},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+                  {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets"], "verbs": ["list"]}]}));
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "readers", "namespace": NS},
+        "subjects": [{"kind": "Group", "name": "readers", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": "reader", "apiGroup": "rbac.authorization.k8s.io"}}),
+    );
     objects
 }
 
@@ -66,7 +70,7 @@ impl Fixture {
 }
 
 fn approver() -> String {
-    token("root@x.io", &["developers", "approvers"])
+    token("root@x.io", &["developers"])
 }
 
 #[tokio::test]
@@ -156,14 +160,26 @@ async fn the_secrets_acl_decides_for_its_consumers_only() {
 async fn refusals_are_a_restarts_and_audited_as_denials() {
     let f = Fixture::start_with(cluster(), |s| s.impersonation = true).await;
     // The ACL on the Secret: a developer may not act on `locked`'s consumers.
-    let developer = token("dev@x.io", &["developers", "approvers"]);
+    let developer = token("dev@x.io", &["developers"]);
     let (status, _) = f.approve("locked", "DaemonSet", "agent", &developer).await;
     assert_eq!(status, 403);
-    // Kubernetes RBAC: without `get` on the workload, no approval.
-    let no_get = token("root@x.io", &["developers"]);
-    let (status, body) = f.approve("db", "Deployment", "api", &no_get).await;
+    // Kubernetes RBAC: a caller who may read the Secret and list its consumers but not patch
+    // them approves nothing — the approval patch, sent as the caller, is refused.
+    let no_patch = token("reader@x.io", &["readers"]);
+    let (status, body) = f.approve("db", "Deployment", "api", &no_patch).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(f.approved("api"), None);
+    let read = f
+        .emulator
+        .requests_for("list", "deployments")
+        .into_iter()
+        .find(|r| r.impersonated_user.as_deref() == Some("reader@x.io"))
+        .expect("the workload read as the caller");
+    assert_eq!(
+        read.query_param("fieldSelector").as_deref(),
+        Some("metadata.name=api"),
+        "a list narrowed to the workload's name"
+    );
     let denials: Vec<Value> = f
         .approvals()
         .into_iter()

@@ -69,3 +69,61 @@ async fn kubernetes_denial_of_the_secret_read() {
     assert_eq!(f.workload_requests(), 0);
     f.stop().await;
 }
+
+/// Under constrained impersonation (the setting required; a state built in code takes it
+/// as decided) a restart runs as the caller as before, and the server sends no call as the
+/// caller that the constrained rules do not grant: the page's list of Secrets is answered as
+/// Kubernetes would answer it (refused), and with an allow-list the namespaces are not listed
+/// as the caller — the allow-list decides alone.
+#[tokio::test]
+async fn constrained_impersonation_sends_only_the_granted_calls_as_the_caller() {
+    use rollsafe_server::impersonation::Constraint;
+    let f = Fixture::start(|s| {
+        s.impersonation = true;
+        s.impersonation_constrained = Constraint::Required;
+        s.scope = Scope::Cluster {
+            allow_list: vec![NS.parse().unwrap()],
+        };
+    })
+    .await;
+    let (status, _, config) = f.request(Method::GET, "/api/config", &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(config["impersonationMode"], "constrained", "{config}");
+    let caller = token("dev@x.io", &["developers"]);
+    let (status, _, body) = f.restart(NS, "db", Some(&caller)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "requested", "{body}");
+    let auth = format!("Bearer {caller}");
+    let (status, _, body) = f
+        .request(
+            Method::GET,
+            &format!("/api/namespaces/{NS}/secrets"),
+            &[("authorization", auth.as_str())],
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, _, body) = f
+        .request(
+            Method::GET,
+            "/api/namespaces",
+            &[("authorization", auth.as_str())],
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["namespaces"], json!([NS]));
+    let requests = f.emulator.requests();
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.is("list", "secrets") || r.is("list", "namespaces")),
+        "{requests:#?}"
+    );
+    for request in requests.iter().filter(|r| !r.is("get", "configmaps")) {
+        assert_eq!(
+            request.impersonated_user.as_deref(),
+            Some("dev@x.io"),
+            "{request:?}"
+        );
+    }
+    f.stop().await;
+}

@@ -90,7 +90,7 @@ async fn other_routes_and_metrics() {
     assert_eq!(
         body,
         json!({"restartEnabled": true, "scope": "namespace", "authMode": "session", "impersonation": false,
-               "tokenReview": false, "oidc": false})
+               "impersonationMode": "off", "tokenReview": false, "oidc": false})
     );
     assert!(!body.to_string().contains(SECRET));
     let (status, headers, _) = f.request(Method::GET, "/readyz", &[]).await;

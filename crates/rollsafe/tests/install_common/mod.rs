@@ -123,6 +123,29 @@ pub fn render_as(
     manifests
 }
 
+/// `helm template --kube-version VERSION` of release [`RELEASE`] in [`NAMESPACE`]: the rendered
+/// manifests by template path, `.Capabilities.KubeVersion` being `version`.
+pub fn render_for_kube_version(
+    python: &Path,
+    values: &Value,
+    version: &str,
+) -> Vec<(String, String)> {
+    let answer = helm(
+        python,
+        json!({"op": "render", "chart": chart_dir(), "values": values,
+               "name": RELEASE, "namespace": NAMESPACE, "kubeVersion": version}),
+    )
+    .unwrap_or_else(|error| panic!("render failed: {error}"));
+    let mut manifests: Vec<(String, String)> = answer["manifests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(path, text)| (path.clone(), text.as_str().unwrap().to_owned()))
+        .collect();
+    manifests.sort();
+    manifests
+}
+
 /// A free port on 127.0.0.1 (released before it is used).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
