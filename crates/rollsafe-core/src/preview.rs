@@ -22,6 +22,21 @@
 //! restart would patch now — ordered by kind, then name. An incomplete kind carries the same
 //! code, fixed guidance and status as the restart's `discoveryFailures` entry would.
 //!
+//! Each workload an operator's resource controls names it (`"operatorOwner": {"apiVersion":
+//! "kafka.strimzi.io/v1beta2", "kind": "Kafka", "name": "my-cluster"}`), and a workload that
+//! is operator-owned or whose `rollsafe.dev/strategy` (its own, else the Secret's,
+//! [`ConsumersPreview::secret_strategy`]) chooses says how it is restarted (`"restartBy":
+//! {"strategy": "evict", "from": "workload", "reason": "…"}`, [`RestartBy`]). Both are absent
+//! for the ordinary workload a template patch restarts.
+//!
+//! Beside the workloads, `podConsumers` ([`PodConsumers`]) holds the pods that consume the
+//! Secret and belong to no Deployment, StatefulSet or DaemonSet — owned by an operator's
+//! resource, another controller, or nothing — grouped by owner with how each group is
+//! restarted, or why they could not be read (`"state": "not_readable"` when the identity may
+//! not list pods). Absent where nobody read the pods. A restart through the API still patches
+//! the three kinds only (the contract); `rollsafe restart-consumers --strategy evict` restarts
+//! the others.
+//!
 //! The server adds what the controller does with each consumer ([`ControllerRoll`], judged by
 //! [`Consumer::judge`] from its annotations, its `pending` mark and the controller's published
 //! settings, [`crate::published`]) and where those settings came from ([`ControllerSettings`]),
@@ -33,6 +48,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod owners;
+
+pub use self::owners::{
+    ConsumingPodRef, MAX_PODS_NAMED, POD_TEMPLATE_HASH, PodConsumer, PodConsumers, PodRestart,
+    PodsRead, PodsUnread, RestartBy, StrategyFrom, owned_by, workload_of_pod,
+};
+
 use crate::annotations::{APPROVAL, PENDING, RESTART_WINDOW};
 use crate::failure::{Failure, FailureCode};
 use crate::opt_in::reloader::reloader_opt_in;
@@ -40,6 +62,7 @@ use crate::opt_in::{self, OptIn, WatchState};
 use crate::pending::{self, HeldBy, PendingMark};
 use crate::published::PublishedSettings;
 use crate::reference::{ConfigRef, Reference, TargetKind};
+use crate::strategy::{Owner, Strategy, StrategyError, operator_owner, strategy_of};
 use crate::workload::{Deferral, WorkloadKind};
 
 /// The preview of one Secret's consumers.
@@ -53,9 +76,39 @@ pub struct ConsumersPreview {
     pub inventories: BTreeMap<WorkloadKind, InventoryState>,
     /// The workloads of the complete inventories that reference the Secret.
     pub workloads: Vec<Consumer>,
+    /// The pods that consume the Secret and belong to no Deployment, StatefulSet or DaemonSet
+    /// (or why they could not be read); absent where they were not read.
+    #[serde(
+        rename = "podConsumers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub pod_consumers: Option<PodConsumers>,
 }
 
 impl ConsumersPreview {
+    /// Applies the Secret's own `rollsafe.dev/strategy` (`None`: it has none) to the
+    /// workloads whose own annotation does not choose.
+    pub fn secret_strategy(&mut self, secret: Option<Result<Strategy, StrategyError>>) {
+        let Some(secret) = secret else {
+            return;
+        };
+        for workload in &mut self.workloads {
+            let own = workload
+                .restart_by
+                .as_ref()
+                .is_some_and(|by| by.from == StrategyFrom::Workload);
+            if !own {
+                workload.restart_by = RestartBy::of(
+                    workload.kind.as_str(),
+                    workload.operator_owner.as_ref(),
+                    None,
+                    Some(secret.clone()),
+                );
+            }
+        }
+    }
+
     /// Whether every kind's inventory is complete.
     pub fn is_complete(&self) -> bool {
         self.inventories.values().all(|i| i.complete)
@@ -151,6 +204,18 @@ pub struct Consumer {
     /// asking Kubernetes directly).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<ControllerRoll>,
+    /// The operator's resource that controls it (its controlling owner, when that is not one
+    /// of Kubernetes' own controllers): its template is that operator's.
+    #[serde(
+        rename = "operatorOwner",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub operator_owner: Option<Owner>,
+    /// How it is restarted, when it is operator-owned or a `rollsafe.dev/strategy` chooses;
+    /// absent for a template patch nobody else owns.
+    #[serde(rename = "restartBy", default, skip_serializing_if = "Option::is_none")]
+    pub restart_by: Option<RestartBy>,
 }
 
 /// A roll `rollsafe watch` holds, as the workload's mark says.
@@ -206,6 +271,13 @@ impl Consumer {
             kind: TargetKind::Secret,
             name: secret.to_owned(),
         };
+        let operator = operator_owner(object).map(owners::shown_owner);
+        let restart_by = RestartBy::of(
+            kind.as_str(),
+            operator.as_ref(),
+            strategy_of(object).transpose(),
+            None,
+        );
         Self {
             kind,
             name,
@@ -217,7 +289,16 @@ impl Consumer {
             halted: opt_in::halted(object),
             pending: PendingRoll::of(object),
             controller: None,
+            operator_owner: operator,
+            restart_by,
         }
+    }
+
+    /// `StatefulSet/kafka is owned by Kafka/my-cluster`, when an operator's resource owns it.
+    pub fn owned_by(&self) -> Option<String> {
+        self.operator_owner
+            .as_ref()
+            .map(|owner| owned_by(self.kind.as_str(), &self.name, owner))
     }
 
     /// Judges what `rollsafe watch` does with this consumer of the Secret `secret` in
@@ -645,6 +726,7 @@ mod tests {
                     &worker,
                 ),
             ],
+            pod_consumers: None,
         }
     }
 
@@ -663,6 +745,105 @@ mod tests {
                 .iter()
                 .all(|r| r.kind == TargetKind::Secret)
         );
+    }
+
+    /// A preview of a Secret consumed by an operator's StatefulSet, a workload that chooses
+    /// eviction, and pods no workload owns.
+    fn with_owners() -> ConsumersPreview {
+        let mut preview = example();
+        preview.workloads.truncate(1);
+        let kafka = json!({"metadata": {"ownerReferences": [
+                {"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "Kafka", "name": "my-cluster",
+                 "uid": "never-shown-uid", "controller": true}]},
+            "spec": {"template": {"spec": {"containers": [{"name": "kafka",
+                "envFrom": [{"secretRef": {"name": "db-creds"}}]}]}}}});
+        let mut evicted = kafka.clone();
+        evicted["metadata"] = json!({"annotations": {"rollsafe.dev/strategy": "evict"}});
+        for (name, object) in [("kafka-0", &kafka), ("search", &evicted)] {
+            preview.workloads.push(Consumer::new(
+                WorkloadKind::StatefulSet,
+                name.into(),
+                "db-creds",
+                restart_consumers(&object["spec"]["template"]),
+                object,
+            ));
+        }
+        let group = crate::strategy::Owner {
+            api_version: "sim.rollsafe.dev/v1".into(),
+            kind: "PodGroup".into(),
+            name: "kafka".into(),
+            uid: "never-shown-uid".into(),
+        };
+        let pod = |name, owner| ConsumingPodRef {
+            name,
+            owner,
+            pod_template_hash: None,
+        };
+        preview.pod_consumers = Some(PodConsumers::of([
+            pod("kafka-1", Some(&group)),
+            pod("kafka-0", Some(&group)),
+            pod("debug", None),
+        ]));
+        preview
+    }
+
+    #[test]
+    fn operator_owned_and_pod_level_consumers_are_added_fields() {
+        let preview = with_owners();
+        let value = serde_json::to_value(&preview).unwrap();
+        insta::assert_json_snapshot!("consumers_preview_owners", value);
+        assert!(!value.to_string().contains("never-shown-uid"));
+        let back: ConsumersPreview = serde_json::from_value(value).unwrap();
+        assert_eq!(back, preview);
+        assert_eq!(
+            preview.workloads[1].owned_by().as_deref(),
+            Some("StatefulSet/kafka-0 is owned by Kafka/my-cluster")
+        );
+        // A reader of the earlier shape reads this one: every new field is optional.
+        let old = serde_json::to_value(example()).unwrap();
+        assert!(old.get("podConsumers").is_none());
+        assert!(
+            old["workloads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|w| w.get("operatorOwner").is_none() && w.get("restartBy").is_none())
+        );
+    }
+
+    #[test]
+    fn the_secrets_strategy_applies_where_the_workload_does_not_choose() {
+        let mut preview = with_owners();
+        preview.secret_strategy(Some(Ok(Strategy::Evict)));
+        let by: Vec<(Option<Strategy>, StrategyFrom)> = preview
+            .workloads
+            .iter()
+            .map(|w| {
+                let by = w.restart_by.as_ref().unwrap();
+                (by.strategy, by.from)
+            })
+            .collect();
+        assert_eq!(
+            by,
+            [
+                (Some(Strategy::Evict), StrategyFrom::Secret),
+                (Some(Strategy::Evict), StrategyFrom::Secret),
+                (Some(Strategy::Evict), StrategyFrom::Workload),
+            ]
+        );
+        let mut preview = with_owners();
+        preview.secret_strategy(Some(Ok(Strategy::Patch)));
+        assert_eq!(
+            preview.workloads[0].restart_by, None,
+            "a patch nobody reverts"
+        );
+        assert_eq!(
+            preview.workloads[1].restart_by.as_ref().map(|b| b.from),
+            Some(StrategyFrom::Secret)
+        );
+        let mut unchanged = with_owners();
+        unchanged.secret_strategy(None);
+        assert_eq!(unchanged, with_owners());
     }
 
     fn settings(all: bool, reloader_compat: bool) -> PublishedSettings {

@@ -184,6 +184,7 @@ impl Discovery {
                     )
                 })
                 .collect(),
+            pod_consumers: None,
         }
     }
 
