@@ -9,6 +9,9 @@
 //!   [`RestartEngine::run`] does both).
 //! - [`eviction`]: restarting consumers by PDB-respecting eviction, and the pods that consume
 //!   a Secret.
+//! - [`pod_consumers`]: what the consumers preview reads beyond the three kinds: the pods that
+//!   consume a Secret and belong to no Deployment, StatefulSet or DaemonSet, and the Secret's
+//!   own strategy.
 //! - [`follow`]: following requested rollouts to their end ([`RolloutWatch`]): one list per kind
 //!   per poll, the core's rollout model.
 //! - [`inventory`]: the paged, budgeted listing of one workload kind and its consistency rules.
@@ -29,6 +32,7 @@ pub mod eviction;
 pub mod follow;
 pub mod inventory;
 pub mod least_privilege;
+pub mod pod_consumers;
 pub mod progressive;
 pub mod published;
 pub mod read;
