@@ -13,17 +13,31 @@
 //!                    "DaemonSet": { "complete": true } },
 //!   "workloads": [ { "kind": "Deployment", "name": "api", "references": [ … ],
 //!                    "rollsNow": false, "deferral": "paused",
-//!                    "deferralReason": "the Deployment is paused" } ] }
+//!                    "deferralReason": "the Deployment is paused" },
+//!                  { "kind": "StatefulSet", "name": "kafka-0", …,
+//!                    "operatorOwner": { "apiVersion": "kafka.strimzi.io/v1beta2",
+//!                                       "kind": "Kafka", "name": "my-cluster" },
+//!                    "restartBy": { "strategy": "patch", "from": "default", "reason": "…" } } ],
+//!   "podConsumers": { "state": "read",
+//!                     "groups": [ { "owner": { … "kind": "PodGroup", "name": "kafka" },
+//!                                   "operator": true, "pods": ["kafka-0"], "count": 1,
+//!                                   "restart": "evict", "reason": "…" } ] } }
 //! ```
 //!
 //! `references` has the shape `rollsafe refs` prints. `-o json` (default) follows the output
 //! rule of the restart commands; `-o text` says the same in lines: each kind that could not be
-//! listed with guidance, each consumer with its references (paths) and the roll held for it. The exit codes are those of the restart commands, read for a
+//! listed with guidance, each consumer with its references (paths), its operator and how it is
+//! restarted when a template patch is not simply the way, and the roll held for it; then the
+//! pods that consume the Secret outside the three kinds, by owner (`pods` lines), or why they
+//! could not be read (`unread pods`). The pods are listed as the identity (`list pods`); one it
+//! may not list still gets the rest. The exit codes are those of the restart commands, read for a
 //! command that patches nothing: 0 when every inventory is complete (the list of consumers is
 //! the whole answer, possibly empty); 2 when some kind could not be listed and 3 when none could
 //! (the object is printed, and its workloads may be missing consumers); 1, with nothing on
 //! stdout, for a preflight error (a Secret or namespace that does not exist or cannot be read,
-//! an invalid name, no usable configuration) or an `{ error }` response from the server.
+//! an invalid name, no usable configuration) or an `{ error }` response from the server. Pods
+//! that could not be read do not change the exit code: they are said in the output and on
+//! stderr.
 
 use std::process::ExitCode;
 
@@ -31,8 +45,9 @@ use anyhow::Context as _;
 use rollsafe_client::{Client, ClientError, Token};
 use rollsafe_core::failure::FailureCode;
 use rollsafe_core::pending::HeldBy;
-use rollsafe_core::preview::{ConsumersPreview, PendingRoll};
+use rollsafe_core::preview::{ConsumersPreview, PendingRoll, PodConsumers};
 use rollsafe_core::reference::{ContainerList, Origin, Reference};
+use rollsafe_kube::pod_consumers;
 
 use crate::kube_args::KubeArgs;
 use crate::restart_exit::{self, OutputFormat};
@@ -121,8 +136,21 @@ fn text(preview: &ConsumersPreview, through_server: bool) -> String {
             ));
         }
     }
+    if let Some(pods) = &preview.pod_consumers
+        && let (Some(code), Some(message)) = (&pods.code, &pods.message)
+    {
+        out.push_str(&format!("\nunread     pods: {code}: {message}"));
+    }
+    let pod_level = preview
+        .pod_consumers
+        .as_ref()
+        .map_or(0, PodConsumers::count);
     if preview.workloads.is_empty() && preview.is_complete() {
-        out.push_str("\nno consumer: no workload references it");
+        out.push_str(if pod_level == 0 {
+            "\nno consumer: no workload references it"
+        } else {
+            "\nno workload: no Deployment, StatefulSet or DaemonSet references it"
+        });
     }
     for workload in &preview.workloads {
         out.push_str(&format!("\nconsumer   {}/{}", workload.kind, workload.name));
@@ -135,12 +163,31 @@ fn text(preview: &ConsumersPreview, through_server: bool) -> String {
                 "; halted by rollsafe watch ({reason}): remove the rollsafe.dev/halted annotation to resume"
             ));
         }
+        if let Some(owned_by) = workload.owned_by() {
+            out.push_str(&format!("\n           {owned_by}"));
+        }
+        if let Some(by) = &workload.restart_by {
+            out.push_str(&format!("\n           restart: {}", by.reason));
+        }
         for reference in &workload.references {
             out.push_str(&format!("\n           via {}", path(reference)));
         }
         if let Some(pending) = &workload.pending {
             out.push_str(&format!("\n           held {}", held(pending)));
         }
+    }
+    for group in preview.pod_consumers.iter().flat_map(|pods| &pods.groups) {
+        let more = group.count.saturating_sub(group.pods.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "\npods       {}{more} — {}",
+            group.pods.join(", "),
+            group.reason
+        ));
     }
     out
 }
@@ -246,11 +293,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => process::runtime()?.block_on(async {
             let session = args.kube.session(namespace).await?;
             let engine = session.engine();
-            session.read_secret(&engine, &secret).await?;
+            let annotations = session.read_secret(&engine, &secret).await?;
             let discovery = engine
                 .discover(&session.namespace, &secret, session.identity.as_ref())
                 .await;
-            anyhow::Ok(discovery.preview())
+            anyhow::Ok(
+                pod_consumers::preview(&discovery, Some(&session.client), Some(&annotations)).await,
+            )
         })?,
     };
     let text = match args.output {
@@ -262,6 +311,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !preview.is_complete() {
         eprintln!(
             "rollsafe: the inventory is incomplete, so consumers may be missing from the list"
+        );
+    }
+    if let Some(code) = preview
+        .pod_consumers
+        .as_ref()
+        .and_then(|p| p.code.as_deref())
+    {
+        eprintln!(
+            "rollsafe: the pods could not be read ({code}), so pods that consume the Secret outside a Deployment, StatefulSet or DaemonSet are not listed"
         );
     }
     Ok(code)

@@ -1,5 +1,6 @@
 //! Connection and identity options shared by the commands that talk to Kubernetes directly.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
@@ -135,14 +136,15 @@ impl Session {
 
     /// The preflight of the commands that act for a Secret: it must exist and be readable by
     /// the identity (a missing namespace reads as a missing Secret). An error here is exit 1.
+    /// Its annotations (its metadata is all that is read).
     pub(crate) async fn read_secret(
         &self,
         engine: &RestartEngine,
         secret: &SecretName,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<BTreeMap<String, String>> {
         let namespace = &self.namespace;
         match read_secret_metadata(&self.client, namespace, secret, engine.timeouts().get).await {
-            Ok(Some(_)) => Ok(()),
+            Ok(Some(metadata)) => Ok(metadata.annotations.unwrap_or_default()),
             Ok(None) => bail!("Secret \"{secret}\" not found in namespace \"{namespace}\""),
             Err(error) if error.is_forbidden() => {
                 bail!("not allowed to read Secret \"{secret}\" in namespace \"{namespace}\"")

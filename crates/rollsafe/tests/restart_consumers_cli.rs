@@ -114,7 +114,9 @@ fn consumers_prints_inventories_and_matches_and_patches_nothing() {
                     {"kind": "Secret", "name": "db-creds", "via": "envFrom",
                      "containerList": "container", "container": "app", "optional": false}
                 ], "rollsNow": true, "watch": "unset"}
-            ]
+            ],
+            // The pods are read too: the workloads' own pods are not pod-level consumers.
+            "podConsumers": {"state": "read", "groups": []}
         })
     );
     assert!(env.emu.requests().iter().all(|r| r.method == "GET"));
