@@ -7,6 +7,14 @@
 //!   stands, read from the same listed objects (`ConsumersRollout`). Stateless: any replica
 //!   answers, and the caller remembers what it saw.
 //!
+//! The preview also holds what only more reads give ([`rollsafe_kube::pod_consumers`]): the
+//! Secret's own `rollsafe.dev/strategy` (from the metadata the gates read) and the pods that
+//! consume the Secret outside the three kinds, listed as the caller on demand (paged, within
+//! the eviction reader's budget; never cached). A caller who may not list pods still gets the
+//! preview, its pod-level consumers said to be not readable; under constrained impersonation,
+//! whose rules grant no list of pods as the caller, none is sent and the same is said
+//! (`not_granted`).
+//!
 //! The preview also says what `rollsafe watch` does with each consumer, under the settings the
 //! controller published on its Lease (`--controller-lease`), read as the server itself — never
 //! as the caller, who need not be allowed to read Leases — beside the discovery; without them,
@@ -24,10 +32,12 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use rollsafe_core::name::{AnnotationKey, Namespace, SecretName};
-use rollsafe_core::preview::{ControllerSettings, ServedPreview, SettingsUnknown};
+use rollsafe_core::preview::{
+    ConsumersPreview, ControllerSettings, ServedPreview, SettingsUnknown,
+};
 use rollsafe_core::published::PublishedSettings;
-use rollsafe_kube::Discovery;
 use rollsafe_kube::published::{self, PublishError};
+use rollsafe_kube::{Discovery, pod_consumers};
 use tracing::warn;
 
 use crate::error::ApiError;
@@ -46,19 +56,31 @@ pub(crate) async fn consumers(
     with_request_id("consumers", |request_id| async move {
         let (discovery, admitted) = gated_discovery(&state, &headers, path, &request_id).await?;
         // Only once the caller passed every gate: a refused request reads nothing more.
-        let controller = controller_settings(&state).await;
+        let client = state.connection.client(admitted.identity.as_ref());
+        // Under constrained impersonation no list of pods is sent as the caller.
+        let lists = state
+            .impersonation
+            .lists_as_caller(CallerList::Pods, &state.settings.scope);
+        let (preview, controller) = tokio::join!(
+            pod_consumers::preview(
+                &discovery,
+                lists.then_some(&client),
+                Some(&admitted.secret_annotations)
+            ),
+            controller_settings(&state)
+        );
         drop(admitted);
-        Ok(Json(served(&discovery, controller)).into_response())
+        Ok(Json(served(preview, &discovery, controller)).into_response())
     })
     .await
 }
 
-/// The preview of `discovery`, each consumer judged under the controller's settings.
+/// The `preview` of `discovery`, each consumer judged under the controller's settings.
 fn served(
+    mut preview: ConsumersPreview,
     discovery: &Discovery,
     (controller, settings): (ControllerSettings, Option<PublishedSettings>),
 ) -> ServedPreview {
-    let mut preview = discovery.preview();
     let namespace = discovery.namespace.as_str();
     let secret = discovery.secret.as_str();
     // The preview's workloads are the matches, in the same order.

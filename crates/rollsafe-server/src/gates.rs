@@ -57,6 +57,9 @@ pub(crate) struct Admitted {
     pub(crate) decision: acl::Decision,
     /// Who asked for what, for the audit lines of a state change.
     pub(crate) audit: AuditBase,
+    /// The live Secret's annotations, as the gates read them (its own
+    /// `rollsafe.dev/strategy`, for the preview).
+    pub(crate) secret_annotations: BTreeMap<String, String>,
 }
 
 impl<'a> SecretCheck<'a> {
@@ -157,11 +160,12 @@ impl<'a> SecretCheck<'a> {
         )
         .await;
         match gates {
-            Ok(decision) => Ok(Admitted {
+            Ok((decision, secret_annotations)) => Ok(Admitted {
                 identity,
                 permit,
                 decision,
                 audit,
+                secret_annotations,
             }),
             Err(error) => {
                 // One arm for every refusal: the error says whether and how it is audited.
@@ -176,8 +180,8 @@ impl<'a> SecretCheck<'a> {
     }
 }
 
-/// Scope, live visibility and the ACL on the live object, within [`GATE_DEADLINE`]. Nothing
-/// is audited here.
+/// Scope, live visibility and the ACL on the live object, within [`GATE_DEADLINE`], with the
+/// live Secret's annotations. Nothing is audited here.
 async fn secret_gates(
     state: &AppState,
     identity: Option<&Impersonation>,
@@ -185,7 +189,7 @@ async fn secret_gates(
     namespace: &Namespace,
     name: &SecretName,
     request_id: &str,
-) -> Result<acl::Decision, ApiError> {
+) -> Result<(acl::Decision, BTreeMap<String, String>), ApiError> {
     let settings = &state.settings;
     let client = state.connection.client(identity);
     let gates = async {
@@ -227,7 +231,7 @@ async fn secret_gates(
         if !decision.allowed() {
             return Err(ApiError::NotAllowed);
         }
-        Ok(decision)
+        Ok((decision, annotations))
     };
     tokio::time::timeout(GATE_DEADLINE, gates)
         .await

@@ -1276,3 +1276,156 @@ async fn color(client: &Client, css: &str) -> Value {
         .await
         .unwrap()
 }
+
+/// A Secret `db` consumed by the seed's Deployments, a StatefulSet an operator's resource
+/// controls, pods a custom resource owns directly and a standalone pod; the `platform` group
+/// may list pods, `developers` may not.
+fn owners_cluster() -> Vec<Value> {
+    let mut objects = seed();
+    let mut kafka = workload("StatefulSet", "kafka", "db");
+    kafka["metadata"]["ownerReferences"] = json!([{"apiVersion": "kafka.strimzi.io/v1beta2",
+        "kind": "Kafka", "name": "my-cluster", "uid": "7d1e0c52-0000-4000-8000-000000000001",
+        "controller": true}]);
+    objects.push(kafka);
+    let group = json!([{"apiVersion": "sim.rollsafe.dev/v1", "kind": "PodGroup", "name": "kafka",
+        "uid": "7d1e0c52-0000-4000-8000-000000000002", "controller": true}]);
+    for (name, owners) in [
+        ("kafka-0", group.clone()),
+        ("kafka-1", group.clone()),
+        ("debug", json!([])),
+    ] {
+        objects.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "ownerReferences": owners},
+            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",
+                "envFrom": [{"secretRef": {"name": "db"}}]}]}}));
+    }
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "secret-lister"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}),
+    );
+    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "secret-listers"},
+        "subjects": [{"kind": "Group", "name": "developers", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "ClusterRole", "name": "secret-lister", "apiGroup": "rbac.authorization.k8s.io"}}));
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "pod-reader", "namespace": NS},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]}),
+    );
+    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "pod-readers", "namespace": NS},
+        "subjects": [{"kind": "Group", "name": "platform", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": "pod-reader", "apiGroup": "rbac.authorization.k8s.io"}}));
+    objects
+}
+
+/// The operator of a workload, how it is restarted, and the pods no workload owns are on the
+/// page; a person who may not list pods sees that said instead, and the rest unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_owned_and_pod_level_consumers_are_shown() {
+    let Some(driver_path) = chromedriver() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromedriver is missing; .ci/run installs chromium and chromium-driver"
+        );
+        eprintln!("skipped: no chromedriver at /usr/bin/chromedriver");
+        return;
+    };
+    let f = Fixture::start_seeded(owners_cluster(), None, |s| {
+        s.admins.groups = vec!["platform".into()];
+    })
+    .await;
+    let url = format!("http://{}", f.api);
+    let driver = start_driver(&driver_path).await;
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(&driver, profile.path()).await;
+    sign_in(
+        &client,
+        &url,
+        &token("alice@x.io", &["platform", "developers"]),
+    )
+    .await;
+    wait_for_text(&client, "#who-name", "alice@x.io").await;
+    client.goto(&format!("{url}/#/{NS}/db")).await.unwrap();
+    wait_for_text(&client, "#consumer-rows", "StatefulSet kafka").await;
+    let kafka = row_text(&client, "StatefulSet/kafka").await;
+    assert!(
+        kafka.starts_with(
+            "StatefulSet kafka\n\
+             StatefulSet/kafka is owned by Kafka/my-cluster (an operator's resource).\n\
+             Restart: a template patch is not the way to restart it (its operator may revert one): \
+             restart it by eviction (rollsafe.dev/strategy: evict, or rollsafe restart-consumers \
+             --strategy evict).\n"
+        ),
+        "{kafka}"
+    );
+    let api = row_text(&client, "Deployment/api").await;
+    assert!(
+        !api.contains("owned by") && !api.contains("Restart:"),
+        "{api}"
+    );
+    let pods = wait_for_text(&client, "#pod-consumer-rows", "kafka-0").await;
+    let rows: Vec<&str> = pods.lines().collect();
+    assert_eq!(
+        rows,
+        [
+            "kafka-0, kafka-1 PodGroup/kafka (an operator's resource) owned by PodGroup/kafka (an \
+             operator's resource), not by a Deployment, StatefulSet or DaemonSet: a template patch \
+             does not reach them; rollsafe restart-consumers --strategy evict evicts them one at a \
+             time, PodDisruptionBudgets holding, and PodGroup/kafka recreates them.",
+            "debug None (standalone) standalone: nothing recreates it, not evicted.",
+        ],
+        "{pods}"
+    );
+    assert_eq!(
+        wait_for_text(&client, "#detail-status", "pods outside").await,
+        "3 workloads reference this Secret. 3 pods outside them consume it."
+    );
+    wait_for_text(&client, "#pod-consumers-note", "patch pod templates only").await;
+    assert_eq!(
+        color(&client, "#pod-consumer-rows tr:last-child td:last-child").await,
+        color(&client, ".no-roll").await,
+        "not evicted: in the danger colour"
+    );
+    screenshot(&client, "owners-1-consumers").await;
+    if let Some(axe) = axe_source() {
+        let violations = accessibility_violations(&client, &axe).await;
+        assert!(violations.is_empty(), "{violations:?}");
+    }
+    // The confirmation says the patch goes to the operator's template all the same.
+    click(&client, Locator::Css("#restart")).await;
+    let confirm = wait_for_text(&client, "#confirm-text", "This patches").await;
+    assert!(
+        confirm.ends_with(
+            "StatefulSet kafka: the patch goes to the template all the same (this page does not evict)."
+        ),
+        "{confirm}"
+    );
+    click(&client, Locator::Css("#confirm-cancel")).await;
+
+    // Bob may not list pods: said, with the rule; the workloads are shown as before.
+    click(&client, Locator::Css("#sign-out")).await;
+    wait_for_text(&client, "#sign-in-title", "Sign in").await;
+    sign_in(&client, &url, &token("bob@x.io", &["developers"])).await;
+    wait_for_text(&client, "#who-name", "bob@x.io").await;
+    client.goto(&format!("{url}/#/{NS}/db")).await.unwrap();
+    wait_for_text(&client, "#consumer-rows", "StatefulSet kafka").await;
+    assert_eq!(
+        wait_for_text(&client, "#pod-consumers-status", "not readable").await,
+        "Pods: not readable: the identity may not list pods in this namespace, so pods that \
+         consume the Secret outside a Deployment, StatefulSet or DaemonSet are not shown (RBAC: \
+         list pods) (forbidden)"
+    );
+    let table = client.find(Locator::Css("#pod-consumers")).await.unwrap();
+    assert!(!table.is_displayed().await.unwrap());
+    assert_eq!(
+        wait_for_text(&client, "#detail-status", "reference").await,
+        "3 workloads reference this Secret."
+    );
+    screenshot(&client, "owners-2-pods-not-readable").await;
+
+    client.close().await.unwrap();
+    drop(driver);
+    f.stop().await;
+}

@@ -159,6 +159,9 @@ async function showDetail(namespace, name) {
   $("progressive-note").hidden = true;
   $("restart-disabled").hidden = true;
   $("inventory-warnings").replaceChildren();
+  $("pod-consumers").hidden = true;
+  $("pod-consumers-status").hidden = true;
+  $("pod-consumers-note").hidden = true;
   const result = await api("GET", `/api/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}/consumers`);
   if (result.status !== 200) {
     $("detail-status").textContent = "";
@@ -180,7 +183,14 @@ async function showDetail(namespace, name) {
   rows.replaceChildren();
   for (const workload of preview.workloads) {
     const row = el("tr");
-    row.append(el("td", `${workload.kind} ${workload.name}`));
+    const name = el("td", `${workload.kind} ${workload.name}`);
+    // An operator's workload names its owner; one restarted otherwise than by a template patch
+    // says how (the preview's words).
+    if (workload.operatorOwner) {
+      name.append(el("p", `${workload.kind}/${workload.name} is owned by ${ownerText(workload.operatorOwner)} (an operator's resource).`, "hint owned-by"));
+    }
+    if (workload.restartBy) name.append(el("p", `Restart: ${workload.restartBy.reason}.`, "hint restart-by"));
+    row.append(name);
     // On a narrow screen the header row is off-screen: each cell names its column (app.css).
     const refs = el("td");
     refs.dataset.label = "References";
@@ -218,15 +228,59 @@ async function showDetail(namespace, name) {
   }
   const count = preview.workloads.length;
   const notNow = preview.workloads.filter((w) => !w.rollsNow).length;
-  $("detail-status").textContent = count === 0
+  const pods = showPodConsumers(preview);
+  $("detail-status").textContent = (count === 0
     ? "No workloads reference this Secret."
     : `${count} workload${count === 1 ? "" : "s"} reference${count === 1 ? "s" : ""} this Secret` +
-      (notNow ? `; ${notNow} will not roll now.` : ".");
+      (notNow ? `; ${notNow} will not roll now.` : ".")) +
+    (pods ? ` ${pods} pod${pods === 1 ? "" : "s"} outside them consume${pods === 1 ? "s" : ""} it.` : "");
+  $("pod-consumers-note").hidden = !(pods || preview.workloads.some((w) => w.restartBy));
   $("consumers").hidden = count === 0;
   $("restart").hidden = !config.restartEnabled;
   $("progressive-note").hidden = !config.restartEnabled;
   $("restart").disabled = count === 0;
   $("restart-disabled").hidden = config.restartEnabled;
+}
+
+// `Kind/name` of an owner.
+function ownerText(owner) {
+  return `${owner.kind}/${owner.name}`;
+}
+
+// The pods that consume the Secret outside the three kinds (the preview's `podConsumers`), one
+// row per owner, or why they could not be read. Returns how many pods there are.
+function showPodConsumers(preview) {
+  const rows = $("pod-consumer-rows");
+  rows.replaceChildren();
+  const pods = preview.podConsumers;
+  if (!pods) return 0;
+  if (pods.state !== "read") {
+    const status = $("pod-consumers-status");
+    status.textContent = `Pods: ${pods.message} (${pods.code})`;
+    status.hidden = false;
+    return 0;
+  }
+  let count = 0;
+  for (const group of pods.groups) {
+    count += group.count;
+    const row = el("tr");
+    const more = group.count - group.pods.length;
+    const names = el("td", group.pods.join(", ") + (more > 0 ? ` and ${more} more` : ""));
+    names.dataset.label = "Pods";
+    row.append(names);
+    const owner = el("td", group.owner
+      ? `${ownerText(group.owner)}${group.operator ? " (an operator's resource)" : ""}`
+      : "None (standalone)");
+    owner.dataset.label = "Owner";
+    row.append(owner);
+    const restart = el("td", `${group.reason}.`, group.restart === "evict" ? undefined : "no-roll");
+    restart.dataset.label = "Restarted";
+    row.append(restart);
+    row.dataset.owner = group.owner ? ownerText(group.owner) : "";
+    rows.append(row);
+  }
+  $("pod-consumers").hidden = pods.groups.length === 0;
+  return count;
 }
 
 // Approves the roll rollsafe watch holds for `workload`: once, as the signed-in user.
@@ -364,10 +418,13 @@ $("restart").addEventListener("click", () => {
   if (!current || current.workloads.length === 0 || $("restart").hidden || $("restart").disabled) return;
   const count = current.workloads.length;
   const notNow = current.workloads.filter((w) => !w.rollsNow);
+  const evicted = current.workloads.filter((w) => w.restartBy);
   $("confirm-text").textContent =
     `This patches ${count} workload${count === 1 ? "" : "s"} in ${current.namespace}.` +
     (notNow.length ? ` ${count - notNow.length} roll${count - notNow.length === 1 ? "s" : ""} now. ` +
-      notNow.map(whenItRolls).join(" ") : "");
+      notNow.map(whenItRolls).join(" ") : "") +
+    (evicted.length ? ` ${evicted.map((w) => `${w.kind} ${w.name}`).join(", ")}: ` +
+      "the patch goes to the template all the same (this page does not evict)." : "");
   $("confirm").showModal();
   $("confirm-cancel").focus();
 });

@@ -375,3 +375,188 @@ async fn without_the_published_settings_what_depends_on_them_is_unknown() {
     );
     f.stop().await;
 }
+
+/// A pod of [`NS`] reading Secret `db` with `envFrom`, controlled by `owner` (none: `null`).
+fn consuming_pod(name: &str, owner: Value, labels: Value) -> Value {
+    let owners = if owner.is_null() {
+        json!([])
+    } else {
+        json!([owner])
+    };
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels, "ownerReferences": owners},
+        "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",
+            "envFrom": [{"secretRef": {"name": "db"}}]}]}})
+}
+
+/// A Secret consumed by a StatefulSet an operator's resource controls, by pods a custom
+/// resource owns directly, by a standalone pod, and by a Deployment's own pod.
+fn owned_consumers() -> Vec<Value> {
+    let mut objects: Vec<Value> = seed()
+        .into_iter()
+        .map(|mut object| {
+            if object["kind"] == "Secret" && object["metadata"]["name"] == "db" {
+                object["metadata"]["annotations"] = json!({"rollsafe.dev/strategy": "evict"});
+            }
+            object
+        })
+        .collect();
+    let mut kafka = workload("StatefulSet", "kafka", "db");
+    kafka["metadata"]["ownerReferences"] = json!([{"apiVersion": "kafka.strimzi.io/v1beta2",
+        "kind": "Kafka", "name": "my-cluster", "uid": "uid-never-shown", "controller": true}]);
+    objects.push(kafka);
+    let group = json!({"apiVersion": "sim.rollsafe.dev/v1", "kind": "PodGroup", "name": "kafka",
+        "uid": "uid-never-shown", "controller": true});
+    objects.push(consuming_pod("kafka-0", group.clone(), json!({})));
+    objects.push(consuming_pod("kafka-1", group, json!({})));
+    objects.push(consuming_pod("debug", Value::Null, json!({})));
+    objects.push(consuming_pod(
+        "api-5d8f7c-x2x4z",
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "api-5d8f7c",
+            "uid": "uid-never-shown", "controller": true}),
+        json!({"pod-template-hash": "5d8f7c"}),
+    ));
+    objects
+}
+
+#[tokio::test]
+async fn operator_owned_workloads_and_pod_level_consumers_are_in_the_preview() {
+    let f = Fixture::start_with(owned_consumers(), |_| {}).await;
+    let (status, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(status, 200, "{body}");
+    let by_name = |name: &str| {
+        body["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let kafka = by_name("kafka");
+    assert_eq!(
+        kafka["operatorOwner"],
+        json!({"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "Kafka", "name": "my-cluster"})
+    );
+    // The Secret's own strategy, from the metadata the gates read.
+    for (kind, name) in [
+        ("Deployment", "api"),
+        ("StatefulSet", "kafka"),
+        ("StatefulSet", "worker"),
+    ] {
+        assert_eq!(
+            by_name(name)["restartBy"],
+            json!({"strategy": "evict", "from": "secret",
+                "reason": format!("the Secret asks for eviction (rollsafe.dev/strategy: evict on the Secret), which rollsafe watch does not read yet: put it on the {kind}, or run rollsafe restart-consumers --strategy evict")}),
+            "{name}"
+        );
+    }
+    assert!(by_name("api").get("operatorOwner").is_none());
+    let pods = &body["podConsumers"];
+    assert_eq!(pods["state"], "read");
+    let groups: Vec<(Value, Value, Value)> = pods["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["owner"]["kind"].clone(),
+                g["pods"].clone(),
+                g["restart"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            (
+                json!("PodGroup"),
+                json!(["kafka-0", "kafka-1"]),
+                json!("evict")
+            ),
+            (Value::Null, json!(["debug"]), json!("not_evicted")),
+        ],
+        "the Deployment's own pod is not a pod-level consumer"
+    );
+    assert!(!body.to_string().contains("uid-never-shown"));
+    // The pods were listed once, as the server itself here; the restart contract is unchanged.
+    let lists: Vec<_> = f
+        .emulator
+        .requests()
+        .into_iter()
+        .filter(|r| r.is("list", "pods"))
+        .collect();
+    assert_eq!(lists.len(), 1, "{lists:?}");
+    assert_eq!(lists[0].impersonated_user, None);
+    assert_eq!(patches(&f), 0);
+    let (status, _, result) = f.restart(NS, "db", Some(&admin())).await;
+    assert_eq!(status, 200, "{result}");
+    assert_eq!(
+        result["requested"],
+        json!([{"kind": "Deployment", "name": "api"},
+               {"kind": "StatefulSet", "name": "kafka"},
+               {"kind": "StatefulSet", "name": "worker"}]),
+        "a restart patches the three kinds, operator-owned or not"
+    );
+    assert!(result.get("podConsumers").is_none() && result.get("workloads").is_none());
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn a_caller_who_may_not_list_pods_gets_the_preview_with_pods_not_readable() {
+    let f = Fixture::start_with(owned_consumers(), |s| s.impersonation = true).await;
+    // `developers` may read the Secret and list the workloads, not list pods.
+    let (status, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["workloads"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        body["podConsumers"],
+        json!({"state": "not_readable", "code": "forbidden",
+            "message": "not readable: the identity may not list pods in this namespace, so pods that consume the Secret outside a Deployment, StatefulSet or DaemonSet are not shown (RBAC: list pods)",
+            "groups": []})
+    );
+    let lists: Vec<_> = f
+        .emulator
+        .requests()
+        .into_iter()
+        .filter(|r| r.is("list", "pods"))
+        .collect();
+    assert_eq!(lists.len(), 1, "{lists:?}");
+    assert_eq!(lists[0].status, 403);
+    assert_eq!(lists[0].impersonated_user.as_deref(), Some("root@x.io"));
+    // The typed client reads the added fields.
+    let preview = Client::new(&f.url, Some(Token::new(admin())))
+        .unwrap()
+        .consumers(&NS.parse().unwrap(), &"db".parse().unwrap())
+        .await
+        .unwrap();
+    let pods = preview.pod_consumers.unwrap();
+    assert_eq!(pods.state, rollsafe_core::preview::PodsRead::NotReadable);
+    assert_eq!(
+        preview.workloads[1].owned_by().as_deref(),
+        Some("StatefulSet/kafka is owned by Kafka/my-cluster")
+    );
+    f.stop().await;
+}
+
+/// Under constrained impersonation, whose rules grant no list of pods as the caller, the
+/// preview sends none and says so; the rest is answered as before.
+#[tokio::test]
+async fn under_constrained_impersonation_no_pod_list_is_sent() {
+    use rollsafe_server::impersonation::Constraint;
+    let f = Fixture::start_with(owned_consumers(), |s| {
+        s.impersonation = true;
+        s.impersonation_constrained = Constraint::Required;
+    })
+    .await;
+    let (status, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["workloads"].as_array().unwrap().len(), 3);
+    assert_eq!(body["podConsumers"]["state"], "not_readable");
+    assert_eq!(body["podConsumers"]["code"], "not_granted");
+    assert!(
+        !f.emulator.requests().iter().any(|r| r.is("list", "pods")),
+        "no list of pods is sent as the caller"
+    );
+    f.stop().await;
+}
