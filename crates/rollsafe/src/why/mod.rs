@@ -24,6 +24,12 @@
 //!   "rollout": { "state": "complete", "describe": "…" } }
 //! ```
 //!
+//! A workload an operator's resource controls says so (`"operatorOwner"`, and in text
+//! `owner: StatefulSet/kafka is owned by Kafka/my-cluster`), and one that is operator-owned or
+//! whose `rollsafe.dev/strategy` chooses says how it is restarted (`"restartBy"`, the consumers
+//! preview's words): both absent otherwise. `rollsafe why pod/NAME` explains a pod-level
+//! consumer instead (`pod`): its owner, what it consumes, and how it is restarted.
+//!
 //! Exit codes: 0 when the workload was explained (whatever the answer); 1, with one line on
 //! stderr and nothing on stdout, when it does not exist, cannot be read, or the target, the
 //! namespace or the fingerprint key is invalid.
@@ -60,6 +66,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
+mod owners;
+mod pod;
 mod settings;
 mod text;
 
@@ -94,7 +102,8 @@ pub(crate) struct Args {
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: OutputFormat,
     /// The workload, as kubectl names it: `deployment/NAME` (`deploy/`), `statefulset/NAME`
-    /// (`sts/`), `daemonset/NAME` (`ds/`), `cronjob/NAME` (`cj/`) or `rollout/NAME` (`ro/`).
+    /// (`sts/`), `daemonset/NAME` (`ds/`), `cronjob/NAME` (`cj/`) or `rollout/NAME` (`ro/`);
+    /// or a pod, `pod/NAME` (`po/`): who owns it, what it consumes and how it is restarted.
     pub workload: String,
 }
 
@@ -123,6 +132,14 @@ struct Why {
     /// The controller's settings the answer was evaluated with, and where they came from.
     settings: SettingsUsed,
     watch: Watch,
+    /// The operator's resource that controls it, when one does (`StatefulSet/kafka is owned
+    /// by Kafka/my-cluster`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operator_owner: Option<rollsafe_core::strategy::Owner>,
+    /// How it is restarted, when it is operator-owned or its `rollsafe.dev/strategy` chooses
+    /// (the consumers preview's words); absent for a template patch nobody else owns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restart_by: Option<rollsafe_core::preview::RestartBy>,
     /// `rollsafe.dev/halted`, when set.
     halted: Option<Halted>,
     /// A due roll held by a restart window or an approval, when one is.
@@ -394,6 +411,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // Parsed here rather than by clap, whose usage errors exit 2: a malformed target is exit 1
     // like every other failure of this command.
+    if let Some(name) = pod::target(&args.workload) {
+        return pod::run(&args.kube, args.output, &name?);
+    }
     let target = WatchedTarget::parse(&args.workload)?;
     let namespace = namespace_flag(args.kube.namespace.as_deref())?;
     let fingerprinter = watch::fingerprinter(args.fingerprint_key_file.as_deref())?;
@@ -599,11 +619,14 @@ async fn explain(
     };
     let status = rollout::classify(*kind, &object);
     let stages = evaluation.stages;
+    let (operator_owner, restart_by) = owners::of(*kind, &object);
     Ok(Why {
         kind: kind.as_str(),
         namespace: namespace.to_string(),
         name: name.clone(),
         settings,
+        operator_owner,
+        restart_by,
         watch: Watch {
             state,
             value: annotation(WATCH).map(shown),
@@ -1237,6 +1260,12 @@ fn last_event(events: Vec<EventSummary>) -> Option<LastEvent> {
 
 /// The path of a reference in the workload, kubectl-style (`spec.template.spec.containers[app]…`).
 fn path_of(origin: &Origin, kind: TargetKind) -> String {
+    path_in("spec.template.spec", origin, kind)
+}
+
+/// The path of a reference under the pod spec at `spec` (`spec.template.spec` in a workload,
+/// `spec` in a pod).
+fn path_in(spec: &str, origin: &Origin, kind: TargetKind) -> String {
     let list = |list: &ContainerList| match list {
         ContainerList::Container => "containers",
         ContainerList::InitContainer => "initContainers",
@@ -1247,7 +1276,6 @@ fn path_of(origin: &Origin, kind: TargetKind) -> String {
         TargetKind::Secret => ("secretKeyRef", "secretRef", "secret"),
         TargetKind::ConfigMap => ("configMapKeyRef", "configMapRef", "configMap"),
     };
-    let spec = "spec.template.spec";
     match origin {
         Origin::Env {
             container_list,

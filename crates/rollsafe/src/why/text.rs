@@ -1,5 +1,7 @@
 //! `rollsafe why -o text`: one line per fact.
 
+use rollsafe_core::preview::owned_by;
+
 use super::{RecordState, WatchState, Why};
 
 pub(super) fn text(why: &Why) -> String {
@@ -11,6 +13,15 @@ pub(super) fn text(why: &Why) -> String {
         (why.watch.state, &why.watch.value)
     {
         out.push_str(&format!(" [rollsafe.dev/watch: {value:?}]"));
+    }
+    if let Some(owner) = &why.operator_owner {
+        out.push_str(&format!(
+            "\nowner:     {}",
+            owned_by(why.kind, &why.name, owner)
+        ));
+    }
+    if let Some(by) = &why.restart_by {
+        out.push_str(&format!("\nrestart:   {}", by.reason));
     }
     match &why.halted {
         Some(halted) => out.push_str(&format!(
