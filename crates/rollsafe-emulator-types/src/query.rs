@@ -138,6 +138,66 @@ impl LabelSelector {
         Ok(Self { reqs })
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as
+    /// `LabelSelectorAsSelector` reads it; `{}` matches everything. The error names what is
+    /// not a selector (an unknown operator, `In` without values …).
+    pub fn from_object(selector: &Value) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+            for (key, value) in labels {
+                let value = value.as_str().unwrap_or_default();
+                reqs.push(Requirement::Eq(key.clone(), value.to_owned()));
+            }
+        }
+        let expressions = selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for expression in expressions {
+            let key = expression
+                .get("key")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let values: Vec<String> = expression
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|vs| {
+                    vs.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let operator = expression
+                .get("operator")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let req = match operator {
+                "In" | "NotIn" if values.is_empty() => {
+                    return Err(
+                        "values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty"
+                            .to_owned(),
+                    );
+                }
+                "In" => Requirement::In(key, values),
+                "NotIn" => Requirement::NotIn(key, values),
+                "Exists" | "DoesNotExist" if !values.is_empty() => {
+                    return Err(
+                        "values: Invalid value: values set must be empty for exists and does not exist"
+                            .to_owned(),
+                    );
+                }
+                "Exists" => Requirement::Exists(key),
+                "DoesNotExist" => Requirement::NotExists(key),
+                other => return Err(format!("{other:?} is not a valid label selector operator")),
+            };
+            reqs.push(req);
+        }
+        Ok(Self { reqs })
+    }
+
     /// Whether the selector selects nothing-in-particular (matches everything).
     pub fn is_empty(&self) -> bool {
         self.reqs.is_empty()
@@ -244,6 +304,43 @@ mod tests {
         ] {
             let s = LabelSelector::parse(sel).unwrap_or_default();
             assert_eq!(s.matches(&obj), want, "{sel}");
+        }
+    }
+
+    #[test]
+    fn label_selector_objects() {
+        let obj = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
+        for (selector, want) in [
+            (json!({"matchLabels": {"app": "web"}}), true),
+            (json!({"matchLabels": {"app": "api"}}), false),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "back"]}]}),
+                true,
+            ),
+            (
+                json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front"]}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}),
+                false,
+            ),
+            (json!({}), true),
+        ] {
+            let parsed = LabelSelector::from_object(&selector).unwrap_or_default();
+            assert_eq!(parsed.matches(&obj), want, "{selector}");
+        }
+        assert!(LabelSelector::from_object(&json!({})).is_ok_and(|s| s.is_empty()));
+        for invalid in [
+            json!({"matchExpressions": [{"key": "tier", "operator": "Near", "values": ["x"]}]}),
+            json!({"matchExpressions": [{"key": "tier", "operator": "In"}]}),
+            json!({"matchExpressions": [{"key": "tier", "operator": "Exists", "values": ["x"]}]}),
+        ] {
+            assert!(LabelSelector::from_object(&invalid).is_err(), "{invalid}");
         }
     }
 

@@ -178,6 +178,10 @@ const EVENT_FIELD_LABELS: &[&str] = &[
     "type",
 ];
 
+/// The Go type of a `pods/<name>/eviction` body (`policy/v1 Eviction`; `v1beta1` has the same
+/// fields).
+pub const EVICTION_GO_TYPE: GoType = typed::<policy::v1::Eviction>;
+
 const POD_FIELD_LABELS: &[&str] = &[
     "spec.nodeName",
     "spec.restartPolicy",
@@ -408,7 +412,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         singular: "pod",
         kind: "Pod",
         short_names: &["po"],
-        subresources: &["status"],
+        subresources: &["status", "eviction"],
         go_type: Some(typed::<core::v1::Pod>),
         printer: &printers::PODS,
         field_labels: POD_FIELD_LABELS,

@@ -184,8 +184,13 @@ fn resource_route(
     if d.namespaced && namespace.is_none() && name.is_some() {
         return Route::NotFound;
     }
-    // Subresources created by POST to the object (`serviceaccounts/<name>/token`).
-    let creates = subresource.as_deref() == Some("token") && method == Method::POST;
+    // Subresources created by POST to the object (`serviceaccounts/<name>/token`,
+    // `pods/<name>/eviction`); eviction has no other verb (`rest.NamedCreater` only).
+    let creates =
+        matches!(subresource.as_deref(), Some("token" | "eviction")) && method == Method::POST;
+    if subresource.as_deref() == Some("eviction") && !creates {
+        return Route::MethodNotAllowed(res);
+    }
     let verb = if creates {
         Some(Verb::Create)
     } else {
@@ -268,5 +273,21 @@ mod tests {
             p(Method::POST, "/apis/apps/v1/namespaces/ns/deployments/web"),
             Route::MethodNotAllowed(ids::DEPLOYMENTS)
         );
+        assert_eq!(
+            p(Method::POST, "/api/v1/namespaces/ns/pods/web-0/eviction"),
+            Route::Resource(ResourceRequest {
+                res: ids::PODS,
+                namespace: Some("ns".into()),
+                name: Some("web-0".into()),
+                subresource: Some("eviction".into()),
+                verb: Verb::Create,
+            })
+        );
+        for method in [Method::GET, Method::PUT, Method::PATCH, Method::DELETE] {
+            assert_eq!(
+                p(method, "/api/v1/namespaces/ns/pods/web-0/eviction"),
+                Route::MethodNotAllowed(ids::PODS)
+            );
+        }
     }
 }

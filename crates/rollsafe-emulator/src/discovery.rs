@@ -117,6 +117,12 @@ pub(crate) fn resource_list(group: &str, version: &str, serves: &Serves<'_>) -> 
                 s["kind"] = json!("TokenRequest");
                 s["verbs"] = json!(["create"]);
             }
+            if *sub == "eviction" {
+                s["group"] = json!("policy");
+                s["version"] = json!("v1");
+                s["kind"] = json!("Eviction");
+                s["verbs"] = json!(["create"]);
+            }
             out.push(s);
         }
     }
@@ -268,6 +274,21 @@ mod tests {
             .unwrap_or_default();
         assert!(names.contains(&"deployments"));
         assert!(names.contains(&"deployments/scale"));
+    }
+
+    #[test]
+    fn core_lists_the_eviction_subresource_as_the_real_server_does() {
+        let list = resource_list("", "v1", &|_| true).unwrap_or_default();
+        let eviction = list["resources"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["name"] == "pods/eviction"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            eviction,
+            json!({"name": "pods/eviction", "singularName": "", "namespaced": true,
+                   "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
+        );
     }
 
     #[test]

@@ -352,6 +352,7 @@ impl EmulatorBuilder {
         });
         tokio::spawn(server::expire_events(shared.clone(), event_ttl));
         tokio::spawn(server::advance_rollouts(shared.clone(), rollout_waker));
+        tokio::spawn(server::sync_disruption_budgets(shared.clone()));
         let task = tokio::spawn(server::accept_loop(listener, shared.clone()));
         tracing::info!(url = %format!("http://{bound}"), "emulator listening");
         Ok(RunningEmulator {

@@ -1,6 +1,7 @@
 //! The HTTP server: a custom accept loop over hyper, so that a fault can really close a
 //! client's TCP connection (with a reset) before or after a request is applied.
 
+use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
@@ -15,7 +16,10 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::task::JoinSet;
+
+use rollsafe_emulator_registry::disruption;
 
 use crate::state::{ADMIN_PREFIX, Body, Killer, Shared, shutdown_signal};
 use crate::{admin, filters};
@@ -117,6 +121,42 @@ pub(crate) async fn advance_rollouts(shared: Arc<Shared>, waker: Arc<tokio::sync
             () = sleep => {}
             () = waker.notified() => {}
             () = shutdown_signal(shared.shutdown.clone()) => return,
+        }
+    }
+}
+
+/// The disruption controller: keeps every PodDisruptionBudget's status current moments after
+/// a change that can move it — a pod's, a budget's, a controller's scale — as the real one
+/// follows its informers, until shutdown. A watcher that fell behind the store's events syncs
+/// every budget.
+pub(crate) async fn sync_disruption_budgets(shared: Arc<Shared>) {
+    let mut events = shared.store().subscribe();
+    let mut controller = disruption::Controller::default();
+    controller.sync(&mut shared.store(), None);
+    loop {
+        let first = tokio::select! {
+            received = events.recv() => received,
+            _ = shutdown_signal(shared.shutdown.clone()) => return,
+        };
+        let mut namespaces = BTreeSet::new();
+        let mut everything = false;
+        match first {
+            Ok(event) => namespaces.extend(controller.wants(&event)),
+            Err(RecvError::Lagged(_)) => everything = true,
+            Err(RecvError::Closed) => return,
+        }
+        // What else is already there goes in the same sync.
+        loop {
+            match events.try_recv() {
+                Ok(event) => namespaces.extend(controller.wants(&event)),
+                Err(TryRecvError::Lagged(_)) => everything = true,
+                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            }
+        }
+        if everything {
+            controller.sync(&mut shared.store(), None);
+        } else if !namespaces.is_empty() {
+            controller.sync(&mut shared.store(), Some(&namespaces));
         }
     }
 }

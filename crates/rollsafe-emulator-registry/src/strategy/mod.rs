@@ -7,6 +7,7 @@ pub mod configmap;
 pub mod crd;
 pub mod event;
 pub mod namespace;
+pub mod policy;
 pub mod rbac;
 pub mod scheduling;
 pub mod secret;
@@ -98,6 +99,7 @@ pub fn of(res: ResId) -> &'static Strategy {
         ids::INGRESSES => &service::INGRESS,
         ids::CUSTOMRESOURCEDEFINITIONS => &crd::STRATEGY,
         ids::PRIORITYCLASSES => &scheduling::PRIORITY_CLASSES,
+        ids::PODDISRUPTIONBUDGETS => &policy::PODDISRUPTIONBUDGETS,
         _ => &DEFAULT,
     }
 }

@@ -15,6 +15,9 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
     if c.sub() == Some("token") {
         return super::token::token_request(c);
     }
+    if c.sub() == Some("eviction") {
+        return super::eviction::evict(c);
+    }
     let mut obj = decode_body(c)?;
     check_type(&obj, c.info.res)?;
     let warnings = decode_typed(c, &mut obj, None, crd_schema_of(c).as_ref(), Decoding::Body)?;

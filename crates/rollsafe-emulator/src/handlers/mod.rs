@@ -3,6 +3,7 @@
 
 pub(crate) mod create;
 pub(crate) mod delete;
+pub(crate) mod eviction;
 pub(crate) mod get;
 pub(crate) mod list;
 pub(crate) mod metadata;
