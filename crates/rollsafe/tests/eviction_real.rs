@@ -2,10 +2,15 @@
 //! PodDisruptionBudgets and `disruptionsAllowed` are the real apiserver's and the real
 //! disruption controller's; the pods are the scheduler's and kwok's (docs/testing.md).
 //!
-//! Real-substrate only: the emulator implements neither budgets nor the eviction subresource
-//! (docs/emulator.md). Each scenario runs in a namespace of its own.
+//! The budget, single-replica and interrupted-run scenarios run on both substrates
+//! (`…::on_real`, `…::on_emulator`, below): the emulator serves the eviction subresource and
+//! keeps the budgets' status for the pods of its simulated workloads (docs/emulator.md), paced
+//! there so that a replacement takes a moment to become Ready ([`pace_pods`]). Real-only: pods
+//! a custom resource owns directly — the emulator stores a client's pods without running them
+//! (they never become Ready), and the crash-looping replacement is kwok's stage. Each scenario
+//! runs in a namespace of its own.
 
-#![expect(clippy::unwrap_used, reason = "tests may unwrap")]
+#![expect(clippy::unwrap_used, clippy::expect_used, reason = "tests may unwrap")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
@@ -19,7 +24,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use rollsafe_testing::operator::{controlled_by, pod_group, pod_group_crd};
-use rollsafe_testing::{Substrate, TestNamespace, Workload, eventually};
+use rollsafe_testing::{Substrate, TestNamespace, Workload, eventually, on_both_substrates};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
@@ -190,6 +195,22 @@ impl ReadyFloor {
     }
 }
 
+/// How long a new pod takes to become Ready on the emulator, as kwok's take a moment on the
+/// real control plane: a budget then has a replacement to wait for, and a run too.
+const EMULATED_POD_READY_MILLIS: u64 = 500;
+
+/// On the emulator, paces its pods ([`EMULATED_POD_READY_MILLIS`]); nothing on the real control
+/// plane.
+fn pace_pods(ns: &TestNamespace) {
+    if let Some(emu) = ns.emulator() {
+        emu.change_settings(rollsafe_emulator::RolloutPaceChange {
+            pod_ready_millis: Some(EMULATED_POD_READY_MILLIS),
+            ..rollsafe_emulator::RolloutPaceChange::default()
+        })
+        .unwrap();
+    }
+}
+
 fn evicted(run: &Value) -> Vec<String> {
     run["evicted"]
         .as_array()
@@ -203,13 +224,12 @@ fn evicted(run: &Value) -> Vec<String> {
 /// (`rollsafe.dev/max-unavailable: "3"`): only the budget holds the pace, and it holds — never
 /// two pods down at once, the budget's refusals waited on, every pod replaced, the template
 /// never written.
-#[tokio::test]
-async fn a_budget_of_two_over_three_replicas_never_lets_two_pods_down() {
-    let ns = TestNamespace::create(Substrate::Real, "evict-budget").await;
+async fn a_budget_of_two_over_three_replicas_never_lets_two_pods_down(ns: &TestNamespace) {
+    pace_pods(ns);
     let mut web = consumer("web", 3);
     web["metadata"]["annotations"] = json!({"rollsafe.dev/max-unavailable": "3"});
-    seed(&ns, vec![web, budget("web", "web", 2)]).await;
-    let before = ready_pods(&ns, 3).await;
+    seed(ns, vec![web, budget("web", "web", 2)]).await;
+    let before = ready_pods(ns, 3).await;
     let generation =
         ns.get("apps/v1", "Deployment", "web").await.unwrap()["metadata"]["generation"].clone();
     eventually("the budget allows one disruption", SETTLE, || async {
@@ -218,8 +238,8 @@ async fn a_budget_of_two_over_three_replicas_never_lets_two_pods_down() {
     })
     .await;
 
-    let floor = ReadyFloor::start(&ns, 3).await;
-    let run = evict(&ns, &[]).await;
+    let floor = ReadyFloor::start(ns, 3).await;
+    let run = evict(ns, &[]).await;
     let fewest = floor.stop();
 
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -238,29 +258,27 @@ async fn a_budget_of_two_over_three_replicas_never_lets_two_pods_down() {
         "with three allowed at once, the budget must have said \"not now\": {}",
         run.stderr
     );
-    let after = ready_pods(&ns, 3).await;
+    let after = ready_pods(ns, 3).await;
     assert!(after.keys().all(|name| !original.contains(name)));
     let web = ns.get("apps/v1", "Deployment", "web").await.unwrap();
     assert_eq!(
         web["metadata"]["generation"], generation,
         "eviction never writes the template"
     );
-    ns.finish().await;
 }
 
 /// One replica and no budget: evicting it is downtime, so it is deferred — until
 /// `rollsafe.dev/evict-unprotected: "true"` accepts that.
-#[tokio::test]
-async fn a_single_unprotected_replica_is_deferred_until_downtime_is_accepted() {
-    let ns = TestNamespace::create(Substrate::Real, "evict-single").await;
-    seed(&ns, vec![consumer("solo", 1)]).await;
-    let before = ready_pods(&ns, 1).await;
+async fn a_single_unprotected_replica_is_deferred_until_downtime_is_accepted(ns: &TestNamespace) {
+    pace_pods(ns);
+    seed(ns, vec![consumer("solo", 1)]).await;
+    let before = ready_pods(ns, 1).await;
 
-    let run = evict(&ns, &[]).await;
+    let run = evict(ns, &[]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.json["runs"][0]["state"], "deferred", "{}", run.json);
     assert_eq!(run.json["runs"][0]["reason"], "unprotected");
-    assert_eq!(pods(&ns).await, before, "the pod is untouched");
+    assert_eq!(pods(ns).await, before, "the pod is untouched");
 
     let api: Api<DynamicObject> = ns
         .api_for(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}))
@@ -274,25 +292,23 @@ async fn a_single_unprotected_replica_is_deferred_until_downtime_is_accepted() {
     )
     .await
     .unwrap();
-    let run = evict(&ns, &[]).await;
+    let run = evict(ns, &[]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.json["runs"][0]["state"], "complete", "{}", run.json);
     assert_eq!(
         evicted(&run.json["runs"][0]),
         before.keys().cloned().collect::<Vec<_>>()
     );
-    ns.finish().await;
 }
 
 /// A run stopped after its first eviction and started again with the `--since` it printed
 /// continues: together the two runs evict each original pod exactly once.
-#[tokio::test]
-async fn an_interrupted_run_continues_with_since_and_evicts_no_pod_twice() {
-    let ns = TestNamespace::create(Substrate::Real, "evict-resume").await;
-    seed(&ns, vec![consumer("web", 3), budget("web", "web", 2)]).await;
-    let before: BTreeSet<String> = ready_pods(&ns, 3).await.into_keys().collect();
+async fn an_interrupted_run_continues_with_since_and_evicts_no_pod_twice(ns: &TestNamespace) {
+    pace_pods(ns);
+    seed(ns, vec![consumer("web", 3), budget("web", "web", 2)]).await;
+    let before: BTreeSet<String> = ready_pods(ns, 3).await.into_keys().collect();
 
-    let mut child = command(&ns, &[])
+    let mut child = command(ns, &[])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -314,7 +330,7 @@ async fn an_interrupted_run_continues_with_since_and_evicts_no_pod_twice() {
     let since = since.expect("the run prints its --since");
     assert_eq!(first.len(), 1);
 
-    let run = evict(&ns, &["--since", &since]).await;
+    let run = evict(ns, &["--since", &since]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.json["since"], since.as_str());
     let second = evicted(&run.json["runs"][0]);
@@ -322,7 +338,23 @@ async fn an_interrupted_run_continues_with_since_and_evicts_no_pod_twice() {
     let unique: BTreeSet<String> = all.iter().cloned().collect();
     assert_eq!(all.len(), unique.len(), "no pod evicted twice: {all:?}");
     assert_eq!(unique, before, "each original pod evicted once");
-    ns.finish().await;
+}
+
+on_both_substrates! {
+    /// [`a_budget_of_two_over_three_replicas_never_lets_two_pods_down`].
+    async fn a_budget_of_two_over_three_replicas_never_lets_two_pods_down(ns) {
+        super::a_budget_of_two_over_three_replicas_never_lets_two_pods_down(ns).await;
+    }
+
+    /// [`a_single_unprotected_replica_is_deferred_until_downtime_is_accepted`].
+    async fn a_single_unprotected_replica_is_deferred_until_downtime_is_accepted(ns) {
+        super::a_single_unprotected_replica_is_deferred_until_downtime_is_accepted(ns).await;
+    }
+
+    /// [`an_interrupted_run_continues_with_since_and_evicts_no_pod_twice`].
+    async fn an_interrupted_run_continues_with_since_and_evicts_no_pod_twice(ns) {
+        super::an_interrupted_run_continues_with_since_and_evicts_no_pod_twice(ns).await;
+    }
 }
 
 /// A test operator: keeps pods `<name>-0..n` of a PodGroup, each owned by it directly, and
