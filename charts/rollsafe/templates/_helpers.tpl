@@ -187,4 +187,17 @@ per roll or record, and its Events. No get, no update, no delete.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# The eviction strategy (rollsafe.dev/strategy: evict, docs/strategies.md): a run lists its
+# workload by name (selector, pacing: the list above), lists its pods on demand (never watched
+# or cached) and the PodDisruptionBudgets, and evicts through the Eviction API, which honours
+# the budgets.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["pods/eviction"]
+  verbs: ["create"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["list"]
 {{- end -}}

@@ -37,8 +37,6 @@ use thiserror::Error;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::read::{ReadError, read_workload};
-
 /// Pods per page of an eviction run's pod list.
 pub const POD_PAGE_SIZE: u32 = 500;
 /// The most pages of one pod list (so at most 10 000 pods).
@@ -732,20 +730,31 @@ async fn plan_group(
 }
 
 /// The pods of workload `kind`/`name` (those its `spec.selector` selects), with the workload
-/// as read (for its annotations and owner).
+/// as listed by name (for its annotations and owner).
 pub async fn workload_target(
     client: &kube::Client,
     kind: WorkloadKind,
     namespace: &Namespace,
     name: &str,
 ) -> Result<(EvictionTarget, Value), EvictionError> {
-    let object = read_workload(client, kind, namespace, name, EVICTION_CALL_TIMEOUT)
+    // A list by name, not a get: the list is what the controller's RBAC already grants (its
+    // watch streams), so the eviction strategy needs no `get` on workloads.
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apps", "v1", kind.as_str()),
+        kind.plural(),
+    );
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace.as_str(), &resource);
+    let params = ListParams::default().fields(&format!("metadata.name={name}"));
+    let listed = tokio::time::timeout(EVICTION_CALL_TIMEOUT, api.list(&params))
         .await
-        .map_err(|e| match e {
-            ReadError::Status(403) => EvictionError::Forbidden,
-            ReadError::Status(code) => EvictionError::Http(code),
-            _ => EvictionError::NoAnswer,
-        })?
+        .map_err(|_| EvictionError::NoAnswer)?
+        .map_err(|e| EvictionError::of(&e))?;
+    let object = listed
+        .items
+        .into_iter()
+        .find(|o| o.metadata.name.as_deref() == Some(name))
+        .and_then(|o| serde_json::to_value(o).ok())
         .ok_or(EvictionError::Http(404))?;
     let selector = object
         .get("spec")

@@ -420,6 +420,36 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         component: Component::Controller,
+        when: When::Always,
+        place: Place::Workloads,
+        resources: &["pods"],
+        names: Names::Any,
+        verbs: &["list"],
+        doc: "`pods: list` (the eviction strategy; no `get`, no `watch`: pods are read on demand, never cached)",
+        needed_by: "crates/rollsafe-kube/src/eviction.rs (list_pods: a run's pods, page by page)",
+    },
+    Rule {
+        component: Component::Controller,
+        when: When::Always,
+        place: Place::Workloads,
+        resources: &["pods/eviction"],
+        names: Names::Any,
+        verbs: &["create"],
+        doc: "`pods/eviction: create` (the eviction strategy; PodDisruptionBudgets hold)",
+        needed_by: "crates/rollsafe-kube/src/eviction.rs (EvictionRun::evict)",
+    },
+    Rule {
+        component: Component::Controller,
+        when: When::Always,
+        place: Place::Workloads,
+        resources: &["poddisruptionbudgets.policy"],
+        names: Names::Any,
+        verbs: &["list"],
+        doc: "`policy poddisruptionbudgets: list` (the eviction strategy)",
+        needed_by: "crates/rollsafe-kube/src/eviction.rs (disruption_budgets: the unprotected-pod deferral, the budget a stall names)",
+    },
+    Rule {
+        component: Component::Controller,
         when: When::NamespaceSelector,
         place: Place::Cluster,
         resources: &["namespaces"],
@@ -1278,7 +1308,13 @@ mod tests {
                 .grants
                 .contains(&Grant::resource("cronjobs.batch", "", "patch"))
         );
+        assert!(
+            mode.minimum("a")
+                .grants
+                .contains(&Grant::resource("pods/eviction", "", "create"))
+        );
         let wide = Mode::from_env(Component::Controller, "rel", []);
-        assert_eq!(wide.minimum("other").grants.len(), 18);
+        // 18, and the eviction strategy's list pods, create pods/eviction, list budgets.
+        assert_eq!(wide.minimum("other").grants.len(), 21);
     }
 }

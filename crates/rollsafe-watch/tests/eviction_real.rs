@@ -7,7 +7,7 @@
 //! Real-substrate only: these scenarios are about what the real server and controllers do with
 //! evictions; the emulator's subresource is proven by its own suite (docs/emulator.md).
 
-#![expect(clippy::unwrap_used, clippy::expect_used, reason = "tests may unwrap")]
+#![expect(clippy::unwrap_used, reason = "tests may unwrap")]
 
 mod common;
 

@@ -228,6 +228,11 @@ async fn a_budget_of_two_over_three_replicas_never_lets_two_pods_down(ns: &TestN
     pace_pods(ns);
     let mut web = consumer("web", 3);
     web["metadata"]["annotations"] = json!({"rollsafe.dev/max-unavailable": "3"});
+    // A replacement takes a moment to become Ready (kwok's slow-start stage on the real control
+    // plane, the paced pods on the emulator): the budget has one to wait for, so it must say
+    // "not now" to the second eviction — without it, all three would go at once.
+    web["spec"]["template"]["metadata"]["annotations"] =
+        json!({"sim.rollsafe.dev/slow-start": "true"});
     seed(ns, vec![web, budget("web", "web", 2)]).await;
     let before = ready_pods(ns, 3).await;
     let generation =

@@ -628,6 +628,12 @@ fn check_controller(mode: &str, values: &Value, objects: &[Value]) {
     workload_rules.push(
         json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
     );
+    // The eviction strategy (docs/strategies.md), always: a workload chooses it by annotation.
+    workload_rules.extend([
+        json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}),
+        json!({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}),
+        json!({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]}),
+    ]);
     let workload_rules = Value::Array(workload_rules);
     let lease_rules = json!([
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
