@@ -254,8 +254,8 @@ pub async fn resolve(
     if constraint == Constraint::Off {
         info!(
             mode = "unconstrained",
-            "impersonation without constraint (KRYPTON_IMPERSONATION_CONSTRAINED=false): the \
-             ServiceAccount may act as the users and groups its rules name for any verb"
+            "impersonation: unconstrained (KRYPTON_IMPERSONATION_CONSTRAINED=false: the \
+             ServiceAccount may act as the users and groups its rules name for any verb)"
         );
         return Ok(ImpersonationMode::Unconstrained);
     }

@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use install_common::{free_port, helm_python, http_status, objects, render_as};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use rollsafe_core::annotations::RESTART_ANNOTATION;
+use rollsafe_core::annotations::{APPROVED, PENDING, RESTART_ANNOTATION};
 use rollsafe_kube::least_privilege::{Component, Mode};
 use rollsafe_testing::control_plane::ControlPlaneInfo;
 use rollsafe_testing::{Substrate, TestNamespace, Workload, eventually, shared_control_plane};
@@ -198,7 +198,11 @@ impl Real {
     /// these tests never pass vacuously), kubectl and the Helm SDK's python (as for every chart
     /// test: when either is missing the test says so and stops, and fails under `CI`).
     fn new() -> Option<Self> {
-        let info = shared_control_plane();
+        Self::of(shared_control_plane())
+    }
+
+    /// As [`Real::new`], for the control plane `info` describes.
+    fn of(info: ControlPlaneInfo) -> Option<Self> {
         let python = helm_python()?;
         let kubectl = newest_kubectl()?;
         let kubeconfig: Value =
@@ -1349,10 +1353,12 @@ async fn review_rbac_cluster_scope_on_real() {
     );
 }
 
-/// Impersonation bounded by `impersonation.users`/`groups`: the names are accepted and shown.
+/// Unconstrained impersonation (the fallback) bounded by `impersonation.users`/`groups`: the
+/// names are accepted and shown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_rbac_impersonation_with_names_on_real() {
-    let values = r#"{"impersonation": {"enabled": true, "users": ["alice@example.com"],
+    let values = r#"{"impersonation": {"enabled": true, "constrained": false,
+                                       "users": ["alice@example.com"],
                                        "groups": ["platform", "developers"]}}"#;
     let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
         return;
@@ -1381,10 +1387,11 @@ async fn review_rbac_impersonation_with_names_on_real() {
     );
 }
 
-/// Impersonation with no names (any user, any group), in cluster scope.
+/// Unconstrained impersonation with no names (any user, any group), in cluster scope.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_rbac_impersonation_without_names_on_real() {
-    let values = r#"{"server": {"scope": "cluster"}, "impersonation": {"enabled": true}}"#;
+    let values = r#"{"server": {"scope": "cluster"},
+                     "impersonation": {"enabled": true, "constrained": false}}"#;
     let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
         return;
     };
@@ -1399,7 +1406,8 @@ async fn review_rbac_impersonation_without_names_on_real() {
 /// TokenReview rule cluster-wide.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_rbac_token_review_with_impersonation_on_real() {
-    let values = r#"{"impersonation": {"enabled": true, "groups": ["platform"]},
+    let values = r#"{"impersonation": {"enabled": true, "constrained": false,
+                                       "groups": ["platform"]},
                      "tokenReview": {"enabled": true, "serviceAccounts": ["{A}/caller"]}}"#;
     let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
         return;
@@ -1432,6 +1440,128 @@ async fn review_rbac_token_review_with_impersonation_on_real() {
             .unwrap()
             .iter()
             .any(|g| g["resource"] == "tokenreviews.authentication.k8s.io"),
+        "{server}"
+    );
+}
+
+/// Constrained impersonation bounded by names, in namespace scope: `impersonate:user-info` on
+/// the listed user and groups (shown as names from the values), the `impersonate-on` verbs in
+/// the release namespace only, nothing elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_constrained_impersonation_with_names_on_real() {
+    let values = r#"{"impersonation": {"enabled": true, "constrained": true,
+                                       "users": ["alice@example.com"],
+                                       "groups": ["platform", "developers"]}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    let server = account(&report, "server");
+    assert_eq!(
+        server["described"],
+        "namespace scope, constrained impersonation"
+    );
+    let release_ns = &server["namespaces"][0];
+    let shown: BTreeSet<String> = release_ns["difference"]["namedByValues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| format!("{} {}/{}", g["verb"], g["resource"], g["name"]).replace('"', ""))
+        .collect();
+    assert_eq!(
+        shown,
+        BTreeSet::from([
+            "impersonate:user-info users.authentication.k8s.io/alice@example.com".to_owned(),
+            "impersonate:user-info groups.authentication.k8s.io/platform".to_owned(),
+            "impersonate:user-info groups.authentication.k8s.io/developers".to_owned(),
+        ])
+    );
+    let granted: BTreeSet<String> = release_ns["granted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| format!("{} {}", g["verb"], g["resource"]).replace('"', ""))
+        .collect();
+    for grant in [
+        "impersonate-on:user-info:get secrets",
+        "impersonate-on:user-info:list deployments.apps",
+        "impersonate-on:user-info:patch daemonsets.apps",
+    ] {
+        assert!(granted.contains(grant), "{grant}: {granted:?}");
+    }
+    assert!(
+        !granted.iter().any(|g| g.starts_with("impersonate ")),
+        "no unconstrained rule: {granted:?}"
+    );
+    // Elsewhere: only the cluster-wide `impersonate:user-info` (who), never what.
+    let elsewhere = server["namespaces"].as_array().unwrap().last().unwrap();
+    assert!(
+        elsewhere["granted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["verb"] == "impersonate:user-info"),
+        "{elsewhere}"
+    );
+}
+
+/// Constrained impersonation in cluster scope with token review and no names: the
+/// `impersonate-on` verbs everywhere (a ClusterRole) with the namespace list, for users and
+/// for reviewed ServiceAccounts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_constrained_impersonation_cluster_scope_with_token_review_on_real() {
+    let values = r#"{"server": {"scope": "cluster"},
+                     "impersonation": {"enabled": true, "constrained": true},
+                     "tokenReview": {"enabled": true}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    let server = account(&report, "server");
+    assert_eq!(
+        server["described"],
+        "cluster scope, constrained impersonation, token review"
+    );
+    let elsewhere = server["namespaces"].as_array().unwrap().last().unwrap();
+    let granted: BTreeSet<String> = elsewhere["granted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| format!("{} {}", g["verb"], g["resource"]).replace('"', ""))
+        .collect();
+    for grant in [
+        "impersonate-on:user-info:list namespaces",
+        "impersonate-on:serviceaccount:list namespaces",
+        "impersonate-on:serviceaccount:get secrets",
+        "impersonate:serviceaccount serviceaccounts.authentication.k8s.io",
+    ] {
+        assert!(granted.contains(grant), "{grant}: {granted:?}");
+    }
+}
+
+/// Constrained impersonation in cluster scope with a list: the `impersonate-on` Roles in the
+/// listed namespace only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_rbac_constrained_impersonation_cluster_scope_with_a_list_on_real() {
+    let values = r#"{"server": {"scope": "cluster", "namespaces": ["{A}"]},
+                     "impersonation": {"enabled": true, "constrained": true}}"#;
+    let Some(report) = assert_minimal(review_release(values, async |_, _, _| {}).await) else {
+        return;
+    };
+    let server = account(&report, "server");
+    let has_on = |ns: &Value| {
+        ns["granted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["verb"].as_str().unwrap().starts_with("impersonate-on:"))
+    };
+    let namespaces = server["namespaces"].as_array().unwrap();
+    let with_on: Vec<&Value> = namespaces.iter().filter(|ns| has_on(ns)).collect();
+    assert_eq!(with_on.len(), 1, "{server}");
+    assert!(
+        with_on[0]["namespace"]
+            .as_str()
+            .unwrap()
+            .starts_with("t-review-rbac-a"),
         "{server}"
     );
 }
@@ -1558,6 +1688,530 @@ async fn review_rbac_without_a_release_is_exit_2_on_real() {
         "rollsafe: cannot review the RBAC (no_service_account)"
     );
     empty.finish().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Impersonation: constrained (KEP-5284) and the unconstrained fallback.
+
+/// The impersonated callers' names (session e-mails) and groups.
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+/// An approval's hold, as `rollsafe watch` marks it.
+const APPROVAL_MARK: &str = "approval since=2026-12-03T06:00:00Z digest=v1:awaiting-approval";
+
+/// One request of the stolen-token table: what it is, and the request (sent with the
+/// ServiceAccount's token, impersonating alice in `platform`).
+struct Attempt {
+    what: &'static str,
+    request: http::Request<Vec<u8>>,
+}
+
+/// The requests a stolen ServiceAccount token is tried with, impersonating a powerful user
+/// (alice: `admin` in the release namespace and in `other`). The writes are server-side dry
+/// runs (`dryRun=All`): authorized exactly as the real write, never stored.
+fn stolen_token_attempts(r: &str, o: &str) -> Vec<Attempt> {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stolen"},
+        "spec": {"containers": [{"name": "x", "image": "registry.example/x:1"}]}});
+    let post = |path: String, body: &Value| {
+        http::Request::post(path)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(body).unwrap())
+            .unwrap()
+    };
+    let dry_merge = |path: String| {
+        http::Request::patch(path)
+            .header("content-type", "application/merge-patch+json")
+            .body(br#"{"metadata":{"annotations":{"stolen":"yes"}}}"#.to_vec())
+            .unwrap()
+    };
+    vec![
+        Attempt {
+            what: "delete a Deployment",
+            request: http::Request::delete(format!(
+                "/apis/apps/v1/namespaces/{r}/deployments/web?dryRun=All"
+            ))
+            .body(Vec::new())
+            .unwrap(),
+        },
+        Attempt {
+            what: "get a Secret in another namespace",
+            request: get(&format!("/api/v1/namespaces/{o}/secrets/{SECRET}")),
+        },
+        Attempt {
+            what: "create a pod",
+            request: post(format!("/api/v1/namespaces/{r}/pods?dryRun=All"), &pod),
+        },
+        Attempt {
+            what: "list Secrets",
+            request: get(&format!("/api/v1/namespaces/{r}/secrets")),
+        },
+        Attempt {
+            what: "get a ConfigMap",
+            request: get(&format!(
+                "/api/v1/namespaces/{r}/configmaps/kube-root-ca.crt"
+            )),
+        },
+        Attempt {
+            what: "patch a Deployment in another namespace",
+            request: dry_merge(format!(
+                "/apis/apps/v1/namespaces/{o}/deployments/web?dryRun=All"
+            )),
+        },
+        // What rollsafe itself does as the caller: the same in both columns.
+        Attempt {
+            what: "get a Secret in a namespace in scope (rollsafe's read)",
+            request: get(&format!("/api/v1/namespaces/{r}/secrets/{SECRET}")),
+        },
+        Attempt {
+            what: "patch a Deployment in a namespace in scope (rollsafe's patch)",
+            request: dry_merge(format!(
+                "/apis/apps/v1/namespaces/{r}/deployments/web?dryRun=All"
+            )),
+        },
+    ]
+}
+
+/// The attempts rollsafe never makes (refused when constrained, allowed when not).
+const NOT_ROLLSAFES: usize = 6;
+
+/// Sends `request` with `client`; the HTTP status.
+async fn status_of(client: &kube::Client, request: http::Request<Vec<u8>>) -> u16 {
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .expect("the API server answered");
+    response.status().as_u16()
+}
+
+/// `rollsafe serve` with the chart's environment (and `overrides`), as the pod runs it, until
+/// it exits or `limit` passes: its exit code (`None`: still running, then stopped) and log.
+async fn serve_until_exit(
+    real: &Real,
+    deployment: &Value,
+    sa_dir: &Path,
+    session_secret: &str,
+    dir: &Path,
+    overrides: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+    let log = dir.join("serve-refused.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+    command.args(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap()),
+    );
+    pod_env(&mut command, container, namespace, dir);
+    command
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", real.port.to_string())
+        .env("ROLLSAFE_SERVICEACCOUNT_DIR", sa_dir)
+        .env("SESSION_SECRET", session_secret)
+        .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0")
+        .envs(overrides.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut child = command.spawn().unwrap();
+    let deadline = std::time::Instant::now() + SETTLE;
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    (code, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+/// A request to the server with a bearer session: its status and JSON body.
+async fn call(port: u16, method: &str, path: &str, token: &str) -> (u16, Value) {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let response =
+        rollsafe_testing::http::exchange(&format!("127.0.0.1:{port}"), request.as_bytes(), SETTLE)
+            .await
+            .expect("the server answered");
+    (response.status, response.json())
+}
+
+/// The chart with impersonation (`constrained` or the unconstrained fallback) on the real
+/// server, `rollsafe serve` running with its ServiceAccount's token: approvals, previews and
+/// restarts work as the caller; the caller's own RBAC decides (bob, who may read the Secret and
+/// list the workloads but not patch them, restarts and approves nothing); then the stolen-token
+/// table — the ServiceAccount's token used directly, impersonating alice (who may do all of it
+/// herself) — each attempt's status, returned for the before/after table.
+async fn impersonation_scenario(constrained: bool) -> Option<Vec<(&'static str, u16)>> {
+    let real = Real::new()?;
+    let label = if constrained {
+        "imp-constrained"
+    } else {
+        "imp-unconstrained"
+    };
+    let release_ns = TestNamespace::create(Substrate::Real, label).await;
+    let other = TestNamespace::create(Substrate::Real, &format!("{label}-other")).await;
+    let (r, o) = (release_ns.name.clone(), other.name.clone());
+    let dir = release_ns.dir.path();
+
+    // Every authenticated user is an admin of the server (no admin lists): only Kubernetes
+    // decides between alice and bob.
+    let values = json!({"server": {"restartEnabled": true},
+                        "impersonation": {"enabled": true, "constrained": constrained,
+                                          "groups": ["platform", "ops"]}});
+    let release = Release::render(&real, &values, &r);
+    let mut applied = release.of("server", &RBAC_KINDS);
+    applied.extend(release.of("server", &["Secret"]));
+    let _cluster_scoped = ClusterScoped::of(&real, &applied);
+    real.apply(&applied, dir);
+    let deployment = release.deployment("server");
+    let told = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "KRYPTON_IMPERSONATION_CONSTRAINED")
+        .map(|e| e["value"].clone());
+    assert_eq!(told, Some(json!(constrained.to_string())));
+
+    // The callers' own rights: alice may do anything in both namespaces (ClusterRole `admin`);
+    // bob may read Secrets and list workloads in the release namespace, not patch.
+    for ns in [&r, &o] {
+        real.admin_ok(&[
+            "-n",
+            ns,
+            "create",
+            "rolebinding",
+            "alice-admin",
+            "--clusterrole=admin",
+            &format!("--user={ALICE}"),
+        ]);
+    }
+    real.admin_ok(&[
+        "-n",
+        &r,
+        "create",
+        "role",
+        "reader",
+        "--verb=get",
+        "--resource=secrets",
+    ]);
+    real.admin_ok(&[
+        "-n",
+        &r,
+        "create",
+        "role",
+        "lister",
+        "--verb=list",
+        "--resource=deployments.apps,statefulsets.apps,daemonsets.apps",
+    ]);
+    for role in ["reader", "lister"] {
+        real.admin_ok(&[
+            "-n",
+            &r,
+            "create",
+            "rolebinding",
+            &format!("bob-{role}"),
+            &format!("--role={role}"),
+            &format!("--user={BOB}"),
+        ]);
+    }
+
+    let labels = json!({"app.kubernetes.io/part-of": "imp-test"});
+    let mut held = consumer("Deployment", "held", &labels);
+    held["metadata"]["annotations"] = json!({PENDING: APPROVAL_MARK});
+    release_ns
+        .apply([
+            rollsafe_testing::secret(&r, SECRET, "hunter2"),
+            consumer("Deployment", "web", &labels),
+            consumer("StatefulSet", "worker", &labels),
+            held,
+        ])
+        .await;
+    other
+        .apply([
+            rollsafe_testing::secret(&o, SECRET, "hunter2"),
+            consumer("Deployment", "web", &labels),
+        ])
+        .await;
+    for (kind, name) in [
+        ("Deployment", "web"),
+        ("StatefulSet", "worker"),
+        ("Deployment", "held"),
+    ] {
+        wait_rolled_out(&release_ns, kind, name).await;
+    }
+
+    let sa = release.fullname.clone();
+    let token = real.token(&r, &sa, None);
+    let sa_dir = dir.join("serviceaccount");
+    std::fs::create_dir_all(&sa_dir).unwrap();
+    std::fs::write(sa_dir.join("token"), &token).unwrap();
+    std::fs::copy(&real.ca, sa_dir.join("ca.crt")).unwrap();
+    std::fs::write(sa_dir.join("namespace"), &r).unwrap();
+    let session = release_ns
+        .get("v1", "Secret", &format!("{}-session", release.fullname))
+        .await
+        .unwrap();
+    let session_secret = base64_decode(session["data"]["session-secret"].as_str().unwrap());
+
+    // Holding the unconstrained rules, a server told to run constrained stops at once with one
+    // fixed line (and never logs its token).
+    if !constrained {
+        let (code, log) = serve_until_exit(
+            &real,
+            &deployment,
+            &sa_dir,
+            &session_secret,
+            dir,
+            &[("KRYPTON_IMPERSONATION_CONSTRAINED", "true")],
+        )
+        .await;
+        assert_eq!(code, Some(1), "{log}");
+        assert!(log.contains("unconstrained_rule_held"), "{log}");
+        assert!(!log.contains(&token), "the token is never logged");
+    }
+    let server = serve_in_cluster(&real, &deployment, &sa_dir, &session_secret, dir).await;
+    let mode = if constrained {
+        "constrained"
+    } else {
+        "unconstrained"
+    };
+    let (status, config) = call(server.port, "GET", "/api/config", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(config["impersonationMode"], mode, "{config}");
+    assert!(
+        server.log().contains(&format!("impersonation: {mode}")),
+        "{}",
+        server.log()
+    );
+
+    let alice = session_token(&session_secret, ALICE, &["platform"]);
+    let bob = session_token(&session_secret, BOB, &["ops"]);
+    let approve = format!("/api/namespaces/{r}/secrets/{SECRET}/consumers/Deployment/held/approve");
+    // The caller's own RBAC decides: bob may not patch, so he approves nothing …
+    let (status, body) = call(server.port, "POST", &approve, &bob).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["error"],
+        rollsafe_server::error::KUBERNETES_DENIED,
+        "{body}"
+    );
+    let object = release_ns
+        .get("apps/v1", "Deployment", "held")
+        .await
+        .unwrap();
+    assert_eq!(metadata_annotation(&object, APPROVED), None);
+    // … alice approves, as herself.
+    let (status, body) = call(server.port, "POST", &approve, &alice).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["digest"], "v1:awaiting-approval", "{body}");
+    let object = release_ns
+        .get("apps/v1", "Deployment", "held")
+        .await
+        .unwrap();
+    assert_eq!(
+        metadata_annotation(&object, APPROVED).as_deref(),
+        Some("v1:awaiting-approval")
+    );
+    // The preview, as alice.
+    let preview_path = format!("/api/namespaces/{r}/secrets/{SECRET}/consumers");
+    let (status, preview) = call(server.port, "GET", &preview_path, &alice).await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(
+        preview["workloads"].as_array().map(Vec::len),
+        Some(3),
+        "{preview}"
+    );
+    // The restart, as alice: every consumer patched.
+    wait_rolled_out(&release_ns, "Deployment", "held").await;
+    let target = format!("{r}/{SECRET}");
+    let (code, result) = restart(server.port, &alice, &target);
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["status"], "requested", "{result}");
+    assert_eq!(result["matched"], 3, "{result}");
+    assert_eq!(result["failures"], json!([]), "{result}");
+    assert_never_refused("rollsafe serve", &server.log());
+    let mut marks = Vec::new();
+    for (kind, name) in [
+        ("Deployment", "web"),
+        ("StatefulSet", "worker"),
+        ("Deployment", "held"),
+    ] {
+        let object = release_ns.get("apps/v1", kind, name).await.unwrap();
+        marks.push(
+            template_annotation(&object, RESTART_ANNOTATION)
+                .unwrap_or_else(|| panic!("{kind} {name} restarted")),
+        );
+        wait_rolled_out(&release_ns, kind, name).await;
+    }
+    // Bob's restart: he may read the Secret and list, so the run happens, and every patch is
+    // refused by Kubernetes — nothing restarts.
+    let (code, result) = restart(server.port, &bob, &target);
+    assert_ne!(code, 0, "{result}");
+    assert_eq!(result["status"], "failed", "{result}");
+    assert!(
+        result["failures"].to_string().contains("forbidden"),
+        "{result}"
+    );
+    let web = release_ns
+        .get("apps/v1", "Deployment", "web")
+        .await
+        .unwrap();
+    assert_eq!(
+        template_annotation(&web, RESTART_ANNOTATION).as_ref(),
+        marks.first()
+    );
+    drop(server);
+
+    // The stolen token: the ServiceAccount's credentials used directly, impersonating alice
+    // (a group the chart lists).
+    let connection = rollsafe_kube::Connection::in_cluster(
+        &rollsafe_kube::connection::InCluster::new("127.0.0.1", real.port, &sa_dir),
+    )
+    .unwrap();
+    let as_alice = rollsafe_kube::Impersonation::new(ALICE, ["platform"]).unwrap();
+    let stolen = connection.client(Some(&as_alice));
+    let mut measured = Vec::new();
+    for attempt in stolen_token_attempts(&r, &o) {
+        measured.push((attempt.what, status_of(&stolen, attempt.request).await));
+    }
+    // And acting as someone the chart does not list, for rollsafe's own read: refused in both
+    // modes (the names bound either rule).
+    let unlisted = rollsafe_kube::Impersonation::new(ALICE, ["auditors"]).unwrap();
+    let read = get(&format!("/api/v1/namespaces/{r}/secrets/{SECRET}"));
+    measured.push((
+        "get a Secret in scope as an unlisted group",
+        status_of(&connection.client(Some(&unlisted)), read).await,
+    ));
+    eprintln!("the stolen token, impersonation {mode}:");
+    for (what, status) in &measured {
+        eprintln!("  {status}  {what}");
+    }
+    for (index, (what, status)) in measured.iter().enumerate() {
+        let allowed = (200..300).contains(status);
+        let expected = match index {
+            i if i < NOT_ROLLSAFES => !constrained,
+            i if i < NOT_ROLLSAFES + 2 => true,
+            _ => false,
+        };
+        assert_eq!(allowed, expected, "{mode}: {what} answered {status}");
+        if !allowed {
+            assert_eq!(*status, 403, "{mode}: {what}");
+        }
+    }
+    // What a dry run would have done was not stored.
+    assert!(release_ns.get("v1", "Pod", "stolen").await.is_none());
+    assert!(
+        release_ns
+            .get("apps/v1", "Deployment", "web")
+            .await
+            .is_some()
+    );
+    other.finish().await;
+    release_ns.finish().await;
+    Some(measured)
+}
+
+/// Where the API server does not serve constrained impersonation — a kube-apiserver v1.37.2 of
+/// its own, started with `--feature-gates=ConstrainedImpersonation=false` (etcd and the API
+/// server only) — a server holding the chart's constrained rules does not start: told `true`
+/// (the chart) or `auto`, it stops at once with one fixed line naming the fallback, and never
+/// logs its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constrained_impersonation_stops_where_the_api_server_does_not_serve_it_on_real() {
+    use rollsafe_testing::control_plane::{ControlPlane, Options, binaries};
+    // The shared control plane is not used, but a run without one fails as every test here.
+    if Real::new().is_none() {
+        return;
+    }
+    let bin = tokio::task::spawn_blocking(binaries::build)
+        .await
+        .unwrap()
+        .expect("the control plane's binaries");
+    let options = Options {
+        api_server_flags: vec!["--feature-gates=ConstrainedImpersonation=false".to_owned()],
+        api_server_only: true,
+    };
+    let plane = ControlPlane::start_with(&bin, &options)
+        .await
+        .expect("an API server without constrained impersonation");
+    let real = Real::of(plane.info().clone()).unwrap();
+    eprintln!(
+        "kube-apiserver {} with ConstrainedImpersonation=false",
+        real.info.version
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let r = "rollsafe";
+    real.admin_ok(&["create", "namespace", r]);
+    let values = json!({"impersonation": {"enabled": true, "constrained": true,
+                                          "groups": ["platform"]}});
+    let release = Release::render(&real, &values, r);
+    let mut applied = release.of("server", &RBAC_KINDS);
+    applied.extend(release.of("server", &["Secret"]));
+    real.apply(&applied, dir.path());
+    let token = real.token(r, &release.fullname, None);
+    let sa_dir = dir.path().join("serviceaccount");
+    std::fs::create_dir_all(&sa_dir).unwrap();
+    std::fs::write(sa_dir.join("token"), &token).unwrap();
+    std::fs::copy(&real.ca, sa_dir.join("ca.crt")).unwrap();
+    std::fs::write(sa_dir.join("namespace"), r).unwrap();
+    let session = real.admin_ok(&[
+        "-n",
+        r,
+        "get",
+        "secret",
+        &format!("{}-session", release.fullname),
+        "-o",
+        "jsonpath={.data.session-secret}",
+    ]);
+    let session_secret = base64_decode(session.trim());
+    let deployment = release.deployment("server");
+    for told in ["true", "auto"] {
+        let (code, log) = serve_until_exit(
+            &real,
+            &deployment,
+            &sa_dir,
+            &session_secret,
+            dir.path(),
+            &[("KRYPTON_IMPERSONATION_CONSTRAINED", told)],
+        )
+        .await;
+        eprintln!("told {told}, rollsafe serve logged:\n{log}");
+        assert_eq!(code, Some(1), "told {told}: {log}");
+        assert!(
+            log.contains("does not serve constrained impersonation")
+                && log.contains("constrained_impersonation_not_served")
+                && log.contains("impersonation.constrained=false"),
+            "told {told}: {log}"
+        );
+        assert!(!log.contains(&token), "the token is never logged");
+    }
+    drop(plane);
+}
+
+/// Constrained impersonation, the chart's default on Kubernetes 1.36+: everything rollsafe does
+/// as the caller works, and the ServiceAccount's token can do nothing else as anyone — each
+/// attempt refused with 403 by the real API server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constrained_impersonation_works_as_the_caller_and_refuses_a_stolen_token_on_real() {
+    impersonation_scenario(true).await;
+}
+
+/// The unconstrained fallback (`impersonation.constrained: false`): the same restarts,
+/// previews and approvals work — and the same token, impersonating the same user, may do every
+/// one of those things (the "before" column; the constrained test's refusals come from the
+/// constraint, not from alice's rights).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unconstrained_impersonation_fallback_lets_a_stolen_token_act_as_anyone_on_real() {
+    impersonation_scenario(false).await;
 }
 
 /// The documented table and docs/install.md agree: every rule of

@@ -120,6 +120,18 @@ pub const ADMIN_CONTEXT: &str = "admin";
 /// The simulated node every pod is scheduled to.
 pub const NODE: &str = "rollsafe-node-0";
 
+/// How a control plane differs from the suites' own ([`ControlPlane::start`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// More flags for kube-apiserver, after the harness's (e.g.
+    /// `--feature-gates=ConstrainedImpersonation=false`).
+    pub api_server_flags: Vec<String>,
+    /// Only etcd and the API server: no controllers, scheduler, simulator or node (for a test
+    /// that asks the API server alone, such as its authorizer or its filters). Ready once the
+    /// API server answers `/readyz`.
+    pub api_server_only: bool,
+}
+
 /// A running control plane. Dropping it stops its processes and removes its folder.
 pub struct ControlPlane {
     info: ControlPlaneInfo,
@@ -155,6 +167,11 @@ impl ControlPlane {
     /// Starts etcd, the API server, the controller manager, the scheduler and kwok from the
     /// binaries in `bin`, creates the simulated node and waits for a canary Deployment.
     pub async fn start(bin: &Path) -> Result<Self, ControlPlaneError> {
+        Self::start_with(bin, &Options::default()).await
+    }
+
+    /// [`ControlPlane::start`], as `options` say.
+    pub async fn start_with(bin: &Path, options: &Options) -> Result<Self, ControlPlaneError> {
         let dir = tempfile::Builder::new()
             .prefix("rollsafe-control-plane-")
             .tempdir()
@@ -200,7 +217,7 @@ impl ControlPlane {
             processes: Vec::new(),
             dir,
         };
-        if let Err(error) = plane.boot(bin, &pki, &kwok_config).await {
+        if let Err(error) = plane.boot(bin, &pki, &kwok_config, options).await {
             eprintln!(
                 "control plane: {error}; the components' logs end with:\n{}",
                 plane.log_tails(30)
@@ -216,6 +233,7 @@ impl ControlPlane {
         bin: &Path,
         pki: &Pki,
         kwok_config: &Path,
+        options: &Options,
     ) -> Result<(), ControlPlaneError> {
         let plane = self;
         let admin_kubeconfig = plane.info.kubeconfig.clone();
@@ -255,38 +273,38 @@ impl ControlPlane {
         )?;
         ready::etcd(etcd_port).await?;
 
-        plane.spawn(
-            "kube-apiserver",
-            bin,
-            &[
-                arg("etcd-servers", &etcd_url),
-                "--bind-address=127.0.0.1".to_owned(),
-                "--advertise-address=127.0.0.1".to_owned(),
-                // The `kubernetes` Service's endpoints may not be a loopback address.
-                "--endpoint-reconciler-type=none".to_owned(),
-                format!("--secure-port={api_port}"),
-                arg("tls-cert-file", &pki.serving_cert),
-                arg("tls-private-key-file", &pki.serving_key),
-                arg("client-ca-file", &pki.ca),
-                arg("token-auth-file", &pki.token_file),
-                "--authorization-mode=Node,RBAC".to_owned(),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
-                arg("service-account-key-file", &pki.service_account_public_key),
-                arg("service-account-signing-key-file", &pki.service_account_key),
-                "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
-                "--allow-privileged=true".to_owned(),
-                "--profiling=false".to_owned(),
-                arg("audit-policy-file", &audit_policy),
-                arg("audit-log-path", &plane.info.audit),
-                "--audit-log-format=json".to_owned(),
-                "--audit-log-mode=blocking".to_owned(),
-                "--v=1".to_owned(),
-            ],
-            &[],
-        )?;
+        let mut api_server_args = vec![
+            arg("etcd-servers", &etcd_url),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            // The `kubernetes` Service's endpoints may not be a loopback address.
+            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--secure-port={api_port}"),
+            arg("tls-cert-file", &pki.serving_cert),
+            arg("tls-private-key-file", &pki.serving_key),
+            arg("client-ca-file", &pki.ca),
+            arg("token-auth-file", &pki.token_file),
+            "--authorization-mode=Node,RBAC".to_owned(),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+            arg("service-account-key-file", &pki.service_account_public_key),
+            arg("service-account-signing-key-file", &pki.service_account_key),
+            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            "--profiling=false".to_owned(),
+            arg("audit-policy-file", &audit_policy),
+            arg("audit-log-path", &plane.info.audit),
+            "--audit-log-format=json".to_owned(),
+            "--audit-log-mode=blocking".to_owned(),
+            "--v=1".to_owned(),
+        ];
+        api_server_args.extend(options.api_server_flags.iter().cloned());
+        plane.spawn("kube-apiserver", bin, &api_server_args, &[])?;
         let client = ready::client(&admin_kubeconfig).await?;
         ready::api_server(&client).await?;
         plane.info.version = ready::version(&client).await?;
+        if options.api_server_only {
+            return Ok(());
+        }
 
         plane.spawn(
             "kube-controller-manager",
