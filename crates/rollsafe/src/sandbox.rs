@@ -155,6 +155,7 @@ impl DemoCluster {
                 progress_deadline_scale: Some(SANDBOX_PROGRESS_DEADLINE_SCALE),
             })
             .context("cannot set the emulator's rollout pace")?;
+        own_the_operated_workload(&kubeconfig).await?;
         Ok(Self {
             kubeconfig,
             dir,
@@ -166,6 +167,45 @@ impl DemoCluster {
         self.emulator.shutdown().await;
         drop(self.dir);
     }
+}
+
+/// The operator's resource of the demo: MetricsStack `monitoring`, created once its CRD is
+/// served, and set as the controller of the prometheus StatefulSet (its uid is known only now),
+/// so that the StatefulSet is operator-owned as an operator's would be (docs/strategies.md).
+async fn own_the_operated_workload(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
+    use kube::api::{
+        Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    };
+    let connection = Connection::from_kubeconfig(Some(kubeconfig), None)
+        .await
+        .context("cannot connect to the emulator")?;
+    let client = connection.client(None);
+    let stacks = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("demo.rollsafe.dev", "v1", "MetricsStack"),
+        "metricsstacks",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &stacks);
+    let stack: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.rollsafe.dev/v1", "kind": "MetricsStack",
+        "metadata": {"name": "monitoring", "namespace": NAMESPACE}
+    }))?;
+    let stack = api
+        .create(&PostParams::default(), &stack)
+        .await
+        .context("cannot create the demo's MetricsStack")?;
+    let owner = json!({"metadata": {"ownerReferences": [{
+        "apiVersion": "demo.rollsafe.dev/v1", "kind": "MetricsStack", "name": "monitoring",
+        "uid": stack.metadata.uid, "controller": true
+    }]}});
+    let sets = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apps", "v1", "StatefulSet"),
+        "statefulsets",
+    );
+    Api::<DynamicObject>::namespaced_with(client, NAMESPACE, &sets)
+        .patch("prometheus", &PatchParams::default(), &Patch::Merge(owner))
+        .await
+        .context("cannot set the prometheus StatefulSet's owner")?;
+    Ok(())
 }
 
 /// A fresh session key: the sandbox's tokens are valid only while it runs.
@@ -361,6 +401,12 @@ canary's next revision, which is healthy, and the ones held back — and each ro
 rolls when it is resumed):
   kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} patch secret db-credentials -p '{{"stringData":{{"password":"fixed"}}}}'
   kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} rollout status deployment/api-server
+
+An operator owns the prometheus StatefulSet (MetricsStack/monitoring) and would revert a template patch, so it restarts by
+eviction (rollsafe.dev/strategy: evict): one pod at a time through the Eviction API, its PodDisruptionBudget holding, the
+template untouched (docs/strategies.md). Rotate its credentials and read the Events:
+  kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} patch secret remote-write-credentials -p '{{"stringData":{{"password":"rotated"}}}}'
+  kubectl --kubeconfig {kubeconfig} -n {NAMESPACE} get events --field-selector involvedObject.name=prometheus
 
 Press Ctrl-C to stop.
 "#

@@ -742,3 +742,100 @@ fn emulator_url(kubeconfig: &str) -> String {
         .expect("a server in the kubeconfig");
     server.replacen("https://", "http://", 1)
 }
+
+/// The banner's operator-owned workload: rotating its credentials restarts the prometheus
+/// StatefulSet by eviction — read back with real kubectl as the banner says: a `Rolled` Event
+/// saying so, then `RolloutComplete` with both pods evicted, and the template untouched.
+#[test]
+fn the_operator_owned_stateful_set_restarts_by_eviction() {
+    let Some(kubectl) = kubectl() else {
+        assert!(std::env::var_os("CI").is_none(), "kubectl is missing");
+        return;
+    };
+    let mut sandbox = start();
+    let kubeconfig = sandbox.ready["kubeconfig"].as_str().unwrap().to_owned();
+    let kube = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig", kubeconfig.as_str(), "-n", "demo"];
+        all.extend_from_slice(args);
+        run(&kubectl, &all)
+    };
+    let (code, _, stderr) = kube(&["get", "statefulset", "prometheus", "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    // Adopted first (the controller starts with the sandbox), then rotated.
+    let adopted = Instant::now();
+    loop {
+        let (_, out, _) = kube(&["get", "statefulset", "prometheus", "-o", "json"]);
+        let object: Value = serde_json::from_str(&out).unwrap();
+        if object["metadata"]["annotations"]["rollsafe.dev/config-record"].is_string() {
+            assert_eq!(
+                object["metadata"]["ownerReferences"][0]["kind"], "MetricsStack",
+                "operator-owned"
+            );
+            break;
+        }
+        assert!(
+            adopted.elapsed() < DEADLINE,
+            "prometheus was not adopted: {object}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, _, stderr) = kube(&[
+        "patch",
+        "secret",
+        "remote-write-credentials",
+        "-p",
+        r#"{"stringData":{"password":"rotated"}}"#,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let started = Instant::now();
+    let messages = |reason: &str| -> Vec<String> {
+        let (_, out, _) = kube(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name=prometheus,reason={reason}"),
+            "-o",
+            "json",
+        ]);
+        let list: Value = serde_json::from_str(&out).unwrap_or_default();
+        list["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let complete = loop {
+        let found = messages("RolloutComplete");
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "no RolloutComplete on prometheus; Rolled: {:?}",
+            messages("Rolled")
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(
+        complete[0].starts_with("Restarted by eviction")
+            && complete[0].contains("2 pod(s) evicted"),
+        "{complete:?}"
+    );
+    let rolled = messages("Rolled");
+    assert!(rolled[0].contains("Restarting by eviction"), "{rolled:?}");
+    let (_, out, _) = kube(&["get", "statefulset", "prometheus", "-o", "json"]);
+    let object: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        object["spec"]["template"]["metadata"]["annotations"]
+            .get("rollsafe.dev/config-hash")
+            .is_none(),
+        "the template is not written: {}",
+        object["spec"]["template"]
+    );
+    sandbox.child.kill().unwrap();
+    let _ = sandbox.child.wait();
+}
