@@ -477,7 +477,7 @@ fn a_keyed_record_needs_the_key() {
 #[test]
 fn a_missing_workload_or_a_bad_target_is_one_line_and_exit_1() {
     let env = start();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &[
                 "-n",
@@ -500,9 +500,14 @@ fn a_missing_workload_or_a_bad_target_is_one_line_and_exit_1() {
             &["-n", NS, "api"],
             "rollsafe: invalid workload \"api\": give KIND/NAME",
         ),
+        // `pod/NAME` explains a pod-level consumer (docs/why.md): a missing pod is one line.
         (
             &["-n", NS, "pod/api"],
-            "rollsafe: invalid workload kind \"pod\"",
+            "rollsafe: Pod \"api\" not found in namespace \"shop\"",
+        ),
+        (
+            &["-n", NS, "service/api"],
+            "rollsafe: invalid workload kind \"service\"",
         ),
         (
             &["-n", NS, "deployment/Api"],
