@@ -997,10 +997,21 @@ async fn controller_scenario(mode: Watching) {
     let sa_user = format!("system:serviceaccount:{r}:{sa}");
 
     let selected = json!({"rollsafe.dev/run": run});
+    // Restarted by eviction (docs/strategies.md), under a budget: the chart's rules must be
+    // enough for a run — its pods listed, evicted, the budgets read — as the ServiceAccount.
+    let mut evicted = consumer("Deployment", "evicted", &selected);
+    evicted["metadata"]["annotations"] = json!({"rollsafe.dev/strategy": "evict"});
+    evicted["spec"]["replicas"] = json!(2);
+    let evicted_budget = json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "evicted"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "evicted"}}}
+    });
     watched
         .apply([
             rollsafe_testing::secret(&a, SECRET, "hunter2"),
             consumer("Deployment", "web", &selected),
+            evicted,
+            evicted_budget,
         ])
         .await;
     // Outside the selection: another namespace (namespaces mode, where the label is
@@ -1017,6 +1028,7 @@ async fn controller_scenario(mode: Watching) {
         ])
         .await;
     wait_rolled_out(&watched, "Deployment", "web").await;
+    wait_rolled_out(&watched, "Deployment", "evicted").await;
     wait_rolled_out(&other, "Deployment", "web").await;
 
     let token = real.token(&r, &sa, None);
@@ -1073,6 +1085,30 @@ async fn controller_scenario(mode: Watching) {
             .then_some(())
     })
     .await;
+    // The run as the ServiceAccount: both pods evicted and replaced, the template untouched.
+    eventually("the eviction run's RolloutComplete", SETTLE, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("RolloutComplete")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("evicted")
+                    && e.note.as_deref().is_some_and(|n| {
+                        n.starts_with("Restarted by eviction") && n.contains("2 pod(s) evicted")
+                    })
+            })
+            .then_some(())
+    })
+    .await;
+    let evicted = watched
+        .get("apps/v1", "Deployment", "evicted")
+        .await
+        .unwrap();
+    assert_eq!(
+        template_annotation(&evicted, "rollsafe.dev/config-hash"),
+        None,
+        "a roll by eviction writes no template"
+    );
     let untouched = other.get("apps/v1", "Deployment", "web").await.unwrap();
     assert_eq!(
         metadata_annotation(&untouched, "rollsafe.dev/config-record"),
