@@ -650,7 +650,7 @@ pub async fn plan(
         };
         let owner = if owner.group() == "apps" && owner.kind == "ReplicaSet" {
             if !replica_sets.contains_key(&owner.name) {
-                let read = read_owner_of(client, namespace, "replicasets", &owner.name).await?;
+                let read = replica_set_owner(client, namespace, &owner.name).await?;
                 replica_sets.insert(owner.name.clone(), read);
             }
             replica_sets
@@ -739,10 +739,7 @@ pub async fn workload_target(
 ) -> Result<(EvictionTarget, Value), EvictionError> {
     // A list by name, not a get: the list is what the controller's RBAC already grants (its
     // watch streams), so the eviction strategy needs no `get` on workloads.
-    let resource = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("apps", "v1", kind.as_str()),
-        kind.plural(),
-    );
+    let resource = crate::read::workload_resource(kind.into());
     let api: Api<kube::api::DynamicObject> =
         Api::namespaced_with(client.clone(), namespace.as_str(), &resource);
     let params = ListParams::default().fields(&format!("metadata.name={name}"));
@@ -778,19 +775,14 @@ fn has_eviction_settings(object: &Value) -> bool {
     })
 }
 
-/// The controlling owner of an `apps/v1` object (a ReplicaSet's Deployment).
-async fn read_owner_of(
+/// The controlling owner of ReplicaSet `name` (its Deployment, when it has one).
+async fn replica_set_owner(
     client: &kube::Client,
     namespace: &Namespace,
-    plural: &str,
     name: &str,
 ) -> Result<Option<Owner>, EvictionError> {
-    let resource = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("apps", "v1", "ReplicaSet"),
-        plural,
-    );
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace.as_str(), &resource);
+    let api: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(client.clone(), namespace.as_str());
     let object = tokio::time::timeout(EVICTION_CALL_TIMEOUT, api.get_opt(name))
         .await
         .map_err(|_| EvictionError::NoAnswer)?

@@ -39,10 +39,9 @@ pub(crate) async fn run(
             "cannot find the pods that consume Secret \"{secret}\" in namespace \"{namespace}\": {error}"
         ),
     };
+    let shown_since = rollsafe_core::time::rfc3339_millis(since);
     eprintln!(
-        "rollsafe: restarting by eviction the pods that consume Secret {namespace}/{secret} and started before {} (to continue an interrupted run: --since {})",
-        rollsafe_core::time::rfc3339_millis(since),
-        rollsafe_core::time::rfc3339_millis(since),
+        "rollsafe: restarting by eviction the pods that consume Secret {namespace}/{secret} and started before {shown_since} (to continue an interrupted run: --since {shown_since})",
     );
     for group in &planned {
         eprintln!("rollsafe: {}", planned_line(group));
@@ -70,7 +69,7 @@ pub(crate) async fn run(
     let summary = tokio::select! {
         summary = run => summary,
         _ = tokio::signal::ctrl_c() => {
-            eprintln!("rollsafe: stopped; what was evicted stays evicted (continue with --since {})", rollsafe_core::time::rfc3339_millis(since));
+            eprintln!("rollsafe: stopped; what was evicted stays evicted (continue with --since {shown_since})");
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
     };
