@@ -8,19 +8,19 @@
 //! when its budget is healthy (or its `unhealthyPodEvictionPolicy` is `AlwaysAllow`); otherwise
 //! the budget must allow a disruption, or the answer is the real 429. The evicted pod gets the
 //! `DisruptionTarget` condition (`EvictionByEvictionAPI`), then is deleted the way any pod is
-//! deleted here — at once, its controller replacing it ([`Store::delete_object`]).
+//! deleted here — at once ([`Store::delete_object`]), its controller replacing it.
 //!
 //! Where the real handler reads the budget's status as the disruption controller last wrote it
-//! (and decrements it, recording the pod in `disruptedPods`), this one has the controller sync
-//! the namespace first ([`disruption::sync_namespace`]) and decides on fresh counts, and syncs
-//! again after the deletion: one store lock covers the whole eviction, so there is no race to
-//! guard with a resourceVersion precondition and no conflict to retry.
+//! (and decrements it, recording the pod in `disruptedPods`), this one is called through
+//! [`crate::cluster::Cluster::evict`], which has the disruption controller sync the namespace
+//! first, so the decision is on fresh counts, and again after the deletion and the
+//! replacement: one lock covers the whole eviction, so there is no race to guard with a
+//! resourceVersion precondition and no conflict to retry.
 
 use serde_json::{Value, json};
 
-use crate::disruption;
+use crate::controllers::rollout_sim::pods;
 use crate::store::deletion::{Propagation, is_deleting};
-use crate::store::rollout_sim::pods;
 use crate::store::{Preconditions, Store, UpdateMode, Write, meta_str};
 use rollsafe_emulator_types::query::LabelSelector;
 use rollsafe_emulator_types::resources::{def, ids};
@@ -154,7 +154,8 @@ fn int_at(value: &Value, pointer: &str) -> i64 {
     value.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
-/// Evicts pod `name` of `ns`: `Ok` when it was deleted (or, for a dry run, would be).
+/// Evicts pod `name` of `ns`: `Ok` when it was deleted (or, for a dry run, would be). The
+/// budgets' status is read as it is: the caller syncs it first.
 pub fn evict(
     store: &mut Store,
     ns: &str,
@@ -176,7 +177,6 @@ pub fn evict(
     if needs_no_budget(&pod) {
         return delete(store, ns, name, eviction);
     }
-    disruption::sync_namespace(store, ns);
     let budgets = budgets_selecting(store, ns, &pod);
     let budget = match budgets.as_slice() {
         [] => return delete(store, ns, name, eviction),
@@ -207,9 +207,7 @@ pub fn evict(
             current,
         });
     }
-    delete(store, ns, name, eviction)?;
-    disruption::sync_namespace(store, ns);
-    Ok(())
+    delete(store, ns, name, eviction)
 }
 
 /// Marks the pod a disruption target and deletes it (a dry run only checks).

@@ -1,8 +1,13 @@
 //! The generic registry store (the real server's `registry/generic/registry/store.go`): one
 //! ordered map keyed by (resource, namespace, name), a global resourceVersion counter, a
 //! bounded watch-event history, preconditions and optimistic concurrency. What differs per
-//! resource — defaulting, validation, the controller simulation — is in [`strategy`], one entry
-//! per resource in the resource table.
+//! resource — defaulting, validation, the status an instant write carries — is in
+//! [`strategy`], one entry per resource in the resource table.
+//!
+//! The store stores and validates; it drives no controller. A write answers with what it
+//! committed ([`Written`]), and the simulated controllers ([`crate::controllers`]) react to that
+//! as clients of this interface, run by [`crate::cluster::Cluster`]. The one question a write
+//! asks them first is [`Pacing`]: whether a workload's status is left to its rollout.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
@@ -13,30 +18,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::event_correlation::{Correlated, EventCorrelator};
 use crate::fieldmanager::{self, Tracking};
-use rollsafe_emulator_types::resources::{self, ResId, ResourceDef, def, ids};
+use rollsafe_emulator_types::resources::{ResId, ResourceDef, def, ids};
 use rollsafe_emulator_types::status::{FieldCause, OPTIMISTIC_LOCK, StatusError};
 use rollsafe_emulator_types::util;
 
-pub mod controller_revisions;
 pub mod definitions;
 pub mod deletion;
-pub mod replica_sets;
-pub mod rollout_sim;
-pub mod rollouts;
 
 use crate::strategy;
-use rollouts::Rollout;
 
 /// Watch events kept for watches that resume from an older resourceVersion.
 pub const HISTORY_CAPACITY: usize = 10_000;
 /// Capacity of the live event channel; a watcher that falls further behind is closed with a
 /// 410 ERROR event, as the real watch cache does.
 pub const EVENT_CHANNEL_CAPACITY: usize = 16_384;
-/// Rollouts the rollout log keeps (the newest; their `seq` keeps counting), so a long sandbox
-/// session or load run does not grow without end.
-pub const MAX_ROLLOUTS: usize = 10_000;
 /// How long an Event is kept after its last write: kube-apiserver's `--event-ttl` default.
 pub const EVENT_TTL: Duration = Duration::from_secs(3600);
 /// The etcd request limit (stored object size).
@@ -120,6 +116,86 @@ pub enum UpdateMode {
     Force,
 }
 
+/// What the workload controllers say of a workload write before it is stored: whether its
+/// status is left to them (a paced rollout moves it) or is final in the write.
+pub trait Pacing {
+    /// Whether the write of `workload` (as it would be stored, at `key`) is paced.
+    fn paced(&self, key: &Key, workload: &Value) -> bool;
+}
+
+/// No controller paces anything: a workload's status is final in its write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AtOnce;
+
+impl Pacing for AtOnce {
+    fn paced(&self, _key: &Key, _workload: &Value) -> bool {
+        false
+    }
+}
+
+/// An update of one object: what arrives, how, and whether it is kept.
+#[derive(Debug)]
+pub struct Update<'a> {
+    /// Resource id.
+    pub res: ResId,
+    /// Namespace (`""` for cluster-scoped).
+    pub ns: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// The object as the request would have it.
+    pub object: Value,
+    /// How it arrived.
+    pub mode: UpdateMode,
+    /// Kept or a dry run.
+    pub write: Write,
+    /// How field ownership is recorded.
+    pub tracking: Tracking<'a>,
+}
+
+/// A committed write, as the controllers see it.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    /// Resource id.
+    pub res: ResId,
+    /// The object as stored.
+    pub object: Arc<Value>,
+    /// The object before (an update).
+    pub old: Option<Arc<Value>>,
+    /// A workload's pod template changed (never for a write of the status subresource).
+    pub template_changed: bool,
+    /// The workload's status is left to its controllers ([`Pacing`], asked before the write).
+    pub paced: bool,
+}
+
+/// What a create or an update did.
+#[derive(Debug, Clone)]
+pub enum Written {
+    /// Stored: a new resourceVersion and its watch event.
+    Stored(Committed),
+    /// Nothing would change: the stored object, untouched.
+    Unchanged(Arc<Value>),
+    /// A dry run: the object as it would be stored, nothing kept.
+    DryRun(Arc<Value>),
+    /// The update lifted the last finalizer of an object being deleted: removed, with its last
+    /// state.
+    Removed(Arc<Value>),
+}
+
+impl Written {
+    /// The object the request answers with.
+    pub fn object(&self) -> &Arc<Value> {
+        match self {
+            Self::Stored(committed) => &committed.object,
+            Self::Unchanged(object) | Self::DryRun(object) | Self::Removed(object) => object,
+        }
+    }
+
+    /// Whether the write changed (or, for a dry run, would change) the object.
+    pub fn changed(&self) -> bool {
+        !matches!(self, Self::Unchanged(_))
+    }
+}
+
 /// The ConfigMap with the API server's CA in every namespace.
 pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
 /// Its description, as the real publisher writes it.
@@ -135,20 +211,12 @@ pub struct Store {
     history_floor: u64,
     /// Continue tokens pinned to an RV below this are expired.
     token_floor: u64,
-    /// The newest [`MAX_ROLLOUTS`] rollouts, oldest first.
-    rollouts: VecDeque<Rollout>,
-    rollout_seq: u64,
     /// The CA bundle of `kube-root-ca.crt`.
     root_ca: String,
-    /// Whether workload writes keep ReplicaSets and ControllerRevisions.
-    rollout_history: bool,
     /// The custom resources each stored CRD defines (by CRD name): what this store serves
     /// besides the built-in table.
     definitions: BTreeMap<String, Vec<ResId>>,
     events: broadcast::Sender<Arc<Event>>,
-    /// What the simulated controllers' event recorder remembers: counted, combined and
-    /// rate-limited Events, as client-go's recorder keeps them.
-    recorder: EventCorrelator,
     /// How long an Event lives after its last write.
     event_ttl: Duration,
     /// When each stored Event expires (its last write plus the TTL), as etcd's lease on it.
@@ -156,8 +224,6 @@ pub struct Store {
     /// The same deadlines in write order; an entry whose Event was written again later is
     /// skipped when it comes up.
     event_deadlines: VecDeque<(Instant, (String, String))>,
-    /// The simulated rollouts' pace, timers and failing revisions.
-    sim: rollout_sim::RolloutSim,
 }
 
 impl Default for Store {
@@ -186,17 +252,12 @@ impl Store {
             history: VecDeque::new(),
             history_floor: 1,
             token_floor: 0,
-            rollouts: VecDeque::new(),
-            rollout_seq: 0,
             events,
             root_ca: String::new(),
-            rollout_history: true,
             definitions: BTreeMap::new(),
-            recorder: EventCorrelator::default(),
             event_ttl: EVENT_TTL,
             event_expiry: HashMap::new(),
             event_deadlines: VecDeque::new(),
-            sim: rollout_sim::RolloutSim::default(),
         }
     }
 
@@ -238,11 +299,6 @@ impl Store {
         self.event_deadlines.push_back((deadline, key));
     }
 
-    /// Whether workload writes keep ReplicaSets and ControllerRevisions (default: yes).
-    pub fn set_rollout_history(&mut self, on: bool) {
-        self.rollout_history = on;
-    }
-
     /// The CA bundle published in every namespace's `kube-root-ca.crt` ConfigMap.
     pub fn set_root_ca(&mut self, pem: String) {
         self.root_ca = pem;
@@ -271,12 +327,9 @@ impl Store {
         self.objects.clear();
         self.history.clear();
         self.history_floor = self.rv;
-        self.rollouts.clear();
         self.definitions.clear();
-        self.recorder = EventCorrelator::default();
         self.event_expiry.clear();
         self.event_deadlines.clear();
-        self.sim.reset();
     }
 
     /// The latest resourceVersion.
@@ -419,16 +472,6 @@ impl Store {
         self.history_floor
     }
 
-    /// Recorded rollouts, oldest first: the newest [`MAX_ROLLOUTS`].
-    pub fn rollouts(&self) -> Vec<Rollout> {
-        self.rollouts.iter().cloned().collect()
-    }
-
-    /// Forgets recorded rollouts.
-    pub fn clear_rollouts(&mut self) {
-        self.rollouts.clear();
-    }
-
     fn next_rv(&mut self) -> u64 {
         self.rv += 1;
         self.rv
@@ -469,29 +512,24 @@ impl Store {
     }
 
     /// Creates an object. The object's namespace must already be set for namespaced resources.
+    /// A workload's status is final in the write ([`AtOnce`]); no controller sees it.
     pub fn create(&mut self, res: ResId, obj: Value) -> Result<Arc<Value>, StatusError> {
-        self.create_with(res, obj, Write::Commit)
+        self.create_managed(res, obj, Write::Commit, Tracking::Keep, &AtOnce)
+            .map(|written| written.object().clone())
     }
 
-    /// [`Store::create`], or with [`Write::DryRun`] everything but the write: the object as it
-    /// would be stored (uid and creationTimestamp set, no resourceVersion), nothing kept.
-    pub fn create_with(
-        &mut self,
-        res: ResId,
-        obj: Value,
-        write: Write,
-    ) -> Result<Arc<Value>, StatusError> {
-        self.create_managed(res, obj, write, Tracking::Keep)
-    }
-
-    /// [`Store::create_with`], recording field ownership as `tracking` says.
+    /// Creates an object, recording field ownership as `tracking` says; with
+    /// [`Write::DryRun`] everything but the write: the object as it would be stored (uid and
+    /// creationTimestamp set, no resourceVersion), nothing kept. `pacing` says whether a
+    /// workload's status is left to its controllers.
     pub fn create_managed(
         &mut self,
         res: ResId,
         mut obj: Value,
         write: Write,
         tracking: Tracking<'_>,
-    ) -> Result<Arc<Value>, StatusError> {
+        pacing: &dyn Pacing,
+    ) -> Result<Written, StatusError> {
         let d = def(res);
         let given = fieldmanager::take(&mut obj);
         let ns = if d.namespaced {
@@ -506,28 +544,7 @@ impl Store {
             let name = meta_str(&obj, "name").unwrap_or("");
             return Err(deletion::namespace_terminating(d.plural, name, &ns));
         }
-        {
-            let meta = meta_mut(&mut obj);
-            let has_name = meta
-                .get("name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| !n.is_empty());
-            if !has_name
-                && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
-                && !prefix.is_empty()
-            {
-                let name = format!("{prefix}{}", util::name_suffix());
-                meta.insert("name".into(), json!(name));
-            }
-            if !d.namespaced {
-                meta.remove("namespace");
-            }
-            meta.remove("resourceVersion");
-            meta.remove("deletionTimestamp");
-            meta.remove("deletionGracePeriodSeconds");
-            meta.remove("managedFields");
-        }
-        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        let name = new_object_meta(d.namespaced, &mut obj);
         if name.is_empty() {
             return Err(StatusError::invalid(
                 d,
@@ -553,7 +570,7 @@ impl Store {
             }
         }
         fieldmanager::track(d, None, &mut obj, given, tracking);
-        let paced = strategy::is_workload(d) && self.rollout_is_paced(&key, &obj);
+        let paced = strategy::is_workload(d) && pacing.paced(&key, &obj);
         fieldmanager::as_controller(d, None, &mut obj, tracking, |o| {
             strategy::sync(d, o, None, false);
             if paced {
@@ -565,29 +582,31 @@ impl Store {
         });
         check_stored_size(&obj)?;
         if write == Write::DryRun {
-            return Ok(Arc::new(obj));
+            return Ok(Written::DryRun(Arc::new(obj)));
         }
         let rv = self.next_rv();
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let stored = Arc::new(obj);
         self.objects.insert(key, stored.clone());
         self.emit(res, &ns, EventType::Added, stored.clone(), None, rv);
-        self.record_events(d, &stored, None, false);
-        self.sync_rollout_history(res, &stored, paced);
-        if strategy::is_workload(d) {
-            self.after_workload_write(res, &stored, paced);
-        }
         if res == ids::NAMESPACES {
             self.populate_namespace(&name);
         }
         if Self::is_definition(res) {
             self.serve_definitions(&stored);
         }
-        Ok(stored)
+        Ok(Written::Stored(Committed {
+            res,
+            object: stored,
+            old: None,
+            template_changed: false,
+            paced,
+        }))
     }
 
     /// Replaces an existing object with `new` (after the checks `mode` calls for). Returns the
-    /// stored object and whether anything changed (a no-op writes nothing).
+    /// stored object and whether anything changed (a no-op writes nothing). A workload's status
+    /// is final in the write ([`AtOnce`]); no controller sees it.
     pub fn update(
         &mut self,
         res: ResId,
@@ -596,109 +615,46 @@ impl Store {
         new: Value,
         mode: UpdateMode,
     ) -> Result<(Arc<Value>, bool), StatusError> {
-        self.update_with(res, ns, name, new, mode, Write::Commit)
+        let update = Update {
+            res,
+            ns,
+            name,
+            object: new,
+            mode,
+            write: Write::Commit,
+            tracking: Tracking::Keep,
+        };
+        self.update_managed(update, &AtOnce)
+            .map(|written| (written.object().clone(), written.changed()))
     }
 
-    /// [`Store::update`], or with [`Write::DryRun`] everything but the write: the object as it
-    /// would be stored (with its current resourceVersion), nothing kept, no event, no rollout.
-    pub fn update_with(
-        &mut self,
-        res: ResId,
-        ns: &str,
-        name: &str,
-        new: Value,
-        mode: UpdateMode,
-        write: Write,
-    ) -> Result<(Arc<Value>, bool), StatusError> {
-        self.update_managed(res, ns, name, new, mode, write, Tracking::Keep)
-    }
-
-    /// [`Store::update_with`], recording field ownership as `tracking` says.
-    #[allow(clippy::too_many_arguments)]
+    /// Carries out `update`: the checks its mode calls for, the strategy's preparation and
+    /// validation, field ownership, then the write (none for a no-op or a dry run). `pacing`
+    /// says whether a workload's status is left to its controllers.
     pub fn update_managed(
         &mut self,
-        res: ResId,
-        ns: &str,
-        name: &str,
-        mut new: Value,
-        mode: UpdateMode,
-        write: Write,
-        tracking: Tracking<'_>,
-    ) -> Result<(Arc<Value>, bool), StatusError> {
+        update: Update<'_>,
+        pacing: &dyn Pacing,
+    ) -> Result<Written, StatusError> {
+        let Update {
+            res,
+            ns,
+            name,
+            object: mut new,
+            mode,
+            write,
+            tracking,
+        } = update;
         let d = def(res);
         let key = (res, ns.to_string(), name.to_string());
         let Some(old) = self.objects.get(&key).cloned() else {
             return Err(StatusError::not_found(d, name));
         };
         let given = fieldmanager::take(&mut new);
-        let old_rv = meta_str(&old, "resourceVersion").unwrap_or("").to_string();
-        let old_uid = meta_str(&old, "uid").unwrap_or("").to_string();
         if mode != UpdateMode::Force {
-            let new_rv = meta_str(&new, "resourceVersion").unwrap_or("");
-            if !new_rv.is_empty() && new_rv != old_rv {
-                return Err(StatusError::conflict(d, name, OPTIMISTIC_LOCK));
-            }
-            let new_uid = meta_str(&new, "uid").unwrap_or("");
-            if !new_uid.is_empty() && new_uid != old_uid {
-                return Err(match mode {
-                    UpdateMode::Patch => StatusError::invalid(
-                        d,
-                        name,
-                        &[FieldCause::invalid(
-                            "metadata.uid",
-                            &format!("{new_uid:?}"),
-                            "field is immutable",
-                        )],
-                    ),
-                    _ => StatusError::conflict(
-                        d,
-                        name,
-                        &format!(
-                            "Precondition failed: UID in precondition: {new_uid}, UID in object meta: {old_uid}"
-                        ),
-                    ),
-                });
-            }
+            check_update_preconditions(d, name, &old, &new, mode)?;
         }
-        if mode == UpdateMode::Status {
-            let status = new.get("status").cloned();
-            new = (*old).clone();
-            if let Some(obj) = new.as_object_mut() {
-                match status {
-                    Some(s) => obj.insert("status".into(), s),
-                    None => obj.remove("status"),
-                };
-            }
-        }
-        {
-            let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
-            let meta = meta_mut(&mut new);
-            for field in [
-                "uid",
-                "creationTimestamp",
-                "generation",
-                "namespace",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-            ] {
-                match old_meta.get(field) {
-                    Some(v) => meta.insert(field.into(), v.clone()),
-                    None => meta.remove(field),
-                };
-            }
-            meta.insert("name".into(), json!(name));
-            meta.insert("resourceVersion".into(), json!(old_rv));
-            meta.remove("managedFields");
-        }
-        if strategy::is_workload(d) && mode != UpdateMode::Status {
-            // Writes to the main resource never change status (status subresource).
-            if let Some(obj) = new.as_object_mut() {
-                match old.get("status") {
-                    Some(s) => obj.insert("status".into(), s.clone()),
-                    None => obj.remove("status"),
-                };
-            }
-        }
+        carry_over(d, name, &old, &mut new, mode);
         if mode != UpdateMode::Status {
             strategy::prepare(d, &mut new, Some(&old))?;
             strategy::validate(d, name, &new, Some(&old))?;
@@ -706,25 +662,14 @@ impl Store {
         if let Some(cause) = deletion::check_no_new_finalizers(&old, &new) {
             return Err(StatusError::invalid(d, name, &[cause]));
         }
-        let spec_changed = old.get("spec") != new.get("spec")
-            || (strategy::of(d.id)
-                .workload
-                .is_some_and(|w| w.generation_on_annotations)
-                && old.pointer("/metadata/annotations") != new.pointer("/metadata/annotations"));
-        if d.generation && spec_changed && mode != UpdateMode::Status {
-            let generation = old
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(0)
-                + 1;
-            meta_mut(&mut new).insert("generation".into(), json!(generation));
+        if mode != UpdateMode::Status {
+            bump_generation(d, &old, &mut new);
         }
         let template_changed = strategy::is_workload(d)
             && old.pointer("/spec/template") != new.pointer("/spec/template");
         fieldmanager::track(d, Some(&old), &mut new, given, tracking);
-        let paced = strategy::is_workload(d)
-            && mode != UpdateMode::Status
-            && self.rollout_is_paced(&key, &new);
+        let paced =
+            strategy::is_workload(d) && mode != UpdateMode::Status && pacing.paced(&key, &new);
         if mode != UpdateMode::Status {
             fieldmanager::as_controller(d, Some(&old), &mut new, tracking, |o| {
                 strategy::sync(d, o, Some(&old), template_changed);
@@ -738,23 +683,20 @@ impl Store {
             });
         }
         if new == *old {
-            return Ok((old, false));
+            return Ok(Written::Unchanged(old));
         }
         check_stored_size(&new)?;
         if write == Write::DryRun {
-            return Ok((Arc::new(new), true));
+            return Ok(Written::DryRun(Arc::new(new)));
         }
         if deletion::is_deleting(&new) && deletion::finalizers(&new).is_empty() {
             // The last finalizer lifted: the update removes the object.
             self.objects.insert(key.clone(), Arc::new(new));
             let deleted = self.remove_with_dependents(&key, &old);
-            return Ok((deleted.object().clone(), true));
+            return Ok(Written::Removed(deleted.object().clone()));
         }
         let rv = self.next_rv();
         meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
-        if template_changed && mode != UpdateMode::Status {
-            self.record_rollout(d, &new);
-        }
         let stored = Arc::new(new);
         self.objects.insert(key, stored.clone());
         self.emit(
@@ -765,72 +707,16 @@ impl Store {
             Some(old.clone()),
             rv,
         );
-        if mode != UpdateMode::Status {
-            self.record_events(d, &stored, Some(&old), template_changed);
-            if template_changed {
-                self.mark_new_revision(&(res, ns.to_owned(), name.to_owned()), &stored);
-            }
-            self.sync_rollout_history(res, &stored, paced);
-            if strategy::is_workload(d) {
-                self.after_workload_write(res, &stored, paced);
-            }
-        }
         if Self::is_definition(res) {
             self.serve_definitions(&stored);
         }
-        Ok((stored, true))
-    }
-
-    /// Stores the Events a workload's controller would record for a committed change.
-    fn record_events(
-        &mut self,
-        d: &ResourceDef,
-        obj: &Value,
-        old: Option<&Value>,
-        template_changed: bool,
-    ) {
-        let Some(workload) = strategy::of(d.id).workload else {
-            return;
-        };
-        let now = std::time::Instant::now();
-        for event in (workload.events)(obj, old, template_changed) {
-            let recorded = match self.recorder.correlate(event, now) {
-                Correlated::Dropped => continue,
-                Correlated::New(event) => self.create(ids::EVENTS, event).map(drop),
-                Correlated::Repeat(event) => self.record_repeat(event),
-            };
-            if let Err(error) = recorded {
-                tracing::warn!(%error, "recording an Event failed");
-            }
-        }
-    }
-
-    /// Updates the stored Event `event` repeats with its count, last timestamp and message; if
-    /// that Event is gone (deleted), stores `event` instead, as the recorder does when its
-    /// patch finds nothing.
-    fn record_repeat(&mut self, event: Value) -> Result<(), StatusError> {
-        let ns = meta_str(&event, "namespace").unwrap_or_default().to_owned();
-        let name = meta_str(&event, "name").unwrap_or_default().to_owned();
-        let Some(stored) = self.get(ids::EVENTS, &ns, &name) else {
-            return self.create(ids::EVENTS, event).map(drop);
-        };
-        let mut updated = (**stored).clone();
-        for field in ["count", "lastTimestamp", "message"] {
-            if let Some(value) = event.get(field) {
-                updated[field] = value.clone();
-            }
-        }
-        self.update(ids::EVENTS, &ns, &name, updated, UpdateMode::Force)
-            .map(drop)
-    }
-
-    fn record_rollout(&mut self, d: &ResourceDef, obj: &Value) {
-        self.rollout_seq += 1;
-        if self.rollouts.len() == MAX_ROLLOUTS {
-            self.rollouts.pop_front();
-        }
-        self.rollouts
-            .push_back(Rollout::record(self.rollout_seq, d, obj));
+        Ok(Written::Stored(Committed {
+            res,
+            object: stored,
+            old: Some(old),
+            template_changed: template_changed && mode != UpdateMode::Status,
+            paced,
+        }))
     }
 
     /// Deletes an object (and, for a namespace, everything in it).
@@ -857,22 +743,6 @@ impl Store {
     ) -> Result<Arc<Value>, StatusError> {
         self.delete_object(res, ns, name, pre, deletion::Propagation::Background, write)
             .map(|deleted| deleted.object().clone())
-    }
-
-    /// The workload controllers' history after a write of `obj` (a `res`): ReplicaSets of a
-    /// Deployment, ControllerRevisions of a StatefulSet or DaemonSet.
-    /// `paced`: the rollout goes step by step (the new ReplicaSet starts at 0 replicas and
-    /// the old ones keep theirs, for the rollout to scale), else it is final at once.
-    fn sync_rollout_history(&mut self, res: ResId, obj: &Value, paced: bool) {
-        if !self.rollout_history {
-            return;
-        }
-        if res == ids::DEPLOYMENTS && self.sync_replica_sets(obj, paced) && paced {
-            self.note_new_replica_set(obj);
-        }
-        if let Some(kind) = controller_revisions::revisioned_kind(res) {
-            self.sync_controller_revisions(kind, obj);
-        }
     }
 
     /// The objects of `res` in `ns` whose names start with `prefix`, in name order (a
@@ -940,6 +810,12 @@ impl Store {
         self.emit(res, ns, kind, stored, previous, rv);
     }
 
+    /// A controller's own delete: the object at `key` removed at once (no precondition,
+    /// finalizer or dependent), with its watch event; its last state.
+    pub fn remove_controlled(&mut self, key: &Key) -> Option<Arc<Value>> {
+        self.remove_key(key)
+    }
+
     fn remove_key(&mut self, key: &Key) -> Option<Arc<Value>> {
         let old = self.objects.remove(key)?;
         let rv = self.next_rv();
@@ -957,38 +833,6 @@ impl Store {
         Some(last)
     }
 
-    /// Creates the object, or replaces it without a resourceVersion check: test setup and
-    /// seeding. Namespaces the object needs are created.
-    pub fn upsert(&mut self, obj: Value) -> Result<Arc<Value>, StatusError> {
-        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-        let Some(res) = resources::find_kind(api_version, kind) else {
-            return Err(StatusError::bad_request(&format!(
-                "no kind \"{kind}\" is registered for version \"{api_version}\""
-            )));
-        };
-        let d = def(res);
-        let mut obj = obj;
-        let ns = if d.namespaced {
-            let ns = meta_str(&obj, "namespace")
-                .filter(|s| !s.is_empty())
-                .unwrap_or("default")
-                .to_string();
-            meta_mut(&mut obj).insert("namespace".into(), json!(ns));
-            self.ensure_namespace(&ns)?;
-            ns
-        } else {
-            String::new()
-        };
-        let name = meta_str(&obj, "name").unwrap_or("").to_string();
-        if !name.is_empty() && self.get(res, &ns, &name).is_some() {
-            self.update(res, &ns, &name, obj, UpdateMode::Force)
-                .map(|(o, _)| o)
-        } else {
-            self.create(res, obj)
-        }
-    }
-
     /// Creates a namespace when it does not exist.
     pub fn ensure_namespace(&mut self, ns: &str) -> Result<(), StatusError> {
         if !self.namespace_exists(ns) {
@@ -998,6 +842,140 @@ impl Store {
             )?;
         }
         Ok(())
+    }
+}
+
+/// The metadata a create sets before the strategy sees the object: a name from
+/// `generateName`, no namespace for a cluster-scoped resource, none of the fields only the
+/// server writes. Returns the name (empty when there is none).
+fn new_object_meta(namespaced: bool, obj: &mut Value) -> String {
+    let meta = meta_mut(obj);
+    let has_name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if !has_name
+        && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
+        && !prefix.is_empty()
+    {
+        let name = format!("{prefix}{}", util::name_suffix());
+        meta.insert("name".into(), json!(name));
+    }
+    if !namespaced {
+        meta.remove("namespace");
+    }
+    for field in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+    ] {
+        meta.remove(field);
+    }
+    meta.get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// An update's optimistic concurrency: the resourceVersion and uid it carries, if any, must
+/// be the stored object's (a PATCH that changes the uid is invalid, any other write conflicts).
+fn check_update_preconditions(
+    d: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+    mode: UpdateMode,
+) -> Result<(), StatusError> {
+    let old_rv = meta_str(old, "resourceVersion").unwrap_or("");
+    let new_rv = meta_str(new, "resourceVersion").unwrap_or("");
+    if !new_rv.is_empty() && new_rv != old_rv {
+        return Err(StatusError::conflict(d, name, OPTIMISTIC_LOCK));
+    }
+    let old_uid = meta_str(old, "uid").unwrap_or("");
+    let new_uid = meta_str(new, "uid").unwrap_or("");
+    if new_uid.is_empty() || new_uid == old_uid {
+        return Ok(());
+    }
+    Err(match mode {
+        UpdateMode::Patch => StatusError::invalid(
+            d,
+            name,
+            &[FieldCause::invalid(
+                "metadata.uid",
+                &format!("{new_uid:?}"),
+                "field is immutable",
+            )],
+        ),
+        _ => StatusError::conflict(
+            d,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {new_uid}, UID in object meta: {old_uid}"
+            ),
+        ),
+    })
+}
+
+/// What an update keeps of the stored object `old`: everything but the status for a write of
+/// the status subresource; the server-written metadata for any write; a workload's status for
+/// a write of the main resource (the status subresource owns it).
+fn carry_over(d: &ResourceDef, name: &str, old: &Value, new: &mut Value, mode: UpdateMode) {
+    if mode == UpdateMode::Status {
+        let status = new.get("status").cloned();
+        *new = old.clone();
+        if let Some(obj) = new.as_object_mut() {
+            match status {
+                Some(s) => obj.insert("status".into(), s),
+                None => obj.remove("status"),
+            };
+        }
+    }
+    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let meta = meta_mut(new);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "generation",
+        "namespace",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        match old_meta.get(field) {
+            Some(v) => meta.insert(field.into(), v.clone()),
+            None => meta.remove(field),
+        };
+    }
+    meta.insert("name".into(), json!(name));
+    let old_rv = meta_str(old, "resourceVersion").unwrap_or("");
+    meta.insert("resourceVersion".into(), json!(old_rv));
+    meta.remove("managedFields");
+    if strategy::is_workload(d)
+        && mode != UpdateMode::Status
+        && let Some(obj) = new.as_object_mut()
+    {
+        match old.get("status") {
+            Some(s) => obj.insert("status".into(), s.clone()),
+            None => obj.remove("status"),
+        };
+    }
+}
+
+/// `metadata.generation` moves on with a change of the spec (or, for the kinds that count
+/// them, of the annotations).
+fn bump_generation(d: &ResourceDef, old: &Value, new: &mut Value) {
+    let spec_changed = old.get("spec") != new.get("spec")
+        || (strategy::of(d.id)
+            .workload
+            .is_some_and(|w| w.generation_on_annotations)
+            && old.pointer("/metadata/annotations") != new.pointer("/metadata/annotations"));
+    if d.generation && spec_changed {
+        let generation = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            + 1;
+        meta_mut(new).insert("generation".into(), json!(generation));
     }
 }
 
@@ -1044,7 +1022,7 @@ mod tests {
     }
 
     #[test]
-    fn template_change_records_a_rollout_and_bumps_generation() {
+    fn a_template_change_bumps_the_generation() {
         let mut s = Store::new();
         assert!(s.ensure_namespace("ns").is_ok());
         let d = s
@@ -1058,8 +1036,6 @@ mod tests {
         assert!(wrote);
         assert_eq!(after["metadata"]["generation"], 2);
         assert_eq!(after["status"]["observedGeneration"], 2);
-        assert_eq!(s.rollouts().len(), 1);
-        assert!(s.rollouts()[0].rolled);
     }
 
     #[test]

@@ -110,10 +110,11 @@ use tokio::task::JoinHandle;
 pub use faults::{Fault, FaultAction, FaultMatch, FaultState, ListCorruption};
 pub use handlers::list::ContinueToken;
 pub use observe::{InFlightStat, RequestLogEntry};
+pub use rollsafe_emulator_registry::controllers::rollout_log::MAX_ROLLOUTS;
+pub use rollsafe_emulator_registry::controllers::rollout_sim::{RolloutPace, RolloutPaceChange};
 pub use rollsafe_emulator_registry::identity::{Identity, MASTERS_GROUP};
 pub use rollsafe_emulator_registry::nodes::NODES;
-pub use rollsafe_emulator_registry::store::rollout_sim::{RolloutPace, RolloutPaceChange};
-pub use rollsafe_emulator_registry::store::{EVENT_TTL, MAX_ROLLOUTS};
+pub use rollsafe_emulator_registry::store::EVENT_TTL;
 pub use rollsafe_emulator_registry::{EventType, Rollout};
 pub use rollsafe_emulator_types::patch::{JsonPatchError, apply_json_patch};
 pub use rollsafe_emulator_types::status::StatusError;
@@ -121,7 +122,7 @@ pub use state::{ADMIN_PREFIX, MAX_REQUEST_LOG};
 pub use tls::TlsError;
 
 use observe::InFlight;
-use rollsafe_emulator_registry::Store;
+use rollsafe_emulator_registry::Cluster;
 use rollsafe_emulator_types::{resources, util};
 use state::Shared;
 
@@ -322,7 +323,7 @@ impl EmulatorBuilder {
             .local_addr()
             .map_err(|source| EmulatorError::Bind { addr, source })?;
         let tls = tls::Tls::generate()?;
-        let mut store = Store::new();
+        let mut store = Cluster::new();
         store.set_root_ca(tls.ca_pem.clone());
         store.set_rollout_history(!self.without_history);
         let event_ttl = self
@@ -391,7 +392,7 @@ fn check_identity(
     Ok(())
 }
 
-fn load_base(store: &mut Store, seeds: &[Value]) -> Result<(), EmulatorError> {
+fn load_base(store: &mut Cluster, seeds: &[Value]) -> Result<(), EmulatorError> {
     for ns in DEFAULT_NAMESPACES {
         store.ensure_namespace(ns)?;
     }

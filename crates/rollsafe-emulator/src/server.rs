@@ -19,7 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::task::JoinSet;
 
-use rollsafe_emulator_registry::disruption;
+use rollsafe_emulator_registry::controllers::disruption;
 
 use crate::state::{ADMIN_PREFIX, Body, Killer, Shared, shutdown_signal};
 use crate::{admin, filters};
@@ -132,7 +132,7 @@ pub(crate) async fn advance_rollouts(shared: Arc<Shared>, waker: Arc<tokio::sync
 pub(crate) async fn sync_disruption_budgets(shared: Arc<Shared>) {
     let mut events = shared.store().subscribe();
     let mut controller = disruption::Controller::default();
-    controller.sync(&mut shared.store(), None);
+    shared.store().sync_budgets(&mut controller, None);
     loop {
         let first = tokio::select! {
             received = events.recv() => received,
@@ -154,9 +154,11 @@ pub(crate) async fn sync_disruption_budgets(shared: Arc<Shared>) {
             }
         }
         if everything {
-            controller.sync(&mut shared.store(), None);
+            shared.store().sync_budgets(&mut controller, None);
         } else if !namespaces.is_empty() {
-            controller.sync(&mut shared.store(), Some(&namespaces));
+            shared
+                .store()
+                .sync_budgets(&mut controller, Some(&namespaces));
         }
     }
 }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
+use rollsafe_emulator_registry::Cluster;
 use rollsafe_emulator_registry::identity::Identity;
-use rollsafe_emulator_registry::store::Store;
 use rollsafe_emulator_types::util;
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
@@ -34,7 +34,7 @@ pub const ADMIN_PREFIX: &str = "/_emulator";
 #[derive(Debug)]
 pub(crate) struct Shared {
     /// The objects.
-    pub store: Mutex<Store>,
+    pub store: Mutex<Cluster>,
     /// Bearer token → identity.
     pub identities: RwLock<HashMap<String, Identity>>,
     /// Registered faults.
@@ -68,7 +68,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// Locks the store (a poisoned lock is recovered: the store has no invariants a panic can
     /// half-break that matter to a test server).
-    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
+    pub(crate) fn store(&self) -> MutexGuard<'_, Cluster> {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -5,11 +5,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::cluster::Cluster;
+use crate::controllers::rollout_sim::RolloutPace;
 use crate::store::EventType;
-use crate::store::rollout_sim::RolloutPace;
 
-fn store(pod_ready_millis: u64) -> Store {
-    let mut s = Store::new();
+fn store(pod_ready_millis: u64) -> Cluster {
+    let mut s = Cluster::new();
     s.use_manual_clock(Instant::now());
     s.set_rollout_settings(RolloutPace {
         pod_ready_millis,
@@ -19,7 +20,7 @@ fn store(pod_ready_millis: u64) -> Store {
     s
 }
 
-fn deployment(s: &mut Store, name: &str, replicas: i64) {
+fn deployment(s: &mut Cluster, name: &str, replicas: i64) {
     let web = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": "shop"},
@@ -31,7 +32,7 @@ fn deployment(s: &mut Store, name: &str, replicas: i64) {
     assert!(s.create(ids::DEPLOYMENTS, web).is_ok());
 }
 
-fn budget(s: &mut Store, name: &str, app: &str, spec: Value) {
+fn budget(s: &mut Cluster, name: &str, app: &str, spec: Value) {
     let mut spec = spec;
     spec["selector"] = json!({"matchLabels": {"app": app}});
     let budget = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -40,18 +41,18 @@ fn budget(s: &mut Store, name: &str, app: &str, spec: Value) {
 }
 
 /// The pods of `shop`: (name, Ready).
-fn pods(s: &Store) -> Vec<(String, bool)> {
+fn pods(s: &Cluster) -> Vec<(String, bool)> {
     s.range(ids::PODS, Some("shop"), None)
         .map(|((_, _, name), pod)| (name.clone(), pods::is_ready(pod)))
         .collect()
 }
 
-fn first_pod(s: &Store) -> String {
+fn first_pod(s: &Cluster) -> String {
     pods(s).first().map(|(n, _)| n.clone()).unwrap_or_default()
 }
 
-fn evict_now(s: &mut Store, name: &str) -> Result<(), EvictionError> {
-    evict(s, "shop", name, &Eviction::default())
+fn evict_now(s: &mut Cluster, name: &str) -> Result<(), EvictionError> {
+    s.evict("shop", name, &Eviction::default())
 }
 
 #[test]
@@ -173,7 +174,7 @@ fn a_missing_pod_and_a_failed_precondition_are_the_stores_answers() {
         },
         ..Eviction::default()
     };
-    let conflict = evict(&mut s, "shop", &victim, &stale).err().unwrap();
+    let conflict = s.evict("shop", &victim, &stale).err().unwrap();
     assert_eq!(conflict.code(), "refused_by_store");
     assert_eq!(conflict.status().code, 409);
     assert!(pods(&s).iter().any(|(n, _)| *n == victim));
@@ -184,7 +185,10 @@ fn a_dry_run_checks_and_keeps_everything() {
     let mut s = store(0);
     deployment(&mut s, "web", 3);
     budget(&mut s, "web", "web", json!({"minAvailable": 2}));
-    crate::disruption::sync_namespace(&mut s, "shop");
+    s.sync_budgets(
+        &mut crate::controllers::disruption::Controller::default(),
+        Some(&std::collections::BTreeSet::from(["shop".to_owned()])),
+    );
     let before = pods(&s);
     let rv = s.current_rv();
     let dry = Eviction {
@@ -192,7 +196,7 @@ fn a_dry_run_checks_and_keeps_everything() {
         ..Eviction::default()
     };
     let victim = first_pod(&s);
-    assert_eq!(evict(&mut s, "shop", &victim, &dry), Ok(()));
+    assert_eq!(s.evict("shop", &victim, &dry), Ok(()));
     assert_eq!(pods(&s), before);
     assert_eq!(s.current_rv(), rv);
 }

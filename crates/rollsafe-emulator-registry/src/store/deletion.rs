@@ -185,11 +185,7 @@ impl Store {
             if write == Write::DryRun {
                 return Ok(Deleted::Gone(old));
             }
-            let deleted = self.remove_with_dependents(&key, &old);
-            if res == ids::PODS {
-                self.after_pod_delete(&old);
-            }
-            return Ok(deleted);
+            return Ok(self.remove_with_dependents(&key, &old));
         }
         let mut marked = (*old).clone();
         {

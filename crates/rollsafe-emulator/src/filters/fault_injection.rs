@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::faults::{Fault, FaultAction};
 use crate::state::Shared;
-use rollsafe_emulator_registry::store::rollout_sim::Failure;
+use rollsafe_emulator_registry::controllers::rollout_sim::Failure;
 use rollsafe_emulator_registry::store::{Preconditions, UpdateMode};
 use rollsafe_emulator_types::resources::{ResId, def};
 use rollsafe_emulator_types::status::{self, StatusError};

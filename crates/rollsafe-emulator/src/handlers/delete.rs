@@ -96,7 +96,17 @@ pub(crate) fn delete_collection(c: &Call<'_>) -> Result<Response<Body>, StatusEr
         .collect();
     let mut items = Vec::new();
     for (res, ns, name) in keys {
-        if let Ok(obj) = store.delete_with(res, &ns, &name, &Preconditions::default(), c.write()) {
+        if let Ok(obj) = store
+            .delete_object(
+                res,
+                &ns,
+                &name,
+                &Preconditions::default(),
+                Propagation::Background,
+                c.write(),
+            )
+            .map(|deleted| deleted.object().clone())
+        {
             let mut item = c.shown(&obj).into_owned();
             // As in any list of a built-in kind, the items carry no kind and apiVersion.
             if !d.custom

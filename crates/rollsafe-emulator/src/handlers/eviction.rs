@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::handlers::{Call, parse_object, unsupported_body, with_warnings};
 use crate::http_util::json;
 use crate::state::Body;
-use rollsafe_emulator_registry::eviction::{self, Eviction};
+use rollsafe_emulator_registry::eviction::Eviction;
 use rollsafe_emulator_registry::store::Preconditions;
 use rollsafe_emulator_registry::store::Write;
 use rollsafe_emulator_registry::store::deletion::Propagation;
@@ -88,12 +88,11 @@ pub(crate) fn evict(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
             c.write()
         },
     };
-    let mut store = c.shared.store();
-    eviction::evict(&mut store, c.ns(), c.name(), &eviction).map_err(|refusal| {
+    let evicted = c.shared.store().evict(c.ns(), c.name(), &eviction);
+    evicted.map_err(|refusal| {
         tracing::debug!(code = refusal.code(), "eviction refused");
         refusal.status()
     })?;
-    drop(store);
     let answer = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201});
     Ok(with_warnings(json(201, &answer), &warnings))
 }

@@ -12,7 +12,7 @@ use crate::handlers::{
 use crate::http_util::json;
 use crate::state::Body;
 use rollsafe_emulator_registry::fieldmanager::{self, Tracking};
-use rollsafe_emulator_registry::store::UpdateMode;
+use rollsafe_emulator_registry::store::{Update, UpdateMode};
 use rollsafe_emulator_types::patch::{self, Decoded, PatchKind};
 use rollsafe_emulator_types::resources::def;
 use rollsafe_emulator_types::status::StatusError;
@@ -77,15 +77,15 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
             .pointer("/metadata/resourceVersion")
             .cloned()
             .unwrap_or(Value::Null);
-        let (stored, _) = store.update_managed(
-            c.info.res,
-            c.ns(),
-            c.name(),
-            next,
-            UpdateMode::Patch,
-            c.write(),
-            Tracking::Update(&manager),
-        )?;
+        let (stored, _) = store.update_managed(Update {
+            res: c.info.res,
+            ns: c.ns(),
+            name: c.name(),
+            object: next,
+            mode: UpdateMode::Patch,
+            write: c.write(),
+            tracking: Tracking::Update(&manager),
+        })?;
         return Ok(json(200, &scale_of(&stored)));
     }
     let (mut patched, tracking) = match &decoded {
@@ -131,14 +131,14 @@ pub(crate) fn patch_object(c: &Call<'_>) -> Result<Response<Body>, StatusError> 
         UpdateMode::Patch
     };
     let patched = c.to_stored(patched);
-    let (stored, _) = store.update_managed(
-        c.stored_res(),
-        c.ns(),
-        c.name(),
-        patched,
+    let (stored, _) = store.update_managed(Update {
+        res: c.stored_res(),
+        ns: c.ns(),
+        name: c.name(),
+        object: patched,
         mode,
-        c.write(),
+        write: c.write(),
         tracking,
-    )?;
+    })?;
     Ok(with_warnings(json(200, &c.shown(&stored)), &warnings))
 }

@@ -11,7 +11,7 @@ use crate::handlers::{
 use crate::http_util::json;
 use crate::state::Body;
 use rollsafe_emulator_registry::fieldmanager::Tracking;
-use rollsafe_emulator_registry::store::UpdateMode;
+use rollsafe_emulator_registry::store::{Update, UpdateMode};
 use rollsafe_emulator_types::resources::def;
 use rollsafe_emulator_types::status::StatusError;
 
@@ -34,15 +34,15 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
             next["metadata"]["resourceVersion"] = json!(rv);
         }
         let manager = c.manager();
-        let (stored, _) = store.update_managed(
-            c.info.res,
-            c.ns(),
-            c.name(),
-            next,
-            UpdateMode::Put,
-            c.write(),
-            Tracking::Update(&manager),
-        )?;
+        let (stored, _) = store.update_managed(Update {
+            res: c.info.res,
+            ns: c.ns(),
+            name: c.name(),
+            object: next,
+            mode: UpdateMode::Put,
+            write: c.write(),
+            tracking: Tracking::Update(&manager),
+        })?;
         return Ok(json(200, &scale_of(&stored)));
     }
     check_type(&obj, c.info.res)?;
@@ -56,14 +56,14 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response<Body>, StatusError> {
         UpdateMode::Put
     };
     let manager = c.manager();
-    let (stored, _) = c.shared.store().update_managed(
-        c.stored_res(),
-        c.ns(),
-        c.name(),
-        obj,
+    let (stored, _) = c.shared.store().update_managed(Update {
+        res: c.stored_res(),
+        ns: c.ns(),
+        name: c.name(),
+        object: obj,
         mode,
-        c.write(),
-        Tracking::Update(&manager),
-    )?;
+        write: c.write(),
+        tracking: Tracking::Update(&manager),
+    })?;
     Ok(with_warnings(json(200, &c.shown(&stored)), &warnings))
 }

@@ -51,73 +51,71 @@ fn number(revision: &Value) -> i64 {
         .unwrap_or(0)
 }
 
-impl Store {
-    /// Brings the ControllerRevisions of a StatefulSet or DaemonSet (`kind`) in line with it.
-    pub fn sync_controller_revisions(&mut self, kind: &str, workload: &Value) {
-        let (Some(ns), Some(uid), Some(name)) = (
-            meta_str(workload, "namespace"),
-            meta_str(workload, "uid"),
-            meta_str(workload, "name"),
-        ) else {
-            return;
-        };
-        let (ns, name) = (ns.to_owned(), name.to_owned());
-        let data = restore_patch(workload);
-        let owned: Vec<Arc<Value>> = self
-            .named_with_prefix(ids::CONTROLLERREVISIONS, &ns, &format!("{name}-"))
-            .into_iter()
-            .filter(|r| owned_by(r, uid))
-            .collect();
-        let newest = owned.iter().map(|r| number(r)).max().unwrap_or(0);
-        let existing = owned
-            .iter()
-            .map(|r| &**r)
-            .find(|r| r.get("data") == Some(&data));
-        let wanted = match existing {
-            Some(r) if number(r) == newest => return,
-            _ => newest + 1,
-        };
-        let hash = template_hash(workload);
-        let revision_name = existing
-            .and_then(|r| meta_str(r, "name"))
-            .map_or_else(|| format!("{name}-{hash}"), str::to_owned);
-        let mut labels = workload
-            .pointer("/spec/template/metadata/labels")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        labels[HASH_LABEL] = json!(hash);
-        // As the StatefulSet and DaemonSet controllers do, a new revision carries the
-        // workload's annotations (`kubernetes.io/change-cause` is what `rollout history`
-        // shows); a revision brought back keeps its own.
-        let annotations = existing
-            .map_or(workload, |r| r)
-            .pointer("/metadata/annotations")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        let revision = json!({
-            "apiVersion": "apps/v1",
-            "kind": "ControllerRevision",
-            "metadata": {
-                "name": revision_name,
-                "namespace": ns,
-                "labels": labels,
-                "annotations": annotations,
-                "ownerReferences": [{
-                    "apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
-                    "controller": true, "blockOwnerDeletion": true,
-                }],
-            },
-            "data": data,
-            "revision": wanted,
-        });
-        self.put_controlled(
-            ids::CONTROLLERREVISIONS,
-            &ns,
-            &revision_name,
-            revision,
-            existing,
-        );
-    }
+/// Brings the ControllerRevisions of a StatefulSet or DaemonSet (`kind`) in line with it.
+pub fn sync(store: &mut Store, kind: &str, workload: &Value) {
+    let (Some(ns), Some(uid), Some(name)) = (
+        meta_str(workload, "namespace"),
+        meta_str(workload, "uid"),
+        meta_str(workload, "name"),
+    ) else {
+        return;
+    };
+    let (ns, name) = (ns.to_owned(), name.to_owned());
+    let data = restore_patch(workload);
+    let owned: Vec<Arc<Value>> = store
+        .named_with_prefix(ids::CONTROLLERREVISIONS, &ns, &format!("{name}-"))
+        .into_iter()
+        .filter(|r| owned_by(r, uid))
+        .collect();
+    let newest = owned.iter().map(|r| number(r)).max().unwrap_or(0);
+    let existing = owned
+        .iter()
+        .map(|r| &**r)
+        .find(|r| r.get("data") == Some(&data));
+    let wanted = match existing {
+        Some(r) if number(r) == newest => return,
+        _ => newest + 1,
+    };
+    let hash = template_hash(workload);
+    let revision_name = existing
+        .and_then(|r| meta_str(r, "name"))
+        .map_or_else(|| format!("{name}-{hash}"), str::to_owned);
+    let mut labels = workload
+        .pointer("/spec/template/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    labels[HASH_LABEL] = json!(hash);
+    // As the StatefulSet and DaemonSet controllers do, a new revision carries the
+    // workload's annotations (`kubernetes.io/change-cause` is what `rollout history`
+    // shows); a revision brought back keeps its own.
+    let annotations = existing
+        .map_or(workload, |r| r)
+        .pointer("/metadata/annotations")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let revision = json!({
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": revision_name,
+            "namespace": ns,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
+                "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+        "data": data,
+        "revision": wanted,
+    });
+    store.put_controlled(
+        ids::CONTROLLERREVISIONS,
+        &ns,
+        &revision_name,
+        revision,
+        existing,
+    );
 }
 
 /// Whether writes of `res` keep ControllerRevisions, and the owner kind they name.

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::controllers::rollout_sim::pods;
 use crate::store::deletion::is_deleting;
-use crate::store::rollout_sim::pods;
 use crate::store::{Event, EventType, Store, UpdateMode, meta_str};
 use rollsafe_emulator_types::query::LabelSelector;
 use rollsafe_emulator_types::resources::{self, def, ids};

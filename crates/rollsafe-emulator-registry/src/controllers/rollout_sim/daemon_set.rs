@@ -8,15 +8,16 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::Pass;
 use super::pods::{self, NODES, Owner};
 use super::rolling::{daemon_deletions, scaled};
 use super::stateful_set::{REVISION_LABEL, revision_of};
 use super::{Pace, Progress, int_at, revision_name};
-use crate::store::{Key, Store, meta_str};
+use crate::store::{Key, meta_str};
 use rollsafe_emulator_types::resources::ids;
 use rollsafe_emulator_types::util;
 
-impl Store {
+impl Pass<'_> {
     /// One pass of the daemonset controller over `ds`.
     pub(super) fn reconcile_daemon_set(&mut self, key: &Key, ds: &Value, pace: Pace) -> Progress {
         let ns = key.1.clone();

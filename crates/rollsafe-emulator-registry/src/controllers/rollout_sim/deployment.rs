@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::Pass;
 use super::pods::{self, NODES, Owner};
 use super::rolling::{self, Counts};
 use super::{Pace, Progress, int_at};
-use crate::store::replica_sets::{revision, same_template};
-use crate::store::{Key, Store, meta_str};
+use crate::controllers::replica_sets::{revision, same_template};
+use crate::store::{Key, meta_str};
 use rollsafe_emulator_types::resources::ids;
 use rollsafe_emulator_types::util;
 
@@ -78,7 +79,7 @@ struct PodCounts {
     ready: i64,
 }
 
-impl Store {
+impl Pass<'_> {
     /// The ReplicaSets a Deployment controls, oldest revision first.
     fn replica_sets_of(&self, deployment: &Value) -> Vec<Arc<Value>> {
         let ns = meta_str(deployment, "namespace").unwrap_or("");
@@ -90,6 +91,7 @@ impl Store {
             uid,
         };
         let mut sets: Vec<Arc<Value>> = self
+            .store
             .named_with_prefix(ids::REPLICASETS, ns, &prefix)
             .into_iter()
             .filter(|rs| owner.owns(rs))
@@ -148,7 +150,7 @@ impl Store {
         for i in count..want {
             let pod_name = loop {
                 let candidate = format!("{name}-{}", util::name_suffix());
-                if self.get(ids::PODS, &ns, &candidate).is_none() {
+                if self.store.get(ids::PODS, &ns, &candidate).is_none() {
                     break candidate;
                 }
             };
@@ -167,7 +169,8 @@ impl Store {
             json!(desired.to_string());
         let ns = meta_str(rs, "namespace").unwrap_or("").to_owned();
         let name = meta_str(rs, "name").unwrap_or("").to_owned();
-        self.put_controlled(ids::REPLICASETS, &ns, &name, next, Some(rs));
+        self.store
+            .put_controlled(ids::REPLICASETS, &ns, &name, next, Some(rs));
     }
 
     /// The ReplicaSet's status from its pods.
@@ -185,7 +188,8 @@ impl Store {
         next["status"] = status;
         let ns = meta_str(rs, "namespace").unwrap_or("").to_owned();
         let name = meta_str(rs, "name").unwrap_or("").to_owned();
-        self.put_controlled(ids::REPLICASETS, &ns, &name, next, Some(rs));
+        self.store
+            .put_controlled(ids::REPLICASETS, &ns, &name, next, Some(rs));
     }
 
     /// The new ReplicaSet's and the old ones' wanted replicas for one step.

@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::Pass;
 use super::pods::{self, NODES, Owner};
 use super::rolling::{StatefulStep, stateful_step};
 use super::{Pace, Progress, int_at, revision_name};
-use crate::store::{Key, Store, meta_str};
+use crate::store::{Key, meta_str};
 use rollsafe_emulator_types::resources::ids;
 
 /// The label with a pod's revision (a ControllerRevision's name).
@@ -26,10 +27,11 @@ pub(super) fn revision_of(pod: &Value) -> &str {
         .unwrap_or("")
 }
 
-impl Store {
+impl Pass<'_> {
     /// The pod template a ControllerRevision holds, if it is there.
     pub(super) fn revision_template(&self, ns: &str, revision: &str) -> Option<Value> {
         let mut template = self
+            .store
             .get(ids::CONTROLLERREVISIONS, ns, revision)?
             .pointer("/data/spec/template")?
             .clone();

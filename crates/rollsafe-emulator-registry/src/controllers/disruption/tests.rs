@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::store::rollout_sim::RolloutPace;
+use crate::cluster::Cluster;
+use crate::controllers::rollout_sim::RolloutPace;
 
-fn store(pod_ready_millis: u64) -> Store {
-    let mut s = Store::new();
+fn store(pod_ready_millis: u64) -> Cluster {
+    let mut s = Cluster::new();
     s.use_manual_clock(Instant::now());
     s.set_rollout_settings(RolloutPace {
         pod_ready_millis,
@@ -17,6 +18,12 @@ fn store(pod_ready_millis: u64) -> Store {
     });
     assert!(s.ensure_namespace("shop").is_ok());
     s
+}
+
+/// One pass of the disruption controller over the namespace `shop`.
+fn sync(s: &mut Cluster) {
+    let shop = BTreeSet::from(["shop".to_owned()]);
+    s.sync_budgets(&mut Controller::default(), Some(&shop));
 }
 
 fn workload(kind: &str, name: &str, replicas: i64) -> Value {
@@ -36,7 +43,7 @@ fn workload(kind: &str, name: &str, replicas: i64) -> Value {
     obj
 }
 
-fn create_workload(s: &mut Store, kind: &str, name: &str, replicas: i64) {
+fn create_workload(s: &mut Cluster, kind: &str, name: &str, replicas: i64) {
     let res = match kind {
         "Deployment" => ids::DEPLOYMENTS,
         "StatefulSet" => ids::STATEFULSETS,
@@ -45,7 +52,7 @@ fn create_workload(s: &mut Store, kind: &str, name: &str, replicas: i64) {
     assert!(s.create(res, workload(kind, name, replicas)).is_ok());
 }
 
-fn create_budget(s: &mut Store, name: &str, app: &str, spec: Value) {
+fn create_budget(s: &mut Cluster, name: &str, app: &str, spec: Value) {
     let mut spec = spec;
     spec["selector"] = json!({"matchLabels": {"app": app}});
     let budget = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -53,14 +60,14 @@ fn create_budget(s: &mut Store, name: &str, app: &str, spec: Value) {
     assert!(s.create(ids::PODDISRUPTIONBUDGETS, budget).is_ok());
 }
 
-fn budget(s: &Store, name: &str) -> Value {
+fn budget(s: &Cluster, name: &str) -> Value {
     s.get(ids::PODDISRUPTIONBUDGETS, "shop", name)
         .map(|b| (**b).clone())
         .unwrap_or_default()
 }
 
 /// (expectedPods, desiredHealthy, currentHealthy, disruptionsAllowed) as stored.
-fn numbers(s: &Store, name: &str) -> (i64, i64, i64, i64) {
+fn numbers(s: &Cluster, name: &str) -> (i64, i64, i64, i64) {
     let status = &budget(s, name)["status"];
     let n = |f: &str| status[f].as_i64().unwrap_or(-1);
     (
@@ -71,7 +78,7 @@ fn numbers(s: &Store, name: &str) -> (i64, i64, i64, i64) {
     )
 }
 
-fn condition(s: &Store, name: &str) -> Value {
+fn condition(s: &Cluster, name: &str) -> Value {
     budget(s, name)["status"]["conditions"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == DISRUPTION_ALLOWED))
@@ -85,7 +92,7 @@ fn a_new_budget_starts_at_zero_and_the_sync_counts_its_pods() {
     create_workload(&mut s, "Deployment", "web", 3);
     create_budget(&mut s, "web", "web", json!({"minAvailable": 2}));
     assert_eq!(numbers(&s, "web"), (0, 0, 0, 0));
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     assert_eq!(numbers(&s, "web"), (3, 2, 3, 1));
     assert_eq!(budget(&s, "web")["status"]["observedGeneration"], 1);
     let allowed = condition(&s, "web");
@@ -110,7 +117,7 @@ fn percentages_and_max_unavailable_are_taken_of_the_controllers_scale_rounded_up
             let mut s = store(0);
             create_workload(&mut s, kind, "web", 3);
             create_budget(&mut s, "web", "web", spec.clone());
-            sync_namespace(&mut s, "shop");
+            sync(&mut s);
             assert_eq!(numbers(&s, "web"), want, "{kind} {spec}");
         }
     }
@@ -131,11 +138,11 @@ fn the_scale_is_the_controllers_not_the_pods_there_are() {
         s.update(ids::DEPLOYMENTS, "shop", "web", web, UpdateMode::Put)
             .is_ok()
     );
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     // Five expected, two of them still starting.
     assert_eq!(numbers(&s, "web"), (5, 4, 3, 0));
     s.advance_clock(Duration::from_millis(1_000));
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     assert_eq!(numbers(&s, "web"), (5, 4, 5, 1));
 }
 
@@ -144,11 +151,11 @@ fn pods_that_are_not_ready_are_not_healthy() {
     let mut s = store(300);
     create_workload(&mut s, "Deployment", "web", 3);
     create_budget(&mut s, "web", "web", json!({"minAvailable": 2}));
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     assert_eq!(numbers(&s, "web"), (3, 2, 0, 0));
     assert_eq!(condition(&s, "web")["reason"], "InsufficientPods");
     s.advance_clock(Duration::from_millis(300));
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     assert_eq!(numbers(&s, "web"), (3, 2, 3, 1));
 }
 
@@ -158,7 +165,7 @@ fn a_controller_without_a_scale_fails_safe_and_an_integer_budget_does_not_need_o
     create_workload(&mut s, "DaemonSet", "agent", 0);
     create_budget(&mut s, "scaled", "agent", json!({"maxUnavailable": 1}));
     create_budget(&mut s, "counted", "agent", json!({"minAvailable": 2}));
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     let failed = budget(&s, "scaled")["status"].clone();
     assert_eq!(failed["disruptionsAllowed"], 0);
     assert_eq!(failed.get("observedGeneration"), None, "{failed}");
@@ -177,7 +184,7 @@ fn nothing_is_written_when_nothing_changed_and_a_held_condition_keeps_its_time()
     let mut s = store(0);
     create_workload(&mut s, "Deployment", "web", 3);
     create_budget(&mut s, "web", "web", json!({"minAvailable": 2}));
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     // A time the sync could not have written: kept while the condition holds.
     let mut stored = budget(&s, "web");
     stored["status"]["conditions"][0]["lastTransitionTime"] = json!("2020-01-01T00:00:00Z");
@@ -192,7 +199,7 @@ fn nothing_is_written_when_nothing_changed_and_a_held_condition_keeps_its_time()
         .is_ok()
     );
     let rv = s.current_rv();
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     assert_eq!(s.current_rv(), rv, "an unchanged budget is not written");
     let mut web = budget(&s, "web");
     web["spec"]["minAvailable"] = json!(1);
@@ -206,7 +213,7 @@ fn nothing_is_written_when_nothing_changed_and_a_held_condition_keeps_its_time()
         )
         .is_ok()
     );
-    sync_namespace(&mut s, "shop");
+    sync(&mut s);
     assert_eq!(numbers(&s, "web"), (3, 1, 3, 2));
     assert_eq!(budget(&s, "web")["status"]["observedGeneration"], 2);
     assert_eq!(
@@ -254,7 +261,7 @@ fn the_controller_wants_the_changes_that_can_move_a_budget_where_budgets_are() {
         wanted(&controller),
         [(ids::PODDISRUPTIONBUDGETS, "shop".to_owned())]
     );
-    controller.sync(&mut s, None);
+    s.sync_budgets(&mut controller, None);
     assert_eq!(numbers(&s, "web"), (2, 1, 2, 1));
     assert_eq!(
         wanted(&controller),

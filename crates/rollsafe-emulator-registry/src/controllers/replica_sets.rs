@@ -143,117 +143,115 @@ fn replica_set(deployment: &Value, name: &str, revision: u64, replicas: i64) -> 
     })
 }
 
-impl Store {
-    /// Brings `deployment`'s ReplicaSets in line with it, as its controller would; whether it
-    /// created the ReplicaSet of the current template. `rolling`: the rollout scales them step
-    /// by step (`rollout_sim`), so a new ReplicaSet starts at 0 replicas, the others keep
-    /// theirs, and only old ones scaled to 0 are cleaned up; else the current one has all the
-    /// replicas at once and every other one none.
-    pub fn sync_replica_sets(&mut self, deployment: &Value, rolling: bool) -> bool {
-        let (Some(ns), Some(uid)) = (
-            meta_str(deployment, "namespace"),
-            meta_str(deployment, "uid"),
-        ) else {
-            return false;
-        };
-        let ns = ns.to_owned();
-        let prefix = format!("{}-", meta_str(deployment, "name").unwrap_or(""));
-        let owned: Vec<Arc<Value>> = self
-            .named_with_prefix(ids::REPLICASETS, &ns, &prefix)
-            .into_iter()
-            .filter(|rs| owned_by(rs, uid))
-            .collect();
-        let paused = deployment.pointer("/spec/paused") == Some(&Value::Bool(true));
-        // The ReplicaSet of this template, compared without the hash label (the controller's
-        // `EqualIgnoreHash`): a rollback finds the revision it came from.
-        let existing = owned
-            .iter()
-            .find(|rs| same_template(rs, deployment.pointer("/spec/template")));
-        let current = existing
-            .and_then(|rs| meta_str(rs, "name"))
-            .map_or_else(|| replica_set_name(deployment), str::to_owned);
-        let existing = existing.map(|rs| &**rs);
-        if paused && existing.is_none() {
-            return false;
-        }
-        // The Deployment's own revision (its strategy counts the rolls) is the current
-        // ReplicaSet's, so `rollout history` and the Deployment agree.
-        let newest = owned.iter().map(|rs| revision(rs)).max().unwrap_or(0);
-        let wanted_revision = match (existing, revision(deployment)) {
-            (Some(rs), _) if paused => revision(rs),
-            (_, 0) => newest + 1,
-            (_, own) => own,
-        };
-        let cause = |o: &Value| {
-            o.pointer("/metadata/annotations")
-                .and_then(|a| a.get(CHANGE_CAUSE))
-                .cloned()
-        };
-        // Rolling, the rollout scales the ReplicaSets; a new one starts empty.
-        let wanted_replicas = if rolling {
-            existing.map_or(0, replicas)
-        } else {
-            replicas(deployment)
-        };
-        let up_to_date = existing.is_some_and(|rs| {
-            revision(rs) == wanted_revision
-                && replicas(rs) == wanted_replicas
-                && cause(rs) == cause(deployment)
-        });
-        if !up_to_date {
-            let mut want = replica_set(deployment, &current, wanted_revision, wanted_replicas);
-            if rolling && let Some(rs) = existing {
-                // Its pods are what they are: the rollout writes the status it counts.
-                want["status"] = rs.get("status").cloned().unwrap_or_else(|| json!({}));
-            }
-            self.put_controlled(ids::REPLICASETS, &ns, &current, want, existing);
-        }
-        if paused {
-            return existing.is_none();
-        }
-        let mut old: Vec<&Value> = owned
-            .iter()
-            .map(|rs| &**rs)
-            .filter(|rs| meta_str(rs, "name") != Some(&current))
-            .collect();
-        // `revisionHistoryLimit`: the oldest of the old ReplicaSets beyond it are deleted (only
-        // those scaled to 0, while rolling).
-        old.sort_by_key(|rs| revision(rs));
-        let limit = deployment
-            .pointer("/spec/revisionHistoryLimit")
-            .and_then(Value::as_u64)
-            .unwrap_or(DEFAULT_HISTORY_LIMIT);
-        let (mut cleanable, _scaling): (Vec<&Value>, Vec<&Value>) = old
-            .into_iter()
-            .partition(|rs| !rolling || replicas(rs) == 0);
-        let excess = cleanable
-            .len()
-            .saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
-        for rs in cleanable.drain(..excess) {
-            let name = meta_str(rs, "name").unwrap_or("").to_owned();
-            self.remove_key(&(ids::REPLICASETS, ns.clone(), name));
-        }
-        if rolling {
-            return existing.is_none();
-        }
-        for rs in cleanable {
-            if replicas(rs) != 0 {
-                let mut scaled = rs.clone();
-                scaled["spec"]["replicas"] = json!(0);
-                for field in [
-                    "replicas",
-                    "fullyLabeledReplicas",
-                    "readyReplicas",
-                    "availableReplicas",
-                ] {
-                    scaled["status"][field] = json!(0);
-                }
-                let name = meta_str(rs, "name").unwrap_or("").to_owned();
-                self.put_controlled(ids::REPLICASETS, &ns, &name, scaled, Some(rs));
-            }
-        }
-        existing.is_none()
+/// Brings `deployment`'s ReplicaSets in line with it, as its controller would; whether it
+/// created the ReplicaSet of the current template. `rolling`: the rollout scales them step
+/// by step (`rollout_sim`), so a new ReplicaSet starts at 0 replicas, the others keep
+/// theirs, and only old ones scaled to 0 are cleaned up; else the current one has all the
+/// replicas at once and every other one none.
+pub fn sync(store: &mut Store, deployment: &Value, rolling: bool) -> bool {
+    let (Some(ns), Some(uid)) = (
+        meta_str(deployment, "namespace"),
+        meta_str(deployment, "uid"),
+    ) else {
+        return false;
+    };
+    let ns = ns.to_owned();
+    let prefix = format!("{}-", meta_str(deployment, "name").unwrap_or(""));
+    let owned: Vec<Arc<Value>> = store
+        .named_with_prefix(ids::REPLICASETS, &ns, &prefix)
+        .into_iter()
+        .filter(|rs| owned_by(rs, uid))
+        .collect();
+    let paused = deployment.pointer("/spec/paused") == Some(&Value::Bool(true));
+    // The ReplicaSet of this template, compared without the hash label (the controller's
+    // `EqualIgnoreHash`): a rollback finds the revision it came from.
+    let existing = owned
+        .iter()
+        .find(|rs| same_template(rs, deployment.pointer("/spec/template")));
+    let current = existing
+        .and_then(|rs| meta_str(rs, "name"))
+        .map_or_else(|| replica_set_name(deployment), str::to_owned);
+    let existing = existing.map(|rs| &**rs);
+    if paused && existing.is_none() {
+        return false;
     }
+    // The Deployment's own revision (its strategy counts the rolls) is the current
+    // ReplicaSet's, so `rollout history` and the Deployment agree.
+    let newest = owned.iter().map(|rs| revision(rs)).max().unwrap_or(0);
+    let wanted_revision = match (existing, revision(deployment)) {
+        (Some(rs), _) if paused => revision(rs),
+        (_, 0) => newest + 1,
+        (_, own) => own,
+    };
+    let cause = |o: &Value| {
+        o.pointer("/metadata/annotations")
+            .and_then(|a| a.get(CHANGE_CAUSE))
+            .cloned()
+    };
+    // Rolling, the rollout scales the ReplicaSets; a new one starts empty.
+    let wanted_replicas = if rolling {
+        existing.map_or(0, replicas)
+    } else {
+        replicas(deployment)
+    };
+    let up_to_date = existing.is_some_and(|rs| {
+        revision(rs) == wanted_revision
+            && replicas(rs) == wanted_replicas
+            && cause(rs) == cause(deployment)
+    });
+    if !up_to_date {
+        let mut want = replica_set(deployment, &current, wanted_revision, wanted_replicas);
+        if rolling && let Some(rs) = existing {
+            // Its pods are what they are: the rollout writes the status it counts.
+            want["status"] = rs.get("status").cloned().unwrap_or_else(|| json!({}));
+        }
+        store.put_controlled(ids::REPLICASETS, &ns, &current, want, existing);
+    }
+    if paused {
+        return existing.is_none();
+    }
+    let mut old: Vec<&Value> = owned
+        .iter()
+        .map(|rs| &**rs)
+        .filter(|rs| meta_str(rs, "name") != Some(&current))
+        .collect();
+    // `revisionHistoryLimit`: the oldest of the old ReplicaSets beyond it are deleted (only
+    // those scaled to 0, while rolling).
+    old.sort_by_key(|rs| revision(rs));
+    let limit = deployment
+        .pointer("/spec/revisionHistoryLimit")
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_HISTORY_LIMIT);
+    let (mut cleanable, _scaling): (Vec<&Value>, Vec<&Value>) = old
+        .into_iter()
+        .partition(|rs| !rolling || replicas(rs) == 0);
+    let excess = cleanable
+        .len()
+        .saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
+    for rs in cleanable.drain(..excess) {
+        let name = meta_str(rs, "name").unwrap_or("").to_owned();
+        store.remove_controlled(&(ids::REPLICASETS, ns.clone(), name));
+    }
+    if rolling {
+        return existing.is_none();
+    }
+    for rs in cleanable {
+        if replicas(rs) != 0 {
+            let mut scaled = rs.clone();
+            scaled["spec"]["replicas"] = json!(0);
+            for field in [
+                "replicas",
+                "fullyLabeledReplicas",
+                "readyReplicas",
+                "availableReplicas",
+            ] {
+                scaled["status"][field] = json!(0);
+            }
+            let name = meta_str(rs, "name").unwrap_or("").to_owned();
+            store.put_controlled(ids::REPLICASETS, &ns, &name, scaled, Some(rs));
+        }
+    }
+    existing.is_none()
 }
 
 #[cfg(test)]

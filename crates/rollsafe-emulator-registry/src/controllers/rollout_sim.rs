@@ -19,12 +19,21 @@
 //! back-off; a Deployment stuck on it gets `Progressing=False` `ProgressDeadlineExceeded` once
 //! `progressDeadlineSeconds × progressDeadlineScale` pass without progress.
 //!
-//! Time: [`Store::advance_rollouts`] moves every rollout in progress to `now`; the server calls
-//! it from one background task, woken by the store's waker when something starts and asleep
-//! until [`Store::next_rollout_due`]. Unit tests drive a manual clock instead
-//! ([`Store::use_manual_clock`], [`Store::advance_clock`]).
+//! Time: [`Cluster::advance_rollouts`] moves every rollout in progress to `now`; the server calls
+//! it from one background task, woken by the simulation's waker when something starts and
+//! asleep until [`Cluster::next_rollout_due`]. Unit tests drive a manual clock instead
+//! ([`Cluster::use_manual_clock`], [`Cluster::advance_clock`]).
+//!
+//! The controllers read and write through the store's public interface only (a `Pass`): the
+//! objects they own are written as a controller writes them ([`Store::put_controlled`],
+//! [`Store::remove_controlled`], the status subresource).
+//!
+//! [`Cluster::advance_rollouts`]: crate::cluster::Cluster::advance_rollouts
+//! [`Cluster::next_rollout_due`]: crate::cluster::Cluster::next_rollout_due
+//! [`Cluster::use_manual_clock`]: crate::cluster::Cluster::use_manual_clock
+//! [`Cluster::advance_clock`]: crate::cluster::Cluster::advance_clock
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +41,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::{Key, Store, UpdateMode, meta_str};
+use super::{controller_revisions, replica_sets};
+use crate::store::{Key, Store, UpdateMode, meta_str};
 use crate::strategy::workloads::{replica_set_name, template_hash};
 use rollsafe_emulator_types::resources::{ResId, ids};
 
@@ -107,8 +117,10 @@ struct Pace {
 }
 
 /// The simulation's own state, beside the objects.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct RolloutSim {
+    /// Whether workload writes keep ReplicaSets, ControllerRevisions and pods (default: yes).
+    pub(crate) history: bool,
     settings: RolloutPace,
     /// Set by tests: the time the simulation reads instead of the system clock.
     manual_clock: Option<Instant>,
@@ -123,21 +135,123 @@ pub(crate) struct RolloutSim {
     /// When each Deployment last progressed (its Progressing condition's lastUpdateTime).
     progressed: HashMap<Key, Instant>,
     /// Deployments whose new ReplicaSet the last write created.
-    created: std::collections::HashSet<Key>,
+    created: HashSet<Key>,
     /// Wakes the server's rollout task.
     waker: Option<Arc<Notify>>,
     /// Set while that task advances the rollouts: it reads the next due time itself.
     advancing: bool,
 }
 
+impl Default for RolloutSim {
+    fn default() -> Self {
+        Self {
+            history: true,
+            settings: RolloutPace::default(),
+            manual_clock: None,
+            timers: BTreeMap::new(),
+            failing: HashMap::new(),
+            pending: HashMap::new(),
+            active: BTreeMap::new(),
+            progressed: HashMap::new(),
+            created: HashSet::new(),
+            waker: None,
+            advancing: false,
+        }
+    }
+}
+
+/// One pass of the workload controllers over the store: their state and the store they read
+/// and write through its public interface.
+pub(crate) struct Pass<'a> {
+    pub(crate) store: &'a mut Store,
+    pub(crate) sim: &'a mut RolloutSim,
+}
+
 impl RolloutSim {
-    /// Forgets every rollout (a store reset), keeping the waker and the clock.
+    /// Forgets every rollout (a store reset), keeping the waker, the clock and whether history
+    /// is kept.
     pub(crate) fn reset(&mut self) {
         *self = Self {
+            history: self.history,
             waker: self.waker.take(),
             manual_clock: self.manual_clock,
             ..Self::default()
         };
+    }
+
+    /// A pass of the controllers over `store`.
+    pub(crate) fn pass<'a>(&'a mut self, store: &'a mut Store) -> Pass<'a> {
+        Pass { store, sim: self }
+    }
+
+    /// The current settings.
+    pub fn settings(&self) -> RolloutPace {
+        self.settings
+    }
+
+    /// Replaces the settings; rollouts in progress go on at the new pace.
+    pub fn set_settings(&mut self, settings: RolloutPace) {
+        self.settings = settings;
+        self.wake();
+    }
+
+    /// The task that advances the rollouts is woken through `waker` whenever a rollout starts
+    /// or a timer is set.
+    pub fn set_waker(&mut self, waker: Arc<Notify>) {
+        self.waker = Some(waker);
+    }
+
+    /// Reads `now` from a manual clock from here on (tests).
+    pub fn use_manual_clock(&mut self, now: Instant) {
+        self.manual_clock = Some(now);
+    }
+
+    /// The simulation's time: the manual clock when set, else the system's.
+    pub fn now(&self) -> Instant {
+        self.manual_clock.unwrap_or_else(Instant::now)
+    }
+
+    /// Marks the revision the next template change of this workload produces as failing (the
+    /// `rolloutFails` fault, set before its patch is handled).
+    pub fn fail_next_revision(&mut self, key: Key, failure: Failure) {
+        self.pending.insert(key, failure);
+    }
+
+    /// Forgets a [`RolloutSim::fail_next_revision`] mark no template change used; whether
+    /// there was one.
+    pub fn cancel_failing_revision(&mut self, key: &Key) -> bool {
+        self.pending.remove(key).is_some()
+    }
+
+    /// Whether some rollout is in progress.
+    pub fn in_progress(&self) -> bool {
+        !self.active.is_empty()
+    }
+
+    /// When the next thing is due: a pod becoming ready or restarting, or a progress deadline.
+    pub fn next_due(&self) -> Option<Instant> {
+        let pods = self.timers.values().map(|t| t.due);
+        let deadlines = self.active.values().filter_map(|d| *d);
+        pods.chain(deadlines).min()
+    }
+
+    /// Whether a write of `obj` (a workload at `key`) goes through the paced simulation rather
+    /// than being final at once.
+    pub(crate) fn is_paced(&self, key: &Key, obj: &Value) -> bool {
+        self.history
+            && (self.settings.pod_ready_millis > 0
+                || self.pending.contains_key(key)
+                || self
+                    .failing
+                    .get(key)
+                    .is_some_and(|f| f.contains_key(&revision_name(key.0, obj))))
+    }
+
+    /// Wakes the rollout task for what a write started (not for what it does itself).
+    fn wake(&self) {
+        if let Some(waker) = self.waker.as_ref().filter(|_| !self.advancing) {
+            waker.notify_one();
+        }
     }
 }
 
@@ -163,68 +277,27 @@ fn key_of(res: ResId, obj: &Value) -> Key {
     )
 }
 
-impl Store {
-    /// The current settings.
-    pub fn rollout_settings(&self) -> RolloutPace {
-        self.sim.settings
+impl Pass<'_> {
+    /// The object at `key`.
+    fn object(&self, key: &Key) -> Option<Arc<Value>> {
+        self.store.get(key.0, &key.1, &key.2).cloned()
     }
 
-    /// Replaces the settings; rollouts in progress go on at the new pace.
-    pub fn set_rollout_settings(&mut self, settings: RolloutPace) {
-        self.sim.settings = settings;
-        self.wake();
+    /// The simulation's time.
+    fn sim_now(&self) -> Instant {
+        self.sim.now()
     }
 
-    /// The task that calls [`Store::advance_rollouts`] is woken through `waker` whenever a
-    /// rollout starts or a timer is set.
-    pub fn set_rollout_waker(&mut self, waker: Arc<Notify>) {
-        self.sim.waker = Some(waker);
-    }
-
-    /// Reads `now` from a manual clock from here on (tests).
-    pub fn use_manual_clock(&mut self, now: Instant) {
-        self.sim.manual_clock = Some(now);
+    /// Wakes the rollout task.
+    fn wake(&self) {
+        self.sim.wake();
     }
 
     /// Moves the manual clock forward by `by` and the rollouts with it (tests).
-    pub fn advance_clock(&mut self, by: Duration) {
+    pub(crate) fn advance_clock(&mut self, by: Duration) {
         let now = self.sim_now() + by;
         self.sim.manual_clock = Some(now);
         self.advance_rollouts(now);
-    }
-
-    /// The simulation's time: the manual clock when set, else the system's.
-    pub fn sim_now(&self) -> Instant {
-        self.sim.manual_clock.unwrap_or_else(Instant::now)
-    }
-
-    /// Marks the revision the next template change of this workload produces as failing (the
-    /// `rolloutFails` fault, set before its patch is handled).
-    pub fn fail_next_revision(&mut self, res: ResId, ns: &str, name: &str, failure: Failure) {
-        self.sim
-            .pending
-            .insert((res, ns.to_owned(), name.to_owned()), failure);
-    }
-
-    /// Forgets a [`Store::fail_next_revision`] mark no template change used; whether there was
-    /// one.
-    pub fn cancel_failing_revision(&mut self, res: ResId, ns: &str, name: &str) -> bool {
-        self.sim
-            .pending
-            .remove(&(res, ns.to_owned(), name.to_owned()))
-            .is_some()
-    }
-
-    /// Whether some rollout is in progress.
-    pub fn rollouts_in_progress(&self) -> bool {
-        !self.sim.active.is_empty()
-    }
-
-    /// When the next thing is due: a pod becoming ready or restarting, or a progress deadline.
-    pub fn next_rollout_due(&self) -> Option<Instant> {
-        let pods = self.sim.timers.values().map(|t| t.due);
-        let deadlines = self.sim.active.values().filter_map(|d| *d);
-        pods.chain(deadlines).min()
     }
 
     /// Moves every rollout in progress to `now`: due pods become ready or restart, the
@@ -261,41 +334,39 @@ impl Store {
         self.sim.advancing = false;
     }
 
-    /// Wakes the rollout task for what a write started (not for what it does itself).
-    fn wake(&self) {
-        if let Some(waker) = self.sim.waker.as_ref().filter(|_| !self.sim.advancing) {
-            waker.notify_one();
+    /// After a committed template change: a pending failure now marks the new revision.
+    pub(crate) fn mark_new_revision(&mut self, res: ResId, obj: &Value) {
+        let key = key_of(res, obj);
+        if let Some(failure) = self.sim.pending.remove(&key) {
+            let revision = revision_name(res, obj);
+            self.sim
+                .failing
+                .entry(key)
+                .or_default()
+                .insert(revision, failure);
         }
     }
 
-    /// Whether a write of `obj` (a workload at `key`) goes through the paced simulation rather
-    /// than being final at once.
-    pub(crate) fn rollout_is_paced(&self, key: &Key, obj: &Value) -> bool {
-        self.rollout_history
-            && (self.sim.settings.pod_ready_millis > 0
-                || self.sim.pending.contains_key(key)
-                || self
-                    .sim
-                    .failing
-                    .get(key)
-                    .is_some_and(|f| f.contains_key(&revision_name(key.0, obj))))
-    }
-
-    /// After a committed template change: a pending failure now marks the new revision.
-    pub(crate) fn mark_new_revision(&mut self, key: &Key, obj: &Value) {
-        if let Some(failure) = self.sim.pending.remove(key) {
-            self.sim
-                .failing
-                .entry(key.clone())
-                .or_default()
-                .insert(revision_name(key.0, obj), failure);
+    /// The workload controllers' history after a write of `obj` (a `res`): ReplicaSets of a
+    /// Deployment, ControllerRevisions of a StatefulSet or DaemonSet. `paced`: the rollout goes
+    /// step by step (the new ReplicaSet starts at 0 replicas and the old ones keep theirs, for
+    /// the rollout to scale), else it is final at once.
+    pub(crate) fn sync_history(&mut self, res: ResId, obj: &Value, paced: bool) {
+        if !self.sim.history {
+            return;
+        }
+        if res == ids::DEPLOYMENTS && replica_sets::sync(self.store, obj, paced) && paced {
+            self.note_new_replica_set(obj);
+        }
+        if let Some(kind) = controller_revisions::revisioned_kind(res) {
+            controller_revisions::sync(self.store, kind, obj);
         }
     }
 
     /// The controllers' reaction to a committed write of a workload (`paced`: as
-    /// [`Store::rollout_is_paced`] said before the write).
+    /// [`RolloutSim::is_paced`] said before the write).
     pub(crate) fn after_workload_write(&mut self, res: ResId, obj: &Value, paced: bool) {
-        if !self.rollout_history {
+        if !self.sim.history {
             return;
         }
         let key = key_of(res, obj);
@@ -324,7 +395,7 @@ impl Store {
 
     /// A pod was deleted through the API: its controller replaces it.
     pub(crate) fn after_pod_delete(&mut self, pod: &Value) {
-        if !self.rollout_history {
+        if !self.sim.history {
             return;
         }
         let ns = meta_str(pod, "namespace").unwrap_or("").to_owned();
@@ -339,6 +410,7 @@ impl Store {
         let key = match owner["kind"].as_str() {
             Some("ReplicaSet") => {
                 let Some(deployment) = self
+                    .store
                     .get(ids::REPLICASETS, &ns, &owner_name)
                     .and_then(|rs| rs.pointer("/metadata/ownerReferences/0/name"))
                     .and_then(Value::as_str)
@@ -351,10 +423,10 @@ impl Store {
             Some("DaemonSet") => (ids::DAEMONSETS, ns, owner_name),
             _ => return,
         };
-        let Some(workload) = self.objects.get(&key).cloned() else {
+        let Some(workload) = self.object(&key) else {
             return;
         };
-        let paced = self.rollout_is_paced(&key, &workload);
+        let paced = self.sim.is_paced(&key, &workload);
         if paced {
             self.sim.active.entry(key.clone()).or_insert(None);
         }
@@ -372,11 +444,11 @@ impl Store {
     /// One controller pass over a workload; keeps it in the active set while its rollout is
     /// in progress.
     fn reconcile(&mut self, key: &Key, pace: Pace) {
-        let Some(obj) = self.objects.get(key).cloned() else {
+        let Some(obj) = self.object(key) else {
             self.forget_workload(key);
             return;
         };
-        if self.namespace_terminating(&key.1) {
+        if self.store.namespace_terminating(&key.1) {
             return;
         }
         let now = self.sim_now();
@@ -425,7 +497,7 @@ impl Store {
             let Some(mut timer) = self.sim.timers.remove(&pod_key) else {
                 continue;
             };
-            let Some(pod) = self.objects.get(&pod_key).cloned() else {
+            let Some(pod) = self.object(&pod_key) else {
                 continue;
             };
             let state = loop {
@@ -440,7 +512,8 @@ impl Store {
                 }
             };
             let updated = pods::with_status((*pod).clone(), &state);
-            self.put_controlled(ids::PODS, &pod_key.1, &pod_key.2, updated, Some(&pod));
+            self.store
+                .put_controlled(ids::PODS, &pod_key.1, &pod_key.2, updated, Some(&pod));
         }
     }
 
@@ -457,11 +530,11 @@ impl Store {
         let name = meta_str(&pod, "name").unwrap_or("").to_owned();
         if failure.is_none() && delay.is_zero() {
             let pod = pods::with_status(pod, &pods::PodState::Ready);
-            self.put_controlled(ids::PODS, &ns, &name, pod, None);
+            self.store.put_controlled(ids::PODS, &ns, &name, pod, None);
             return;
         }
         let pod = pods::with_status(pod, &pods::PodState::Starting);
-        self.put_controlled(ids::PODS, &ns, &name, pod, None);
+        self.store.put_controlled(ids::PODS, &ns, &name, pod, None);
         let timer = pods::PodTimer {
             workload: workload.clone(),
             due: self.sim_now() + delay,
@@ -480,12 +553,13 @@ impl Store {
             meta_str(pod, "name").unwrap_or("").to_owned(),
         );
         self.sim.timers.remove(&key);
-        self.remove_key(&key);
+        self.store.remove_controlled(&key);
     }
 
     /// The pods `owner` controls, in name order.
     fn pods_of(&self, ns: &str, owner: pods::Owner<'_>) -> Vec<Arc<Value>> {
-        self.named_with_prefix(ids::PODS, ns, &format!("{}-", owner.name))
+        self.store
+            .named_with_prefix(ids::PODS, ns, &format!("{}-", owner.name))
             .into_iter()
             .filter(|p| owner.owns(p))
             .collect()
@@ -503,7 +577,7 @@ impl Store {
     /// Writes `status` as the workload's status (through the status subresource's path: a new
     /// resourceVersion and a `MODIFIED` event, no generation bump) unless it is unchanged.
     fn write_status(&mut self, key: &Key, status: Value) {
-        let Some(current) = self.objects.get(key).cloned() else {
+        let Some(current) = self.object(key) else {
             return;
         };
         if current.get("status") == Some(&status) {
@@ -511,7 +585,10 @@ impl Store {
         }
         let mut next = (*current).clone();
         next["status"] = status;
-        if let Err(error) = self.update(key.0, &key.1, &key.2, next, UpdateMode::Status) {
+        if let Err(error) = self
+            .store
+            .update(key.0, &key.1, &key.2, next, UpdateMode::Status)
+        {
             tracing::warn!(%error, "writing a simulated status failed");
         }
     }

@@ -5,12 +5,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::cluster::Cluster;
 use crate::store::UpdateMode;
 
 const MILLIS: u64 = 300;
 
-fn store() -> Store {
-    let mut s = Store::new();
+fn store() -> Cluster {
+    let mut s = Cluster::new();
     s.use_manual_clock(Instant::now());
     s.set_rollout_settings(RolloutPace {
         pod_ready_millis: MILLIS,
@@ -48,29 +49,29 @@ fn res_of(kind: &str) -> ResId {
     }
 }
 
-fn create(s: &mut Store, obj: Value) {
+fn create(s: &mut Cluster, obj: Value) {
     let res = res_of(obj["kind"].as_str().unwrap_or(""));
     assert!(s.create(res, obj).is_ok());
 }
 
-fn set_image(s: &mut Store, kind: &str, name: &str, image: &str) {
+fn set_image(s: &mut Cluster, kind: &str, name: &str, image: &str) {
     let res = res_of(kind);
     let mut obj = (**s.get(res, "shop", name).unwrap()).clone();
     obj["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
     assert!(s.update(res, "shop", name, obj, UpdateMode::Put).is_ok());
 }
 
-fn status(s: &Store, kind: &str, name: &str) -> Value {
+fn status(s: &Cluster, kind: &str, name: &str) -> Value {
     s.get(res_of(kind), "shop", name).unwrap()["status"].clone()
 }
 
-fn pods(s: &Store) -> Vec<Value> {
+fn pods(s: &Cluster) -> Vec<Value> {
     s.range(ids::PODS, Some("shop"), None)
         .map(|(_, p)| (**p).clone())
         .collect()
 }
 
-fn images(s: &Store, ready: bool) -> Vec<String> {
+fn images(s: &Cluster, ready: bool) -> Vec<String> {
     let mut out: Vec<String> = pods(s)
         .iter()
         .filter(|p| pods::is_ready(p) == ready)
@@ -85,7 +86,7 @@ fn images(s: &Store, ready: bool) -> Vec<String> {
     out
 }
 
-fn tick(s: &mut Store) {
+fn tick(s: &mut Cluster) {
     s.advance_clock(Duration::from_millis(MILLIS));
 }
 
@@ -266,7 +267,7 @@ fn a_stateful_set_replaces_ordinals_from_the_highest_down_to_the_partition() {
     tick(&mut s);
     assert_eq!(images(&s, true), ["app:1", "app:1", "app:1"]);
     set_image(&mut s, "StatefulSet", "db", "app:2");
-    let image_of = |s: &Store, ordinal: usize| {
+    let image_of = |s: &Cluster, ordinal: usize| {
         s.get(ids::PODS, "shop", &format!("db-{ordinal}"))
             .map(|p| p["spec"]["containers"][0]["image"].clone())
     };
@@ -350,7 +351,7 @@ fn a_daemon_set_runs_one_pod_per_node_and_replaces_them_within_max_unavailable()
 
 #[test]
 fn with_no_delay_status_is_final_in_the_write_and_pods_follow() {
-    let mut s = Store::new();
+    let mut s = Cluster::new();
     assert!(s.ensure_namespace("shop").is_ok());
     create(
         &mut s,

@@ -1,5 +1,7 @@
 //! The rollout log: every pod-template change of a workload, and whether pods would roll.
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -61,5 +63,37 @@ impl Rollout {
                 .unwrap_or_else(|| json!({})),
             time: util::now_precise(),
         }
+    }
+}
+
+/// Rollouts the log keeps (the newest; their `seq` keeps counting), so a long sandbox session
+/// or load run does not grow without end.
+pub const MAX_ROLLOUTS: usize = 10_000;
+
+/// The newest [`MAX_ROLLOUTS`] rollouts, oldest first.
+#[derive(Debug, Default)]
+pub struct RolloutLog {
+    rollouts: VecDeque<Rollout>,
+    seq: u64,
+}
+
+impl RolloutLog {
+    /// Records a pod-template change of `obj` (a `d`, as stored).
+    pub fn record(&mut self, d: &ResourceDef, obj: &Value) {
+        self.seq += 1;
+        if self.rollouts.len() == MAX_ROLLOUTS {
+            self.rollouts.pop_front();
+        }
+        self.rollouts.push_back(Rollout::record(self.seq, d, obj));
+    }
+
+    /// The rollouts kept, oldest first.
+    pub fn rollouts(&self) -> Vec<Rollout> {
+        self.rollouts.iter().cloned().collect()
+    }
+
+    /// Forgets the rollouts (their `seq` keeps counting).
+    pub fn clear(&mut self) {
+        self.rollouts.clear();
     }
 }
