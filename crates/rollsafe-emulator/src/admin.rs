@@ -8,10 +8,10 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use serde_json::{Value, json};
 
-use crate::RolloutPaceChange;
 use crate::faults::Fault;
 use crate::http_util::{error, json, read_body};
 use crate::state::{ADMIN_PREFIX, Body, Shared};
+use rollsafe_emulator_registry::controllers::rollout_sim::RolloutPaceChange;
 use rollsafe_emulator_registry::identity::Identity;
 use rollsafe_emulator_types::query::Query;
 use rollsafe_emulator_types::resources;
@@ -171,7 +171,7 @@ fn route(
     body: &[u8],
     shared: &Arc<Shared>,
 ) -> Result<Response<Body>, StatusError> {
-    let handle = crate::Handle {
+    let handle = crate::handle::Handle {
         shared: shared.clone(),
     };
     match (method.as_str(), path) {
@@ -300,7 +300,7 @@ fn route(
             let mut stored = Vec::new();
             for obj in objects {
                 stored.push(handle.put_object(obj).map_err(|e| match e {
-                    crate::EmulatorError::Api(api) => *api,
+                    crate::error::EmulatorError::Api(api) => *api,
                     other => StatusError::bad_request(&other.to_string()),
                 })?);
             }
@@ -312,7 +312,7 @@ fn route(
             handle
                 .delete_object(resources::def(res).plural, ns_opt, &name)
                 .map_err(|e| match e {
-                    crate::EmulatorError::Api(api) => *api,
+                    crate::error::EmulatorError::Api(api) => *api,
                     other => StatusError::bad_request(&other.to_string()),
                 })?;
             Ok(ok())
