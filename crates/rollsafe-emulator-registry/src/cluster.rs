@@ -85,15 +85,7 @@ impl Cluster {
         new: Value,
         mode: UpdateMode,
     ) -> Result<(Arc<Value>, bool), StatusError> {
-        self.update_managed(Update {
-            res,
-            ns,
-            name,
-            object: new,
-            mode,
-            write: Write::Commit,
-            tracking: Tracking::Keep,
-        })
+        self.update_managed(Update::kept(res, ns, name, new, mode))
     }
 
     /// Carries out `update` (see [`Store::update_managed`]): the stored object and whether

@@ -152,6 +152,22 @@ pub struct Update<'a> {
     pub tracking: Tracking<'a>,
 }
 
+impl<'a> Update<'a> {
+    /// An update that is kept, with field ownership recorded as before
+    /// ([`Tracking::Keep`]): test setup, the controllers' and the recorder's own writes.
+    pub fn kept(res: ResId, ns: &'a str, name: &'a str, object: Value, mode: UpdateMode) -> Self {
+        Self {
+            res,
+            ns,
+            name,
+            object,
+            mode,
+            write: Write::Commit,
+            tracking: Tracking::Keep,
+        }
+    }
+}
+
 /// A committed write, as the controllers see it.
 #[derive(Debug, Clone)]
 pub struct Committed {
@@ -615,16 +631,7 @@ impl Store {
         new: Value,
         mode: UpdateMode,
     ) -> Result<(Arc<Value>, bool), StatusError> {
-        let update = Update {
-            res,
-            ns,
-            name,
-            object: new,
-            mode,
-            write: Write::Commit,
-            tracking: Tracking::Keep,
-        };
-        self.update_managed(update, &AtOnce)
+        self.update_managed(Update::kept(res, ns, name, new, mode), &AtOnce)
             .map(|written| (written.object().clone(), written.changed()))
     }
 
