@@ -287,6 +287,18 @@ pub fn eviction_instant(change: Timestamp) -> Timestamp {
         .unwrap_or(change)
 }
 
+/// The phase a finished pod is in (`Succeeded` or `Failed`), `None` for a pod that may still
+/// run. A finished pod runs nothing: it consumes nothing now, and no restart reaches it —
+/// evicting one would only delete it (a completed Job's pod and its logs), and nothing would
+/// recreate it.
+pub fn finished_phase(pod: &Value) -> Option<&'static str> {
+    match pod.pointer("/status/phase").and_then(Value::as_str) {
+        Some("Succeeded") => Some("Succeeded"),
+        Some("Failed") => Some("Failed"),
+        _ => None,
+    }
+}
+
 /// A consuming pod as an eviction run sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodView {
@@ -422,6 +434,25 @@ pub fn plan_step(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_pod_has_finished_when_it_succeeded_or_failed() {
+        let phase = |phase: Value| json!({"status": {"phase": phase}});
+        assert_eq!(
+            finished_phase(&phase(json!("Succeeded"))),
+            Some("Succeeded")
+        );
+        assert_eq!(finished_phase(&phase(json!("Failed"))), Some("Failed"));
+        for running in [
+            json!("Running"),
+            json!("Pending"),
+            json!("Unknown"),
+            json!(7),
+        ] {
+            assert_eq!(finished_phase(&phase(running)), None);
+        }
+        assert_eq!(finished_phase(&json!({"metadata": {"name": "p"}})), None);
+    }
 
     fn pod(name: &str, created: &str, ready: bool) -> PodView {
         PodView {

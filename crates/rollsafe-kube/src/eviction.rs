@@ -27,8 +27,8 @@ use rollsafe_core::name::{Namespace, SecretName};
 use rollsafe_core::reference;
 use rollsafe_core::shown::shown_within;
 use rollsafe_core::strategy::{
-    EvictionSettings, Owner, PodView, Step, eviction_instant, eviction_settings_of, operator_owner,
-    plan_step,
+    EvictionSettings, Owner, PodView, Step, eviction_instant, eviction_settings_of, finished_phase,
+    operator_owner, plan_step,
 };
 use rollsafe_core::workload::WorkloadKind;
 use serde::Serialize;
@@ -267,7 +267,7 @@ pub enum Progress {
 }
 
 /// The pods of a namespace that consume `secret` (by the Restart Consumers reference rules,
-/// read from each pod's spec), paged.
+/// read from each pod's spec), paged; finished pods (`Succeeded`, `Failed`) are not among them.
 pub async fn consuming_pods(
     client: &kube::Client,
     namespace: &Namespace,
@@ -295,9 +295,10 @@ fn consuming_pod(pod: &Value) -> Option<ConsumingPod> {
     })
 }
 
-/// The pods of `namespace` (those `selector` selects; those that consume `secret`, when
-/// given), all pages, each reduced as its page is read: what is held is one page of pods
-/// (at most [`POD_PAGE_SIZE`]) and the reduced ones.
+/// The pods of `namespace` that may still run (those `selector` selects; those that consume
+/// `secret`, when given), all pages, each reduced as its page is read: what is held is one
+/// page of pods (at most [`POD_PAGE_SIZE`]) and the reduced ones. A finished pod is left out:
+/// a run neither evicts it nor counts it among the workload's pods.
 async fn list_pods(
     client: &kube::Client,
     namespace: &Namespace,
@@ -319,8 +320,9 @@ async fn list_pods(
             let Ok(value) = serde_json::to_value(pod) else {
                 continue;
             };
-            let consumes =
-                secret.is_none_or(|secret| reference::consumes_secret(&value, secret.as_str()));
+            // A finished pod runs nothing: it consumes nothing and no run restarts it.
+            let consumes = finished_phase(&value).is_none()
+                && secret.is_none_or(|secret| reference::consumes_secret(&value, secret.as_str()));
             if consumes && let Some(pod) = consuming_pod(&value) {
                 pods.push(pod);
             }

@@ -3,7 +3,8 @@
 //! (`PodGroup/my-cluster`) controls is named operator-owned with how it is restarted; pods a
 //! custom resource (`PodGroup/kafka`) owns directly, and a standalone pod, are consumers too;
 //! the pods of the Deployment and the StatefulSet are not (on the real control plane they are
-//! the real controllers' pods, owned through a real ReplicaSet); the Secret's and the
+//! the real controllers' pods, owned through a real ReplicaSet), nor is a pod that has finished
+//! (it runs nothing, and evicting it would only delete it); the Secret's and the
 //! workload's `rollsafe.dev/strategy` say eviction; an identity that may not list pods still
 //! gets the preview, its pod-level consumers said to be not readable.
 
@@ -14,7 +15,9 @@ use std::process::Command;
 use assert_cmd::cargo::CommandCargoExt as _;
 use kube::api::{Patch, PatchParams};
 use rollsafe_testing::operator::{controlled_by, pod_group, pod_group_crd};
-use rollsafe_testing::{TestNamespace, Workload, eventually, on_both_substrates, rbac_for_group};
+use rollsafe_testing::{
+    Substrate, TestNamespace, Workload, eventually, on_both_substrates, rbac_for_group,
+};
 use serde_json::{Value, json};
 
 const SECRET: &str = "db-creds";
@@ -105,8 +108,38 @@ async fn arrange(ns: &TestNamespace) {
         pod("kafka-1", group, json!({"group": "kafka"}), true),
         pod("debug", json!([]), json!({}), true),
         pod("unrelated", json!([]), json!({}), false),
+        pod("finished", json!([]), json!({}), true),
     ];
     ns.apply(pods).await;
+    finish(ns, "finished").await;
+}
+
+/// Marks pod `name` finished (`Succeeded`), as its kubelet would once its containers exited.
+/// On the real control plane kwok first makes the pod Running and moves only a Pending pod, so
+/// the phase written after that stays.
+async fn finish(ns: &TestNamespace, name: &str) {
+    let api = ns
+        .api_for(&json!({"apiVersion": "v1", "kind": "Pod"}))
+        .await;
+    eventually(
+        "the pod finished",
+        std::time::Duration::from_secs(60),
+        || async {
+            let pod = api.get(name).await.ok()?;
+            let phase = pod.data.pointer("/status/phase").and_then(Value::as_str);
+            match phase {
+                Some("Succeeded") => return Some(()),
+                Some("Pending") if ns.substrate == Substrate::Real => return None,
+                _ => {}
+            }
+            let finished = Patch::Merge(json!({"status": {"phase": "Succeeded"}}));
+            api.patch_status(name, &PatchParams::default(), &finished)
+                .await
+                .ok()?;
+            None
+        },
+    )
+    .await;
 }
 
 /// The pod of `prefix` its workload's controller made (the seeded one on the emulator).
@@ -274,6 +307,15 @@ on_both_substrates! {
                     "\nrestart:   {}\n",
                     PODGROUP_REASON.replace("them", "it")
                 )),
+            "{}",
+            run.stdout
+        );
+        let run = rollsafe(ns, "admin", &["why", "pod/finished", "-o", "text"]).await;
+        assert!(
+            run.stdout.contains("\nowner:     none (standalone)\nconsumes:  ")
+                && run.stdout.ends_with(
+                    "\nrestart:   finished (Succeeded): it runs nothing, so no restart reaches it; not evicted\n"
+                ),
             "{}",
             run.stdout
         );

@@ -1,7 +1,7 @@
 //! `rollsafe why pod/NAME`: a pod-level consumer — who owns the pod, what it consumes (the
 //! same reference rules as a pod template, read from the pod's spec), and how it is restarted:
 //! with the Deployment, StatefulSet or DaemonSet it belongs to, by eviction when another
-//! resource owns it, or not at all when nothing does. The words are the consumers preview's
+//! resource owns it, or not at all when nothing does or when it has finished. The words are the consumers preview's
 //! ([`PodConsumers`]). The pod is read once (`get pods`); nothing else is.
 //!
 //! Output (`-o json`):
@@ -25,7 +25,7 @@ use rollsafe_core::preview::{
     ConsumingPodRef, POD_TEMPLATE_HASH, PodConsumers, PodRestart, workload_of_pod,
 };
 use rollsafe_core::reference::{self, ConfigRef, TargetKind};
-use rollsafe_core::strategy::Owner;
+use rollsafe_core::strategy::{Owner, finished_phase};
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_kube::transport::GET_TIMEOUT;
 use serde::Serialize;
@@ -85,7 +85,8 @@ struct PodConsumed {
 /// How the pod is restarted.
 #[derive(Debug, Serialize)]
 struct PodRestartShown {
-    /// `workload` (with the workload it belongs to), `evict` or `not_evicted`.
+    /// `workload` (with the workload it belongs to), `evict`, `not_evicted`, or `finished` (a
+    /// pod that `Succeeded` or `Failed`).
     by: &'static str,
     reason: String,
 }
@@ -126,15 +127,21 @@ fn explain_pod(namespace: &Namespace, name: &str, pod: &Value) -> PodWhy {
         .and_then(Value::as_str);
     let workload =
         workload_of_pod(owner.as_ref(), hash).map(|(kind, name)| format!("{kind}/{name}"));
-    let restart = match &workload {
-        Some(workload) => PodRestartShown {
+    let restart = match (finished_phase(pod), &workload) {
+        (Some(phase), _) => PodRestartShown {
+            by: "finished",
+            reason: format!(
+                "finished ({phase}): it runs nothing, so no restart reaches it; not evicted"
+            ),
+        },
+        (None, Some(workload)) => PodRestartShown {
             by: "workload",
             reason: format!(
                 "restarted with {workload}, which it belongs to: rollsafe why {}",
                 workload.to_ascii_lowercase()
             ),
         },
-        None => {
+        (None, None) => {
             let found = PodConsumers::of([ConsumingPodRef {
                 name,
                 owner: owner.as_ref(),
@@ -278,6 +285,19 @@ mod tests {
              consumes:  Secret/db-creds\n             \
              at spec.containers[app].envFrom[].secretRef\n\
              restart:   owned by PodGroup/kafka (an operator's resource), not by a Deployment, StatefulSet or DaemonSet: a template patch does not reach it; rollsafe restart-consumers --strategy evict evicts it one at a time, PodDisruptionBudgets holding, and PodGroup/kafka recreates it"
+        );
+        let job = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "migrate",
+            "uid": "u", "controller": true}]);
+        let mut completed = pod(job, json!({}));
+        completed["status"] = json!({"phase": "Succeeded"});
+        let why = explain_pod(&namespace(), "migrate-x1", &completed);
+        assert_eq!(why.restart.by, "finished");
+        assert!(
+            text(&why).ends_with(
+                "\nrestart:   finished (Succeeded): it runs nothing, so no restart reaches it; not evicted"
+            ),
+            "{}",
+            text(&why)
         );
         let why = explain_pod(&namespace(), "debug", &pod(json!([]), json!({})));
         assert!(
