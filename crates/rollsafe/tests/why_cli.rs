@@ -77,6 +77,10 @@ fn start() -> Env {
                    "rollsafe.dev/halted": "flapping: 5 rolls within 600s; remove this annotation to resume"}),
         ),
         deployment("plain", json!({})),
+        deployment(
+            "evicting",
+            json!({"rollsafe.dev/watch": "true", "rollsafe.dev/evicting": "2026-12-01T12:00:00Z"}),
+        ),
         deployment("keyed", watched),
         event(
             "api.1",
@@ -438,6 +442,62 @@ fn a_workload_without_the_annotation_is_watched_only_under_all() {
         text.contains("watch:     not opted in: no rollsafe.dev/watch (watched only under --all)"),
         "{text}"
     );
+}
+
+#[test]
+fn an_eviction_in_progress_and_the_controllers_strategy_are_said() {
+    let env = start();
+    let why = env.why_json(&["-n", NS, "deployment/evicting"]);
+    assert_eq!(why["evicting"], json!({"since": "2026-12-01T12:00:00Z"}));
+    let (code, text, stderr) = env.why(&["-n", NS, "-o", "text", "deployment/evicting"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        text.contains("\nevicting:  in progress: pods created before 2026-12-01T12:00:00Z are evicted one at a time (rollsafe.dev/evicting); the controller removes the mark when the run ends, and a new leader continues it\n"),
+        "{text}"
+    );
+    // Without an eviction in progress, nothing is said of one.
+    let why = env.why_json(&["-n", NS, "deployment/api"]);
+    assert!(why.get("evicting").is_none(), "{why}");
+
+    // The controller's --strategy for the namespace decides for a workload that says nothing
+    // (its settings given as flags here: no controller published them).
+    let why = env.why_json(&[
+        "-n",
+        NS,
+        "--strategy",
+        "patch,shop=evict",
+        "deployment/plain",
+    ]);
+    assert_eq!(why["settings"]["source"], "flags");
+    assert_eq!(why["restartBy"]["strategy"], "evict");
+    assert_eq!(why["restartBy"]["from"], "controller");
+    let (_, text, _) = env.why(&[
+        "-n",
+        NS,
+        "-o",
+        "text",
+        "--strategy",
+        "patch,shop=evict",
+        "deployment/plain",
+    ]);
+    assert!(
+        text.contains("\nrestart:   restarted by eviction (rollsafe watch --strategy: evict in namespace shop; the Deployment says nothing)"),
+        "{text}"
+    );
+    // Patch in this namespace, or settings unknown: a plain template patch, nothing to say.
+    let why = env.why_json(&[
+        "-n",
+        NS,
+        "--strategy",
+        "evict,shop=patch",
+        "deployment/plain",
+    ]);
+    assert!(why.get("restartBy").is_none(), "{why}");
+    let why = env.why_json(&["-n", NS, "deployment/plain"]);
+    assert!(why.get("restartBy").is_none(), "{why}");
+    let (code, _, stderr) = env.why(&["-n", NS, "--strategy", "sideways", "deployment/plain"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--strategy: "), "{stderr}");
 }
 
 #[test]

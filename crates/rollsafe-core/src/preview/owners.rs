@@ -38,6 +38,9 @@ pub enum StrategyFrom {
     Secret,
     /// Neither says: a template patch.
     Default,
+    /// Neither says, and the controller's `--strategy` for the namespace (from its published
+    /// settings) does: `rollsafe why` only, which reads those settings.
+    Controller,
 }
 
 /// How a workload is restarted, when that is not simply a patch of a template nobody else
@@ -73,7 +76,7 @@ impl RestartBy {
         };
         let on = match from {
             StrategyFrom::Workload => kind,
-            StrategyFrom::Secret | StrategyFrom::Default => "Secret",
+            StrategyFrom::Secret | StrategyFrom::Default | StrategyFrom::Controller => "Secret",
         };
         let (strategy, reason) = match (chosen, operator) {
             (Some(Err(_)), _) => (
@@ -118,6 +121,21 @@ impl RestartBy {
             from,
             reason,
         })
+    }
+}
+
+impl RestartBy {
+    /// How the workload `kind` in `namespace` is restarted when it says nothing and the
+    /// controller's `--strategy` evicts there: by eviction, as `rollsafe watch` does for the
+    /// three `apps/v1` kinds.
+    pub fn controller_evicts(kind: &str, namespace: &str) -> RestartBy {
+        RestartBy {
+            strategy: Some(Strategy::Evict),
+            from: StrategyFrom::Controller,
+            reason: format!(
+                "restarted by eviction (rollsafe watch --strategy: evict in namespace {namespace}; the {kind} says nothing): rollsafe watch evicts its pods one at a time, PodDisruptionBudgets holding, and does not write its template"
+            ),
+        }
     }
 }
 

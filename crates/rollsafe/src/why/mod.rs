@@ -42,7 +42,9 @@ use std::time::Duration;
 use anyhow::bail;
 use jiff::Timestamp;
 use kube::api::DynamicObject;
-use rollsafe_core::annotations::{self, CHANGE_CAUSE, CONFIG_RECORD, RESTART_ON_CHANGE, WATCH};
+use rollsafe_core::annotations::{
+    self, CHANGE_CAUSE, CONFIG_RECORD, EVICTING, RESTART_ON_CHANGE, WATCH,
+};
 use rollsafe_core::name::Namespace;
 use rollsafe_core::opt_in::{self, OptIn, reloader};
 use rollsafe_core::reference::{self, ConfigRef, ContainerList, Origin, Reference, TargetKind};
@@ -140,6 +142,9 @@ struct Why {
     /// (the consumers preview's words); absent for a template patch nobody else owns.
     #[serde(skip_serializing_if = "Option::is_none")]
     restart_by: Option<rollsafe_core::preview::RestartBy>,
+    /// A restart by eviction in progress (`rollsafe.dev/evicting`), when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evicting: Option<Evicting>,
     /// `rollsafe.dev/halted`, when set.
     halted: Option<Halted>,
     /// A due roll held by a restart window or an approval, when one is.
@@ -154,6 +159,15 @@ struct Why {
     stages: Vec<StageShown>,
     last_roll: LastRoll,
     rollout: Rollout,
+}
+
+/// A restart by eviction the controller has started and not ended: the workload's
+/// `rollsafe.dev/evicting`, the instant its run restarts pods for (pods created before it are
+/// evicted).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Evicting {
+    since: String,
 }
 
 /// What the workload's own `rollsafe.dev/watch` says.
@@ -619,7 +633,25 @@ async fn explain(
     };
     let status = rollout::classify(*kind, &object);
     let stages = evaluation.stages;
-    let (operator_owner, restart_by) = owners::of(*kind, &object);
+    // The controller's `--strategy`, as the Evaluator reads it below; unknown settings say
+    // nothing of it.
+    let controller_strategy = known.then(|| {
+        settings
+            .values
+            .strategy
+            .as_deref()
+            .and_then(|text| text.parse::<StrategyDefaults>().ok())
+            .unwrap_or_default()
+    });
+    let (operator_owner, restart_by) = owners::of(
+        *kind,
+        &object,
+        namespace.as_str(),
+        controller_strategy.as_ref(),
+    );
+    let evicting = annotation(EVICTING).map(|since| Evicting {
+        since: shown(since),
+    });
     Ok(Why {
         kind: kind.as_str(),
         namespace: namespace.to_string(),
@@ -627,6 +659,7 @@ async fn explain(
         settings,
         operator_owner,
         restart_by,
+        evicting,
         watch: Watch {
             state,
             value: annotation(WATCH).map(shown),

@@ -4,6 +4,7 @@
 use anyhow::bail;
 use jiff::Timestamp;
 use rollsafe_core::name::Namespace;
+use rollsafe_core::strategy::StrategyDefaults;
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::window::RestartWindow;
 use rollsafe_kube::published::LeaseRef;
@@ -49,6 +50,9 @@ pub(crate) struct SettingsFlags {
     /// As `rollsafe watch --flap-limit ROLLS/WINDOW`.
     #[arg(long, value_name = "ROLLS/WINDOW")]
     flap_limit: Option<String>,
+    /// As `rollsafe watch --strategy` (`evict`, or per namespace `patch,payments=evict`).
+    #[arg(long, value_name = "STRATEGY")]
+    strategy: Option<String>,
 }
 
 impl SettingsFlags {
@@ -59,7 +63,8 @@ impl SettingsFlags {
             || !self.require_approval.is_empty()
             || self.restart_window.is_some()
             || self.progressive
-            || self.flap_limit.is_some();
+            || self.flap_limit.is_some()
+            || self.strategy.is_some();
         if !given {
             return Ok(None);
         }
@@ -80,6 +85,12 @@ impl SettingsFlags {
             match FlapLimit::parse(text) {
                 Ok(limit) => settings.flap_limit = limit,
                 Err(error) => bail!("--flap-limit: {error}"),
+            }
+        }
+        if let Some(text) = self.strategy.as_deref() {
+            match text.parse::<StrategyDefaults>() {
+                Ok(strategy) => settings.strategy = strategy,
+                Err(error) => bail!("--strategy: {error}"),
             }
         }
         Ok(Some(published::of(&settings, Timestamp::now())))

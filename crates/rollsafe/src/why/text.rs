@@ -23,6 +23,12 @@ pub(super) fn text(why: &Why) -> String {
     if let Some(by) = &why.restart_by {
         out.push_str(&format!("\nrestart:   {}", by.reason));
     }
+    if let Some(evicting) = &why.evicting {
+        out.push_str(&format!(
+            "\nevicting:  in progress: pods created before {} are evicted one at a time (rollsafe.dev/evicting); the controller removes the mark when the run ends, and a new leader continues it",
+            evicting.since
+        ));
+    }
     match &why.halted {
         Some(halted) => out.push_str(&format!(
             "\nhalted:    yes ({}); to resume: {}",
