@@ -192,9 +192,15 @@ impl Cluster {
         }
     }
 
-    /// Creates a namespace when it does not exist.
+    /// Creates a namespace when it does not exist; its controllers populate it.
     pub fn ensure_namespace(&mut self, ns: &str) -> Result<(), StatusError> {
-        self.store.ensure_namespace(ns)
+        if !self.store.namespace_exists(ns) {
+            self.create(
+                ids::NAMESPACES,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )?;
+        }
+        Ok(())
     }
 
     /// Empties the store and forgets what the controllers hold.
@@ -213,9 +219,9 @@ impl Cluster {
         self.store.expire_events(now)
     }
 
-    /// The CA bundle of every namespace's `kube-root-ca.crt` (see [`Store::set_root_ca`]).
+    /// The CA bundle published in every new namespace's `kube-root-ca.crt`.
     pub fn set_root_ca(&mut self, pem: String) {
-        self.store.set_root_ca(pem);
+        self.controllers.set_root_ca(pem);
     }
 
     /// Expires every continue token issued so far.
@@ -370,9 +376,14 @@ mod tests {
         assert_eq!(after.len(), 2);
         assert!(!after.contains(&victim));
 
+        // A new namespace got its ServiceAccount and CA bundle from its controllers.
+        assert!(c.get(ids::SERVICEACCOUNTS, "ns", "default").is_some());
+        assert!(c.get(ids::CONFIGMAPS, "ns", "kube-root-ca.crt").is_some());
+
         // The store alone stores: a write through it reaches no controller.
         let mut store = Store::new();
         assert!(store.ensure_namespace("ns").is_ok());
+        assert!(store.get(ids::SERVICEACCOUNTS, "ns", "default").is_none());
         assert!(store.create(ids::DEPLOYMENTS, deployment(2)).is_ok());
         assert_eq!(store.range(ids::REPLICASETS, Some("ns"), None).count(), 0);
         assert_eq!(store.range(ids::PODS, Some("ns"), None).count(), 0);

@@ -212,11 +212,6 @@ impl Written {
     }
 }
 
-/// The ConfigMap with the API server's CA in every namespace.
-pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
-/// Its description, as the real publisher writes it.
-const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
-
 /// The object store.
 #[derive(Debug)]
 pub struct Store {
@@ -227,8 +222,6 @@ pub struct Store {
     history_floor: u64,
     /// Continue tokens pinned to an RV below this are expired.
     token_floor: u64,
-    /// The CA bundle of `kube-root-ca.crt`.
-    root_ca: String,
     /// The custom resources each stored CRD defines (by CRD name): what this store serves
     /// besides the built-in table.
     definitions: BTreeMap<String, Vec<ResId>>,
@@ -269,7 +262,6 @@ impl Store {
             history_floor: 1,
             token_floor: 0,
             events,
-            root_ca: String::new(),
             definitions: BTreeMap::new(),
             event_ttl: EVENT_TTL,
             event_expiry: HashMap::new(),
@@ -313,29 +305,6 @@ impl Store {
         let deadline = Instant::now() + self.event_ttl;
         self.event_expiry.insert(key.clone(), deadline);
         self.event_deadlines.push_back((deadline, key));
-    }
-
-    /// The CA bundle published in every namespace's `kube-root-ca.crt` ConfigMap.
-    pub fn set_root_ca(&mut self, pem: String) {
-        self.root_ca = pem;
-    }
-
-    /// What the namespace controllers put in a new namespace: the `default` ServiceAccount
-    /// (serviceaccounts-controller) and the `kube-root-ca.crt` ConfigMap with the API server's
-    /// CA (root-ca-cert-publisher), unless they exist already.
-    fn populate_namespace(&mut self, ns: &str) {
-        if self.get(ids::SERVICEACCOUNTS, ns, "default").is_none() {
-            let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                                 "metadata": {"name": "default", "namespace": ns}});
-            self.put_controlled(ids::SERVICEACCOUNTS, ns, "default", account, None);
-        }
-        if self.get(ids::CONFIGMAPS, ns, ROOT_CA_CONFIGMAP).is_none() {
-            let bundle = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": ns,
-                             "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION}},
-                "data": {"ca.crt": self.root_ca}});
-            self.put_controlled(ids::CONFIGMAPS, ns, ROOT_CA_CONFIGMAP, bundle, None);
-        }
     }
 
     /// Empties the store (keeping the counter moving forward, as a real cluster would).
@@ -605,9 +574,6 @@ impl Store {
         let stored = Arc::new(obj);
         self.objects.insert(key, stored.clone());
         self.emit(res, &ns, EventType::Added, stored.clone(), None, rv);
-        if res == ids::NAMESPACES {
-            self.populate_namespace(&name);
-        }
         if Self::is_definition(res) {
             self.serve_definitions(&stored);
         }

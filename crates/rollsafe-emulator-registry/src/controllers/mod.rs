@@ -7,7 +7,8 @@
 //! - [`recorder`]: the Events those controllers record, through client-go's correlation
 //!   ([`event_correlation`]);
 //! - [`rollout_log`]: the emulator's own log of pod-template changes (its admin API);
-//! - [`disruption`]: the disruption controller, driven by the store's events.
+//! - [`disruption`]: the disruption controller, driven by the store's events;
+//! - [`namespaces`]: a new namespace's `default` ServiceAccount and `kube-root-ca.crt`.
 //!
 //! The registry ([`crate::store`]) stores and validates; a [`ControllerManager`] sees each
 //! committed write of a workload and each pod deleted through the API, and writes what the
@@ -18,6 +19,7 @@
 pub mod controller_revisions;
 pub mod disruption;
 pub mod event_correlation;
+pub mod namespaces;
 pub mod recorder;
 pub mod replica_sets;
 pub mod rollout_log;
@@ -25,9 +27,9 @@ pub mod rollout_sim;
 
 use serde_json::Value;
 
-use crate::store::{Committed, Key, Pacing, Store};
+use crate::store::{Committed, Key, Pacing, Store, meta_str};
 use crate::strategy;
-use rollsafe_emulator_types::resources::def;
+use rollsafe_emulator_types::resources::{def, ids};
 
 /// The simulated controllers' state, beside the store's objects.
 #[derive(Debug, Default)]
@@ -38,6 +40,8 @@ pub struct ControllerManager {
     recorder: recorder::Recorder,
     /// The pod-template changes recorded so far.
     log: rollout_log::RolloutLog,
+    /// The CA bundle published in every namespace's `kube-root-ca.crt`.
+    root_ca: String,
 }
 
 impl Pacing for ControllerManager {
@@ -48,10 +52,14 @@ impl Pacing for ControllerManager {
 
 impl ControllerManager {
     /// The controllers' reaction to a committed write of a main resource (never one of a
-    /// status subresource): the workload's Events, its rollout in the log, its revision
-    /// history and its pods.
+    /// status subresource): a new namespace's ServiceAccount and CA bundle; a workload's
+    /// Events, its rollout in the log, its revision history and its pods.
     pub fn after_write(&mut self, store: &mut Store, committed: &Committed) {
         let d = def(committed.res);
+        if committed.res == ids::NAMESPACES && committed.old.is_none() {
+            let name = meta_str(&committed.object, "name").unwrap_or_default();
+            namespaces::populate(store, name, &self.root_ca);
+        }
         if !strategy::is_workload(d) {
             return;
         }
@@ -76,11 +84,16 @@ impl ControllerManager {
     }
 
     /// Forgets everything the controllers hold (a store reset), keeping the rollout task's
-    /// waker, the clock and whether history is kept.
+    /// waker, the clock, whether history is kept and the CA bundle.
     pub fn reset(&mut self) {
         self.sim.reset();
         self.recorder = recorder::Recorder::default();
         self.log.clear();
+    }
+
+    /// The CA bundle published in every new namespace's `kube-root-ca.crt`.
+    pub fn set_root_ca(&mut self, pem: String) {
+        self.root_ca = pem;
     }
 
     /// The rollout log.
