@@ -62,7 +62,9 @@ use crate::opt_in::{self, OptIn, WatchState};
 use crate::pending::{self, HeldBy, PendingMark};
 use crate::published::PublishedSettings;
 use crate::reference::{ConfigRef, Reference, TargetKind};
-use crate::strategy::{Owner, Strategy, StrategyError, operator_owner, strategy_of};
+use crate::strategy::{
+    Owner, Strategy, StrategyDefaults, StrategyError, operator_owner, strategy_of,
+};
 use crate::workload::{Deferral, WorkloadKind};
 
 /// The preview of one Secret's consumers.
@@ -319,6 +321,18 @@ impl Consumer {
         self.controller = Some(ControllerRoll::of(
             namespace, &target, self.watch, object, settings,
         ));
+        // Where neither the workload nor the Secret chooses, the controller's `--strategy`
+        // for the namespace decides how `rollsafe watch` restarts it.
+        let controller = settings
+            .and_then(|s| s.strategy.as_deref())
+            .and_then(|text| text.parse::<StrategyDefaults>().ok());
+        self.restart_by = RestartBy::under_controller(
+            self.restart_by.take(),
+            self.kind.as_str(),
+            namespace,
+            object,
+            controller.as_ref(),
+        );
     }
 }
 
@@ -844,6 +858,46 @@ mod tests {
         let mut unchanged = with_owners();
         unchanged.secret_strategy(None);
         assert_eq!(unchanged, with_owners());
+    }
+
+    #[test]
+    fn the_controllers_strategy_decides_where_nothing_else_chooses() {
+        let mut evicting = settings(true, false);
+        evicting.strategy = Some("patch,shop=evict".into());
+        let judged = |ns: &str, s: Option<&PublishedSettings>| {
+            let mut preview = with_owners();
+            let objects = [
+                json!({"metadata": {}}),
+                json!({"metadata": {"ownerReferences": [{"apiVersion": "kafka.strimzi.io/v1beta2",
+                    "kind": "Kafka", "name": "my-cluster", "uid": "u", "controller": true}]}}),
+                json!({"metadata": {"annotations": {"rollsafe.dev/strategy": "evict"}}}),
+            ];
+            for (workload, object) in preview.workloads.iter_mut().zip(&objects) {
+                workload.judge(ns, "db-creds", object, s);
+            }
+            preview
+                .workloads
+                .iter()
+                .map(|w| w.restart_by.as_ref().map(|by| (by.strategy, by.from)))
+                .collect::<Vec<_>>()
+        };
+        let evict = Some(Strategy::Evict);
+        assert_eq!(
+            judged("shop", Some(&evicting)),
+            [
+                Some((evict, StrategyFrom::Controller)),
+                Some((evict, StrategyFrom::Controller)),
+                Some((evict, StrategyFrom::Workload)),
+            ]
+        );
+        // Patch in this namespace, or settings unknown: as the workloads' metadata says.
+        let as_read = judged("shop", None);
+        assert_eq!(judged("other", Some(&evicting)), as_read);
+        assert_eq!(as_read[0], None);
+        assert_eq!(
+            as_read[1],
+            Some((Some(Strategy::Patch), StrategyFrom::Default))
+        );
     }
 
     fn settings(all: bool, reloader_compat: bool) -> PublishedSettings {

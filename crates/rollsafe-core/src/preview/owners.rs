@@ -18,7 +18,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::strategy::{Owner, Strategy, StrategyError};
+use crate::strategy::{Owner, Strategy, StrategyDefaults, StrategyError, strategy_of};
 use crate::workload::WorkloadKind;
 
 /// The most pod names one group of [`PodConsumers`] lists (its `count` has them all).
@@ -125,10 +125,33 @@ impl RestartBy {
 }
 
 impl RestartBy {
+    /// `by` — how the workload `kind` (its listed `object`) is restarted as its own metadata
+    /// and the Secret say — or, where neither chooses (`by` absent or `from: default`) and the
+    /// controller's `--strategy` (`controller`) evicts in `namespace`, by eviction, as
+    /// `rollsafe watch` restarts the three `apps/v1` kinds.
+    pub fn under_controller(
+        by: Option<RestartBy>,
+        kind: &str,
+        namespace: &str,
+        object: &serde_json::Value,
+        controller: Option<&StrategyDefaults>,
+    ) -> Option<RestartBy> {
+        let says_nothing = matches!(strategy_of(object), Ok(None))
+            && by
+                .as_ref()
+                .is_none_or(|by| by.from == StrategyFrom::Default);
+        let evicts =
+            controller.is_some_and(|defaults| defaults.for_namespace(namespace) == Strategy::Evict);
+        if says_nothing && evicts {
+            Some(Self::controller_evicts(kind, namespace))
+        } else {
+            by
+        }
+    }
+
     /// How the workload `kind` in `namespace` is restarted when it says nothing and the
-    /// controller's `--strategy` evicts there: by eviction, as `rollsafe watch` does for the
-    /// three `apps/v1` kinds.
-    pub fn controller_evicts(kind: &str, namespace: &str) -> RestartBy {
+    /// controller's `--strategy` evicts there.
+    fn controller_evicts(kind: &str, namespace: &str) -> RestartBy {
         RestartBy {
             strategy: Some(Strategy::Evict),
             from: StrategyFrom::Controller,

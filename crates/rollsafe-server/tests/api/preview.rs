@@ -295,6 +295,48 @@ async fn each_consumer_is_judged_under_the_settings_the_controller_published() {
 }
 
 #[tokio::test]
+async fn the_controllers_strategy_says_how_a_workload_that_does_not_choose_restarts() {
+    let mut objects = seed();
+    objects.push(controller_lease(
+        json!({"strategy": format!("patch,{NS}=evict")}),
+    ));
+    objects.push(annotated(
+        "Deployment",
+        "patched",
+        json!({"rollsafe.dev/strategy": "patch"}),
+    ));
+    let f = Fixture::start_with(objects, |_| {}).await;
+    let (status, body) = preview(&f, "db", &admin()).await;
+    assert_eq!(status, 200, "{body}");
+    let restart: Vec<(String, Value)> = body["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["name"].as_str().unwrap().to_owned(),
+                w.get("restartBy").cloned().unwrap_or(Value::Null),
+            )
+        })
+        .collect();
+    let by_controller = |kind: &str| {
+        json!({"strategy": "evict", "from": "controller", "reason": format!(
+            "restarted by eviction (rollsafe watch --strategy: evict in namespace {NS}; the {kind} says nothing): rollsafe watch evicts its pods one at a time, PodDisruptionBudgets holding, and does not write its template"
+        )})
+    };
+    assert_eq!(
+        restart,
+        [
+            ("api".to_owned(), by_controller("Deployment")),
+            // Its own annotation chooses: a template patch, nothing to say.
+            ("patched".to_owned(), Value::Null),
+            ("worker".to_owned(), by_controller("StatefulSet")),
+        ]
+    );
+    f.stop().await;
+}
+
+#[tokio::test]
 async fn without_the_published_settings_what_depends_on_them_is_unknown() {
     // No Lease at all.
     let f = Fixture::start_with(seed(), |_| {}).await;

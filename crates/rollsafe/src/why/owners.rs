@@ -4,7 +4,7 @@
 //! the controller's `--strategy` from the settings `why` already holds — nothing more is read.
 
 use rollsafe_core::preview::RestartBy;
-use rollsafe_core::strategy::{Owner, Strategy, StrategyDefaults, operator_owner, strategy_of};
+use rollsafe_core::strategy::{Owner, StrategyDefaults, operator_owner, strategy_of};
 use rollsafe_core::workload::WatchedKind;
 use serde_json::Value;
 
@@ -24,13 +24,9 @@ pub(super) fn of(
         ..owner
     });
     let restart_by = kind.workload().and_then(|workload| {
-        let own = strategy_of(object).transpose();
-        if own.is_none()
-            && controller.is_some_and(|c| c.for_namespace(namespace) == Strategy::Evict)
-        {
-            return Some(RestartBy::controller_evicts(workload.as_str(), namespace));
-        }
-        RestartBy::of(workload.as_str(), owner.as_ref(), own, None)
+        let kind = workload.as_str();
+        let by = RestartBy::of(kind, owner.as_ref(), strategy_of(object).transpose(), None);
+        RestartBy::under_controller(by, kind, namespace, object, controller)
     });
     (owner, restart_by)
 }
@@ -39,6 +35,7 @@ pub(super) fn of(
 mod tests {
     use super::*;
     use rollsafe_core::preview::{StrategyFrom, owned_by};
+    use rollsafe_core::strategy::Strategy;
     use serde_json::json;
 
     #[test]
