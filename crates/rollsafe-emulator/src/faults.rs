@@ -155,7 +155,7 @@ pub enum ListCorruption {
     ItemWithoutName,
     /// The first item has no `metadata.resourceVersion`.
     ItemWithoutResourceVersion,
-    /// The list's `kind` is wrong (`StatusList` … see [`wrong_list_kind`]).
+    /// The list's `kind` is wrong (`StatusList` … see `wrong_list_kind` below).
     WrongKind,
     /// The JSON body is cut in half (status 200).
     TruncatedJson,
