@@ -62,9 +62,7 @@ use crate::opt_in::{self, OptIn, WatchState};
 use crate::pending::{self, HeldBy, PendingMark};
 use crate::published::PublishedSettings;
 use crate::reference::{ConfigRef, Reference, TargetKind};
-use crate::strategy::{
-    Owner, Strategy, StrategyDefaults, StrategyError, operator_owner, strategy_of,
-};
+use crate::strategy::{Owner, Strategy, StrategyError, operator_owner, strategy_of};
 use crate::workload::{Deferral, WorkloadKind};
 
 /// The preview of one Secret's consumers.
@@ -323,9 +321,7 @@ impl Consumer {
         ));
         // Where neither the workload nor the Secret chooses, the controller's `--strategy`
         // for the namespace decides how `rollsafe watch` restarts it.
-        let controller = settings
-            .and_then(|s| s.strategy.as_deref())
-            .and_then(|text| text.parse::<StrategyDefaults>().ok());
+        let controller = settings.map(PublishedSettings::strategy_defaults);
         self.restart_by = RestartBy::under_controller(
             self.restart_by.take(),
             self.kind.as_str(),

@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::reference::TargetKind;
+use crate::strategy::StrategyDefaults;
 
 /// The settings that decide what the controller rolls, as published.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,6 +59,15 @@ pub struct PublishedSettings {
 }
 
 impl PublishedSettings {
+    /// `--strategy` as the controller runs with it: `patch` everywhere when it publishes none
+    /// (or one this reader does not understand).
+    pub fn strategy_defaults(&self) -> StrategyDefaults {
+        self.strategy
+            .as_deref()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or_default()
+    }
+
     /// Whether the controller considers objects of `namespace` at all (its `--namespace` list
     /// and `--ignore-namespace`; a namespace selector is not evaluated here).
     pub fn covers(&self, namespace: &str) -> bool {

@@ -50,7 +50,6 @@ use rollsafe_core::opt_in::{self, OptIn, reloader};
 use rollsafe_core::reference::{self, ConfigRef, ContainerList, Origin, Reference, TargetKind};
 use rollsafe_core::rollout;
 use rollsafe_core::shown::shown;
-use rollsafe_core::strategy::StrategyDefaults;
 use rollsafe_core::validation::is_dns1123_subdomain;
 use rollsafe_core::window::RestartWindow;
 use rollsafe_kube::EventSummary;
@@ -635,14 +634,7 @@ async fn explain(
     let stages = evaluation.stages;
     // The controller's `--strategy`, as the Evaluator reads it below; unknown settings say
     // nothing of it.
-    let controller_strategy = known.then(|| {
-        settings
-            .values
-            .strategy
-            .as_deref()
-            .and_then(|text| text.parse::<StrategyDefaults>().ok())
-            .unwrap_or_default()
-    });
+    let controller_strategy = known.then(|| values.strategy_defaults());
     let (operator_owner, restart_by) = owners::of(
         *kind,
         &object,
@@ -725,33 +717,64 @@ async fn read_workload(
     target: &WatchedTarget,
 ) -> anyhow::Result<Value> {
     let WatchedTarget { kind, name } = target;
-    let kind_name = kind.as_str();
     let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(
         client.clone(),
         namespace.as_str(),
         &rollsafe_kube::read::workload_resource(*kind),
     );
+    let what = Read {
+        kind: kind.as_str(),
+        rbac: "",
+        unserved: Some(kind.plural()),
+    };
+    read_one(api, &what, namespace, name).await
+}
+
+/// What [`read_one`] reads, for its messages.
+struct Read<'a> {
+    /// The kind, as shown (`Deployment`, `Pod`).
+    kind: &'a str,
+    /// Said after a 403: the rule that would allow it (` (RBAC: get pods)`), or nothing.
+    rbac: &'a str,
+    /// For a kind that may not be served: its plural, which a 404 of the API says is not.
+    unserved: Option<&'a str>,
+}
+
+/// Reads one object as JSON within [`GET_TIMEOUT`], or fails with one line naming the object
+/// and what went wrong (never Kubernetes' own error text).
+async fn read_one<K>(
+    api: kube::Api<K>,
+    what: &Read<'_>,
+    namespace: &Namespace,
+    name: &str,
+) -> anyhow::Result<Value>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Serialize,
+{
+    let Read {
+        kind,
+        rbac,
+        unserved,
+    } = what;
     match tokio::time::timeout(GET_TIMEOUT, api.get_opt(name)).await {
         Ok(Ok(Some(object))) => Ok(serde_json::to_value(object)?),
-        Ok(Ok(None)) => bail!("{kind_name} \"{name}\" not found in namespace \"{namespace}\""),
-        Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
-            bail!("not allowed to read {kind_name} \"{name}\" in namespace \"{namespace}\"")
-        }
-        Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
-            bail!(
-                "{kind_name} \"{name}\" not found in namespace \"{namespace}\": this cluster does not serve {}",
-                kind.plural()
-            )
-        }
-        Ok(Err(kube::Error::Api(status))) => bail!(
-            "cannot read {kind_name} \"{name}\" in namespace \"{namespace}\": Kubernetes answered HTTP {}",
-            status.code
-        ),
+        Ok(Ok(None)) => bail!("{kind} \"{name}\" not found in namespace \"{namespace}\""),
+        Ok(Err(kube::Error::Api(status))) => match (status.code, unserved) {
+            (403, _) => {
+                bail!("not allowed to read {kind} \"{name}\" in namespace \"{namespace}\"{rbac}")
+            }
+            (404, Some(plural)) => bail!(
+                "{kind} \"{name}\" not found in namespace \"{namespace}\": this cluster does not serve {plural}"
+            ),
+            (code, _) => bail!(
+                "cannot read {kind} \"{name}\" in namespace \"{namespace}\": Kubernetes answered HTTP {code}"
+            ),
+        },
         Ok(Err(_)) => bail!(
-            "cannot read {kind_name} \"{name}\" in namespace \"{namespace}\": no response from Kubernetes"
+            "cannot read {kind} \"{name}\" in namespace \"{namespace}\": no response from Kubernetes"
         ),
         Err(_) => bail!(
-            "cannot read {kind_name} \"{name}\" in namespace \"{namespace}\": Kubernetes did not answer in time"
+            "cannot read {kind} \"{name}\" in namespace \"{namespace}\": Kubernetes did not answer in time"
         ),
     }
 }
@@ -891,11 +914,7 @@ fn evaluate(
         .restart_window
         .as_deref()
         .and_then(|text| text.parse::<RestartWindow>().ok());
-    let strategy = settings
-        .strategy
-        .as_deref()
-        .and_then(|text| text.parse::<StrategyDefaults>().ok())
-        .unwrap_or_default();
+    let strategy = settings.strategy_defaults();
     let explanation = Evaluator {
         cache: &cache,
         fingerprinter,

@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use anyhow::bail;
 use k8s_openapi::api::core::v1::Pod;
 use rollsafe_core::name::Namespace;
 use rollsafe_core::preview::{
@@ -27,11 +26,10 @@ use rollsafe_core::preview::{
 use rollsafe_core::reference::{self, ConfigRef, TargetKind};
 use rollsafe_core::strategy::{Owner, finished_phase};
 use rollsafe_core::validation::is_dns1123_subdomain;
-use rollsafe_kube::transport::GET_TIMEOUT;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{ReferenceAt, path_in};
+use super::{Read, ReferenceAt, path_in, read_one};
 use crate::kube_args::KubeArgs;
 use crate::restart_exit::{self, OutputFormat};
 use crate::target::namespace_flag;
@@ -196,25 +194,12 @@ async fn read_pod(
     name: &str,
 ) -> anyhow::Result<Value> {
     let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), namespace.as_str());
-    match tokio::time::timeout(GET_TIMEOUT, api.get_opt(name)).await {
-        Ok(Ok(Some(pod))) => Ok(serde_json::to_value(pod)?),
-        Ok(Ok(None)) => bail!("Pod \"{name}\" not found in namespace \"{namespace}\""),
-        Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
-            bail!(
-                "not allowed to read Pod \"{name}\" in namespace \"{namespace}\" (RBAC: get pods)"
-            )
-        }
-        Ok(Err(kube::Error::Api(status))) => bail!(
-            "cannot read Pod \"{name}\" in namespace \"{namespace}\": Kubernetes answered HTTP {}",
-            status.code
-        ),
-        Ok(Err(_)) => bail!(
-            "cannot read Pod \"{name}\" in namespace \"{namespace}\": no response from Kubernetes"
-        ),
-        Err(_) => bail!(
-            "cannot read Pod \"{name}\" in namespace \"{namespace}\": Kubernetes did not answer in time"
-        ),
-    }
+    let what = Read {
+        kind: "Pod",
+        rbac: " (RBAC: get pods)",
+        unserved: None,
+    };
+    read_one(api, &what, namespace, name).await
 }
 
 /// `-o text`: one line per fact.
