@@ -45,6 +45,20 @@ impl Cluster {
         Self::default()
     }
 
+    /// A cluster for unit tests: a manual clock, new pods Ready `pod_ready_millis` after
+    /// their creation, and the namespace `shop`.
+    #[cfg(test)]
+    pub(crate) fn on_manual_clock(pod_ready_millis: u64) -> Self {
+        let mut cluster = Self::new();
+        cluster.use_manual_clock(Instant::now());
+        cluster.set_rollout_settings(RolloutPace {
+            pod_ready_millis,
+            progress_deadline_scale: 1.0,
+        });
+        assert!(cluster.ensure_namespace("shop").is_ok());
+        cluster
+    }
+
     /// What the controllers do after a create or an update.
     fn settle(&mut self, written: &Written, mode: UpdateMode) {
         if let Written::Stored(committed) = written

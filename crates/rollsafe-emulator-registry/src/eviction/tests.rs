@@ -1,23 +1,15 @@
 //! Evictions against a store whose Deployments have simulated pods, under a driven clock.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::*;
 use crate::cluster::Cluster;
-use crate::controllers::rollout_sim::RolloutPace;
 use crate::store::EventType;
 
 fn store(pod_ready_millis: u64) -> Cluster {
-    let mut s = Cluster::new();
-    s.use_manual_clock(Instant::now());
-    s.set_rollout_settings(RolloutPace {
-        pod_ready_millis,
-        progress_deadline_scale: 1.0,
-    });
-    assert!(s.ensure_namespace("shop").is_ok());
-    s
+    Cluster::on_manual_clock(pod_ready_millis)
 }
 
 fn deployment(s: &mut Cluster, name: &str, replicas: i64) {

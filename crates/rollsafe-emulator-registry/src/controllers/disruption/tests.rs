@@ -1,7 +1,7 @@
 //! The disruption controller's counts and status, against a store whose workloads have
 //! simulated pods.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -10,14 +10,7 @@ use crate::cluster::Cluster;
 use crate::controllers::rollout_sim::RolloutPace;
 
 fn store(pod_ready_millis: u64) -> Cluster {
-    let mut s = Cluster::new();
-    s.use_manual_clock(Instant::now());
-    s.set_rollout_settings(RolloutPace {
-        pod_ready_millis,
-        progress_deadline_scale: 1.0,
-    });
-    assert!(s.ensure_namespace("shop").is_ok());
-    s
+    Cluster::on_manual_clock(pod_ready_millis)
 }
 
 /// One pass of the disruption controller over the namespace `shop`.

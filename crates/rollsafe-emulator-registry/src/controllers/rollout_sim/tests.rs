@@ -11,14 +11,7 @@ use crate::store::UpdateMode;
 const MILLIS: u64 = 300;
 
 fn store() -> Cluster {
-    let mut s = Cluster::new();
-    s.use_manual_clock(Instant::now());
-    s.set_rollout_settings(RolloutPace {
-        pod_ready_millis: MILLIS,
-        progress_deadline_scale: 1.0,
-    });
-    assert!(s.ensure_namespace("shop").is_ok());
-    s
+    Cluster::on_manual_clock(MILLIS)
 }
 
 fn workload(kind: &str, name: &str, replicas: i64, strategy: Value) -> Value {
