@@ -531,6 +531,45 @@ fn pod_env(command: &mut Command, container: &Value, namespace: &str, home: &Pat
     }
 }
 
+/// The rollsafe binary with the arguments and environment of the first container of the
+/// chart's `deployment`, as its pod would run it.
+fn container_command(deployment: &Value, dir: &Path) -> Command {
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
+    command.args(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap()),
+    );
+    pod_env(&mut command, container, namespace, dir);
+    command
+}
+
+/// [`container_command`] for the server, in the cluster: the real API server from
+/// `KUBERNETES_SERVICE_*`, the ServiceAccount directory, the session secret, listening on
+/// `port` (the admin listener on any free port).
+fn serve_command(
+    real: &Real,
+    deployment: &Value,
+    sa_dir: &Path,
+    session_secret: &str,
+    dir: &Path,
+    port: u16,
+) -> Command {
+    let mut command = container_command(deployment, dir);
+    command
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", real.port.to_string())
+        .env("ROLLSAFE_SERVICEACCOUNT_DIR", sa_dir)
+        .env("SESSION_SECRET", session_secret)
+        .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0");
+    command
+}
+
 /// `rollsafe serve` as the chart's server Deployment runs it: the chart's environment, no
 /// kubeconfig, the API server from `KUBERNETES_SERVICE_*`, the token, CA and namespace from
 /// the ServiceAccount directory.
@@ -541,29 +580,13 @@ async fn serve_in_cluster(
     session_secret: &str,
     dir: &Path,
 ) -> Process {
-    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
     // The port is free when chosen, but another test may bind it first: a server that exits
     // before it is ready is started again on another port.
     for attempt in 0..3 {
         let port = free_port();
         let log = dir.join(format!("serve-{attempt}.log"));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
-        command.args(
-            container["args"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap()),
-        );
-        pod_env(&mut command, container, namespace, dir);
+        let mut command = serve_command(real, deployment, sa_dir, session_secret, dir, port);
         command
-            .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-            .env("KUBERNETES_SERVICE_PORT", real.port.to_string())
-            .env("ROLLSAFE_SERVICEACCOUNT_DIR", sa_dir)
-            .env("SESSION_SECRET", session_secret)
-            .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{port}"))
-            .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         let mut server = Process {
@@ -582,21 +605,11 @@ async fn serve_in_cluster(
 /// environment), with a kubeconfig whose user is the controller's token, and the admin
 /// listener on a free loopback port.
 async fn watch_with_kubeconfig(deployment: &Value, kubeconfig: &Path, dir: &Path) -> Process {
-    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
     for attempt in 0..3 {
         let port = free_port();
         let log = dir.join(format!("watch-{attempt}.log"));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
-        command.args(
-            container["args"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap()),
-        );
+        let mut command = container_command(deployment, dir);
         command.arg("--kubeconfig").arg(kubeconfig);
-        pod_env(&mut command, container, namespace, dir);
         command
             .env("ROLLSAFE_WATCH_ADMIN_LISTEN", format!("127.0.0.1:{port}"))
             .env("ROLLSAFE_WATCH_INSTANCE", INSTANCE)
@@ -1829,25 +1842,9 @@ async fn serve_until_exit(
     dir: &Path,
     overrides: &[(&str, &str)],
 ) -> (Option<i32>, String) {
-    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
     let log = dir.join("serve-refused.log");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rollsafe"));
-    command.args(
-        container["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap()),
-    );
-    pod_env(&mut command, container, namespace, dir);
+    let mut command = serve_command(real, deployment, sa_dir, session_secret, dir, free_port());
     command
-        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-        .env("KUBERNETES_SERVICE_PORT", real.port.to_string())
-        .env("ROLLSAFE_SERVICEACCOUNT_DIR", sa_dir)
-        .env("SESSION_SECRET", session_secret)
-        .env("ROLLSAFE_LISTEN", format!("127.0.0.1:{}", free_port()))
-        .env("ROLLSAFE_ADMIN_LISTEN", "127.0.0.1:0")
         .envs(overrides.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
