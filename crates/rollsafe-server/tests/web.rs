@@ -43,6 +43,22 @@ fn chromedriver() -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
+/// [`chromedriver`] for a browser test; without it the test is skipped, saying so — except
+/// under CI, where `.ci/run` installs it and its absence fails the test.
+fn chromedriver_or_skip() -> Option<PathBuf> {
+    let found = chromedriver();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromedriver is missing; .ci/run installs chromium and chromium-driver"
+        );
+        eprintln!(
+            "skipped: no chromedriver at /usr/bin/chromedriver (apt-get install chromium chromium-driver)"
+        );
+    }
+    found
+}
+
 fn chromium() -> String {
     std::env::var("ROLLSAFE_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned())
 }
@@ -541,14 +557,7 @@ async fn row_text(client: &Client, workload: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_restarts_consumers_from_the_page() {
-    let Some(driver_path) = chromedriver() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromedriver is missing; .ci/run installs chromium and chromium-driver"
-        );
-        eprintln!(
-            "skipped: no chromedriver at /usr/bin/chromedriver (apt-get install chromium chromium-driver)"
-        );
+    let Some(driver_path) = chromedriver_or_skip() else {
         return;
     };
     // With the OpenID provider installed, alice signs in through its own forms; otherwise with
@@ -1062,12 +1071,7 @@ async fn wait_for_state(client: &Client, workload: &str, state: &str) -> (Vec<f6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_follows_a_slow_and_a_failing_rollout() {
-    let Some(driver_path) = chromedriver() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromedriver is missing; .ci/run installs chromium and chromium-driver"
-        );
-        eprintln!("skipped: no chromedriver at /usr/bin/chromedriver");
+    let Some(driver_path) = chromedriver_or_skip() else {
         return;
     };
     let f = Fixture::start_seeded(rolling_cluster(), None, |s| {
@@ -1324,12 +1328,7 @@ fn owners_cluster() -> Vec<Value> {
 /// page; a person who may not list pods sees that said instead, and the rest unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_owned_and_pod_level_consumers_are_shown() {
-    let Some(driver_path) = chromedriver() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromedriver is missing; .ci/run installs chromium and chromium-driver"
-        );
-        eprintln!("skipped: no chromedriver at /usr/bin/chromedriver");
+    let Some(driver_path) = chromedriver_or_skip() else {
         return;
     };
     let f = Fixture::start_seeded(owners_cluster(), None, |s| {

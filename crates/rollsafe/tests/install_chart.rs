@@ -355,16 +355,7 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
             assert_eq!(verbs, ["get"], "{mode}");
         }
     }
-    let restart_roles: Vec<&Value> = objects
-        .iter()
-        .filter(|o| {
-            (o["kind"] == "Role" || o["kind"] == "ClusterRole")
-                && o["metadata"]["name"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with("-restart")
-        })
-        .collect();
+    let restart_roles = roles_ending(objects, "-restart");
     match (
         impersonation,
         values["server"]["scope"].as_str(),
@@ -387,16 +378,7 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
     // Constrained: what may be done as the caller is bound to the namespaces in scope — a Role
     // in each (the release namespace in namespace scope), a ClusterRole only in cluster scope
     // without a list.
-    let impersonate_on: Vec<&Value> = objects
-        .iter()
-        .filter(|o| {
-            (o["kind"] == "Role" || o["kind"] == "ClusterRole")
-                && o["metadata"]["name"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with("-impersonate-on")
-        })
-        .collect();
+    let impersonate_on = roles_ending(objects, "-impersonate-on");
     match (
         constrained,
         values["server"]["scope"].as_str(),
@@ -483,6 +465,17 @@ fn check_invariants(mode: &str, values: &Value, objects: &[Value]) {
                 .is_some_and(|n| n.contains("controller"))),
         "{mode}: the controller's objects all carry its component label"
     );
+}
+
+/// The Roles and ClusterRoles among `objects` whose names end with `suffix`.
+fn roles_ending<'a>(objects: &'a [Value], suffix: &str) -> Vec<&'a Value> {
+    objects
+        .iter()
+        .filter(|o| {
+            (o["kind"] == "Role" || o["kind"] == "ClusterRole")
+                && o["metadata"]["name"].as_str().unwrap().ends_with(suffix)
+        })
+        .collect()
 }
 
 /// `roles` are Roles, one in each of the listed `namespaces` and nowhere else.

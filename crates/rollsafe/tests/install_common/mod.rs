@@ -113,14 +113,7 @@ pub fn render_as(
                "name": name, "namespace": namespace}),
     )
     .unwrap_or_else(|error| panic!("render failed: {error}"));
-    let mut manifests: Vec<(String, String)> = answer["manifests"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(path, text)| (path.clone(), text.as_str().unwrap().to_owned()))
-        .collect();
-    manifests.sort();
-    manifests
+    sorted_manifests(&answer)
 }
 
 /// `helm template --kube-version VERSION` of release [`RELEASE`] in [`NAMESPACE`]: the rendered
@@ -136,6 +129,11 @@ pub fn render_for_kube_version(
                "name": RELEASE, "namespace": NAMESPACE, "kubeVersion": version}),
     )
     .unwrap_or_else(|error| panic!("render failed: {error}"));
+    sorted_manifests(&answer)
+}
+
+/// The manifests of a render answer, by template path, sorted.
+fn sorted_manifests(answer: &Value) -> Vec<(String, String)> {
     let mut manifests: Vec<(String, String)> = answer["manifests"]
         .as_object()
         .unwrap()
