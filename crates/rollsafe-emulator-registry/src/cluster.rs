@@ -150,18 +150,18 @@ impl Cluster {
     }
 
     /// The eviction subresource (see [`eviction::evict`]): the namespace's budgets synced
-    /// first, the pod's controller replacing it, the budgets synced again.
+    /// first; once the pod is gone, its controller replacing it and the budgets synced again.
     pub fn evict(&mut self, ns: &str, name: &str, request: &Eviction) -> Result<(), EvictionError> {
-        let pod = self.store.get(ids::PODS, ns, name).cloned();
+        let Some(pod) = self.store.get(ids::PODS, ns, name).cloned() else {
+            // The registry's own answer: the pod is not found.
+            return eviction::evict(&mut self.store, ns, name, request);
+        };
         disruption::sync_namespace(&mut self.store, ns);
         eviction::evict(&mut self.store, ns, name, request)?;
-        if request.write == Write::Commit
-            && let Some(pod) = pod
-            && self.store.get(ids::PODS, ns, name).is_none()
-        {
+        if request.write == Write::Commit && self.store.get(ids::PODS, ns, name).is_none() {
             self.controllers.after_pod_delete(&mut self.store, &pod);
+            disruption::sync_namespace(&mut self.store, ns);
         }
-        disruption::sync_namespace(&mut self.store, ns);
         Ok(())
     }
 

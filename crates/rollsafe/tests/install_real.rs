@@ -1524,12 +1524,7 @@ async fn review_rbac_constrained_impersonation_with_names_on_real() {
             "impersonate:user-info groups.authentication.k8s.io/developers".to_owned(),
         ])
     );
-    let granted: BTreeSet<String> = release_ns["granted"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| format!("{} {}", g["verb"], g["resource"]).replace('"', ""))
-        .collect();
+    let granted = granted(release_ns);
     for grant in [
         "impersonate-on:user-info:get secrets",
         "impersonate-on:user-info:list deployments.apps",
@@ -1553,6 +1548,16 @@ async fn review_rbac_constrained_impersonation_with_names_on_real() {
     );
 }
 
+/// What the review says one namespace grants: `verb resource` each.
+fn granted(namespace: &Value) -> BTreeSet<String> {
+    namespace["granted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| format!("{} {}", g["verb"], g["resource"]).replace('"', ""))
+        .collect()
+}
+
 /// Constrained impersonation in cluster scope with token review and no names: the
 /// `impersonate-on` verbs everywhere (a ClusterRole) with the namespace list, for users and
 /// for reviewed ServiceAccounts.
@@ -1570,12 +1575,7 @@ async fn review_rbac_constrained_impersonation_cluster_scope_with_token_review_o
         "cluster scope, constrained impersonation, token review"
     );
     let elsewhere = server["namespaces"].as_array().unwrap().last().unwrap();
-    let granted: BTreeSet<String> = elsewhere["granted"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| format!("{} {}", g["verb"], g["resource"]).replace('"', ""))
-        .collect();
+    let granted = granted(elsewhere);
     for grant in [
         "impersonate-on:user-info:list namespaces",
         "impersonate-on:serviceaccount:list namespaces",
